@@ -1,0 +1,94 @@
+"""The one exception hierarchy. Each error knows its API ``type`` and HTTP status.
+
+``api/errors.py`` maps these to the wire envelope in exactly one place; the CLI prints ``message``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class GitmemError(Exception):
+    """Base of every refusal or failure the engine reports."""
+
+    api_type = "api_error"
+    status = 500
+    retryable = False
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+
+class InvalidRequest(GitmemError):
+    api_type = "invalid_request_error"
+    status = 400
+
+
+class SecretRefused(InvalidRequest):
+    """Content that holds a password, private key or access token."""
+
+
+class ArchivedStore(InvalidRequest):
+    """A write to an archived store."""
+
+
+class LimitExceeded(InvalidRequest):
+    """A count or size limit (notes in a store, shared stores in a workspace, a bank's caps)."""
+
+
+class AuthenticationFailed(GitmemError):
+    api_type = "authentication_error"
+    status = 401
+
+
+class PermissionDenied(GitmemError):
+    api_type = "permission_error"
+    status = 403
+
+
+class NotFound(GitmemError):
+    api_type = "not_found_error"
+    status = 404
+
+
+class Conflict(GitmemError):
+    api_type = "conflict_error"
+    status = 409
+
+
+class PathConflict(Conflict):
+    """A note at, above or below an existing note's path."""
+
+    api_type = "memory_path_conflict_error"
+
+    def __init__(self, message: str, *, conflicting_memory_id: str, conflicting_path: str) -> None:
+        super().__init__(
+            message, conflicting_memory_id=conflicting_memory_id, conflicting_path=conflicting_path
+        )
+
+
+class PreconditionFailed(Conflict):
+    api_type = "memory_precondition_failed_error"
+
+
+class StoreBusy(Conflict):
+    """The store's lock could not be taken in time; a retry may succeed."""
+
+    retryable = True
+
+
+class TooLarge(GitmemError):
+    api_type = "request_too_large"
+    status = 413
+
+
+class RateLimited(GitmemError):
+    api_type = "rate_limit_error"
+    status = 429
+    retryable = True
+
+    def __init__(self, message: str, *, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after

@@ -1,0 +1,50 @@
+"""Opaque, unique, roughly time-ordered ids such as ``mem_01JD...``.
+
+A Crockford base32 ULID (48-bit milliseconds + 80 random bits) behind a type prefix. Ids derived
+from content (versions of pushed commits) use :func:`derived_id` so that ``reindex`` finds the
+same id again from history alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+
+_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+WORKSPACE = "wrkspc"
+STORE = "memstore"
+MEMORY = "mem"
+VERSION = "memver"
+API_KEY = "apikey"
+USER = "user"
+TASK = "task"
+WORKER = "worker"
+PROFILE = "profile"
+DREAM = "dream"
+REQUEST = "req"
+
+
+def _b32(value: int, length: int) -> str:
+    out = []
+    for _ in range(length):
+        out.append(_ALPHABET[value & 31])
+        value >>= 5
+    return "".join(reversed(out))
+
+
+def new_id(prefix: str, *, now: float | None = None) -> str:
+    millis = int((time.time() if now is None else now) * 1000) & ((1 << 48) - 1)
+    rand = int.from_bytes(os.urandom(10), "big")
+    return f"{prefix}_{_b32(millis, 10)}{_b32(rand, 16)}"
+
+
+def derived_id(prefix: str, *parts: str) -> str:
+    """A stable id from the given parts (e.g. a pushed commit and a path)."""
+    digest = hashlib.sha256("\x00".join(parts).encode()).digest()
+    return f"{prefix}_{_b32(int.from_bytes(digest[:16], 'big'), 26)}"
+
+
+def has_prefix(value: str, prefix: str) -> bool:
+    return value.startswith(prefix + "_") and len(value) > len(prefix) + 1
