@@ -1,0 +1,307 @@
+"""The catalog (SQLite): workspaces, API keys and users (hashed), and stores' metadata.
+
+Shared by every process on a data home (uvicorn workers, the CLI, hooks): WAL mode, short
+transactions, ``BEGIN IMMEDIATE`` where a count must not race. Secrets are shown once and stored as
+SHA-256 digests (they are long random strings, so a fast hash is enough).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import hashlib
+import json
+import secrets
+import sqlite3
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from gitmem import ids
+from gitmem.clock import Clock, from_micros, system_clock, to_micros
+from gitmem.errors import AuthenticationFailed, InvalidRequest, NotFound
+from gitmem.model import Actor, Role, StoreInfo, StoreKind
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS workspaces (
+    id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, created_at INTEGER NOT NULL,
+    settings TEXT NOT NULL DEFAULT '{}');
+CREATE TABLE IF NOT EXISTS credentials (
+    id TEXT PRIMARY KEY, kind TEXT NOT NULL, workspace_id TEXT NOT NULL, name TEXT NOT NULL,
+    role TEXT NOT NULL, secret_hash TEXT NOT NULL UNIQUE, created_at INTEGER NOT NULL,
+    revoked_at INTEGER, task_id TEXT);
+CREATE TABLE IF NOT EXISTS stores (
+    id TEXT PRIMARY KEY, workspace_id TEXT NOT NULL, name TEXT NOT NULL, description TEXT NOT NULL,
+    metadata TEXT NOT NULL, kind TEXT NOT NULL, encrypted INTEGER NOT NULL DEFAULT 0,
+    created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, archived_at INTEGER);
+CREATE INDEX IF NOT EXISTS stores_workspace ON stores (workspace_id, created_at, id);
+"""
+
+ROLES: tuple[Role, ...] = ("admin", "read-write", "read-only")
+_SECRET_PREFIX = {"api_key": "gm_key_", "user": "gm_usr_", "task": "gm_tsk_"}
+
+
+@dataclass(frozen=True)
+class Workspace:
+    id: str
+    name: str
+    created_at: dt.datetime
+    settings: dict[str, object]
+
+
+@dataclass(frozen=True)
+class Credential:
+    """An API key, a user's token or a task's token (the secret itself is never kept)."""
+
+    id: str
+    kind: str  # api_key | user | task
+    workspace_id: str
+    name: str
+    role: Role
+    created_at: dt.datetime
+    revoked_at: dt.datetime | None
+    task_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: their workspace, the actor their writes are attributed to, and their role."""
+
+    workspace_id: str
+    actor: Actor
+    role: Role
+    credential_id: str
+    task_id: str | None = None
+
+    @property
+    def can_write(self) -> bool:
+        return self.role in ("admin", "read-write")
+
+
+def hash_secret(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def _credential(row: sqlite3.Row) -> Credential:
+    return Credential(row["id"], row["kind"], row["workspace_id"], row["name"], row["role"],
+                      from_micros(row["created_at"]),
+                      from_micros(row["revoked_at"]) if row["revoked_at"] is not None else None,
+                      row["task_id"])
+
+
+def store_info(row: sqlite3.Row) -> StoreInfo:
+    return StoreInfo(
+        id=row["id"], workspace_id=row["workspace_id"], name=row["name"], description=row["description"],
+        metadata=json.loads(row["metadata"]), created_at=from_micros(row["created_at"]),
+        updated_at=from_micros(row["updated_at"]),
+        archived_at=from_micros(row["archived_at"]) if row["archived_at"] is not None else None,
+        kind=row["kind"], encrypted=bool(row["encrypted"]))
+
+
+class Catalog:
+    def __init__(self, path: Path, clock: Clock = system_clock) -> None:
+        self.path = path
+        self.clock = clock
+        self._local = threading.local()
+        self.db.executescript(SCHEMA)  # idempotent; executescript manages its own transaction
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        """One connection per thread (sqlite3 connections are not shared across threads)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA foreign_keys=ON")
+            self._local.conn = conn
+        return conn
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def ensure_schema(self, sql: str) -> None:
+        """Other engine modules (tasks, profiles, dreams) add their tables through this."""
+        self.db.executescript(sql)
+
+    def _now(self) -> int:
+        return to_micros(self.clock())
+
+    # -- workspaces -------------------------------------------------------------------------------
+
+    def create_workspace(self, name: str) -> Workspace:
+        if not name or len(name) > 255:
+            raise InvalidRequest("a workspace name is 1 to 255 characters")
+        ws_id = ids.new_id(ids.WORKSPACE)
+        try:
+            with self.transaction() as db:
+                db.execute("INSERT INTO workspaces (id, name, created_at) VALUES (?,?,?)",
+                           (ws_id, name, self._now()))
+        except sqlite3.IntegrityError:
+            raise InvalidRequest(f"a workspace named {name!r} exists") from None
+        return self.workspace(ws_id)
+
+    def _workspace(self, row: sqlite3.Row) -> Workspace:
+        return Workspace(row["id"], row["name"], from_micros(row["created_at"]), json.loads(row["settings"]))
+
+    def workspace(self, workspace_id: str) -> Workspace:
+        row = self.db.execute("SELECT * FROM workspaces WHERE id=?", (workspace_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"workspace {workspace_id} not found")
+        return self._workspace(row)
+
+    def workspace_by_name(self, name: str) -> Workspace | None:
+        row = self.db.execute("SELECT * FROM workspaces WHERE name=?", (name,)).fetchone()
+        return self._workspace(row) if row else None
+
+    def list_workspaces(self) -> list[Workspace]:
+        return [self._workspace(r) for r in self.db.execute("SELECT * FROM workspaces ORDER BY created_at")]
+
+    def update_workspace_settings(self, workspace_id: str, **settings: object) -> Workspace:
+        with self.transaction() as db:
+            current = json.loads(db.execute("SELECT settings FROM workspaces WHERE id=?",
+                                            (workspace_id,)).fetchone()[0])
+            current.update(settings)
+            db.execute("UPDATE workspaces SET settings=? WHERE id=?", (json.dumps(current), workspace_id))
+        return self.workspace(workspace_id)
+
+    # -- credentials ------------------------------------------------------------------------------
+
+    def _create_credential(self, kind: str, workspace_id: str, name: str, role: Role,
+                           task_id: str | None = None) -> tuple[Credential, str]:
+        if role not in ROLES:
+            raise InvalidRequest(f"role must be one of {', '.join(ROLES)}")
+        self.workspace(workspace_id)
+        prefix = {"api_key": ids.API_KEY, "user": ids.USER, "task": ids.TASK}[kind]
+        cred_id = task_id if kind == "task" and task_id else ids.new_id(prefix)
+        secret = _SECRET_PREFIX[kind] + secrets.token_urlsafe(32)
+        with self.transaction() as db:
+            db.execute("INSERT INTO credentials (id, kind, workspace_id, name, role, secret_hash, created_at,"
+                       " task_id) VALUES (?,?,?,?,?,?,?,?)",
+                       (cred_id, kind, workspace_id, name, role, hash_secret(secret), self._now(), task_id))
+        return self.credential(cred_id), secret
+
+    def create_api_key(self, workspace_id: str, name: str, role: Role = "admin") -> tuple[Credential, str]:
+        return self._create_credential("api_key", workspace_id, name, role)
+
+    def create_user(self, workspace_id: str, name: str, role: Role = "read-write") -> tuple[Credential, str]:
+        return self._create_credential("user", workspace_id, name, role)
+
+    def create_task_token(self, workspace_id: str, task_id: str) -> tuple[Credential, str]:
+        return self._create_credential("task", workspace_id, task_id, "read-write", task_id=task_id)
+
+    def credential(self, cred_id: str) -> Credential:
+        row = self.db.execute("SELECT * FROM credentials WHERE id=?", (cred_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"{cred_id} not found")
+        return _credential(row)
+
+    def list_credentials(self, workspace_id: str | None, kind: str) -> list[Credential]:
+        sql = "SELECT * FROM credentials WHERE kind=?"
+        args: list[object] = [kind]
+        if workspace_id is not None:
+            sql += " AND workspace_id=?"
+            args.append(workspace_id)
+        return [_credential(r) for r in self.db.execute(sql + " ORDER BY created_at", args)]
+
+    def list_api_keys(self, workspace_id: str | None = None) -> list[Credential]:
+        return self.list_credentials(workspace_id, "api_key")
+
+    def list_users(self, workspace_id: str | None = None) -> list[Credential]:
+        return self.list_credentials(workspace_id, "user")
+
+    def revoke(self, cred_id: str) -> Credential:
+        with self.transaction() as db:
+            updated = db.execute("UPDATE credentials SET revoked_at=? WHERE id=? AND revoked_at IS NULL",
+                                 (self._now(), cred_id)).rowcount
+        if not updated:
+            self.credential(cred_id)  # NotFound if it never existed
+        return self.credential(cred_id)
+
+    revoke_api_key = revoke
+    revoke_user = revoke
+
+    def authenticate(self, secret: str | None) -> Principal:
+        if not secret:
+            raise AuthenticationFailed("an API key is required: send x-api-key or Authorization: Bearer")
+        row = self.db.execute("SELECT * FROM credentials WHERE secret_hash=?",
+                              (hash_secret(secret),)).fetchone()
+        if row is None or row["revoked_at"] is not None:
+            raise AuthenticationFailed("invalid API key")
+        kind = row["kind"]
+        actor_type = {"api_key": "api_actor", "user": "user_actor", "task": "task_actor"}[kind]
+        return Principal(row["workspace_id"], Actor(actor_type, row["id"]), row["role"], row["id"],  # type: ignore[arg-type]
+                         row["task_id"])
+
+    # -- stores -----------------------------------------------------------------------------------
+
+    def insert_store(self, workspace_id: str, store_id: str, name: str, description: str,
+                     metadata: dict[str, str], kind: StoreKind, encrypted: bool,
+                     max_shared: int) -> StoreInfo:
+        now = self._now()
+        with self.transaction() as db:
+            if kind == "shared":
+                (live,) = db.execute("SELECT count(*) FROM stores WHERE workspace_id=? AND kind='shared'"
+                                     " AND archived_at IS NULL", (workspace_id,)).fetchone()
+                if live >= max_shared:
+                    from gitmem.errors import LimitExceeded
+
+                    raise LimitExceeded(f"a workspace keeps at most {max_shared} live shared stores;"
+                                        " archive or delete one first")
+            db.execute("INSERT INTO stores VALUES (?,?,?,?,?,?,?,?,?,NULL)",
+                       (store_id, workspace_id, name, description, json.dumps(metadata), kind, int(encrypted),
+                        now, now))
+        return self.store(store_id)
+
+    def store(self, store_id: str) -> StoreInfo:
+        row = self.db.execute("SELECT * FROM stores WHERE id=?", (store_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"memory store {store_id} not found")
+        return store_info(row)
+
+    def list_stores(self, workspace_id: str, *, include_archived: bool, created_gte: dt.datetime | None,
+                    created_lte: dt.datetime | None, after: tuple[int, str] | None,
+                    limit: int, kinds: tuple[str, ...] = ("shared", "worker")) -> list[StoreInfo]:
+        sql = f"SELECT * FROM stores WHERE workspace_id=? AND kind IN ({','.join('?' * len(kinds))})"
+        args: list[object] = [workspace_id, *kinds]
+        if not include_archived:
+            sql += " AND archived_at IS NULL"
+        if created_gte is not None:
+            sql += " AND created_at>=?"
+            args.append(to_micros(created_gte))
+        if created_lte is not None:
+            sql += " AND created_at<=?"
+            args.append(to_micros(created_lte))
+        if after is not None:
+            sql += " AND (created_at<? OR (created_at=? AND id<?))"
+            args += [after[0], after[0], after[1]]
+        sql += " ORDER BY created_at DESC, id DESC LIMIT ?"
+        return [store_info(r) for r in self.db.execute(sql, (*args, limit))]
+
+    def update_store(self, store_id: str, **fields: object) -> StoreInfo:
+        columns = {k: (json.dumps(v) if k == "metadata" else v) for k, v in fields.items()}
+        columns["updated_at"] = self._now()
+        assignments = ", ".join(f"{k}=?" for k in columns)
+        with self.transaction() as db:
+            db.execute(f"UPDATE stores SET {assignments} WHERE id=?", (*columns.values(), store_id))
+        return self.store(store_id)
+
+    def archive_store(self, store_id: str) -> StoreInfo:
+        now = self._now()
+        with self.transaction() as db:
+            db.execute("UPDATE stores SET archived_at=coalesce(archived_at, ?), updated_at=? WHERE id=?",
+                       (now, now, store_id))
+        return self.store(store_id)
+
+    def delete_store(self, store_id: str) -> None:
+        with self.transaction() as db:
+            db.execute("DELETE FROM stores WHERE id=?", (store_id,))

@@ -1,0 +1,183 @@
+"""The facade over one data home: the catalog plus a bare repository per store.
+
+``$GITMEM_HOME/catalog.sqlite3`` and ``$GITMEM_HOME/stores/<memstore_id>.git`` (DESIGN section 3).
+Nothing here assumes one process: every process opens the same home and coordinates through SQLite
+and Git's own locks.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import logging
+import os
+import shutil
+import threading
+from pathlib import Path
+
+from gitmem import ids, repository
+from gitmem.catalog import Catalog
+from gitmem.clock import Clock, system_clock, to_micros
+from gitmem.errors import ArchivedStore, Conflict, InvalidRequest, NotFound
+from gitmem.filters import FilterChain, load_filters
+from gitmem.model import Page, StoreInfo, StoreKind
+from gitmem.policy import MAX_SHARED_STORES, check_store_fields, policy_for
+from gitmem.store import MAX_VERSIONS_PAGE, MemoryStore, check_limit
+
+log = logging.getLogger(__name__)
+
+
+def default_home() -> Path:
+    env = os.environ.get("GITMEM_HOME")
+    if env:
+        return Path(env)
+    data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(data) / "gitmem"
+
+
+def fsync_setting() -> bool:
+    """``GITMEM_FSYNC``: ``always`` (default: a write is on disk when the call returns) or ``never``."""
+    value = os.environ.get("GITMEM_FSYNC", "always").lower()
+    if value not in ("always", "never"):
+        raise InvalidRequest("GITMEM_FSYNC must be 'always' or 'never'")
+    return value == "always"
+
+
+def _store_token(info: StoreInfo) -> str:
+    raw = json.dumps([to_micros(info.created_at), info.id]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _read_store_token(token: str) -> tuple[int, str]:
+    try:
+        micros, store_id = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        return int(micros), str(store_id)
+    except (ValueError, TypeError):
+        raise InvalidRequest("invalid page token") from None
+
+
+class Gitmem:
+    def __init__(self, home: Path, *, clock: Clock = system_clock, filters: FilterChain | None = None,
+                 fsync: bool | None = None) -> None:
+        self.home = home
+        self.clock = clock
+        self.filters = filters or load_filters()
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "stores").mkdir(exist_ok=True)
+        repository.set_fsync(fsync_setting() if fsync is None else fsync)
+        self.catalog = Catalog(home / "catalog.sqlite3", clock)
+        self._local = threading.local()
+        self.codec_for = None  # set by gitmem.crypto when encryption at rest is configured
+
+    @classmethod
+    def open(cls, home: Path | str | None = None, **kwargs: object) -> Gitmem:
+        return cls(Path(home) if home is not None else default_home(), **kwargs)  # type: ignore[arg-type]
+
+    def repo_path(self, store_id: str) -> Path:
+        if not ids.has_prefix(store_id, ids.STORE) or "/" in store_id or ".." in store_id:
+            raise NotFound(f"memory store {store_id} not found")
+        return self.home / "stores" / f"{store_id}.git"
+
+    # -- stores -----------------------------------------------------------------------------------
+
+    def create_store(self, workspace_id: str, name: str, description: str = "",
+                     metadata: dict[str, str] | None = None, kind: StoreKind = "shared",
+                     encrypted: bool = False) -> StoreInfo:
+        metadata = dict(metadata or {})
+        check_store_fields(name, description, metadata)
+        self.catalog.workspace(workspace_id)
+        store_id = ids.new_id(ids.STORE)
+        repository.init_bare(self.repo_path(store_id))
+        try:
+            return self.catalog.insert_store(workspace_id, store_id, name, description or "", metadata, kind,
+                                             encrypted, MAX_SHARED_STORES)
+        except BaseException:
+            shutil.rmtree(self.repo_path(store_id), ignore_errors=True)
+            raise
+
+    def get_store(self, workspace_id: str, store_id: str) -> StoreInfo:
+        info = self.catalog.store(store_id) if ids.has_prefix(store_id, ids.STORE) else None
+        if info is None or info.workspace_id != workspace_id:
+            raise NotFound(f"memory store {store_id} not found")
+        return info
+
+    def list_stores(self, workspace_id: str, include_archived: bool = False,
+                    created_gte: dt.datetime | None = None, created_lte: dt.datetime | None = None,
+                    limit: int = 20, page: str | None = None) -> Page[StoreInfo]:
+        check_limit(limit, MAX_VERSIONS_PAGE, full=False)
+        after = _read_store_token(page) if page else None
+        rows = self.catalog.list_stores(workspace_id, include_archived=include_archived,
+                                        created_gte=created_gte, created_lte=created_lte, after=after,
+                                        limit=limit + 1)
+        if len(rows) <= limit:
+            return Page(rows, None)
+        return Page(rows[:limit], _store_token(rows[limit - 1]))
+
+    def update_store(self, workspace_id: str, store_id: str, name: str | None = None,
+                     description: str | None = None,
+                     metadata_patch: dict[str, str | None] | None = None) -> StoreInfo:
+        info = self.get_store(workspace_id, store_id)
+        if info.archived_at is not None:
+            raise ArchivedStore(f"memory store {store_id} is archived and can only be read")
+        fields: dict[str, object] = {}
+        metadata = None
+        if metadata_patch is not None:
+            metadata = dict(info.metadata)
+            for key, value in metadata_patch.items():
+                if value is None:
+                    metadata.pop(key, None)
+                else:
+                    metadata[key] = value
+            fields["metadata"] = metadata
+        check_store_fields(name, description, metadata)
+        if name is not None:
+            fields["name"] = name
+        if description is not None:
+            fields["description"] = description
+        if not fields:
+            return info
+        return self.catalog.update_store(store_id, **fields)
+
+    def archive_store(self, workspace_id: str, store_id: str) -> StoreInfo:
+        info = self.get_store(workspace_id, store_id)
+        if info.kind == "worker":
+            raise Conflict("a worker's own store cannot be archived")
+        return self.catalog.archive_store(store_id)
+
+    def delete_store(self, workspace_id: str, store_id: str, *, force: bool = False) -> None:
+        info = self.get_store(workspace_id, store_id)
+        if info.kind == "worker" and not force:
+            raise Conflict("a worker's own store cannot be deleted")
+        self.catalog.delete_store(store_id)
+        self._forget(store_id)
+        shutil.rmtree(self.repo_path(store_id), ignore_errors=True)
+
+    def store(self, workspace_id: str, store_id: str) -> MemoryStore:
+        """The store's notes and versions. One object per thread, reused (pygit2 and sqlite3 objects
+        must not cross threads)."""
+        info = self.get_store(workspace_id, store_id)
+        cache: dict[str, MemoryStore] = self._local.__dict__.setdefault("stores", {})
+        store = cache.get(store_id)
+        if store is None or not store.path.exists():
+            store = MemoryStore(self.repo_path(store_id), store_id, policy=policy_for(info.kind, self.filters),
+                                codec=self.codec_for(info) if self.codec_for and info.encrypted else None,
+                                clock=self.clock, write_guard=lambda: self._check_writable(store_id))
+            cache[store_id] = store
+        return store
+
+    def _check_writable(self, store_id: str) -> None:
+        if self.catalog.store(store_id).archived_at is not None:
+            raise ArchivedStore(f"memory store {store_id} is archived; its notes can be read and deleted,"
+                                " not created or changed")
+
+    def _forget(self, store_id: str) -> None:
+        cache = self._local.__dict__.get("stores", {})
+        store = cache.pop(store_id, None)
+        if store is not None:
+            store.close()
+
+    def all_stores(self) -> list[StoreInfo]:
+        from gitmem.catalog import store_info
+
+        return [store_info(r) for r in self.catalog.db.execute("SELECT * FROM stores ORDER BY created_at")]

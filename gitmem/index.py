@@ -1,0 +1,345 @@
+"""The derived index of a store's notes and versions (SQLite, inside the bare repository).
+
+A cache: Git is the source of truth. The index remembers the commit it reflects; whenever ``main``
+has moved on it walks the new commits (a crash between the ref update and the index update loses
+nothing), and if ``main`` was rewritten it rebuilds from the history alone.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import logging
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pygit2
+
+from gitmem import ids
+from gitmem.clock import from_micros, to_micros
+from gitmem.commits import VersionRecord, parse_message
+from gitmem.errors import InvalidRequest
+from gitmem.model import Actor, MemoryPrefix
+from gitmem.paths import api_path, git_path
+from gitmem.repository import NOTES_REF, read_tip
+
+log = logging.getLogger(__name__)
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS notes (
+    memory_id TEXT PRIMARY KEY, path TEXT NOT NULL UNIQUE, blob_id TEXT NOT NULL,
+    sha256 TEXT NOT NULL, size INTEGER NOT NULL, version_id TEXT NOT NULL,
+    created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS versions (
+    seq INTEGER PRIMARY KEY, version_id TEXT NOT NULL UNIQUE, memory_id TEXT NOT NULL,
+    operation TEXT NOT NULL, path TEXT, sha256 TEXT, size INTEGER, blob_id TEXT,
+    created_at INTEGER NOT NULL, actor_type TEXT, actor_id TEXT, commit_id TEXT NOT NULL,
+    redacted_at INTEGER, redacted_by_type TEXT, redacted_by_id TEXT);
+CREATE INDEX IF NOT EXISTS versions_memory ON versions (memory_id, seq);
+CREATE INDEX IF NOT EXISTS versions_actor ON versions (actor_type, actor_id, seq);
+CREATE INDEX IF NOT EXISTS versions_created ON versions (created_at);
+"""
+SCHEMA_VERSION = "1"
+
+
+@dataclass(frozen=True)
+class NoteRow:
+    memory_id: str
+    path: str
+    blob_id: str
+    sha256: str
+    size: int
+    version_id: str
+    created_at: dt.datetime
+    updated_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class VersionRow:
+    seq: int
+    record: VersionRecord
+    blob_id: str | None
+    commit_id: str
+
+
+def _encode_token(kind: str, value: object) -> str:
+    raw = json.dumps([kind, value], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_token(kind: str, token: str) -> object:
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        found_kind, value = json.loads(raw)
+    except (ValueError, TypeError):
+        raise InvalidRequest("invalid page token") from None
+    if found_kind != kind:
+        raise InvalidRequest("invalid page token: it belongs to another listing")
+    return value
+
+
+def _upper_bound(prefix: str) -> str:
+    """The smallest string greater than every string that starts with ``prefix`` (prefix ends in '/')."""
+    return prefix[:-1] + "0"  # '0' is the character after '/'
+
+
+def _note_row(row: sqlite3.Row) -> NoteRow:
+    return NoteRow(row["memory_id"], row["path"], row["blob_id"], row["sha256"], row["size"],
+                   row["version_id"], from_micros(row["created_at"]), from_micros(row["updated_at"]))
+
+
+def _actor(kind: str | None, actor_id: str | None) -> Actor | None:
+    return Actor(kind, actor_id) if kind and actor_id else None  # type: ignore[arg-type]
+
+
+def _version_row(row: sqlite3.Row) -> VersionRow:
+    record = VersionRecord(
+        memory_id=row["memory_id"], version_id=row["version_id"], operation=row["operation"],
+        path=row["path"], content_sha256=row["sha256"], content_size=row["size"],
+        created_by=_actor(row["actor_type"], row["actor_id"]), created_at=from_micros(row["created_at"]),
+        note_created_at=from_micros(row["created_at"]),
+        redacted_at=from_micros(row["redacted_at"]) if row["redacted_at"] is not None else None,
+        redacted_by=_actor(row["redacted_by_type"], row["redacted_by_id"]))
+    return VersionRow(row["seq"], record, row["blob_id"], row["commit_id"])
+
+
+class StoreIndex:
+    def __init__(self, repo: pygit2.Repository, db_path: Path | None = None) -> None:
+        self.repo = repo
+        self.path = db_path or Path(repo.path) / "gitmem" / "index.sqlite3"
+        self.path.parent.mkdir(exist_ok=True)
+        self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+        self.db.row_factory = sqlite3.Row
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")  # the index is rebuildable; Git holds durability
+        self.db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        self.db.close()
+
+    # -- keeping up with main -------------------------------------------------------------------
+
+    def indexed_tip(self) -> str | None:
+        row = self.db.execute("SELECT value FROM meta WHERE key='tip'").fetchone()
+        return row[0] if row else None
+
+    def catch_up(self) -> pygit2.Oid | None:
+        """Bring the index to ``main``'s tip; return that tip."""
+        tip = read_tip(self.repo)
+        tip_hex = str(tip) if tip else None
+        if tip_hex == self.indexed_tip():
+            return tip
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            indexed = self.indexed_tip()
+            if tip_hex != indexed:
+                self._apply_range(tip, indexed)
+                self.db.execute("INSERT OR REPLACE INTO meta VALUES ('tip', ?)", (tip_hex,))
+                self.db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        return tip
+
+    def rebuild(self) -> None:
+        """Forget everything and rebuild from the history alone (``gitmem reindex``)."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            self._clear()
+            tip = read_tip(self.repo)
+            if tip is not None:
+                self._apply_range(tip, None)
+            self.db.execute("INSERT OR REPLACE INTO meta VALUES ('tip', ?)", (str(tip) if tip else None,))
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+
+    def _clear(self) -> None:
+        self.db.execute("DELETE FROM notes")
+        self.db.execute("DELETE FROM versions")
+        self.db.execute("DELETE FROM meta")
+
+    def _apply_range(self, tip: pygit2.Oid | None, indexed: str | None) -> None:
+        pending: list[pygit2.Commit] = []
+        found_base = indexed is None
+        oid = tip
+        while oid is not None:
+            if indexed is not None and str(oid) == indexed:
+                found_base = True
+                break
+            commit = self.repo[oid]
+            pending.append(commit)
+            oid = commit.parent_ids[0] if commit.parent_ids else None
+        if not found_base:
+            log.info("main was rewritten; rebuilding the index of %s", self.repo.path)
+            self._clear()
+        for commit in reversed(pending):
+            self._apply_commit(commit)
+
+    def _apply_commit(self, commit: pygit2.Commit) -> None:
+        records = parse_message(commit.message) or self._derive_pushed(commit)
+        for record in records:
+            self._apply_record(commit, record)
+
+    def _apply_record(self, commit: pygit2.Commit, record: VersionRecord) -> None:
+        blob_id = None
+        if record.path is not None and record.operation != "deleted":
+            try:
+                blob_id = str(commit.tree[git_path(record.path)].id)
+            except KeyError:
+                log.warning("commit %s names %s but its tree lacks it", commit.id, record.path)
+        self.db.execute(
+            "INSERT OR REPLACE INTO versions (version_id, memory_id, operation, path, sha256, size, blob_id,"
+            " created_at, actor_type, actor_id, commit_id, redacted_at, redacted_by_type, redacted_by_id)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (record.version_id, record.memory_id, record.operation, record.path, record.content_sha256,
+             record.content_size, blob_id, to_micros(record.created_at),
+             record.created_by.type if record.created_by else None,
+             record.created_by.id if record.created_by else None, str(commit.id),
+             to_micros(record.redacted_at) if record.redacted_at else None,
+             record.redacted_by.type if record.redacted_by else None,
+             record.redacted_by.id if record.redacted_by else None))
+        if record.redacted_at is not None:
+            return  # a redacted version changes no note; the next version carries the full state
+        if record.operation == "deleted":
+            self.db.execute("DELETE FROM notes WHERE memory_id=?", (record.memory_id,))
+            return
+        if blob_id is None:
+            return
+        self.db.execute("DELETE FROM notes WHERE path=? AND memory_id<>?", (record.path, record.memory_id))
+        self.db.execute(
+            "INSERT INTO notes VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(memory_id) DO UPDATE SET"
+            " path=excluded.path, blob_id=excluded.blob_id, sha256=excluded.sha256, size=excluded.size,"
+            " version_id=excluded.version_id, updated_at=excluded.updated_at",
+            (record.memory_id, record.path, blob_id, record.content_sha256, record.content_size,
+             record.version_id, to_micros(record.note_created_at), to_micros(record.created_at)))
+
+    def _derive_pushed(self, commit: pygit2.Commit) -> list[VersionRecord]:
+        """Versions of a commit pushed with plain Git: one per changed path, ids derived from the
+        commit and the path (or recorded on ``refs/notes/gitmem`` by the push hook)."""
+        from gitmem.pushes import derive_versions  # the push module knows pushed commits
+
+        return derive_versions(self.repo, commit, self.note_id_at, self._pushed_note(commit))
+
+    def _pushed_note(self, commit: pygit2.Commit) -> dict[str, object]:
+        try:
+            note = self.repo.lookup_note(str(commit.id), NOTES_REF)
+        except KeyError:
+            return {}
+        try:
+            return json.loads(note.message)
+        except ValueError:
+            return {}
+
+    # -- queries --------------------------------------------------------------------------------
+
+    def note(self, memory_id: str) -> NoteRow | None:
+        row = self.db.execute("SELECT * FROM notes WHERE memory_id=?", (memory_id,)).fetchone()
+        return _note_row(row) if row else None
+
+    def note_at(self, path: str) -> NoteRow | None:
+        row = self.db.execute("SELECT * FROM notes WHERE path=?", (path,)).fetchone()
+        return _note_row(row) if row else None
+
+    def note_id_at(self, path: str) -> str | None:
+        row = self.db.execute("SELECT memory_id FROM notes WHERE path=?", (path,)).fetchone()
+        return row[0] if row else None
+
+    def first_note_below(self, folder: str) -> NoteRow | None:
+        prefix = folder.rstrip("/") + "/"
+        row = self.db.execute("SELECT * FROM notes WHERE path>=? AND path<? ORDER BY path LIMIT 1",
+                              (prefix, _upper_bound(prefix))).fetchone()
+        return _note_row(row) if row else None
+
+    def totals(self) -> tuple[int, int]:
+        count, size = self.db.execute("SELECT count(*), coalesce(sum(size),0) FROM notes").fetchone()
+        return count, size
+
+    def all_notes(self) -> Iterator[NoteRow]:
+        for row in self.db.execute("SELECT * FROM notes ORDER BY path"):
+            yield _note_row(row)
+
+    def list_notes(self, prefix: str, depth: int, limit: int,
+                   page: str | None) -> tuple[list[NoteRow | MemoryPrefix], str | None]:
+        """Notes under ``prefix`` in path order; with depth 1, deeper notes fold into folders.
+        Keyset paging on the last path shown, so pages stay stable while the store changes."""
+        lower, upper = prefix, _upper_bound(prefix) if prefix != "/" else "0"
+        after: str | None = None
+        if page is not None:
+            after = str(decode_token("notes", page))
+            lower = _upper_bound(after) if after.endswith("/") else after
+        items: list[NoteRow | MemoryPrefix] = []
+        while len(items) < limit + 1:
+            row = self.db.execute("SELECT * FROM notes WHERE path>=? AND path<? ORDER BY path LIMIT 1",
+                                  (lower, upper)).fetchone()
+            if row is None:
+                break
+            note = _note_row(row)
+            rest = note.path[len(prefix):]
+            if depth == 1 and "/" in rest:
+                folder = prefix + rest.split("/", 1)[0] + "/"
+                items.append(MemoryPrefix(folder))
+                lower = _upper_bound(folder)
+            else:
+                if note.path != after:
+                    items.append(note)
+                lower = note.path + "\x00"
+        if len(items) <= limit:
+            return items, None
+        items = items[:limit]
+        last = items[-1]
+        return items, _encode_token("notes", last.path)
+
+    def version(self, version_id: str) -> VersionRow | None:
+        row = self.db.execute("SELECT * FROM versions WHERE version_id=?", (version_id,)).fetchone()
+        return _version_row(row) if row else None
+
+    def versions_of(self, memory_id: str) -> list[VersionRow]:
+        rows = self.db.execute("SELECT * FROM versions WHERE memory_id=? ORDER BY seq", (memory_id,))
+        return [_version_row(r) for r in rows]
+
+    def all_versions(self) -> list[VersionRow]:
+        return [_version_row(r) for r in self.db.execute("SELECT * FROM versions ORDER BY seq")]
+
+    def list_versions(self, *, memory_id: str | None, operation: str | None, actor: Actor | None,
+                      created_gte: dt.datetime | None, created_lte: dt.datetime | None, limit: int,
+                      page: str | None) -> tuple[list[VersionRow], str | None]:
+        where, args = [], []
+        if memory_id is not None:
+            where.append("memory_id=?")
+            args.append(memory_id)
+        if operation is not None:
+            where.append("operation=?")
+            args.append(operation)
+        if actor is not None:
+            where.append("actor_type=? AND actor_id=?")
+            args += [actor.type, actor.id]
+        if created_gte is not None:
+            where.append("created_at>=?")
+            args.append(to_micros(created_gte))
+        if created_lte is not None:
+            where.append("created_at<=?")
+            args.append(to_micros(created_lte))
+        if page is not None:
+            where.append("seq<?")
+            args.append(int(decode_token("versions", page)))  # type: ignore[arg-type]
+        sql = "SELECT * FROM versions" + (" WHERE " + " AND ".join(where) if where else "")
+        rows = [_version_row(r) for r in
+                self.db.execute(sql + " ORDER BY seq DESC LIMIT ?", (*args, limit + 1))]
+        if len(rows) <= limit:
+            return rows, None
+        return rows[:limit], _encode_token("versions", rows[limit - 1].seq)
+
+
+def new_ids_for_push(commit: pygit2.Commit, path: str) -> tuple[str, str]:
+    """Stable ids for a pushed change: reindex derives the same ones from the same commit."""
+    return ids.derived_id(ids.MEMORY, str(commit.id), path), ids.derived_id(ids.VERSION, str(commit.id), path)
+
+
+__all__ = ["NoteRow", "StoreIndex", "VersionRow", "api_path", "decode_token", "new_ids_for_push"]

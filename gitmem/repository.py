@@ -1,0 +1,248 @@
+"""The Git layer (plumbing): bare repositories, trees built from blobs, and the branch update as a
+compare-and-swap under Git's own ``.lock`` file. No working tree, no index file, no ``git`` on the
+write path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pygit2
+
+from gitmem.errors import StoreBusy
+
+log = logging.getLogger(__name__)
+
+MAIN = "refs/heads/main"
+NOTES_REF = "refs/notes/gitmem"
+COMMITTER = pygit2.Signature("gitmem", "gitmem@localhost", 0, 0)
+# A ref lock is held for the time it takes to write 41 bytes; one this old was left by a crash.
+STALE_REF_LOCK_SECONDS = 5.0
+HOOKS_DIR = Path(__file__).resolve().parent.parent / "hooks"
+
+_fsync_enabled: bool | None = None
+
+
+def set_fsync(enabled: bool) -> None:
+    """Whether objects and refs reach the disk before a write returns (libgit2 is process-wide)."""
+    global _fsync_enabled
+    if _fsync_enabled is not enabled:
+        pygit2.option(pygit2.enums.Option.ENABLE_FSYNC_GITDIR, enabled)
+        _fsync_enabled = enabled
+
+
+def fsync_enabled() -> bool:
+    return bool(_fsync_enabled)
+
+
+def init_bare(path: Path) -> pygit2.Repository:
+    repo = pygit2.init_repository(str(path), bare=True, initial_head="main")
+    config = repo.config
+    config["http.getanyfile"] = False
+    config["receive.denyNonFastForwards"] = True
+    config["receive.denyDeletes"] = True
+    config["receive.fsckObjects"] = True
+    config["core.logAllRefUpdates"] = False
+    config["gc.auto"] = 0  # packing is ours (see pack_in_background), never a surprise gc
+    config["uploadpack.allowAnySHA1InWant"] = False
+    config["uploadpack.allowReachableSHA1InWant"] = False
+    config["uploadpack.allowTipSHA1InWant"] = False
+    if HOOKS_DIR.is_dir():
+        config["core.hooksPath"] = str(HOOKS_DIR)
+    (path / "gitmem").mkdir(exist_ok=True)
+    return repo
+
+
+def read_tip(repo: pygit2.Repository) -> pygit2.Oid | None:
+    ref = repo.references.get(MAIN)
+    return None if ref is None else ref.target
+
+
+def tree_with(repo: pygit2.Repository, base: pygit2.Tree | None,
+              changes: Mapping[str, pygit2.Oid | None]) -> pygit2.Oid:
+    """Write the tree that is ``base`` with each tree path set to a blob (or removed, for ``None``).
+
+    Empty folders disappear, as in Git. Only the trees along changed paths are rewritten.
+    """
+    here: dict[str, pygit2.Oid | None] = {}
+    below: dict[str, dict[str, pygit2.Oid | None]] = {}
+    for tree_path, blob in changes.items():
+        head, sep, rest = tree_path.partition("/")
+        if sep:
+            below.setdefault(head, {})[rest] = blob
+        else:
+            here[head] = blob
+    builder = repo.TreeBuilder(base) if base is not None else repo.TreeBuilder()
+    for name, blob in here.items():
+        if blob is None:
+            if builder.get(name) is not None:
+                builder.remove(name)
+        else:
+            builder.insert(name, blob, pygit2.enums.FileMode.BLOB)
+    for name, sub_changes in below.items():
+        existing = builder.get(name)
+        sub_base = repo[existing.id] if existing is not None and existing.type_str == "tree" else None
+        sub_oid = tree_with(repo, sub_base, sub_changes)
+        if len(repo[sub_oid]) == 0:
+            if existing is not None:
+                builder.remove(name)
+        else:
+            builder.insert(name, sub_oid, pygit2.enums.FileMode.TREE)
+    return builder.write()
+
+
+def commit(repo: pygit2.Repository, *, tree: pygit2.Oid, parent: pygit2.Oid | None, author: pygit2.Signature,
+           message: str) -> pygit2.Oid:
+    """Write a commit object without moving any ref."""
+    committer = pygit2.Signature(COMMITTER.name, COMMITTER.email, author.time, 0)
+    return repo.create_commit(None, author, committer, message, tree, [parent] if parent else [])
+
+
+def _ref_file(repo_path: Path, ref: str) -> Path:
+    return repo_path / ref
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def compare_and_swap(repo: pygit2.Repository, old: pygit2.Oid | None, new: pygit2.Oid, *,
+                     ref: str = MAIN, timeout: float = 10.0) -> bool:
+    """Point ``ref`` at ``new`` only if it still points at ``old``, under Git's ``<ref>.lock``.
+
+    Returns False if the ref moved (the caller re-reads and retries). Git's own writers (receive-pack)
+    honour the same lock, so pushes and API writes never overwrite each other.
+    """
+    repo_path = Path(repo.path)
+    ref_path = _ref_file(repo_path, ref)
+    lock_path = ref_path.with_name(ref_path.name + ".lock")
+    ref_path.parent.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fd = os.open(lock_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            break
+        except FileExistsError:
+            _recover_stale_lock(lock_path)
+            if time.monotonic() > deadline:
+                raise StoreBusy(f"the store is busy: {lock_path.name} is held") from None
+            time.sleep(0.002)
+    try:
+        current = repo.references.get(ref)
+        current_target = None if current is None else current.target
+        if current_target != old:
+            os.close(fd)
+            os.unlink(lock_path)
+            return False
+        os.write(fd, f"{new}\n".encode())
+        if _fsync_enabled:
+            os.fsync(fd)
+        os.close(fd)
+        os.replace(lock_path, ref_path)
+        if _fsync_enabled:
+            _fsync_dir(ref_path.parent)
+        return True
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(lock_path)
+        raise
+
+
+def _recover_stale_lock(lock_path: Path) -> None:
+    try:
+        age = time.time() - lock_path.stat().st_mtime
+    except FileNotFoundError:
+        return
+    if age > STALE_REF_LOCK_SECONDS:
+        log.warning("removing stale ref lock %s (%.0f s old)", lock_path, age)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(lock_path)
+
+
+@contextlib.contextmanager
+def writer_lock(repo_path: Path, *, timeout: float = 30.0) -> Iterator[None]:
+    """One gitmem writer at a time per store (an advisory ``flock``, released by the kernel if the
+    holder dies, so a crash cannot wedge the store). The ref CAS stays the source of correctness.
+    """
+    lock_file = repo_path / "gitmem" / "write.lock"
+    lock_file.parent.mkdir(exist_ok=True)
+    fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline = time.monotonic() + timeout
+        delay = 0.001
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                    raise
+                if time.monotonic() > deadline:
+                    raise StoreBusy("the store is busy; try again") from None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.05)
+        yield
+    finally:
+        os.close(fd)  # closing releases the flock
+
+
+def loose_object_count(repo_path: Path) -> int:
+    objects = repo_path / "objects"
+    return sum(len(os.listdir(d)) for d in objects.iterdir() if len(d.name) == 2 and d.is_dir())
+
+
+_packers: dict[str, threading.Thread] = {}
+
+
+def pack_in_background(repo_path: Path) -> None:
+    """Roll loose objects into packs without blocking the writer (``gitmem.maintenance pack``)."""
+    key = str(repo_path)
+    running = _packers.get(key)
+    if running is not None and running.is_alive():
+        return
+    proc = subprocess.Popen([sys.executable, "-m", "gitmem.maintenance", "pack", key],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    thread = threading.Thread(target=proc.wait, name=f"pack {repo_path.name}", daemon=True)
+    thread.start()
+    _packers[key] = thread
+
+
+def pack(repo_path: Path, *, full: bool = False) -> bool:
+    """Pack loose objects (geometric roll-up, or one pack with ``full``). One packer per store;
+    returns False if another holds the lock."""
+    lock_file = repo_path / "gitmem" / "pack.lock"
+    lock_file.parent.mkdir(exist_ok=True)
+    fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False
+        args = ["git", "-C", str(repo_path), "repack", "-d", "-q"]
+        args += ["-a"] if full else ["--geometric=2"]
+        subprocess.run(args, check=True, capture_output=True)
+        return True
+    finally:
+        os.close(fd)
+
+
+def git(repo_path: Path, *args: str, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    """Run the real ``git`` on a store (maintenance and checks only, never the write path)."""
+    return subprocess.run(["git", "-C", str(repo_path), *args], input=input, capture_output=True,
+                          check=False)

@@ -1,0 +1,290 @@
+"""A memory store (porcelain): notes and versions over one bare repository.
+
+Every change is one commit on ``main`` made under the store's writer lock and swapped in with a
+compare-and-swap; the index follows. See DESIGN.md sections 4 and 5.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import pygit2
+
+from gitmem import ids, paths, repository
+from gitmem.clock import Clock, system_clock
+from gitmem.commits import VersionRecord, author_for, format_message
+from gitmem.errors import InvalidRequest, NotFound, PathConflict, PreconditionFailed, StoreBusy
+from gitmem.index import NoteRow, StoreIndex, VersionRow
+from gitmem.model import Actor, MemoryPrefix, Note, Operation, Page, Version
+from gitmem.policy import MEMORY_STORE, StorePolicy
+
+log = logging.getLogger(__name__)
+
+MAX_CAS_ATTEMPTS = 50
+PACK_EVERY_WRITES = 256
+MAX_NOTES_PAGE = 1000
+MAX_VERSIONS_PAGE = 100
+MAX_FULL_PAGE = 20
+
+
+class ContentCodec(Protocol):
+    """How note bytes become blob bytes (identity, or AES-SIV for encrypted stores)."""
+
+    def encode(self, path: str, plaintext: bytes) -> bytes: ...
+
+    def decode(self, path: str, blob: bytes) -> bytes: ...
+
+
+class PlainCodec:
+    def encode(self, path: str, plaintext: bytes) -> bytes:
+        return plaintext
+
+    def decode(self, path: str, blob: bytes) -> bytes:
+        return blob
+
+
+@dataclass(frozen=True)
+class _Change:
+    """What one planned write does: the version record and the tree paths it sets or removes."""
+
+    record: VersionRecord
+    tree_changes: dict[str, pygit2.Oid | None]
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def check_limit(limit: int, maximum: int, *, full: bool) -> int:
+    cap = min(maximum, MAX_FULL_PAGE) if full else maximum
+    if not isinstance(limit, int) or not 1 <= limit <= cap:
+        view = " with view=full" if full else ""
+        raise InvalidRequest(f"limit must be between 1 and {cap}{view}")
+    return limit
+
+
+class MemoryStore:
+    def __init__(self, repo_path: Path, store_id: str, *, policy: StorePolicy = MEMORY_STORE,
+                 codec: ContentCodec | None = None, clock: Clock = system_clock,
+                 write_guard: Callable[[], None] | None = None) -> None:
+        self.path = repo_path
+        self.id = store_id
+        self.policy = policy
+        self.codec: ContentCodec = codec or PlainCodec()
+        self.clock = clock
+        self._write_guard = write_guard or (lambda: None)
+        self.repo = pygit2.Repository(str(repo_path))
+        self.index = StoreIndex(self.repo)
+        self._writes_since_pack = 0
+
+    def close(self) -> None:
+        self.index.close()
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    def _content(self, path: str, blob_id: str) -> str:
+        return self.codec.decode(path, self.repo[blob_id].data).decode("utf-8")
+
+    def _note(self, row: NoteRow, with_content: bool) -> Note:
+        return Note(id=row.memory_id, store_id=self.id, path=row.path, content_sha256=row.sha256,
+                    content_size_bytes=row.size, blob_id=row.blob_id, version_id=row.version_id,
+                    created_at=row.created_at, updated_at=row.updated_at,
+                    content=self._content(row.path, row.blob_id) if with_content else None)
+
+    def _version(self, row: VersionRow, with_content: bool) -> Version:
+        r = row.record
+        content = None
+        if with_content and row.blob_id is not None and r.path is not None and r.redacted_at is None:
+            content = self._content(r.path, row.blob_id)
+        return Version(id=r.version_id, store_id=self.id, memory_id=r.memory_id, operation=r.operation,
+                       created_at=r.created_at, created_by=r.created_by, path=r.path,
+                       content_sha256=r.content_sha256, content_size_bytes=r.content_size,
+                       commit_id=row.commit_id, content=content, redacted_at=r.redacted_at,
+                       redacted_by=r.redacted_by)
+
+    def get(self, memory_id: str, with_content: bool = True) -> Note:
+        self.index.catch_up()
+        row = self.index.note(memory_id)
+        if row is None:
+            raise NotFound(f"memory {memory_id} not found")
+        return self._note(row, with_content)
+
+    def get_by_path(self, path: str, with_content: bool = True) -> Note:
+        self.index.catch_up()
+        row = self.index.note_at(path)
+        if row is None:
+            raise NotFound(f"no memory at {path}")
+        return self._note(row, with_content)
+
+    def list(self, path_prefix: str | None = None, depth: int = 0, limit: int = 20,
+             page: str | None = None, with_content: bool = False) -> Page[Note | MemoryPrefix]:
+        prefix = paths.validate_prefix(path_prefix or "/")
+        if depth not in (0, 1):
+            raise InvalidRequest("depth must be 0 or 1")
+        check_limit(limit, MAX_NOTES_PAGE, full=with_content)
+        self.index.catch_up()
+        rows, token = self.index.list_notes(prefix, depth, limit, page)
+        items = [r if isinstance(r, MemoryPrefix) else self._note(r, with_content) for r in rows]
+        return Page(items, token)
+
+    def versions(self, *, memory_id: str | None = None, operation: Operation | None = None,
+                 task_id: str | None = None, api_key_id: str | None = None, user_id: str | None = None,
+                 created_gte=None, created_lte=None, limit: int = 20, page: str | None = None,
+                 with_content: bool = False) -> Page[Version]:
+        if operation is not None and operation not in ("created", "modified", "deleted"):
+            raise InvalidRequest("operation must be created, modified or deleted")
+        actors = [Actor(kind, value) for kind, value in
+                  (("task_actor", task_id), ("api_actor", api_key_id), ("user_actor", user_id)) if value]
+        if len(actors) > 1:
+            raise InvalidRequest("filter by at most one of task_id, api_key_id and user_id")
+        check_limit(limit, MAX_VERSIONS_PAGE, full=with_content)
+        self.index.catch_up()
+        rows, token = self.index.list_versions(
+            memory_id=memory_id, operation=operation, actor=actors[0] if actors else None,
+            created_gte=created_gte, created_lte=created_lte, limit=limit, page=page)
+        return Page([self._version(r, with_content) for r in rows], token)
+
+    def version(self, version_id: str, with_content: bool = True) -> Version:
+        self.index.catch_up()
+        row = self.index.version(version_id)
+        if row is None:
+            raise NotFound(f"memory version {version_id} not found")
+        return self._version(row, with_content)
+
+    # -- writing ----------------------------------------------------------------------------------
+
+    def create(self, path: str, content: str, actor: Actor | None = None) -> Note:
+        self.policy.validate_path(path)
+        data = self.policy.check_content(path, content)
+
+        def plan(index: StoreIndex) -> _Change:
+            self._check_free(index, path, moving=None)
+            count, size = index.totals()
+            self.policy.check_counts(count + 1, size + len(data))
+            now = self.clock()
+            record = VersionRecord(ids.new_id(ids.MEMORY), ids.new_id(ids.VERSION), "created", path,
+                                   _sha256(data), len(data), actor, now, now)
+            return _Change(record, {paths.git_path(path): self._blob(path, data)})
+
+        change = self._write(plan)
+        assert change is not None
+        return self.get(change.record.memory_id, with_content=False)
+
+    def update(self, memory_id: str, content: str | None = None, path: str | None = None, *,
+               expected_sha256: str | None = None, expected_blob_id: str | None = None,
+               actor: Actor | None = None) -> Note:
+        if path is not None:
+            self.policy.validate_path(path)
+        data = None
+        if content is not None:
+            data = self.policy.check_content(path or "(unchanged path)", content)
+
+        def plan(index: StoreIndex) -> _Change | None:
+            note = self._current(index, memory_id)
+            new_path = path if path is not None else note.path
+            new_sha = _sha256(data) if data is not None else note.sha256
+            if new_path == note.path and new_sha == note.sha256:
+                return None  # already so (a retried update that landed): no new version
+            self._check_precondition(note, expected_sha256, expected_blob_id)
+            if new_path != note.path:
+                self._check_free(index, new_path, moving=memory_id)
+            body = data if data is not None else self.codec.decode(note.path, self.repo[note.blob_id].data)
+            count, size = index.totals()
+            self.policy.check_counts(count, size - note.size + len(body))
+            now = self.clock()
+            record = VersionRecord(memory_id, ids.new_id(ids.VERSION), "modified", new_path, new_sha,
+                                   len(body), actor, now, note.created_at)
+            tree_changes: dict[str, pygit2.Oid | None] = {paths.git_path(note.path): None}
+            tree_changes[paths.git_path(new_path)] = self._blob(new_path, body)
+            return _Change(record, tree_changes)
+
+        self._write(plan)
+        return self.get(memory_id, with_content=False)
+
+    def delete(self, memory_id: str, *, expected_sha256: str | None = None,
+               expected_blob_id: str | None = None, actor: Actor | None = None) -> Version:
+        def plan(index: StoreIndex) -> _Change:
+            note = self._current(index, memory_id)
+            self._check_precondition(note, expected_sha256, expected_blob_id)
+            now = self.clock()
+            record = VersionRecord(memory_id, ids.new_id(ids.VERSION), "deleted", note.path, None, None,
+                                   actor, now, note.created_at)
+            return _Change(record, {paths.git_path(note.path): None})
+
+        change = self._write(plan, archived_ok=True)
+        assert change is not None
+        return self.version(change.record.version_id, with_content=False)
+
+    def _current(self, index: StoreIndex, memory_id: str) -> NoteRow:
+        note = index.note(memory_id)
+        if note is None:
+            raise NotFound(f"memory {memory_id} not found")
+        return note
+
+    @staticmethod
+    def _check_precondition(note: NoteRow, expected_sha256: str | None, expected_blob_id: str | None) -> None:
+        if expected_sha256 is not None and expected_sha256 != note.sha256:
+            raise PreconditionFailed(
+                f"the memory's content_sha256 is {note.sha256}, not {expected_sha256}")
+        if expected_blob_id is not None and expected_blob_id != note.blob_id:
+            raise PreconditionFailed(f"the memory's blob is {note.blob_id}, not {expected_blob_id}")
+
+    @staticmethod
+    def _check_free(index: StoreIndex, path: str, *, moving: str | None) -> None:
+        """A note may not sit at, above or below another note's path."""
+        clash = index.note_at(path)
+        if clash is None:
+            for folder in paths.ancestors(path):
+                clash = index.note_at(folder)
+                if clash is not None:
+                    break
+        if clash is None:
+            clash = index.first_note_below(path)
+        if clash is not None and clash.memory_id != moving:
+            raise PathConflict(f"{path} collides with the memory at {clash.path}",
+                               conflicting_memory_id=clash.memory_id, conflicting_path=clash.path)
+
+    def _blob(self, path: str, data: bytes) -> pygit2.Oid:
+        return self.repo.create_blob(self.codec.encode(path, data))
+
+    def _write(self, plan: Callable[[StoreIndex], _Change | None], *,
+               archived_ok: bool = False) -> _Change | None:
+        """Plan against the tip, commit on top of it, swap the ref if the tip is unchanged; retry."""
+        if not archived_ok:
+            self._write_guard()
+        with repository.writer_lock(self.path):
+            for _attempt in range(MAX_CAS_ATTEMPTS):
+                tip = self.index.catch_up()
+                change = plan(self.index)
+                if change is None:
+                    return None
+                base = self.repo[tip].tree if tip is not None else None
+                tree = repository.tree_with(self.repo, base, change.tree_changes)
+                record = change.record
+                commit_id = repository.commit(self.repo, tree=tree, parent=tip,
+                                              author=author_for(record.created_by, record.created_at),
+                                              message=format_message([record]))
+                if repository.compare_and_swap(self.repo, tip, commit_id):
+                    self.index.catch_up()
+                    self._after_write()
+                    return change
+                log.debug("main moved under a write to %s; retrying", self.id)
+        raise StoreBusy(f"store {self.id} kept changing; the write was not made")
+
+    def _after_write(self) -> None:
+        self._writes_since_pack += 1
+        if self._writes_since_pack >= PACK_EVERY_WRITES:
+            self._writes_since_pack = 0
+            repository.pack_in_background(self.path)
+
+    def redact(self, version_id: str, actor: Actor | None = None) -> Version:
+        from gitmem.rewrite import redact_version  # history rewriting lives in its own module
+
+        redact_version(self, version_id, actor)
+        return self.version(version_id, with_content=False)
+
