@@ -1,0 +1,98 @@
+"""The FastAPI application: ``create_app(gm, settings)``, and ``app`` for ``uvicorn api.app:app``.
+
+``app`` is built on first access from ``GITMEM_HOME`` (PEP 562 module ``__getattr__``), so importing
+this module to call ``create_app`` opens nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+
+from api import errors
+from api.middleware import RequestContextMiddleware
+from api.ratelimit import TokenBucketLimiter
+from api.routers import health, memories, memory_stores, memory_versions
+from api.settings import Settings
+from gitmem.home import Gitmem
+
+log = logging.getLogger("gitmem.api")
+
+__all__ = ["Settings", "create_app", "create_app_from_env"]
+
+
+def create_app(gm: Gitmem, settings: Settings | None = None, *, close_on_shutdown: bool = False) -> FastAPI:
+    """An app serving ``gm``. The caller owns ``gm`` unless ``close_on_shutdown`` is set."""
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        close = getattr(gm, "close", None)
+        if close_on_shutdown and callable(close):
+            close()
+
+    app = FastAPI(
+        title="gitmem",
+        summary="A memory store for AI agents in which every store is a bare Git repository",
+        version="0.1.0",
+        lifespan=lifespan,
+        redoc_url=None,
+    )
+    app.state.gm = gm
+    app.state.settings = settings
+    app.state.limiter = TokenBucketLimiter(settings.rate_limit_per_second, settings.rate_limit_burst)
+
+    errors.install(app)
+    app.include_router(health.router)
+    app.include_router(memory_stores.router)
+    app.include_router(memories.router)
+    app.include_router(memory_versions.router)
+    app.add_middleware(RequestContextMiddleware, max_body_bytes=settings.max_body_bytes)
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    return app
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's schema without its 422 responses: validation failures are 400s in the envelope."""
+    if app.openapi_schema is None:
+        schema = get_openapi(
+            title=app.title, version=app.version, summary=app.summary, routes=app.routes
+        )
+        for path_item in schema.get("paths", {}).values():
+            for operation in path_item.values():
+                if isinstance(operation, dict):
+                    operation.get("responses", {}).pop("422", None)
+        schemas = schema.get("components", {}).get("schemas", {})
+        for name in ("HTTPValidationError", "ValidationError"):
+            schemas.pop(name, None)
+        app.openapi_schema = schema
+    return app.openapi_schema
+
+
+def create_app_from_env() -> FastAPI:
+    home = os.environ.get("GITMEM_HOME")
+    if not home:
+        raise RuntimeError("GITMEM_HOME is not set: it names the data home to serve")
+    logging.basicConfig(level=os.environ.get("GITMEM_LOG_LEVEL", "INFO"))
+    gm = Gitmem.open(home)
+    log.info("serving gitmem home %s", home)
+    return create_app(gm, Settings.from_env(), close_on_shutdown=True)
+
+
+_app: FastAPI | None = None
+
+
+def __getattr__(name: str) -> Any:
+    global _app
+    if name == "app":
+        if _app is None:
+            _app = create_app_from_env()
+        return _app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

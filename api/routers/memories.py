@@ -1,0 +1,137 @@
+"""``/v1/memory_stores/{id}/memories``: create, list, retrieve, update (POST), delete.
+
+Memory responses carry ``ETag: "<blob id>"``; update and delete take ``If-Match`` with that tag as a
+precondition on the note's current blob, beside the SDK's ``content_sha256`` preconditions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from fastapi import APIRouter, Header, Query, Response
+
+from api.deps import Caller, Store
+from api.schemas import (
+    ERROR_RESPONSES,
+    DeletedMemory,
+    Memory,
+    MemoryCreate,
+    MemoryList,
+    MemoryUpdate,
+    Sha256Hex,
+    View,
+    memory_item,
+)
+from gitmem.errors import InvalidRequest
+from gitmem.model import Note
+
+MAX_PAGE = 1000  # notes a page (seed 002)
+MAX_FULL_PAGE = 20  # with view=full; a larger limit is clamped to this
+
+_BLOB_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+router = APIRouter(
+    prefix="/v1/memory_stores/{memory_store_id}/memories", tags=["memories"], responses=ERROR_RESPONSES
+)
+
+IfMatch = Header(
+    None,
+    alias="If-Match",
+    description='Apply only if the note\'s current blob is this one: the ETag of a prior read, "<blob id>"',
+)
+
+
+@router.post("", response_model=Memory, summary="Create a memory")
+def create_memory(
+    body: MemoryCreate, response: Response, store: Store, principal: Caller, view: View = Query("basic")
+) -> Memory:
+    content = body.content or ""
+    note = store.create(body.path, content, actor=principal.actor)
+    if note.content is None:
+        note = dataclasses.replace(note, content=content)
+    return _answer(note, view, response)
+
+
+@router.get("", response_model=MemoryList, summary="List memories")
+def list_memories(
+    store: Store,
+    path_prefix: str | None = Query(None, description="Only paths below this prefix; it ends with '/'"),
+    depth: int = Query(0, ge=0, le=1, description="1: direct children, deeper ones as memory_prefix"),
+    view: View = Query("basic"),
+    limit: int = Query(20, ge=1, le=MAX_PAGE, description=f"With view=full, at most {MAX_FULL_PAGE}"),
+    page: str | None = Query(None),
+) -> MemoryList:
+    if view == "full":
+        limit = min(limit, MAX_FULL_PAGE)
+    result = store.list(
+        path_prefix=path_prefix or None, depth=depth, limit=limit, page=page or None, with_content=view == "full"
+    )
+    return MemoryList(data=[memory_item(i, view) for i in result.items], next_page=result.next_page)
+
+
+@router.get("/{memory_id}", response_model=Memory, summary="Retrieve a memory")
+def retrieve_memory(memory_id: str, response: Response, store: Store, view: View = Query("full")) -> Memory:
+    return _answer(store.get(memory_id, with_content=view == "full"), view, response)
+
+
+@router.post("/{memory_id}", response_model=Memory, summary="Update a memory (content, path or both)")
+def update_memory(
+    memory_id: str,
+    body: MemoryUpdate,
+    response: Response,
+    store: Store,
+    principal: Caller,
+    view: View = Query("basic"),
+    if_match: str | None = IfMatch,
+) -> Memory:
+    note = store.update(
+        memory_id,
+        content=body.content,
+        path=body.path,
+        expected_sha256=body.precondition.content_sha256 if body.precondition else None,
+        expected_blob_id=_blob_precondition(if_match),
+        actor=principal.actor,
+    )
+    if view == "full" and note.content is None:
+        note = store.get(note.id, with_content=True)
+    return _answer(note, view, response)
+
+
+@router.delete("/{memory_id}", response_model=DeletedMemory, summary="Delete a memory")
+def delete_memory(
+    memory_id: str,
+    store: Store,
+    principal: Caller,
+    expected_content_sha256: Sha256Hex | None = Query(None),
+    if_match: str | None = IfMatch,
+) -> DeletedMemory:
+    store.delete(
+        memory_id,
+        expected_sha256=expected_content_sha256,
+        expected_blob_id=_blob_precondition(if_match),
+        actor=principal.actor,
+    )
+    return DeletedMemory(id=memory_id)
+
+
+def _answer(note: Note, view: View, response: Response) -> Memory:
+    response.headers["ETag"] = f'"{note.blob_id}"'
+    return Memory.of(note, view)
+
+
+def _blob_precondition(if_match: str | None) -> str | None:
+    """The blob id in ``If-Match: "<blob id>"``; ``*`` asks only that the note exists."""
+    if if_match is None:
+        return None
+    value = if_match.strip()
+    if value == "*":
+        return None
+    if value.startswith("W/"):
+        raise InvalidRequest("If-Match needs a strong entity tag: the ETag of a memory response")
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        value = value[1:-1]
+    if not _BLOB_ID.fullmatch(value):
+        raise InvalidRequest('If-Match takes one entity tag, "<blob id>", as sent in a memory\'s ETag')
+    return value
+

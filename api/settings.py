@@ -1,0 +1,30 @@
+"""Settings of the HTTP layer, read from the environment by the module-level app."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class Settings:
+    # Bodies larger than this are refused with 413 before they are parsed. A note is at most
+    # 100 KiB, so 1 MiB leaves room for JSON escaping (a note of control characters doubles).
+    max_body_bytes: int = MIB
+    # Per-key token bucket: ``rate_limit_per_second`` tokens refill a bucket of ``rate_limit_burst``.
+    # 0 turns rate limiting off. The buckets live in each server process.
+    rate_limit_per_second: float = 200.0
+    rate_limit_burst: int = 400
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if environ is None else environ
+        defaults = cls()
+        return cls(
+            max_body_bytes=int(env.get("GITMEM_MAX_BODY_BYTES", defaults.max_body_bytes)),
+            rate_limit_per_second=float(env.get("GITMEM_RATE_LIMIT_RPS", defaults.rate_limit_per_second)),
+            rate_limit_burst=int(env.get("GITMEM_RATE_LIMIT_BURST", defaults.rate_limit_burst)),
+        )
