@@ -1,0 +1,104 @@
+"""A real uvicorn server on 127.0.0.1 for tests: ``with serve(home) as base_url: ...``.
+
+Not a fixture module: test modules wrap :func:`serve` in their own fixtures (tests/conftest.py
+belongs to the suite as a whole).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import httpx
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class ServerFailed(RuntimeError):
+    pass
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def serve(
+    home: Path | str,
+    *,
+    env: Mapping[str, str] | None = None,
+    app: str = "api.app:app",
+    startup_timeout: float = 30.0,
+    attempts: int = 3,
+) -> Iterator[str]:
+    """Start ``uvicorn app`` in a subprocess serving ``home``; yield its base URL; stop it.
+
+    ``env`` adds to (or overrides) the environment, e.g. ``{"GITMEM_RATE_LIMIT_RPS": "1"}``. The port
+    is picked free and retried if another process takes it first.
+    """
+    last_error: Exception | None = None
+    for _ in range(attempts):
+        with tempfile.TemporaryFile() as log_file:
+            port = free_port()
+            proc = _start(home, port, app, env, log_file)
+            base_url = f"http://127.0.0.1:{port}"
+            try:
+                _wait_healthy(proc, base_url, startup_timeout, log_file)
+            except ServerFailed as exc:
+                last_error = exc
+                _stop(proc)
+                continue
+            try:
+                yield base_url
+            finally:
+                _stop(proc)
+            return
+    raise ServerFailed(f"uvicorn did not start after {attempts} attempts") from last_error
+
+
+def _start(home: Path | str, port: int, app: str, env: Mapping[str, str] | None, log_file) -> subprocess.Popen:
+    child_env = dict(os.environ)
+    child_env["GITMEM_HOME"] = str(home)
+    child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), child_env.get("PYTHONPATH")]))
+    child_env.update(env or {})
+    cmd = [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port),
+           "--log-level", "warning", "--no-access-log"]
+    return subprocess.Popen(cmd, cwd=REPO_ROOT, env=child_env, stdout=log_file, stderr=subprocess.STDOUT)
+
+
+def _wait_healthy(proc: subprocess.Popen, base_url: str, timeout: float, log_file) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise ServerFailed(f"uvicorn exited with {proc.returncode}:\n{_tail(log_file)}")
+        try:
+            if httpx.get(f"{base_url}/healthz", timeout=1.0).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    raise ServerFailed(f"uvicorn did not answer /healthz within {timeout}s:\n{_tail(log_file)}")
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def _tail(log_file, limit: int = 4000) -> str:
+    log_file.seek(0)
+    return log_file.read().decode("utf-8", "replace")[-limit:]
