@@ -1,0 +1,97 @@
+"""What every command shares: the data home, the workspace, error handling and output."""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from gitmem.errors import GitmemError
+from gitmem.home import Gitmem, default_home
+
+F = TypeVar("F", bound=Callable[..., Any])
+DEFAULT_WORKSPACE = "default"
+
+
+class Context:
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self._gm: Gitmem | None = None
+
+    @property
+    def gm(self) -> Gitmem:
+        if self._gm is None:
+            self._gm = Gitmem.open(self.home)
+        return self._gm
+
+    def workspace_id(self, name: str | None) -> str:
+        """The named workspace (created on first use), or the only/default one."""
+        catalog = self.gm.catalog
+        if name is None:
+            existing = catalog.list_workspaces()
+            if len(existing) == 1:
+                return existing[0].id
+            name = DEFAULT_WORKSPACE
+        ws = catalog.workspace_by_name(name) or catalog.create_workspace(name)
+        return ws.id
+
+
+@click.group()
+@click.option("--home", type=click.Path(path_type=Path), envvar="GITMEM_HOME", default=None,
+              help="Data home (default: $GITMEM_HOME, else the XDG data dir).")
+@click.option("-v", "--verbose", is_flag=True, help="Log what happens.")
+@click.pass_context
+def main(ctx: click.Context, home: Path | None, verbose: bool) -> None:
+    """gitmem: memory stores for AI agents, each one a Git repository."""
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    ctx.obj = Context(home or default_home())
+
+
+pass_context = click.make_pass_decorator(Context)
+
+workspace_option = click.option("--workspace", "-w", default=None, help="Workspace name (default: the only one).")
+
+
+def refusals(func: F) -> F:
+    """Engine refusals become exit status 1 with the reason on standard error."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except GitmemError as exc:
+            click.echo(f"gitmem: {exc.message}", err=True)
+            sys.exit(1)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _plain(value: Any) -> Any:
+    if is_dataclass(value) and not isinstance(value, type):
+        return {k: _plain(v) for k, v in asdict(value).items()}
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if hasattr(value, "isoformat"):
+        return value.isoformat().replace("+00:00", "Z")
+    return value
+
+
+def emit_json(value: Any) -> None:
+    click.echo(json.dumps(_plain(value), indent=2, ensure_ascii=False))
+
+
+def table(rows: list[list[str]], headers: list[str]) -> None:
+    """A plain aligned table, the way a person would rather look than read."""
+    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows, strict=False)]
+    for line in [headers, [ "-" * w for w in widths], *rows]:
+        click.echo("  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=False)).rstrip())

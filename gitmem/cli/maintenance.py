@@ -1,0 +1,67 @@
+"""``gitmem reindex``, ``gitmem fsck`` and ``gitmem pack``."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from gitmem import repository
+from gitmem.cli.base import Context, main, pass_context, refusals, workspace_option
+from gitmem.fsck import check_store
+from gitmem.model import StoreInfo
+
+
+def _stores(ctx: Context, store_id: str | None, workspace: str | None) -> list[StoreInfo]:
+    if store_id is not None:
+        return [ctx.gm.get_store(ctx.workspace_id(workspace), store_id)]
+    return ctx.gm.all_stores()
+
+
+@main.command("reindex")
+@click.argument("store_id", required=False)
+@workspace_option
+@pass_context
+@refusals
+def reindex(ctx: Context, store_id: str | None, workspace: str | None) -> None:
+    """Rebuild a store's index (or every store's) from its history alone."""
+    stores = _stores(ctx, store_id, workspace)
+    with click.progressbar(stores, label="reindexing", file=sys.stderr, show_pos=True) as bar:
+        for info in bar:
+            store = ctx.gm.store(info.workspace_id, info.id)
+            store.index.rebuild()
+    for info in stores:
+        count, size = ctx.gm.store(info.workspace_id, info.id).index.totals()
+        click.echo(f"{info.id}: {count} notes, {size} bytes")
+
+
+@main.command("fsck")
+@click.argument("store_id", required=False)
+@workspace_option
+@pass_context
+@refusals
+def fsck(ctx: Context, store_id: str | None, workspace: str | None) -> None:
+    """Git's fsck plus index-versus-history consistency; exit 1 if anything is wrong."""
+    bad = 0
+    for info in _stores(ctx, store_id, workspace):
+        report = check_store(ctx.gm.store(info.workspace_id, info.id))
+        click.echo(f"{info.id}: {'ok' if report.ok else 'PROBLEMS'}")
+        for problem in report.problems:
+            click.echo(f"  {problem}")
+        bad += not report.ok
+    if bad:
+        sys.exit(1)
+
+
+@main.command("pack")
+@click.argument("store_id", required=False)
+@workspace_option
+@pass_context
+@refusals
+def pack(ctx: Context, store_id: str | None, workspace: str | None) -> None:
+    """Pack loose objects into one pack per store."""
+    for info in _stores(ctx, store_id, workspace):
+        path = ctx.gm.repo_path(info.id)
+        before = repository.loose_object_count(path)
+        repository.pack(path, full=True)
+        click.echo(f"{info.id}: packed {before} loose objects")

@@ -1,0 +1,113 @@
+"""``gitmem note put|get|rm|ls`` and ``gitmem versions``."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from gitmem.cli.base import Context, emit_json, main, pass_context, refusals, table, workspace_option
+from gitmem.clock import iso
+from gitmem.errors import NotFound
+from gitmem.model import MemoryPrefix
+
+
+@main.group("note")
+def note_group() -> None:
+    """Notes in a store, addressed by path."""
+
+
+@note_group.command("put")
+@click.argument("store_id")
+@click.argument("path")
+@click.argument("file", type=click.File("r", encoding="utf-8"), default="-")
+@click.option("--if-sha256", default=None, help="Only if the note's content still has this SHA-256.")
+@workspace_option
+@pass_context
+@refusals
+def note_put(ctx: Context, store_id: str, path: str, file, if_sha256: str | None, workspace: str | None) -> None:
+    """Create or replace the note at PATH with FILE (default: standard input)."""
+    store = ctx.gm.store(ctx.workspace_id(workspace), store_id)
+    content = file.read()
+    try:
+        existing = store.get_by_path(path, with_content=False)
+    except NotFound:
+        existing = None
+    if existing is None:
+        note = store.create(path, content)
+        click.echo(f"created {note.path} {note.id} {note.version_id}")
+    else:
+        note = store.update(existing.id, content=content, expected_sha256=if_sha256)
+        click.echo(f"updated {note.path} {note.id} {note.version_id}")
+
+
+@note_group.command("get")
+@click.argument("store_id")
+@click.argument("path")
+@workspace_option
+@pass_context
+@refusals
+def note_get(ctx: Context, store_id: str, path: str, workspace: str | None) -> None:
+    """Print the note at PATH."""
+    note = ctx.gm.store(ctx.workspace_id(workspace), store_id).get_by_path(path)
+    sys.stdout.write(note.content or "")
+
+
+@note_group.command("rm")
+@click.argument("store_id")
+@click.argument("path")
+@click.option("--if-sha256", default=None)
+@workspace_option
+@pass_context
+@refusals
+def note_rm(ctx: Context, store_id: str, path: str, if_sha256: str | None, workspace: str | None) -> None:
+    """Delete the note at PATH (its versions stay)."""
+    store = ctx.gm.store(ctx.workspace_id(workspace), store_id)
+    version = store.delete(store.get_by_path(path, with_content=False).id, expected_sha256=if_sha256)
+    click.echo(f"deleted {path} {version.id}")
+
+
+@note_group.command("ls")
+@click.argument("store_id")
+@click.argument("prefix", default="/")
+@click.option("--depth", type=click.IntRange(0, 1), default=0)
+@click.option("--json", "as_json", is_flag=True)
+@workspace_option
+@pass_context
+@refusals
+def note_ls(ctx: Context, store_id: str, prefix: str, depth: int, as_json: bool, workspace: str | None) -> None:
+    """List notes under PREFIX (a folder path ending in '/')."""
+    store = ctx.gm.store(ctx.workspace_id(workspace), store_id)
+    items, page = [], None
+    while True:
+        result = store.list(path_prefix=prefix, depth=depth, limit=1000, page=page)
+        items += result.items
+        if not (page := result.next_page):
+            break
+    if as_json:
+        emit_json(items)
+        return
+    table([[i.path, "", "", ""] if isinstance(i, MemoryPrefix)
+           else [i.path, str(i.content_size_bytes), i.id, iso(i.updated_at)] for i in items],
+          ["PATH", "BYTES", "ID", "UPDATED"])
+
+
+@main.command("versions")
+@click.argument("store_id")
+@click.option("--memory", "memory_id", default=None, help="Only this note's versions.")
+@click.option("--operation", type=click.Choice(["created", "modified", "deleted"]), default=None)
+@click.option("--limit", type=click.IntRange(1, 100), default=20)
+@click.option("--json", "as_json", is_flag=True)
+@workspace_option
+@pass_context
+@refusals
+def versions(ctx: Context, store_id: str, memory_id: str | None, operation: str | None, limit: int,
+             as_json: bool, workspace: str | None) -> None:
+    """A store's versions, newest first."""
+    store = ctx.gm.store(ctx.workspace_id(workspace), store_id)
+    page = store.versions(memory_id=memory_id, operation=operation, limit=limit)  # type: ignore[arg-type]
+    if as_json:
+        emit_json(page.items)
+        return
+    table([[iso(v.created_at), v.created_by.id if v.created_by else "service", v.operation,
+            v.path or "(redacted)", v.id] for v in page.items], ["WHEN", "WHO", "OPERATION", "PATH", "VERSION"])

@@ -1,0 +1,53 @@
+"""Consistency checks: Git's own fsck, and the index against what history alone says."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gitmem.index import StoreIndex
+from gitmem.repository import git
+from gitmem.store import MemoryStore
+
+
+@dataclass(frozen=True)
+class FsckReport:
+    store_id: str
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def check_store(store: MemoryStore) -> FsckReport:
+    problems: list[str] = []
+    result = git(store.path, "fsck", "--full", "--no-dangling", "--no-progress")
+    if result.returncode != 0:
+        problems.append("git fsck: " + result.stderr.decode(errors="replace").strip())
+    store.index.catch_up()
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh = StoreIndex(store.repo, Path(tmp) / "index.sqlite3")
+        try:
+            fresh.rebuild()
+            problems += _compare(store.index, fresh)
+        finally:
+            fresh.close()
+    return FsckReport(store.id, problems)
+
+
+def _compare(live: StoreIndex, fresh: StoreIndex) -> list[str]:
+    problems = []
+    live_notes, fresh_notes = list(live.all_notes()), list(fresh.all_notes())
+    if live_notes != fresh_notes:
+        live_set, fresh_set = set(live_notes), set(fresh_notes)
+        for note in sorted(live_set - fresh_set, key=lambda n: n.path):
+            problems.append(f"index has {note.path} ({note.memory_id}) that history does not")
+        for note in sorted(fresh_set - live_set, key=lambda n: n.path):
+            problems.append(f"history has {note.path} ({note.memory_id}) that the index does not")
+    live_versions = [(v.record, v.blob_id, v.commit_id) for v in live.all_versions()]
+    fresh_versions = [(v.record, v.blob_id, v.commit_id) for v in fresh.all_versions()]
+    if live_versions != fresh_versions:
+        problems.append(f"index versions ({len(live_versions)}) differ from history ({len(fresh_versions)})")
+    return problems
