@@ -83,21 +83,23 @@ def tree_with(repo: pygit2.Repository, base: pygit2.Tree | None,
         else:
             here[head] = blob
     builder = repo.TreeBuilder(base) if base is not None else repo.TreeBuilder()
+    # Removals, then folders, then blobs: a name may be both (a rename of /a to /a/b removes the blob
+    # "a" and fills the folder "a"; /a/b to /a empties the folder "a" and then sets the blob "a").
     for name, blob in here.items():
-        if blob is None:
-            if builder.get(name) is not None:
-                builder.remove(name)
-        else:
-            builder.insert(name, blob, pygit2.enums.FileMode.BLOB)
+        if blob is None and builder.get(name) is not None:
+            builder.remove(name)
     for name, sub_changes in below.items():
         existing = builder.get(name)
         sub_base = repo[existing.id] if existing is not None and existing.type_str == "tree" else None
         sub_oid = tree_with(repo, sub_base, sub_changes)
         if len(repo[sub_oid]) == 0:
-            if existing is not None:
+            if sub_base is not None:
                 builder.remove(name)
         else:
             builder.insert(name, sub_oid, pygit2.enums.FileMode.TREE)
+    for name, blob in here.items():
+        if blob is not None:
+            builder.insert(name, blob, pygit2.enums.FileMode.BLOB)
     return builder.write()
 
 
