@@ -19,6 +19,7 @@ from pathlib import Path
 from gitmem import ids, repository
 from gitmem.catalog import Catalog
 from gitmem.clock import Clock, system_clock, to_micros
+from gitmem.crypto import ContentCodec, KeyRing, PlainCodec, load_master_key
 from gitmem.errors import ArchivedStore, Conflict, InvalidRequest, NotFound
 from gitmem.filters import FilterChain, load_filters
 from gitmem.model import Page, StoreInfo, StoreKind
@@ -68,11 +69,23 @@ class Gitmem:
         repository.set_fsync(fsync_setting() if fsync is None else fsync)
         self.catalog = Catalog(home / "catalog.sqlite3", clock)
         self._local = threading.local()
-        self.codec_for = None  # set by gitmem.crypto when encryption at rest is configured
+        self._keyring: KeyRing | None = None
 
     @classmethod
     def open(cls, home: Path | str | None = None, **kwargs: object) -> Gitmem:
         return cls(Path(home) if home is not None else default_home(), **kwargs)  # type: ignore[arg-type]
+
+    @property
+    def keyring(self) -> KeyRing:
+        """Data keys for encrypted stores, wrapped by the master key (made on first use only)."""
+        if self._keyring is None:
+            self._keyring = KeyRing(self.home / "keys.json", load_master_key(self.home), clock=self.clock)
+        return self._keyring
+
+    def codec_for(self, info: StoreInfo) -> ContentCodec:
+        """Each encrypted store has its own data key (owner = the store), so deleting the store, or
+        the profile whose bank it is, destroys exactly that key."""
+        return self.keyring.codec(info.id, info.id) if info.encrypted else PlainCodec()
 
     def repo_path(self, store_id: str) -> Path:
         if not ids.has_prefix(store_id, ids.STORE) or "/" in store_id or ".." in store_id:
@@ -89,6 +102,8 @@ class Gitmem:
         self.catalog.workspace(workspace_id)
         store_id = ids.new_id(ids.STORE)
         repository.init_bare(self.repo_path(store_id))
+        if encrypted:
+            self.keyring.ensure(store_id)
         try:
             return self.catalog.insert_store(workspace_id, store_id, name, description or "", metadata, kind,
                                              encrypted, MAX_SHARED_STORES)
@@ -152,6 +167,8 @@ class Gitmem:
         self.catalog.delete_store(store_id)
         self._forget(store_id)
         shutil.rmtree(self.repo_path(store_id), ignore_errors=True)
+        if info.encrypted:
+            self.keyring.destroy(store_id)
 
     def store(self, workspace_id: str, store_id: str) -> MemoryStore:
         """The store's notes and versions. One object per thread, reused (pygit2 and sqlite3 objects
@@ -161,7 +178,7 @@ class Gitmem:
         store = cache.get(store_id)
         if store is None or not store.path.exists():
             store = MemoryStore(self.repo_path(store_id), store_id, policy=policy_for(info.kind, self.filters),
-                                codec=self.codec_for(info) if self.codec_for and info.encrypted else None,
+                                codec=self.codec_for(info),
                                 clock=self.clock, write_guard=lambda: self._check_writable(store_id))
             cache[store_id] = store
         return store

@@ -11,13 +11,13 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 import pygit2
 
 from gitmem import ids, paths, repository
 from gitmem.clock import Clock, system_clock
 from gitmem.commits import VersionRecord, author_for, format_message
+from gitmem.crypto import ContentCodec, PlainCodec
 from gitmem.errors import InvalidRequest, NotFound, PathConflict, PreconditionFailed, StoreBusy
 from gitmem.index import NoteRow, StoreIndex, VersionRow
 from gitmem.model import Actor, MemoryPrefix, Note, Operation, Page, Version
@@ -30,22 +30,6 @@ PACK_EVERY_WRITES = 256
 MAX_NOTES_PAGE = 1000
 MAX_VERSIONS_PAGE = 100
 MAX_FULL_PAGE = 20
-
-
-class ContentCodec(Protocol):
-    """How note bytes become blob bytes (identity, or AES-SIV for encrypted stores)."""
-
-    def encode(self, path: str, plaintext: bytes) -> bytes: ...
-
-    def decode(self, path: str, blob: bytes) -> bytes: ...
-
-
-class PlainCodec:
-    def encode(self, path: str, plaintext: bytes) -> bytes:
-        return plaintext
-
-    def decode(self, path: str, blob: bytes) -> bytes:
-        return blob
 
 
 @dataclass(frozen=True)
