@@ -25,11 +25,15 @@ def _refuse(path: str, why: str) -> InvalidRequest:
 
 
 def _is_git_reserved(segment: str, *, top_level: bool) -> bool:
-    # Git refuses or misreads these; ".git" also in disguise (case, trailing dots/spaces, NTFS 8.3).
-    folded = segment.lower().rstrip(". ")
-    if folded == ".git" or folded.startswith("git~") or folded == "git~1":
-        return True
-    return top_level and folded in {".gitattributes", ".gitmodules", ".gitignore"}
+    # Git refuses or misreads these; ".git" also in disguise (case, trailing dots/spaces, NTFS 8.3,
+    # an NTFS stream ".git::$INDEX_ALLOCATION", a backslash that Windows reads as a folder separator).
+    for position, part in enumerate(segment.split("\\")):
+        folded = part.split(":", 1)[0].lower().rstrip(". ")
+        if folded == ".git" or folded.startswith("git~"):
+            return True
+        if top_level and position == 0 and folded in {".gitattributes", ".gitmodules", ".gitignore"}:
+            return True
+    return False
 
 
 def validate_store_path(path: str) -> str:
