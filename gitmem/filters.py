@@ -50,8 +50,9 @@ ACCESS_TOKENS = regex_filter(
 )
 SAVED_PASSWORDS = regex_filter(
     "a saved password",
-    # "password: hunter2", "passwd = 's3cret'", "db_password=...": a key naming a password with a value.
-    r"(?i)\b(?:pass(?:word|wd|phrase)?|pwd|secret[_-]?key|client[_-]?secret)\b[\"']?\s*[:=]\s*[\"']?[^\s\"'<>]{4,}",
+    # "password: hunter2", "passwd = 's3cret'", "db_password=...": a key naming a password with a value
+    # (not \b before the key: in DB_PASSWORD the underscore is a word character).
+    r"(?i)(?<![a-z0-9])(?:pass(?:word|wd|phrase)?|pwd|secret[_-]?key|client[_-]?secret)\b[\"']?\s*[:=]\s*[\"']?[^\s\"'<>]{4,}",
     r"(?i)\b[a-z][a-z0-9+.-]*://[^\s:/@]+:[^\s@/]{3,}@",  # credentials inside a URL
 )
 
