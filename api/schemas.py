@@ -28,6 +28,22 @@ def as_utc(when: dt.datetime | None) -> dt.datetime | None:
     return when.replace(tzinfo=dt.UTC)
 
 
+
+
+def documented(**constraints: Any) -> Any:
+    """A constraint published in the OpenAPI schema but checked by the engine, whose refusals say more
+    than pydantic's (and which applies the same rules to pushes and the memory tool)."""
+    return Field(json_schema_extra=constraints)
+
+
+NotePath = Annotated[
+    str, documented(pattern="^(/[^/]+)+$", maxLength=1024, description="Starts with '/', e.g. /people/sam.md")
+]
+NoteContent = Annotated[str, documented(maxLength=102_400, description="UTF-8 text, at most 102,400 bytes")]
+StoreName = Annotated[str, documented(minLength=1, maxLength=255)]
+StoreDescription = Annotated[str, documented(maxLength=1024)]
+
+
 Sha256Hex = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$", description="64 lowercase hex characters")]
 
 
@@ -141,14 +157,15 @@ class MemoryStoreList(_Out):
 
 
 class MemoryStoreCreate(_In):
-    name: str
-    description: str | None = None
-    metadata: dict[str, str] | None = None
+    name: StoreName
+    description: StoreDescription | None = None
+    metadata: Annotated[dict[str, str], documented(maxProperties=16)] | None = None
 
 
 class MemoryStoreUpdate(_In):
-    name: str | None = None
-    description: str | None = None
+    name: StoreName | None = None
+    description: StoreDescription | None = None
+    # A key set to null is removed; keys left out keep their values.
     metadata: dict[str, str | None] | None = None
 
 
@@ -212,15 +229,15 @@ class Precondition(_In):
 
 
 class MemoryCreate(_In):
-    path: str
+    path: NotePath
     # The SDK sends ``content`` always and types it nullable: ``null`` makes an empty note, like "".
-    content: str | None
+    content: NoteContent | None
 
 
 class MemoryUpdate(_In):
     # ``null`` or absent: leave as is.
-    content: str | None = None
-    path: str | None = None
+    content: NoteContent | None = None
+    path: NotePath | None = None
     precondition: Precondition | None = None
 
 
