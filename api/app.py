@@ -77,12 +77,10 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
 
 
 def create_app_from_env() -> FastAPI:
-    home = os.environ.get("GITMEM_HOME")
-    if not home:
-        raise RuntimeError("GITMEM_HOME is not set: it names the data home to serve")
+    """The app for the data home in ``GITMEM_HOME`` (else the engine's default home)."""
     logging.basicConfig(level=os.environ.get("GITMEM_LOG_LEVEL", "INFO"))
-    gm = Gitmem.open(home)
-    log.info("serving gitmem home %s", home)
+    gm = Gitmem.open(os.environ.get("GITMEM_HOME") or None)
+    log.info("serving gitmem home %s", gm.home)
     return create_app(gm, Settings.from_env(), close_on_shutdown=True)
 
 

@@ -89,6 +89,7 @@ def test_store_create_retrieve_update(client: anthropic.Anthropic) -> None:
     assert created.metadata == {"team": "core", "tier": "1"}
     assert created.archived_at is None
     assert created.created_at.tzinfo is not None
+    assert (created._request_id or "").startswith("req_")
 
     got = stores.retrieve(created.id)
     assert got == created
@@ -160,6 +161,7 @@ def test_store_delete(client: anthropic.Anthropic, store_id: str) -> None:
     with pytest.raises(anthropic.NotFoundError) as missing:
         client.beta.memory_stores.retrieve(store_id)
     assert error_type(missing.value) == "not_found_error"
+    assert (missing.value.request_id or "").startswith("req_")
 
 
 # -- memories --------------------------------------------------------------------------------------

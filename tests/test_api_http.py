@@ -121,6 +121,7 @@ def test_wrong_method_is_405_in_envelope(http: httpx.Client, store_id: str) -> N
     response = http.put(f"/v1/memory_stores/{store_id}", json={"name": "x"})
     assert_error(response, 405, "invalid_request_error")
     assert response.headers["x-should-retry"] == "false"
+    assert response.headers["allow"]
     assert_error(http.patch(f"/v1/memory_stores/{store_id}", json={"name": "x"}), 405, "invalid_request_error")
 
 

@@ -35,6 +35,11 @@ router = APIRouter(
     prefix="/v1/memory_stores/{memory_store_id}/memories", tags=["memories"], responses=ERROR_RESPONSES
 )
 
+# Memory responses carry the note's blob id as a strong entity tag.
+WITH_ETAG: dict[int | str, dict] = {
+    200: {"headers": {"ETag": {"description": 'The note\'s blob id, "<blob id>"', "schema": {"type": "string"}}}}
+}
+
 IfMatch = Header(
     None,
     alias="If-Match",
@@ -42,7 +47,7 @@ IfMatch = Header(
 )
 
 
-@router.post("", response_model=Memory, summary="Create a memory")
+@router.post("", response_model=Memory, summary="Create a memory", responses=WITH_ETAG)
 def create_memory(
     body: MemoryCreate, response: Response, store: Store, principal: Caller, view: View = Query("basic")
 ) -> Memory:
@@ -70,12 +75,14 @@ def list_memories(
     return MemoryList(data=[memory_item(i, view) for i in result.items], next_page=result.next_page)
 
 
-@router.get("/{memory_id}", response_model=Memory, summary="Retrieve a memory")
+@router.get("/{memory_id}", response_model=Memory, summary="Retrieve a memory", responses=WITH_ETAG)
 def retrieve_memory(memory_id: str, response: Response, store: Store, view: View = Query("full")) -> Memory:
     return _answer(store.get(memory_id, with_content=view == "full"), view, response)
 
 
-@router.post("/{memory_id}", response_model=Memory, summary="Update a memory (content, path or both)")
+@router.post(
+    "/{memory_id}", response_model=Memory, summary="Update a memory (content, path or both)", responses=WITH_ETAG
+)
 def update_memory(
     memory_id: str,
     body: MemoryUpdate,
