@@ -54,7 +54,11 @@ def create_app(gm: Gitmem, settings: Settings | None = None, *, close_on_shutdow
     app.include_router(memory_stores.router)
     app.include_router(memories.router)
     app.include_router(memory_versions.router)
-    app.add_middleware(RequestContextMiddleware, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        RequestContextMiddleware,
+        max_body_bytes=settings.max_body_bytes,
+        unlimited_paths=settings.unlimited_body_paths,
+    )
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 

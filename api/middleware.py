@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import re
+from collections.abc import Iterable
 
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -33,13 +35,14 @@ class RequestContextMiddleware:
 
     - gives the request an id (``scope["state"]["request_id"]``) and sends it as ``request-id``;
     - refuses a body over ``max_body_bytes`` with 413 before anything parses it (by
-      ``content-length``, or while a chunked body streams in);
+      ``content-length``, or while a chunked body streams in), except on ``unlimited_paths``;
     - turns an unhandled exception into a 500 ``api_error`` with no detail, and logs it.
     """
 
-    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_body_bytes: int, unlimited_paths: Iterable[str] = ()) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.unlimited = [re.compile(p) for p in unlimited_paths]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -58,7 +61,8 @@ class RequestContextMiddleware:
                     headers.append(REQUEST_ID_HEADER, request_id)
             await send(message)
 
-        declared = Headers(scope=scope).get("content-length")
+        limited = not any(p.match(scope.get("path", "")) for p in self.unlimited)
+        declared = Headers(scope=scope).get("content-length") if limited else None
         if declared is not None:
             try:
                 too_large = int(declared) > self.max_body_bytes
@@ -74,7 +78,7 @@ class RequestContextMiddleware:
         async def receive_limited() -> Message:
             nonlocal received
             message = await receive()
-            if message["type"] == "http.request":
+            if limited and message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.max_body_bytes:
                     raise BodyTooLarge()

@@ -14,6 +14,9 @@ class Settings:
     # Bodies larger than this are refused with 413 before they are parsed. A note is at most
     # 100 KiB, so 1 MiB leaves room for JSON escaping (a note of control characters doubles).
     max_body_bytes: int = MIB
+    # Paths (regular expressions, matched at the start) whose bodies stream past the limit: Git's
+    # smart HTTP, where a push carries a pack of any size.
+    unlimited_body_paths: tuple[str, ...] = (r"/v1/memory_stores/[^/]+\.git/",)
     # Per-key token bucket: ``rate_limit_per_second`` tokens refill a bucket of ``rate_limit_burst``.
     # 0 turns rate limiting off. The buckets live in each server process.
     rate_limit_per_second: float = 200.0

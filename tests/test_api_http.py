@@ -241,6 +241,13 @@ def test_oversized_chunked_body_is_413(http: httpx.Client) -> None:
     assert_error(response, 413, "request_too_large")
 
 
+def test_git_paths_are_exempt_from_the_body_limit(http: httpx.Client, store_id: str) -> None:
+    # A push carries a pack of any size: the limit must not answer for Git's smart HTTP paths.
+    big = b"0" * (2 << 20)
+    response = http.post(f"/v1/memory_stores/{store_id}.git/git-receive-pack", content=big)
+    assert response.status_code != 413
+
+
 def test_note_over_100_kib_is_refused(http: httpx.Client, store_id: str) -> None:
     response = http.post(f"/v1/memory_stores/{store_id}/memories", json={"path": "/big.md", "content": "x" * 102_401})
     assert_error(response, 413, "request_too_large")
