@@ -251,10 +251,11 @@ class StoreIndex:
         row = self.db.execute("SELECT memory_id FROM notes WHERE path=?", (path,)).fetchone()
         return row[0] if row else None
 
-    def first_note_below(self, folder: str) -> NoteRow | None:
+    def first_note_below(self, folder: str, *, other_than: str | None = None) -> NoteRow | None:
+        """The first note inside ``folder`` in path order (skipping the note ``other_than``)."""
         prefix = folder.rstrip("/") + "/"
-        row = self.db.execute("SELECT * FROM notes WHERE path>=? AND path<? ORDER BY path LIMIT 1",
-                              (prefix, _upper_bound(prefix))).fetchone()
+        row = self.db.execute("SELECT * FROM notes WHERE path>=? AND path<? AND memory_id IS NOT ?"
+                              " ORDER BY path LIMIT 1", (prefix, _upper_bound(prefix), other_than)).fetchone()
         return _note_row(row) if row else None
 
     def totals(self) -> tuple[int, int]:

@@ -227,8 +227,8 @@ class MemoryStore:
                 clash = index.note_at(folder)
                 if clash is not None:
                     break
-        if clash is None:
-            clash = index.first_note_below(path)
+        if clash is None:  # the moving note may itself be below its new path: look past it
+            clash = index.first_note_below(path, other_than=moving)
         if clash is not None and clash.memory_id != moving:
             raise PathConflict(f"{path} collides with the memory at {clash.path}",
                                conflicting_memory_id=clash.memory_id, conflicting_path=clash.path)
