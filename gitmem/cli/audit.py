@@ -1,0 +1,73 @@
+"""``gitmem log``: the audit of a store (who, when, what, which version), from the server or a clone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from gitmem import audit
+from gitmem.cli.base import emit_json, main, pass_context, refusals, workspace_option
+from gitmem.errors import InvalidRequest, NotFound
+
+
+def _time_option(name: str, help_text: str):  # type: ignore[no-untyped-def]
+    return click.option(name, default=None, metavar="TIME", help=help_text)
+
+
+@main.command("log")
+@click.argument("store_id", required=False)
+@click.option("--repo", "repo_dir", type=click.Path(path_type=Path, exists=True, file_okay=False),
+              help="Read a repository of a store instead (a plain clone, or the store's own bare repository).")
+@click.option("--rev", default=None, help="With --repo: the history to read (default: origin/main, main, HEAD).")
+@click.option("--path", default=None, help="Only changes to this note or folder (or a glob such as '/people/*').")
+@click.option("--actor", default=None, help="Only changes by this user_..., task_... or apikey_... id, or 'service'.")
+@click.option("--operation", type=click.Choice(audit.OPERATIONS), default=None, help="Only this kind of change.")
+@_time_option("--since", "Only changes at or after TIME (ISO 8601, or a span back such as 3d, 12h).")
+@_time_option("--until", "Only changes at or before TIME.")
+@click.option("-n", "--max-count", type=click.IntRange(min=0), default=None, help="At most this many (the newest).")
+@click.option("--reverse", is_flag=True, help="Oldest first.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
+@workspace_option
+@pass_context
+@refusals
+def log_command(ctx, store_id: str | None, repo_dir: Path | None, rev: str | None, path: str | None,  # type: ignore[no-untyped-def]
+                actor: str | None, operation: str | None, since: str | None, until: str | None,
+                max_count: int | None, reverse: bool, as_json: bool, workspace: str | None) -> None:
+    """Print who changed which note, when, how, and the version id.
+
+    STORE_ID reads a store of this data home; --repo DIR reads a plain clone (fetch
+    refs/notes/gitmem too, to see who pushed: git fetch origin refs/notes/gitmem:refs/notes/gitmem).
+    """
+    if (store_id is None) == (repo_dir is None):
+        raise click.UsageError("give a STORE_ID or --repo DIR (one of them)")
+    if rev is not None and repo_dir is None:
+        raise click.UsageError("--rev goes with --repo")
+    try:
+        flt = audit.AuditFilter(path=path, actor=actor, operation=operation,
+                                since=audit.parse_time(since) if since else None,
+                                until=audit.parse_time(until) if until else None)
+    except InvalidRequest as exc:
+        raise click.UsageError(exc.message) from None
+    unattributed = 0
+    if repo_dir is not None:
+        entries, unattributed = audit.repo_log(repo_dir, rev)
+    else:
+        gm = ctx.gm
+        assert store_id is not None
+        info = gm.catalog.store(store_id)  # the operator's view: any workspace of this home
+        if workspace is not None:
+            ws = gm.catalog.workspace_by_name(workspace)
+            if ws is None or ws.id != info.workspace_id:
+                raise NotFound(f"memory store {store_id} not found in workspace {workspace}")
+        entries = audit.store_log(gm.store(info.workspace_id, store_id))
+    chosen = audit.select(entries, flt, newest_first=not reverse, limit=max_count)
+    if as_json:
+        emit_json([audit.entry_json(e) for e in chosen])
+    else:
+        for line in audit.format_lines(chosen):
+            click.echo(line)
+    if unattributed:
+        click.echo(f"gitmem: {unattributed} pushed commit(s) have no gitmem note here, so their pusher is unknown"
+                   " (shown as ?<author e-mail>); fetch the notes with: git fetch origin"
+                   " refs/notes/gitmem:refs/notes/gitmem", err=True)
