@@ -17,6 +17,7 @@ COMMAND_MODULES = [
     "gitmem.cli.access",
     "gitmem.cli.maintenance",
     "gitmem.cli.serve",
+    "gitmem.cli.audit",
     "gitmem.cli.tasks",
 ]
 
