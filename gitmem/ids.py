@@ -42,7 +42,7 @@ def new_id(prefix: str, *, now: float | None = None) -> str:
 
 def derived_id(prefix: str, *parts: str) -> str:
     """A stable id from the given parts (e.g. a pushed commit and a path)."""
-    digest = hashlib.sha256("\x00".join(parts).encode()).digest()
+    digest = hashlib.sha256("\x00".join((prefix, *parts)).encode()).digest()
     return f"{prefix}_{_b32(int.from_bytes(digest[:16], 'big'), 26)}"
 
 

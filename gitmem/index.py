@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pygit2
 
-from gitmem import ids
 from gitmem.clock import from_micros, to_micros
 from gitmem.commits import VersionRecord, parse_message
 from gitmem.errors import InvalidRequest
@@ -230,7 +229,7 @@ class StoreIndex:
     def _pushed_note(self, commit: pygit2.Commit) -> dict[str, object]:
         try:
             note = self.repo.lookup_note(str(commit.id), NOTES_REF)
-        except KeyError:
+        except (KeyError, pygit2.GitError):
             return {}
         try:
             return json.loads(note.message)
@@ -338,9 +337,4 @@ class StoreIndex:
         return rows[:limit], _encode_token("versions", rows[limit - 1].seq)
 
 
-def new_ids_for_push(commit: pygit2.Commit, path: str) -> tuple[str, str]:
-    """Stable ids for a pushed change: reindex derives the same ones from the same commit."""
-    return ids.derived_id(ids.MEMORY, str(commit.id), path), ids.derived_id(ids.VERSION, str(commit.id), path)
-
-
-__all__ = ["NoteRow", "StoreIndex", "VersionRow", "api_path", "decode_token", "new_ids_for_push"]
+__all__ = ["NoteRow", "StoreIndex", "VersionRow", "api_path", "decode_token"]

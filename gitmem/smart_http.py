@@ -262,6 +262,7 @@ def _safety_config(allow_push: bool) -> dict[str, str]:
         # Section 3's per-store settings, repeated here so a store's own config can't loosen them.
         "receive.denyNonFastForwards": "true",
         "receive.denyDeletes": "true",
+        "receive.fsckObjects": "true",  # first defence against malformed trees (duplicate entries)
     }
 
 
