@@ -242,17 +242,28 @@ class MemoryStore:
         if not archived_ok:
             self._write_guard()
         with repository.writer_lock(self.path):
+            os_errors = 0
             for _attempt in range(MAX_CAS_ATTEMPTS):
                 tip = self.index.catch_up()
-                change = plan(self.index)
-                if change is None:
-                    return None
-                base = self.repo[tip].tree if tip is not None else None
-                tree = repository.tree_with(self.repo, base, change.tree_changes)
-                record = change.record
-                commit_id = repository.commit(self.repo, tree=tree, parent=tip,
-                                              author=author_for(record.created_by, record.created_at),
-                                              message=format_message([record]))
+                try:
+                    change = plan(self.index)
+                    if change is None:
+                        return None
+                    base = self.repo[tip].tree if tip is not None else None
+                    tree = repository.tree_with(self.repo, base, change.tree_changes)
+                    record = change.record
+                    commit_id = repository.commit(self.repo, tree=tree, parent=tip,
+                                                  author=author_for(record.created_by, record.created_at),
+                                                  message=format_message([record]))
+                except OSError:
+                    # libgit2 makes objects/xx/ and then renames a new object into it; a background
+                    # packer's prune-packed may remove that emptied folder in between. Objects are
+                    # content-addressed, so writing them again is safe; a lasting failure is raised.
+                    os_errors += 1
+                    if os_errors > 3:
+                        raise
+                    log.debug("writing objects to %s raced a packer; retrying", self.id)
+                    continue
                 if repository.compare_and_swap(self.repo, tip, commit_id):
                     self.index.catch_up()
                     self._after_write()
