@@ -19,6 +19,7 @@ COMMAND_MODULES = [
     "gitmem.cli.serve",
     "gitmem.cli.audit",
     "gitmem.cli.tasks",
+    "gitmem.cli.mount",
 ]
 
 for _module in COMMAND_MODULES:

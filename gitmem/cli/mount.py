@@ -1,0 +1,149 @@
+"""``gitmem mount``: stores as folders, synced both ways with a gitmem server over its HTTP API.
+
+    gitmem mount --url http://127.0.0.1:8765 --store memstore_A --store memstore_B:ro ./memory
+    gitmem mount --url http://127.0.0.1:8765 --task task_01H... ./memory
+
+One ``--store`` is mounted at DIR itself; several (and a task's stores) each get a folder named after the
+store under DIR. Runs until interrupted (Ctrl-C or SIGTERM), then pushes what is pending and exits.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+
+import click
+
+from gitmem.cli.base import main, refusals
+from gitmem.mount import (
+    MemoryStoreRemote,
+    Mount,
+    MountSpec,
+    RemoteRefused,
+    RemoteUnavailable,
+    safe_folder_name,
+    task_mount_specs,
+)
+
+SDK_RETRIES = 2
+
+
+def parse_store(value: str) -> tuple[str, bool]:
+    """``STORE_ID``, ``STORE_ID:ro`` or ``STORE_ID:rw``."""
+    store_id, _, access = value.partition(":")
+    if not store_id or access not in ("", "ro", "rw"):
+        raise click.BadParameter(f"{value!r}: expected STORE_ID, STORE_ID:ro or STORE_ID:rw", param_hint="--store")
+    return store_id, access == "ro"
+
+
+@main.command("mount")
+@click.option("--url", required=True, envvar="GITMEM_URL", help="The server, e.g. http://127.0.0.1:8765.")
+@click.option("--key", required=True, envvar="GITMEM_API_KEY", help="API key (default: $GITMEM_API_KEY).")
+@click.option("--store", "stores", multiple=True, metavar="STORE_ID[:ro]", help="A store to mount (repeatable).")
+@click.option("--task", "task_id", default=None, help="Mount every store the task reads.")
+@click.option("--debounce", type=click.FloatRange(0, 60), default=0.3, show_default=True,
+              help="Seconds a file must be quiet before it is synced.")
+@click.option("--poll-interval", type=click.FloatRange(0.05, 3600), default=1.0, show_default=True,
+              help="Seconds between looks at the store for changes made elsewhere.")
+@click.option("--clean", is_flag=True, help="Remove files that are not notes when the mount starts.")
+@click.option("--once", is_flag=True, help="Materialise, push local changes, and exit instead of watching.")
+@click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
+@refusals
+def mount_command(url: str, key: str, stores: tuple[str, ...], task_id: str | None, debounce: float,
+                  poll_interval: float, clean: bool, once: bool, folder: Path) -> None:
+    """Materialise stores into FOLDER, watch it and sync both ways until interrupted."""
+    import anthropic
+
+    for noisy in ("httpx", "httpx2"):  # one line per poll otherwise, with -v
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    if bool(stores) == bool(task_id):
+        raise click.UsageError("give --store (one or more) or --task, not both")
+    specs = [MountSpec(*parse_store(s), "") for s in stores]
+    client = anthropic.Anthropic(api_key=key, base_url=url.rstrip("/"), max_retries=SDK_RETRIES)
+    try:
+        if task_id:
+            specs = _task_specs(url, key, task_id)
+        elif len(specs) > 1:
+            specs = _named_folders(client, specs)
+    except anthropic.APIStatusError as exc:
+        raise RemoteRefused(f"{exc.status_code}: {exc.message}") from None
+    except anthropic.APIConnectionError as exc:
+        raise RemoteUnavailable(f"cannot reach {url}: {exc}") from None
+
+    mounts: list[Mount] = []
+    try:
+        for spec in specs:
+            target = folder / spec.folder if spec.folder else folder
+            mount = Mount(MemoryStoreRemote(client, spec.store_id), target, read_only=spec.read_only,
+                          debounce=debounce, poll_interval=poll_interval, clean=clean, name=spec.store_id)
+            mount.start()
+            mounts.append(mount)
+            access = "read-only" if spec.read_only else "read-write"
+            click.echo(f"mounted {spec.store_id} ({access}) at {target}: {mount.status.notes} notes", err=True)
+        if once:
+            for mount in mounts:
+                mount.flush()
+        else:
+            _wait_for_signal(mounts)
+    finally:
+        for mount in mounts:
+            mount.stop()
+            click.echo(f"unmounted {mount.name}: {mount.status.line()}", err=True)
+    if any(m.status.errors for m in mounts):
+        sys.exit(1)
+
+
+def _task_specs(url: str, key: str, task_id: str) -> list[MountSpec]:
+    import httpx
+
+    try:
+        response = httpx.get(f"{url.rstrip('/')}/v1/tasks/{task_id}/memory",
+                             headers={"x-api-key": key}, timeout=30)
+    except httpx.HTTPError as exc:
+        raise RemoteUnavailable(f"cannot reach {url}: {exc}") from None
+    if response.status_code != 200:
+        try:
+            message = response.json()["error"]["message"]
+        except (ValueError, KeyError, TypeError):
+            message = response.text[:200]
+        raise RemoteRefused(f"task {task_id}: {response.status_code} {message}")
+    specs = task_mount_specs(response.json())
+    if not specs:
+        raise RemoteRefused(f"task {task_id} reads no memory stores")
+    return specs
+
+
+def _named_folders(client, specs: list[MountSpec]) -> list[MountSpec]:
+    """Several stores: one folder each, named after the store."""
+    out: list[MountSpec] = []
+    used: set[str] = set()
+    for spec in specs:
+        name = safe_folder_name(client.beta.memory_stores.retrieve(spec.store_id).name, spec.store_id)
+        if name in used:
+            name = safe_folder_name(f"{name}-{spec.store_id}", spec.store_id)
+        used.add(name)
+        out.append(MountSpec(spec.store_id, spec.read_only, name))
+    return out
+
+
+def _wait_for_signal(mounts: list[Mount]) -> None:
+    done = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        done.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        last = ""
+        while not done.wait(1.0):
+            line = "; ".join(f"{m.name}: {m.status.line()}" for m in mounts)
+            if line != last:
+                click.echo(line, err=True)
+                last = line
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
