@@ -20,6 +20,7 @@ COMMAND_MODULES = [
     "gitmem.cli.audit",
     "gitmem.cli.tasks",
     "gitmem.cli.mount",
+    "gitmem.cli.profiles",
 ]
 
 for _module in COMMAND_MODULES:
