@@ -307,6 +307,22 @@ class Profiles:
             yield _profile(row)
 
 
+# -- who may reach a bank through the other surfaces ------------------------------------------------
+
+
+def check_bank_access(gm: Gitmem, principal: Principal, store_id: str) -> None:
+    """For the memory-store API and Git's smart HTTP: a bank store is its profile owner's alone.
+
+    Anyone else (an API key, a task, another user of the workspace) gets :class:`NotFound`, exactly as
+    for a store of another workspace. Stores that are not banks pass unchanged."""
+    info = gm.get_store(principal.workspace_id, store_id)
+    if info.kind != "bank":
+        return
+    profile = profiles_for(gm).by_bank(store_id)
+    if profile is None or principal.actor != Actor("user_actor", profile.user_id):
+        raise NotFound(f"memory store {store_id} not found")
+
+
 # -- one Profiles a data home ------------------------------------------------------------------------
 
 _instances: weakref.WeakKeyDictionary[Gitmem, Profiles] = weakref.WeakKeyDictionary()
@@ -322,5 +338,5 @@ def profiles_for(gm: Gitmem) -> Profiles:
         return found
 
 
-__all__ = ["Bank", "BankEntry", "Profile", "Profiles", "PutResult", "bank_path", "profiles_for",
-           "require_user"]
+__all__ = ["Bank", "BankEntry", "Profile", "Profiles", "PutResult", "bank_path", "check_bank_access",
+           "profiles_for", "require_user"]

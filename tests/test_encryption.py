@@ -142,8 +142,8 @@ def test_a_plain_store_is_plain(gm: Gitmem, workspace: Workspace) -> None:
 @pytest.fixture
 def served(gm: Gitmem, workspace: Workspace, user_id: str) -> Iterator[tuple[str, str, StoreInfo]]:
     """A bank with history, served over smart HTTP; (base url, the user's token, the bank)."""
-    _cred, token = gm.catalog.create_user(workspace.id, "cloner")
-    profile = profiles_for(gm).create(workspace.id, user_id, "research")
+    owner, token = gm.catalog.create_user(workspace.id, "owner")
+    profile = profiles_for(gm).create(workspace.id, owner.id, "research")
     info = gm.get_store(workspace.id, profile.bank_store_id)
     fill(gm.store(workspace.id, info.id))
     with serve(gm.home, app="tests.test_profiles_api:app", env={"GITMEM_RATE_LIMIT_RPS": "0"}) as url:
@@ -212,6 +212,18 @@ def test_clone_needs_the_token(tmp_path: Path, served: tuple[str, str, StoreInfo
         clone_store(info.id, tmp_path / "anonymous", base_url=url)
     with pytest.raises(InvalidRequest, match="git clone failed"):
         clone_store(info.id, tmp_path / "wrong", base_url=url, token="gm_usr_wrong")
+
+
+def test_only_the_owner_clones_a_bank(gm: Gitmem, workspace: Workspace, tmp_path: Path,
+                                      served: tuple[str, str, StoreInfo], client_env: None) -> None:
+    from gitmem.errors import InvalidRequest
+
+    url, _token, info = served
+    _alex, alex = gm.catalog.create_user(workspace.id, "alex")
+    _key, admin = gm.catalog.create_api_key(workspace.id, "admin")
+    for token in (alex, admin):
+        with pytest.raises(InvalidRequest, match="git clone failed"):
+            clone_store(info.id, tmp_path / token[:12], base_url=url, token=token)
 
 
 def test_clone_a_local_repository_with_the_cli(gm: Gitmem, workspace: Workspace, tmp_path: Path,

@@ -343,3 +343,19 @@ def test_cli_profiles_prompt_and_key_export(tmp_path: Path) -> None:
     run("profiles", "delete", profile_id, "--yes")
     assert not gm.repo_path(profile.bank_store_id).exists()
     assert runner.invoke(cli, ["--home", str(home), "prompt", "--profile", profile_id]).exit_code == 1
+
+
+def test_a_bank_is_its_owners_alone_on_other_surfaces(gm: Gitmem, workspace: Workspace) -> None:
+    """``check_bank_access`` is what the memory-store API and Git's smart HTTP call for a store id."""
+    from gitmem.profiles import check_bank_access
+
+    owner, owner_token = gm.catalog.create_user(workspace.id, "owner")
+    profile = profiles_for(gm).create(workspace.id, owner.id, "mine")
+    check_bank_access(gm, gm.catalog.authenticate(owner_token), profile.bank_store_id)
+    _key, secret = gm.catalog.create_api_key(workspace.id, "admin")
+    _other, token = gm.catalog.create_user(workspace.id, "alex")
+    for principal in (gm.catalog.authenticate(secret), gm.catalog.authenticate(token)):
+        with pytest.raises(NotFound):
+            check_bank_access(gm, principal, profile.bank_store_id)
+    plain = gm.create_store(workspace.id, "shared notes")
+    check_bank_access(gm, gm.catalog.authenticate(secret), plain.id)  # not a bank: no restriction

@@ -46,13 +46,14 @@ def add_git_route(app: Any, gm: Gitmem) -> None:
     from starlette.routing import Route
 
     from gitmem.errors import AuthenticationFailed, NotFound
+    from gitmem.profiles import check_bank_access
     from gitmem.smart_http import basic_auth_secret, serve_git, text_response, unauthorized_response
 
     async def endpoint(request: Request) -> StreamingResponse:
         store_id, rest = request.path_params["store_id"], request.path_params["rest"]
         try:
             principal = gm.catalog.authenticate(basic_auth_secret(dict(request.headers)))
-            gm.get_store(principal.workspace_id, store_id)
+            check_bank_access(gm, principal, store_id)  # also NotFound for another workspace's store
         except AuthenticationFailed:
             answer = unauthorized_response()
         except NotFound:
