@@ -61,6 +61,9 @@ def serve(
                 yield base_url
             finally:
                 _stop(proc)
+                output = _tail(log_file, limit=20_000)
+                if output.strip():  # warnings and tracebacks: pytest shows them with a failure
+                    sys.stderr.write(f"--- uvicorn output for {base_url} ---\n{output}\n")
             return
     raise ServerFailed(f"uvicorn did not start after {attempts} attempts") from last_error
 
@@ -68,6 +71,7 @@ def serve(
 def _start(home: Path | str, port: int, app: str, env: Mapping[str, str] | None, log_file) -> subprocess.Popen:
     child_env = dict(os.environ)
     child_env["GITMEM_HOME"] = str(home)
+    child_env.setdefault("GITMEM_LOG_LEVEL", "WARNING")
     child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), child_env.get("PYTHONPATH")]))
     child_env.update(env or {})
     cmd = [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port),

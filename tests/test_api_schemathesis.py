@@ -24,6 +24,7 @@ from gitmem.home import Gitmem
 from tests.server import serve
 
 MAX_EXAMPLES = 12  # per operation: the whole module stays well under a minute
+REQUEST_TIMEOUT = 60  # schemathesis' default of 10 s is too tight on a loaded CI machine
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 
 _serial = itertools.count()
@@ -89,13 +90,14 @@ def test_api_conforms_to_its_schema(live: Live, mode: GenerationMode) -> None:
                   phases=[Phase.explicit, Phase.generate], database=None)
         def exercise(case: schemathesis.Case) -> None:
             _aim(case, live)
-            case.call_and_validate(base_url=live.base_url, headers={"x-api-key": live.secret}, checks=CHECKS)
+            case.call_and_validate(base_url=live.base_url, headers={"x-api-key": live.secret}, checks=CHECKS,
+                                   timeout=REQUEST_TIMEOUT)
 
         try:
             exercise()
         except Unsatisfiable:
             assert mode is GenerationMode.NEGATIVE  # e.g. /healthz takes no input to get wrong
         except Exception as exc:  # collect every operation's failure, then fail once
-            failures.append(f"{operation.method.upper()} {operation.path}:\n{exc}")
+            failures.append(f"{operation.method.upper()} {operation.path}: {type(exc).__name__}\n{exc}")
     assert operations >= 10
     assert not failures, "\n\n".join(failures)
