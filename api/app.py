@@ -16,9 +16,10 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from api import errors
+from api.git_http import GitEndpoint
 from api.middleware import RequestContextMiddleware
 from api.ratelimit import TokenBucketLimiter
-from api.routers import health, memories, memory_stores, memory_versions
+from api.routers import health, memories, memory_stores, memory_tool, memory_versions, profiles, tasks, workers
 from api.settings import Settings
 from gitmem.home import Gitmem
 
@@ -54,6 +55,14 @@ def create_app(gm: Gitmem, settings: Settings | None = None, *, close_on_shutdow
     app.include_router(memory_stores.router)
     app.include_router(memories.router)
     app.include_router(memory_versions.router)
+    app.include_router(memory_tool.router)
+    app.include_router(workers.router)
+    app.include_router(tasks.router)
+    app.include_router(profiles.router)
+    # Git's smart HTTP: a raw ASGI endpoint (streaming both ways), outside FastAPI's request handling.
+    app.router.add_route("/v1/memory_stores/{memory_store_id}.git/{path:path}",
+                         GitEndpoint(lambda scope: scope["app"].state.gm), methods=["GET", "POST"],
+                         include_in_schema=False)
     app.add_middleware(
         RequestContextMiddleware,
         max_body_bytes=settings.max_body_bytes,

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
+from gitmem.access import require_access
 from gitmem.catalog import Principal
 from gitmem.errors import AuthenticationFailed, PermissionDenied, RateLimited
 from gitmem.home import Gitmem
@@ -56,8 +57,12 @@ Engine = Annotated[Gitmem, Depends(get_gm)]
 Caller = Annotated[Principal, Depends(get_principal)]
 
 
-def get_store(memory_store_id: str, principal: Caller, gm: Engine) -> MemoryStore:
-    """The store named in the path, in the caller's workspace (another workspace's id is 404)."""
+def get_store(memory_store_id: str, request: Request, principal: Caller, gm: Engine) -> MemoryStore:
+    """The store named in the path, if the caller may see it (another workspace's id, someone else's
+    bank or a store outside a task's list is 404); a write needs write access (403). The memory tool
+    decides per command, so its POST is checked there."""
+    write = request.method not in READ_METHODS and not request.url.path.endswith("/memory_tool")
+    require_access(gm, principal, memory_store_id, write=write)
     return gm.store(principal.workspace_id, memory_store_id)
 
 

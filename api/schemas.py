@@ -160,6 +160,8 @@ class MemoryStoreCreate(_In):
     name: StoreName
     description: StoreDescription | None = None
     metadata: Annotated[dict[str, str], documented(maxProperties=16)] | None = None
+    # gitmem's extension: encrypt note content at rest with the store's own AES-SIV key.
+    encrypted: bool | None = None
 
 
 class MemoryStoreUpdate(_In):

@@ -20,9 +20,8 @@ from anthropic.types.beta.memory_stores import (
 )
 
 from gitmem.home import Gitmem
+from gitmem.tasks import tasks_for
 from tests.server import serve
-
-TASK_ID = "task_01CONFORMANCE0000000000000"
 
 
 @dataclass(frozen=True)
@@ -35,7 +34,6 @@ class Live:
     other_workspace: str
     user_id: str
     user: str
-    task: str
 
     def client(self, secret: str | None = None, **kwargs: object) -> anthropic.Anthropic:
         # No retries: a retry would hide a wrong status or a missing x-should-retry.
@@ -50,12 +48,11 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     ws = gm.catalog.create_workspace("alpha")
     admin_key, admin = gm.catalog.create_api_key(ws.id, "admin", role="admin")
     _, reader = gm.catalog.create_api_key(ws.id, "reader", role="read-only")
-    _, task = gm.catalog.create_task_token(ws.id, TASK_ID)
     user, user_token = gm.catalog.create_user(ws.id, "sam")
     other = gm.catalog.create_workspace("beta")
     _, other_secret = gm.catalog.create_api_key(other.id, "admin")
     with serve(home) as base_url:
-        yield Live(base_url, home, admin_key.id, admin, reader, other_secret, user.id, user_token, task)
+        yield Live(base_url, home, admin_key.id, admin, reader, other_secret, user.id, user_token)
 
 
 @pytest.fixture
@@ -66,6 +63,16 @@ def client(live: Live) -> anthropic.Anthropic:
 @pytest.fixture
 def store_id(client: anthropic.Anthropic, request: pytest.FixtureRequest) -> str:
     return client.beta.memory_stores.create(name=f"store for {request.node.name}"[:255]).id
+
+
+def _task_reading(live: Live, store_id: str) -> tuple[str, str]:
+    """A real task (through the engine) whose frozen list names the store; its id and token."""
+    gm = Gitmem.open(live.home)
+    workspace_id = gm.catalog.authenticate(live.admin).workspace_id
+    tasks = tasks_for(gm)
+    worker = tasks.create_worker(workspace_id, "conformance")
+    task, token = tasks.create_task(workspace_id, worker.id, [{"type": "memory_store", "memory_store_id": store_id}])
+    return task.id, token
 
 
 def sha(text: str) -> str:
@@ -326,7 +333,8 @@ def test_versions_list_retrieve_and_filters(live: Live, client: anthropic.Anthro
     note = memories.create(store_id, path="/v.md", content="first")
     memories.update(note.id, memory_store_id=store_id, content="second")
     memories.delete(note.id, memory_store_id=store_id)
-    by_task = live.client(live.task).beta.memory_stores.memories.create(store_id, path="/t.md", content="t")
+    task_id, task_token = _task_reading(live, store_id)
+    by_task = live.client(task_token).beta.memory_stores.memories.create(store_id, path="/t.md", content="t")
     by_user = live.client(live.user).beta.memory_stores.memories.create(store_id, path="/u.md", content="u")
 
     listed = list(versions.list(store_id))
@@ -346,11 +354,11 @@ def test_versions_list_retrieve_and_filters(live: Live, client: anthropic.Anthro
     assert mine[0].content is None and mine[0].content_sha256 is None
 
     assert [v.id for v in versions.list(store_id, operation="modified")] == [mine[1].id]
-    (task_version,) = versions.list(store_id, session_id=TASK_ID)
+    (task_version,) = versions.list(store_id, session_id=task_id)
     assert task_version.memory_id == by_task.id
     assert isinstance(task_version.created_by, BetaManagedAgentsSessionActor)
-    assert task_version.created_by.session_id == TASK_ID
-    assert [v.id for v in versions.list(store_id, extra_query={"task_id": TASK_ID})] == [task_version.id]
+    assert task_version.created_by.session_id == task_id
+    assert [v.id for v in versions.list(store_id, extra_query={"task_id": task_id})] == [task_version.id]
     (user_version,) = versions.list(store_id, extra_query={"user_id": live.user_id})
     assert user_version.memory_id == by_user.id
     assert isinstance(user_version.created_by, BetaManagedAgentsUserActor)

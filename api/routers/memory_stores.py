@@ -16,16 +16,26 @@ from api.schemas import (
     MemoryStoreUpdate,
     as_utc,
 )
+from gitmem.access import require_access, store_access
+from gitmem.tasks import refuse_task, visible_store_ids
 
 MAX_PAGE = 100
 
 router = APIRouter(prefix="/v1/memory_stores", tags=["memory_stores"], responses=ERROR_RESPONSES)
 
 
+def _may_change(gm: Engine, principal: Caller, memory_store_id: str) -> None:
+    """Renaming, archiving and deleting a store is for keys and users with write access, not tasks."""
+    refuse_task(principal, "change memory stores")
+    require_access(gm, principal, memory_store_id, write=True)
+
+
 @router.post("", response_model=MemoryStore, summary="Create a memory store")
 def create_memory_store(body: MemoryStoreCreate, principal: Caller, gm: Engine) -> MemoryStore:
+    refuse_task(principal, "create memory stores")
     info = gm.create_store(
-        principal.workspace_id, body.name, description=body.description or "", metadata=body.metadata
+        principal.workspace_id, body.name, description=body.description or "", metadata=body.metadata,
+        encrypted=bool(body.encrypted),
     )
     return MemoryStore.of(info)
 
@@ -40,6 +50,11 @@ def list_memory_stores(
     limit: int = Query(20, ge=1, le=MAX_PAGE),
     page: str | None = Query(None),
 ) -> MemoryStoreList:
+    visible = visible_store_ids(gm, principal)
+    if visible is not None:  # a task lists only its own (at most nine) stores
+        stores = [gm.get_store(principal.workspace_id, s) for s in sorted(visible)]
+        stores = [s for s in stores if include_archived or s.archived_at is None]
+        return MemoryStoreList(data=[MemoryStore.of(s) for s in stores], next_page=None)
     result = gm.list_stores(
         principal.workspace_id,
         include_archived=include_archived,
@@ -53,6 +68,7 @@ def list_memory_stores(
 
 @router.get("/{memory_store_id}", response_model=MemoryStore, summary="Retrieve a memory store")
 def retrieve_memory_store(memory_store_id: str, principal: Caller, gm: Engine) -> MemoryStore:
+    store_access(gm, principal, memory_store_id)
     return MemoryStore.of(gm.get_store(principal.workspace_id, memory_store_id))
 
 
@@ -60,6 +76,7 @@ def retrieve_memory_store(memory_store_id: str, principal: Caller, gm: Engine) -
 def update_memory_store(
     memory_store_id: str, body: MemoryStoreUpdate, principal: Caller, gm: Engine
 ) -> MemoryStore:
+    _may_change(gm, principal, memory_store_id)
     info = gm.update_store(
         principal.workspace_id,
         memory_store_id,
@@ -72,10 +89,12 @@ def update_memory_store(
 
 @router.post("/{memory_store_id}/archive", response_model=MemoryStore, summary="Archive a memory store")
 def archive_memory_store(memory_store_id: str, principal: Caller, gm: Engine) -> MemoryStore:
+    _may_change(gm, principal, memory_store_id)
     return MemoryStore.of(gm.archive_store(principal.workspace_id, memory_store_id))
 
 
 @router.delete("/{memory_store_id}", response_model=DeletedMemoryStore, summary="Delete a memory store")
 def delete_memory_store(memory_store_id: str, principal: Caller, gm: Engine) -> DeletedMemoryStore:
+    _may_change(gm, principal, memory_store_id)
     gm.delete_store(principal.workspace_id, memory_store_id)
     return DeletedMemoryStore(id=memory_store_id)

@@ -1,0 +1,34 @@
+"""``POST /v1/memory_stores/{id}/memory_tool``: one memory-tool call, so an agent loop in any language
+can hand its ``memory_20250818`` tool calls to gitmem (DESIGN section 14)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Body
+from pydantic import BaseModel
+
+from api.deps import Caller, Engine, Store
+from api.schemas import ERROR_RESPONSES
+from gitmem.access import store_access
+from gitmem.memory_tool import MemoryToolHandler
+
+router = APIRouter(prefix="/v1/memory_stores/{memory_store_id}", tags=["memory tool"], responses=ERROR_RESPONSES)
+
+
+class MemoryToolResult(BaseModel):
+    content: str
+    is_error: bool
+
+
+@router.post("/memory_tool", response_model=MemoryToolResult, summary="Run one memory-tool command")
+def run_memory_tool(
+    store: Store,
+    principal: Caller,
+    gm: Engine,
+    command: dict[str, Any] = Body(..., examples=[{"command": "view", "path": "/memories"}]),
+) -> MemoryToolResult:
+    # A tool's refusal is an answer for the model (is_error), not an HTTP error.
+    read_only = store_access(gm, principal, store.id) == "read_only"
+    result = MemoryToolHandler(store, principal.actor, read_only=read_only).execute(command)
+    return MemoryToolResult(content=result.content, is_error=result.is_error)
