@@ -23,6 +23,12 @@ _api_key = APIKeyHeader(name="x-api-key", auto_error=False, scheme_name="ApiKeyA
 _bearer = HTTPBearer(auto_error=False, scheme_name="BearerAuth")
 
 
+def is_write(request: Request) -> bool:
+    """Whether the request may change something. The memory tool's POST may be a plain view: its
+    handler decides per command."""
+    return request.method not in READ_METHODS and not request.url.path.endswith("/memory_tool")
+
+
 def get_gm(request: Request) -> Gitmem:
     return request.app.state.gm
 
@@ -43,7 +49,7 @@ def get_principal(
     wanted = request.headers.get("anthropic-workspace-id")
     if wanted and wanted != principal.workspace_id:
         raise PermissionDenied("this key does not belong to the workspace named in anthropic-workspace-id")
-    if not principal.can_write and request.method not in READ_METHODS:
+    if not principal.can_write and is_write(request):
         raise PermissionDenied("this key is read-only")
 
     limiter: TokenBucketLimiter = request.app.state.limiter
@@ -59,10 +65,8 @@ Caller = Annotated[Principal, Depends(get_principal)]
 
 def get_store(memory_store_id: str, request: Request, principal: Caller, gm: Engine) -> MemoryStore:
     """The store named in the path, if the caller may see it (another workspace's id, someone else's
-    bank or a store outside a task's list is 404); a write needs write access (403). The memory tool
-    decides per command, so its POST is checked there."""
-    write = request.method not in READ_METHODS and not request.url.path.endswith("/memory_tool")
-    require_access(gm, principal, memory_store_id, write=write)
+    bank or a store outside a task's list is 404); a write needs write access (403)."""
+    require_access(gm, principal, memory_store_id, write=is_write(request))
     return gm.store(principal.workspace_id, memory_store_id)
 
 

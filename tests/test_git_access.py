@@ -1,0 +1,185 @@
+"""Git access through the real app: the stock `git` client against a real uvicorn server.
+
+Clone and fetch with the API's keys (never in the URL), push as a user and see the version through the
+SDK, refusals printed by Git, read-only and API keys that may clone but not push, other workspaces'
+stores and unreachable objects never served.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import anthropic
+import pytest
+
+from gitmem.home import Gitmem
+from gitmem.tasks import tasks_for
+from tests.server import serve
+
+
+@dataclass(frozen=True)
+class Site:
+    base_url: str
+    home: Path
+    admin: str
+    reader: str
+    user_id: str
+    user: str
+    stranger: str
+
+    def url(self, store_id: str) -> str:
+        return f"{self.base_url}/v1/memory_stores/{store_id}.git"
+
+    def sdk(self, secret: str | None = None) -> anthropic.Anthropic:
+        return anthropic.Anthropic(api_key=secret or self.admin, base_url=self.base_url, max_retries=0)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    home = tmp_path_factory.mktemp("home")
+    gm = Gitmem.open(home)
+    ws = gm.catalog.create_workspace("alpha")
+    _, admin = gm.catalog.create_api_key(ws.id, "admin")
+    _, reader = gm.catalog.create_api_key(ws.id, "reader", role="read-only")
+    user, token = gm.catalog.create_user(ws.id, "ana")
+    other = gm.catalog.create_workspace("beta")
+    _, stranger = gm.catalog.create_api_key(other.id, "admin")
+    with serve(home) as base_url:
+        yield Site(base_url, home, admin, reader, user.id, token, stranger)
+
+
+def git(*args: str, cwd: Path | None = None, secret: str | None = None, check: bool = True,
+        ) -> subprocess.CompletedProcess[str]:
+    """Run git with the secret as an Authorization header from the environment, never in a URL."""
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(cwd or Path.cwd())}
+    config: list[str] = ["-c", "credential.helper=", "-c", "user.name=Ana", "-c", "user.email=ana@example.com"]
+    if secret:
+        env.update(GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="http.extraHeader",
+                   GIT_CONFIG_VALUE_0=f"Authorization: Bearer {secret}")
+    result = subprocess.run(["git", *config, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+    if check and result.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)} failed:\n{result.stderr}")
+    return result
+
+
+def new_store(site: Site, notes: dict[str, str]) -> str:
+    client = site.sdk()
+    store_id = client.beta.memory_stores.create(name="team").id
+    for path, content in notes.items():
+        client.beta.memory_stores.memories.create(store_id, path=path, content=content)
+    return store_id
+
+
+def clone(site: Site, store_id: str, into: Path, secret: str) -> Path:
+    git("clone", "-q", site.url(store_id), str(into), secret=secret, cwd=into.parent)
+    return into
+
+
+def test_clone_reads_history_as_an_audit(site: Site, tmp_path: Path) -> None:
+    store_id = new_store(site, {"/people/sam.md": "Sam likes staging.", "/a.md": "a"})
+    work = clone(site, store_id, tmp_path / "clone", site.reader)  # read access is enough
+    assert (work / "people" / "sam.md").read_text() == "Sam likes staging."
+    log = git("log", "--format=%an %s", cwd=work).stdout.splitlines()
+    assert len(log) == 2 and all(line.startswith("apikey_") for line in log)
+    assert log[0].endswith("created /a.md")
+    assert "Memory-Version: memver_" in git("log", "-1", cwd=work).stdout
+    assert site.admin not in (work / ".git" / "config").read_text()
+
+
+def test_pushed_edit_is_a_version_by_the_user(site: Site, tmp_path: Path) -> None:
+    store_id = new_store(site, {"/people/sam.md": "old"})
+    work = clone(site, store_id, tmp_path / "clone", site.user)
+    (work / "people" / "sam.md").write_text("new from my editor")
+    (work / "people" / "ana.md").write_text("Ana joined")
+    git("commit", "-qam", "edit", cwd=work)
+    git("add", ".", cwd=work)
+    git("commit", "-qm", "add ana", cwd=work)
+    git("push", "-q", "origin", "main", cwd=work, secret=site.user)
+
+    client = site.sdk()
+    versions = list(client.beta.memory_stores.memory_versions.list(store_id))
+    assert [(v.operation, v.path) for v in versions[:2]] == [("created", "/people/ana.md"),
+                                                             ("modified", "/people/sam.md")]
+    assert all(v.created_by.type == "user_actor" and v.created_by.user_id == site.user_id for v in versions[:2])
+    notes = {m.path: m for m in client.beta.memory_stores.memories.list(store_id, view="full")}
+    assert notes["/people/sam.md"].content == "new from my editor"
+    assert git("rev-parse", "HEAD", cwd=work).stdout == git(
+        "ls-remote", site.url(store_id), "refs/heads/main", cwd=work, secret=site.user).stdout.split()[0] + "\n"
+
+
+@pytest.mark.parametrize(("path", "content", "reason"), [
+    ("secrets.md", "password: hunter2hunter2", "saved password"),
+    ("big.md", "x" * 102_401, "bytes"),
+    (".gitattributes", "* text", "reserves"),
+])
+def test_a_refused_push_prints_why_and_changes_nothing(site: Site, tmp_path: Path, path: str, content: str,
+                                                        reason: str) -> None:
+    store_id = new_store(site, {"/keep.md": "keep"})
+    before = list(site.sdk().beta.memory_stores.memory_versions.list(store_id))
+    work = clone(site, store_id, tmp_path / "clone", site.user)
+    (work / path).write_text(content)
+    git("add", ".", cwd=work)
+    git("commit", "-qm", "bad", cwd=work)
+    pushed = git("push", "origin", "main", cwd=work, secret=site.user, check=False)
+    assert pushed.returncode != 0
+    assert "gitmem: refused" in pushed.stderr and reason in pushed.stderr
+    assert list(site.sdk().beta.memory_stores.memory_versions.list(store_id)) == before
+
+
+def test_only_users_with_write_access_push(site: Site, tmp_path: Path) -> None:
+    store_id = new_store(site, {"/a.md": "a"})
+    work = clone(site, store_id, tmp_path / "clone", site.reader)
+    (work / "a.md").write_text("changed")
+    git("commit", "-qam", "edit", cwd=work)
+    as_reader = git("push", "origin", "main", cwd=work, secret=site.reader, check=False)
+    assert as_reader.returncode != 0 and "may only read" in as_reader.stderr
+    as_key = git("push", "origin", "main", cwd=work, secret=site.admin, check=False)
+    assert as_key.returncode != 0 and "user's token" in as_key.stderr
+    assert site.sdk().beta.memory_stores.memories.list(store_id, view="full").data[0].content == "a"
+    git("push", "-q", "origin", "main", cwd=work, secret=site.user)  # a user with write access may
+    git("reset", "-q", "--hard", "HEAD~1", cwd=work)
+    (work / "a.md").write_text("history rewritten")
+    git("commit", "-qam", "rewrite", cwd=work)
+    forced = git("push", "--force", "origin", "main", cwd=work, secret=site.user, check=False)
+    assert forced.returncode != 0
+    assert site.sdk().beta.memory_stores.memories.list(store_id, view="full").data[0].content == "changed"
+
+
+def test_no_key_wrong_key_and_other_workspaces_cannot_clone(site: Site, tmp_path: Path) -> None:
+    store_id = new_store(site, {"/a.md": "a"})
+    for secret in (None, "gm_key_wrong", site.stranger):
+        result = git("clone", "-q", site.url(store_id), str(tmp_path / "x"), secret=secret, cwd=tmp_path,
+                     check=False)
+        assert result.returncode != 0
+        assert not (tmp_path / "x").exists()
+    assert "not found" in git("clone", "-q", site.url(store_id), str(tmp_path / "y"), secret=site.stranger,
+                        cwd=tmp_path, check=False).stderr
+
+
+def test_a_task_clones_only_its_own_stores(site: Site, tmp_path: Path) -> None:
+    mine, other = new_store(site, {"/a.md": "a"}), new_store(site, {"/b.md": "b"})
+    gm = Gitmem.open(site.home)
+    ws = gm.catalog.authenticate(site.admin).workspace_id
+    worker = tasks_for(gm).create_worker(ws, "cloner")
+    _, token = tasks_for(gm).create_task(ws, worker.id, [{"type": "memory_store", "memory_store_id": mine,
+                                                          "access": "read_only"}])
+    assert (clone(site, mine, tmp_path / "mine", token) / "a.md").exists()
+    refused = git("clone", "-q", site.url(other), str(tmp_path / "other"), secret=token, cwd=tmp_path, check=False)
+    assert refused.returncode != 0
+
+
+def test_unreachable_objects_are_not_served(site: Site, tmp_path: Path) -> None:
+    store_id = new_store(site, {"/a.md": "a"})
+    repo = Gitmem.open(site.home).repo_path(store_id)
+    secret_blob = subprocess.run(["git", "-C", str(repo), "hash-object", "-w", "--stdin"], input="dropped secret",
+                                 capture_output=True, text=True, check=True).stdout.strip()
+    work = clone(site, store_id, tmp_path / "clone", site.reader)
+    for version in ("2", "0"):
+        fetched = git("-c", f"protocol.version={version}", "fetch", "origin", secret_blob, cwd=work,
+                      secret=site.reader, check=False)
+        assert fetched.returncode != 0
+    assert git("cat-file", "-e", secret_blob, cwd=work, check=False).returncode != 0
