@@ -176,12 +176,17 @@ class Gitmem:
         info = self.get_store(workspace_id, store_id)
         cache: dict[str, MemoryStore] = self._local.__dict__.setdefault("stores", {})
         store = cache.get(store_id)
+        if store is not None and info.encrypted and self._rotated_since(store):
+            store = None  # `gitmem keys rotate` ran in another process: write with the new key
         if store is None or not store.path.exists():
             store = MemoryStore(self.repo_path(store_id), store_id, policy=policy_for(info.kind, self.filters),
                                 codec=self.codec_for(info),
                                 clock=self.clock, write_guard=lambda: self._check_writable(store_id))
             cache[store_id] = store
         return store
+
+    def _rotated_since(self, store: MemoryStore) -> bool:
+        return getattr(store.codec, "key_id", None) != self.keyring.current(store.id).key_id
 
     def _check_writable(self, store_id: str) -> None:
         if self.catalog.store(store_id).archived_at is not None:

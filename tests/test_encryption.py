@@ -388,3 +388,14 @@ def test_rotation_keeps_the_ids_of_pushed_versions(gm: Gitmem, workspace: Worksp
     assert "Memory-Version:" in git(repo, "log", "-1", "--format=%B", "main")
     assert store.get_by_path("/pushed.md").content == "new from a push"
     assert set(blob_key_ids(repo)) == {gm.keyring.current(info.id).key_id}
+
+
+def test_a_cached_store_writes_with_the_key_rotated_by_another_process(gm: Gitmem, workspace: Workspace) -> None:
+    info = gm.create_store(workspace.id, "private notes", encrypted=True)
+    gm.store(workspace.id, info.id).create("/before.md", "old key")
+    rotate_store_key(Gitmem.open(gm.home), info.id)  # as `gitmem keys rotate` would, elsewhere
+    store = gm.store(workspace.id, info.id)  # the server's cached store had the retired key
+    store.create("/after.md", "new key")
+    assert set(blob_key_ids(gm.repo_path(info.id))) == {gm.keyring.current(info.id).key_id}
+    assert {n.path: store.get(n.id).content for n in store.list().items} == {"/after.md": "new key",
+                                                                              "/before.md": "old key"}
