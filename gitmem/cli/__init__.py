@@ -21,6 +21,7 @@ COMMAND_MODULES = [
     "gitmem.cli.tasks",
     "gitmem.cli.mount",
     "gitmem.cli.profiles",
+    "gitmem.cli.prune",
 ]
 
 for _module in COMMAND_MODULES:

@@ -1,0 +1,83 @@
+"""``gitmem prune [STORE] [--dry-run] [--workspace W]``: apply retention now (the server also runs it on a
+schedule) and physically delete what the rewritten history no longer holds."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from gitmem.cli.base import main, pass_context, refusals, table, workspace_option
+from gitmem.errors import NotFound
+from gitmem.model import StoreInfo
+from gitmem.retention import PruneReport, prune_info
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return str(n)
+
+
+def _status(report: PruneReport) -> str:
+    if report.error:
+        return f"failed: {report.error}"
+    if report.blobs_unpurged:
+        return f"{len(report.blobs_unpurged)} blobs still readable"
+    if report.skipped:
+        return report.skipped
+    if report.dry_run:
+        return "dry run"
+    return "pruned" if report.dropped else "nothing to drop"
+
+
+@main.command("prune")
+@click.argument("store_id", metavar="[STORE]", required=False)
+@click.option("--dry-run", is_flag=True, help="Report what would go; change nothing.")
+@workspace_option
+@pass_context
+@refusals
+def prune(ctx, store_id: str | None, dry_run: bool, workspace: str | None) -> None:
+    """Drop expired versions (retention_days, 30 by default; keep-all keeps every one), always keeping the
+    two newest versions of each note, then delete the dropped content from the repository for good.
+
+    Without STORE, every store (of the workspace, with --workspace). Clones taken before see a forced
+    update of main."""
+    gm = ctx.gm
+    workspace_id = None
+    if workspace is not None:
+        ws = gm.catalog.workspace_by_name(workspace)
+        if ws is None:
+            raise NotFound(f"no workspace named {workspace!r}")
+        workspace_id = ws.id
+    stores: list[StoreInfo]
+    if store_id is not None:
+        info = gm.catalog.store(store_id)  # NotFound if there is no such store
+        if workspace_id is not None and info.workspace_id != workspace_id:
+            raise NotFound(f"memory store {store_id} not found")
+        stores = [info]
+    else:
+        stores = [s for s in gm.all_stores() if workspace_id is None or s.workspace_id == workspace_id]
+
+    reports: list[PruneReport] = []
+    with click.progressbar(stores, label="dry run" if dry_run else "pruning", file=sys.stderr,
+                           item_show_func=lambda s: s.id if s is not None else None) as bar:
+        for info in bar:
+            reports.append(prune_info(gm, info, dry_run=dry_run))
+
+    names = {s.id: s.name for s in stores}
+    rows = [[r.store_id, names.get(r.store_id, ""), r.retention, str(r.versions_before),
+             str(len(r.dropped)), str(r.versions_kept if r.versions_before else ""),
+             str(len(r.blobs_purged)), _size(r.bytes_before), _size(r.bytes_after), f"{r.seconds:.2f}",
+             _status(r)] for r in reports]
+    dropped = "WOULD DROP" if dry_run else "DROPPED"
+    purged = "BLOBS TO PURGE" if dry_run else "BLOBS PURGED"
+    table(rows, ["STORE", "NAME", "RETENTION", "VERSIONS", dropped, "KEPT", purged, "SIZE BEFORE", "SIZE AFTER",
+                 "SECONDS", "STATUS"])
+    total = sum(len(r.dropped) for r in reports)
+    click.echo(f"{len(reports)} stores, {total} versions {'would be ' if dry_run else ''}dropped", err=True)
+    if any(not r.ok for r in reports):
+        sys.exit(1)
