@@ -165,21 +165,21 @@ class StoreIndex:
         self.db.execute("DELETE FROM meta")
 
     def _apply_range(self, tip: pygit2.Oid | None, indexed: str | None) -> None:
-        pending: list[pygit2.Commit] = []
+        pending: list[pygit2.Oid] = []  # ids, not commits: a long history must not sit in memory
         found_base = indexed is None
         oid = tip
         while oid is not None:
             if indexed is not None and str(oid) == indexed:
                 found_base = True
                 break
-            commit = self.repo[oid]
-            pending.append(commit)
-            oid = commit.parent_ids[0] if commit.parent_ids else None
+            pending.append(oid)
+            parents = self.repo[oid].parent_ids
+            oid = parents[0] if parents else None
         if not found_base:
             log.info("main was rewritten; rebuilding the index of %s", self.repo.path)
             self._clear()
-        for commit in reversed(pending):
-            self._apply_commit(commit)
+        for oid in reversed(pending):
+            self._apply_commit(self.repo[oid])
 
     def _apply_commit(self, commit: pygit2.Commit) -> None:
         records = parse_message(commit.message) or self._derive_pushed(commit)
@@ -204,11 +204,11 @@ class StoreIndex:
              to_micros(record.redacted_at) if record.redacted_at else None,
              record.redacted_by.type if record.redacted_by else None,
              record.redacted_by.id if record.redacted_by else None))
-        if record.redacted_at is not None:
-            return  # a redacted version changes no note; the next version carries the full state
-        if record.operation == "deleted":
+        if record.operation == "deleted":  # redacted or not, the note is gone
             self.db.execute("DELETE FROM notes WHERE memory_id=?", (record.memory_id,))
             return
+        if record.redacted_at is not None:
+            return  # a redacted version changes no note; the next version carries the full state
         if blob_id is None:
             return
         self.db.execute("DELETE FROM notes WHERE path=? AND memory_id<>?", (record.path, record.memory_id))

@@ -57,6 +57,7 @@ def init_bare(path: Path) -> pygit2.Repository:
     config["uploadpack.allowAnySHA1InWant"] = False
     config["uploadpack.allowReachableSHA1InWant"] = False
     config["uploadpack.allowTipSHA1InWant"] = False
+    config["uploadpack.hideRefs"] = "refs/gitmem"  # the rewriter's scratch refs are nobody's business
     if HOOKS_DIR.is_dir():
         config["core.hooksPath"] = str(HOOKS_DIR)
     (path / "gitmem").mkdir(exist_ok=True)

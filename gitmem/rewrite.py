@@ -623,7 +623,8 @@ def _wait_for_pushes(repo_path: Path) -> None:
     """A push moves its objects out of quarantine just before it updates the ref; pruning in between
     would delete them. Wait for pushes in flight to finish."""
     deadline = time.monotonic() + PUSH_WAIT_SECONDS
-    while any((repo_path / "objects").glob("incoming-*")) and time.monotonic() < deadline:
+    # receive-pack's quarantine: "incoming-*" in older Git, "tmp_objdir-incoming-*" since 2.x.
+    while any((repo_path / "objects").glob("*incoming-*")) and time.monotonic() < deadline:
         time.sleep(0.05)
 
 

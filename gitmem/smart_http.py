@@ -259,6 +259,7 @@ def _safety_config(allow_push: bool) -> dict[str, str]:
         "uploadpack.allowTipSHA1InWant": "false",
         "uploadpack.allowFilter": "false",
         "uploadpack.allowRefInWant": "false",
+        "uploadpack.hideRefs": "refs/gitmem",
         # Section 3's per-store settings, repeated here so a store's own config can't loosen them.
         "receive.denyNonFastForwards": "true",
         "receive.denyDeletes": "true",

@@ -240,9 +240,6 @@ def test_redaction_refusals_and_idempotence(gm: Gitmem, clock: FrozenClock) -> N
     assert_index_consistent(store)
 
 
-@pytest.mark.xfail(reason="index.py skips every redacted record, so a redacted 'deleted' version leaves its "
-                          "note in the index (fix: handle operation == 'deleted' before the redacted check)",
-                   strict=False)
 def test_redacting_the_delete_of_a_deleted_note_keeps_it_deleted(gm: Gitmem, clock: FrozenClock) -> None:
     store = new_store(gm)
     note = store.create("/x.md", "x")
