@@ -19,9 +19,20 @@ from api import errors
 from api.git_http import GitEndpoint
 from api.middleware import RequestContextMiddleware
 from api.ratelimit import TokenBucketLimiter
-from api.routers import health, memories, memory_stores, memory_tool, memory_versions, profiles, tasks, workers
+from api.routers import (
+    health,
+    maintenance,
+    memories,
+    memory_stores,
+    memory_tool,
+    memory_versions,
+    profiles,
+    tasks,
+    workers,
+)
 from api.settings import Settings
 from gitmem.home import Gitmem
+from gitmem.retention import PruneScheduler
 
 log = logging.getLogger("gitmem.api")
 
@@ -33,8 +44,14 @@ def create_app(gm: Gitmem, settings: Settings | None = None, *, close_on_shutdow
     settings = settings or Settings()
 
     @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        pruner = None
+        if settings.prune_interval_seconds > 0:
+            pruner = PruneScheduler(gm, settings.prune_interval_seconds,
+                                    on_reports=app.state.retention.record).start()
         yield
+        if pruner is not None:
+            pruner.stop(timeout=30)
         close = getattr(gm, "close", None)
         if close_on_shutdown and callable(close):
             close()
@@ -48,6 +65,7 @@ def create_app(gm: Gitmem, settings: Settings | None = None, *, close_on_shutdow
     )
     app.state.gm = gm
     app.state.settings = settings
+    app.state.retention = maintenance.RetentionStatus(settings.prune_interval_seconds)
     app.state.limiter = TokenBucketLimiter(settings.rate_limit_per_second, settings.rate_limit_burst)
 
     errors.install(app)
@@ -59,6 +77,7 @@ def create_app(gm: Gitmem, settings: Settings | None = None, *, close_on_shutdow
     app.include_router(workers.router)
     app.include_router(tasks.router)
     app.include_router(profiles.router)
+    app.include_router(maintenance.router)
     # Git's smart HTTP: a raw ASGI endpoint (streaming both ways), outside FastAPI's request handling.
     app.router.add_route("/v1/memory_stores/{memory_store_id}.git/{path:path}",
                          GitEndpoint(lambda scope: scope["app"].state.gm), methods=["GET", "POST"],

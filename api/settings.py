@@ -21,6 +21,9 @@ class Settings:
     # 0 turns rate limiting off. The buckets live in each server process.
     rate_limit_per_second: float = 200.0
     rate_limit_burst: int = 400
+    # The retention pruner runs in every server process this often (one process prunes a round; the
+    # others skip it). 0 turns the schedule off; `gitmem prune` still works.
+    prune_interval_seconds: float = 3600.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -30,4 +33,5 @@ class Settings:
             max_body_bytes=int(env.get("GITMEM_MAX_BODY_BYTES", defaults.max_body_bytes)),
             rate_limit_per_second=float(env.get("GITMEM_RATE_LIMIT_RPS", defaults.rate_limit_per_second)),
             rate_limit_burst=int(env.get("GITMEM_RATE_LIMIT_BURST", defaults.rate_limit_burst)),
+            prune_interval_seconds=float(env.get("GITMEM_PRUNE_INTERVAL", defaults.prune_interval_seconds)),
         )

@@ -1,0 +1,70 @@
+"""``GET /v1/maintenance/retention``: what the scheduled pruner did last, for operators (admin keys)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel
+
+from api.deps import Caller
+from api.schemas import ERROR_RESPONSES
+from gitmem.errors import PermissionDenied
+from gitmem.retention import PruneReport
+
+router = APIRouter(prefix="/v1/maintenance", tags=["maintenance"], responses=ERROR_RESPONSES)
+
+
+class StorePruned(BaseModel):
+    store_id: str
+    retention: str
+    versions_before: int
+    versions_kept: int
+    versions_dropped: int
+    blobs_purged: int
+    seconds: float
+    skipped: str | None
+    error: str | None
+
+
+class RetentionRun(BaseModel):
+    type: str = "retention_status"
+    interval_seconds: float
+    rounds: int
+    last_round_at: dt.datetime | None
+    stores: list[StorePruned]
+
+
+class RetentionStatus:
+    """The scheduler's reports, kept per server process (the process that pruned the round has them)."""
+
+    def __init__(self, interval_seconds: float) -> None:
+        self.interval_seconds = interval_seconds
+        self._lock = threading.Lock()
+        self._rounds = 0
+        self._last: tuple[dt.datetime, list[PruneReport]] | None = None
+
+    def record(self, reports: list[PruneReport]) -> None:
+        with self._lock:
+            self._rounds += 1
+            self._last = (dt.datetime.now(dt.UTC), reports)
+
+    def view(self, workspace_id: str) -> RetentionRun:
+        with self._lock:
+            when, reports = self._last or (None, [])
+            rounds = self._rounds
+        return RetentionRun(
+            interval_seconds=self.interval_seconds, rounds=rounds, last_round_at=when,
+            stores=[StorePruned(store_id=r.store_id, retention=r.retention, versions_before=r.versions_before,
+                                versions_kept=r.versions_kept, versions_dropped=len(r.dropped),
+                                blobs_purged=len(r.blobs_purged), seconds=round(r.seconds, 3), skipped=r.skipped,
+                                error=r.error)
+                    for r in reports if r.workspace_id == workspace_id])
+
+
+@router.get("/retention", response_model=RetentionRun, summary="The retention pruner's last round")
+def retention_status(request: Request, principal: Caller) -> RetentionRun:
+    if principal.role != "admin":
+        raise PermissionDenied("only an admin key may see maintenance status")
+    return request.app.state.retention.view(principal.workspace_id)
