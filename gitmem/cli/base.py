@@ -32,12 +32,15 @@ class Context:
         return self._gm
 
     def workspace_id(self, name: str | None) -> str:
-        """The named workspace (created on first use), or the only/default one."""
+        """The named workspace (created on first use), else the only one, else 'default'."""
         catalog = self.gm.catalog
         if name is None:
             existing = catalog.list_workspaces()
             if len(existing) == 1:
                 return existing[0].id
+            if len(existing) > 1 and catalog.workspace_by_name(DEFAULT_WORKSPACE) is None:
+                names = ", ".join(ws.name for ws in existing)
+                raise click.UsageError(f"this home has several workspaces ({names}): name one with --workspace")
             name = DEFAULT_WORKSPACE
         ws = catalog.workspace_by_name(name) or catalog.create_workspace(name)
         return ws.id

@@ -111,3 +111,15 @@ def versions(ctx: Context, store_id: str, memory_id: str | None, operation: str 
         return
     table([[iso(v.created_at), v.created_by.id if v.created_by else "service", v.operation,
             v.path or "(redacted)", v.id] for v in page.items], ["WHEN", "WHO", "OPERATION", "PATH", "VERSION"])
+
+
+@main.command("redact")
+@click.argument("store_id")
+@click.argument("version_id")
+@workspace_option
+@pass_context
+@refusals
+def redact(ctx: Context, store_id: str, version_id: str, workspace: str | None) -> None:
+    """Erase a version's path and content from every commit (it keeps its id, author and time)."""
+    version = ctx.gm.store(ctx.workspace_id(workspace), store_id).redact(version_id)
+    click.echo(f"redacted {version.id} at {iso(version.redacted_at)}" if version.redacted_at else version.id)

@@ -10,7 +10,7 @@ import click
 from gitmem.cli.base import main, pass_context, refusals, table, workspace_option
 from gitmem.errors import NotFound
 from gitmem.model import StoreInfo
-from gitmem.retention import PruneReport, prune_info
+from gitmem.retention import KEEP_ALL, SETTING, PruneReport, prune_info, retention_days
 
 
 def _size(n: int) -> str:
@@ -81,3 +81,24 @@ def prune(ctx, store_id: str | None, dry_run: bool, workspace: str | None) -> No
     click.echo(f"{len(reports)} stores, {total} versions {'would be ' if dry_run else ''}dropped", err=True)
     if any(not r.ok for r in reports):
         sys.exit(1)
+
+
+@main.command("retention")
+@click.argument("period", required=False)
+@workspace_option
+@pass_context
+@refusals
+def retention(ctx, period: str | None, workspace: str | None) -> None:
+    """Show or set how long versions live: a number of days, or keep-all."""
+    ws = ctx.workspace_id(workspace)
+    if period is not None:
+        value: int | str = KEEP_ALL if period == KEEP_ALL else _days(period)
+        ctx.gm.catalog.update_workspace_settings(ws, **{SETTING: value})
+    days = retention_days(ctx.gm.catalog.workspace(ws).settings)
+    click.echo("keep-all" if days is None else f"{days} days")
+
+
+def _days(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise click.BadParameter("a whole number of days (at least 1), or keep-all", param_hint="PERIOD")
+    return int(text)

@@ -1,0 +1,116 @@
+"""The CLI's basic commands against a real data home: output, exit status (0, 1 refused, 2 usage)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from gitmem.cli import main
+from gitmem.home import Gitmem
+
+
+@pytest.fixture
+def run(tmp_path: Path):
+    runner = CliRunner()
+
+    def invoke(*args: str, input: str | None = None) -> Result:
+        return runner.invoke(main, ["--home", str(tmp_path), *args], input=input, catch_exceptions=False)
+
+    return invoke
+
+
+def store_id(run) -> str:
+    result = run("store", "create", "team-notes", "-d", "What we learned", "--meta", "team=infra")
+    assert result.exit_code == 0
+    return result.output.strip()
+
+
+def test_store_lifecycle(run, tmp_path: Path) -> None:
+    sid = store_id(run)
+    listed = json.loads(run("store", "list", "--json").output)
+    assert [(s["id"], s["name"], s["metadata"]) for s in listed] == [(sid, "team-notes", {"team": "infra"})]
+    shown = json.loads(run("store", "show", sid).output)
+    assert Path(shown["repository"]) == tmp_path / "stores" / f"{sid}.git"
+    assert "archived" in run("store", "archive", sid).output
+    refused = run("note", "put", sid, "/a.md", input="x")
+    assert refused.exit_code == 1 and "archived" in refused.output
+    assert json.loads(run("store", "list", "--json").output) == []
+    assert len(json.loads(run("store", "list", "--all", "--json").output)) == 1
+    assert run("store", "delete", sid, "--yes").exit_code == 0
+    assert not (tmp_path / "stores" / f"{sid}.git").exists()
+    assert run("store", "show", sid).exit_code == 1
+
+
+def test_notes_versions_and_redaction(run) -> None:
+    sid = store_id(run)
+    assert run("note", "put", sid, "/people/sam.md", input="v1").output.startswith("created /people/sam.md")
+    assert run("note", "put", sid, "/people/sam.md", input="v2").output.startswith("updated /people/sam.md")
+    assert run("note", "get", sid, "/people/sam.md").output == "v2"
+    assert "/people/" in run("note", "ls", sid, "/", "--depth", "1").output
+    stale = run("note", "put", sid, "/people/sam.md", "--if-sha256", "0" * 64, input="v3")
+    assert stale.exit_code == 1 and "content_sha256" in stale.output
+    versions = json.loads(run("versions", sid, "--json").output)
+    assert [v["operation"] for v in versions] == ["modified", "created"]
+    assert run("redact", sid, versions[0]["id"]).exit_code == 1  # the newest of a live note
+    assert run("redact", sid, versions[1]["id"]).output.startswith(f"redacted {versions[1]['id']}")
+    assert "(redacted)" in run("versions", sid).output
+    assert run("note", "rm", sid, "/people/sam.md").output.startswith("deleted /people/sam.md")
+    assert run("note", "get", sid, "/people/sam.md").exit_code == 1
+
+
+def test_refusals_exit_1_with_the_reason_and_usage_errors_exit_2(run) -> None:
+    sid = store_id(run)
+    secret = run("note", "put", sid, "/creds.md", input="password: hunter2hunter2")
+    assert secret.exit_code == 1 and "saved password" in secret.output
+    bad_path = run("note", "put", sid, "no-slash.md", input="x")
+    assert bad_path.exit_code == 1 and "must start with '/'" in bad_path.output
+    assert run("note", "put").exit_code == 2
+    assert run("retention", "zero").exit_code == 2
+
+
+def test_reindex_and_fsck(run, tmp_path: Path) -> None:
+    sid = store_id(run)
+    for i in range(5):
+        run("note", "put", sid, f"/n{i}.md", input=f"note {i}")
+    (tmp_path / "stores" / f"{sid}.git" / "gitmem" / "index.sqlite3").unlink()
+    assert f"{sid}: 5 notes" in run("reindex", sid).output
+    assert run("fsck").output.strip() == f"{sid}: ok"
+
+
+def test_fsck_finds_an_index_that_drifted_from_history(run, tmp_path: Path) -> None:
+    sid = store_id(run)
+    run("note", "put", sid, "/a.md", input="a")
+    gm = Gitmem.open(tmp_path)
+    store = gm.store(gm.catalog.list_workspaces()[0].id, sid)
+    store.index.db.execute("UPDATE notes SET path='/forged.md'")
+    result = run("fsck", sid)
+    assert result.exit_code == 1 and "/forged.md" in result.output
+
+
+def test_keys_users_and_retention(run, tmp_path: Path) -> None:
+    secret = run("keys", "create", "--name", "ci", "--role", "read-only").output.strip()
+    assert secret.startswith("gm_key_") and "\n" not in secret
+    gm = Gitmem.open(tmp_path)
+    principal = gm.catalog.authenticate(secret)
+    assert principal.role == "read-only"
+    assert principal.credential_id in run("keys", "list").output
+    assert run("keys", "revoke", principal.credential_id).exit_code == 0
+    assert "revoked" in run("keys", "list").output
+    token = run("users", "create", "--name", "ana").output.strip()
+    assert gm.catalog.authenticate(token).actor.type == "user_actor"
+    assert run("keys", "create", "--name", "x", "--workspace", "other").exit_code == 0
+    assert gm.catalog.workspace_by_name("other") is not None
+    assert run("retention", "-w", "other").output.strip() == "30 days"
+    assert run("retention", "keep-all", "-w", "other").output.strip() == "keep-all"
+    assert run("retention", "7", "-w", "other").output.strip() == "7 days"
+
+
+def test_several_workspaces_need_a_name(run) -> None:
+    run("keys", "create", "--name", "a", "--workspace", "alpha")
+    run("keys", "create", "--name", "b", "--workspace", "beta")
+    ambiguous = run("store", "list")
+    assert ambiguous.exit_code == 2 and "alpha, beta" in ambiguous.output
+    assert run("store", "list", "-w", "beta").exit_code == 0
