@@ -315,7 +315,7 @@ def test_openapi_has_no_422(http: httpx.Client) -> None:
 
 def test_rate_limit_is_429_with_retry_after(tmp_path: Path) -> None:
     admin, _, other = make_home(tmp_path)
-    env = {"GITMEM_RATE_LIMIT_RPS": "0.2", "GITMEM_RATE_LIMIT_BURST": "3"}
+    env = {"GITMEM_RATE_LIMIT_RPS": "0.01", "GITMEM_RATE_LIMIT_BURST": "3"}  # no refill during the test
     with serve(tmp_path, env=env) as base_url:
         statuses = [httpx.get(f"{base_url}/v1/memory_stores", headers={"x-api-key": admin}) for _ in range(4)]
         assert [r.status_code for r in statuses[:3]] == [200, 200, 200]
