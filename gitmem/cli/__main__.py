@@ -1,0 +1,5 @@
+"""``python -m gitmem.cli``: the same as the ``gitmem`` command."""
+
+from gitmem.cli import main
+
+main(prog_name="gitmem")

@@ -1,0 +1,57 @@
+"""`gitmem serve` on an empty home: a workspace and an admin key it says where it put, 127.0.0.1 by
+default, and several uvicorn workers writing one store safely."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import anthropic
+import httpx
+
+from gitmem.fsck import check_store
+from gitmem.home import Gitmem
+from tests.server import free_port
+
+
+def test_serve_bootstraps_an_empty_home_and_workers_share_it(tmp_path: Path) -> None:
+    home, port = tmp_path / "home", free_port()
+    env = {**os.environ, "GITMEM_HOME": str(home), "GITMEM_PRUNE_INTERVAL": "0"}
+    server = subprocess.Popen([sys.executable, "-m", "gitmem.cli", "serve", "--port", str(port), "--workers", "2"],
+                              env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        base_url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{base_url}/healthz").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        key_file = home / "admin.key"
+        assert oct(key_file.stat().st_mode & 0o777) == "0o600"
+        secret = key_file.read_text().strip()
+        client = anthropic.Anthropic(api_key=secret, base_url=base_url, max_retries=2)
+        store_id = client.beta.memory_stores.create(name="shared").id
+
+        def write(worker: int) -> list[str]:
+            own = anthropic.Anthropic(api_key=secret, base_url=base_url, max_retries=2)
+            return [own.beta.memory_stores.memories.create(store_id, path=f"/w{worker}/n{i}.md", content=f"{i}").id
+                    for i in range(25)]
+
+        with ThreadPoolExecutor(4) as pool:
+            written = [i for ids in pool.map(write, range(4)) for i in ids]
+        listed = {m.id for m in client.beta.memory_stores.memories.list(store_id, limit=1000)}
+        assert listed == set(written) and len(written) == 100
+    finally:
+        server.terminate()
+        _, stderr = server.communicate(timeout=30)
+    assert f"it is in {key_file}" in stderr and "127.0.0.1" in stderr
+    assert secret not in stderr  # the key is in the file, never in the log
+    gm = Gitmem.open(home)
+    info = gm.get_store(gm.catalog.authenticate(secret).workspace_id, store_id)
+    assert check_store(gm.store(info.workspace_id, info.id)).ok
