@@ -382,18 +382,21 @@ def test_redact(client: anthropic.Anthropic, store_id: str) -> None:
     note = memories.create(store_id, path="/secret-ish.md", content="old text")
     memories.update(note.id, memory_store_id=store_id, content="new text")
     old, = [v for v in versions.list(store_id, memory_id=note.id) if v.operation == "created"]
-    try:
-        redacted = versions.redact(old.id, memory_store_id=store_id)
-    except anthropic.BadRequestError as exc:  # the engine's history rewriting has not landed
-        assert exc.body["error"]["message"] == "redaction is not available yet"  # type: ignore[index]
-        return
+    redacted = versions.redact(old.id, memory_store_id=store_id)
     assert redacted.id == old.id
     assert redacted.redacted_at is not None
     assert (redacted.path, redacted.content, redacted.content_sha256) == (None, None, None)
     assert redacted.created_by == old.created_by
-    newest = memories.retrieve(note.id, memory_store_id=store_id).memory_version_id
-    with pytest.raises(anthropic.ConflictError):
-        versions.redact(newest, memory_store_id=store_id)
+    assert isinstance(redacted.redacted_by, BetaManagedAgentsAPIActor)
+
+    again = versions.retrieve(old.id, memory_store_id=store_id, view="full")
+    assert (again.redacted_at, again.path, again.content, again.content_size_bytes) == (
+        redacted.redacted_at, None, None, None,
+    )
+    current = memories.retrieve(note.id, memory_store_id=store_id)
+    assert current.content == "new text"
+    with pytest.raises(anthropic.ConflictError):  # the newest version of a live note
+        versions.redact(current.memory_version_id, memory_store_id=store_id)
 
 
 # -- tenancy and roles -----------------------------------------------------------------------------

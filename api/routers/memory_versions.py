@@ -70,8 +70,4 @@ def redact_memory_version(memory_version_id: str, store: Store, principal: Calle
         version = store.redact(memory_version_id, principal.actor)
     except NotImplementedError:
         raise InvalidRequest("redaction is not available yet") from None
-    except ModuleNotFoundError as exc:  # the engine's history-rewriting module has not landed
-        if not (exc.name or "").startswith("gitmem."):
-            raise
-        raise InvalidRequest("redaction is not available yet") from None
     return MemoryVersion.of(version, "basic")
