@@ -43,6 +43,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from gitmem.clock import Clock, iso, system_clock
 from gitmem.errors import GitmemError
+from gitmem.repository import fsync_dir
 
 log = logging.getLogger(__name__)
 
@@ -196,21 +197,13 @@ def _write_private_file(path: Path, data: bytes) -> bool:
             os.link(tmp, path)  # fails if another process won the race: then we use its key
         except FileExistsError:
             return False
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
         return True
     finally:
         if fd >= 0:
             os.close(fd)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def load_master_key(home: Path) -> MasterKey:
@@ -416,7 +409,7 @@ class KeyRing:
                 with contextlib.suppress(FileNotFoundError):
                     old_fd = os.open(self.path, os.O_RDWR)
             os.replace(tmp, self.path)  # the new ring is in place before the old one is overwritten
-            _fsync_dir(self.path.parent)
+            fsync_dir(self.path.parent)
             if old_fd >= 0:
                 # Overwrite the replaced file's blocks (still open) so the destroyed wrapped keys are
                 # not left behind in a free inode. Best effort: SSDs and CoW filesystems may keep copies.

@@ -13,8 +13,10 @@ import json
 import logging
 import os
 import shutil
+import sqlite3
 import threading
 from pathlib import Path
+from typing import ClassVar, Self
 
 from gitmem import ids, repository
 from gitmem.catalog import Catalog
@@ -58,6 +60,33 @@ def _read_store_token(token: str) -> tuple[int, str]:
         raise InvalidRequest("invalid page token") from None
 
 
+class HomeTables:
+    """Base of an engine concept that keeps its own tables in the catalog (tasks, profiles): one
+    instance a data home (:meth:`of`), its tables made on first use."""
+
+    SCHEMA: ClassVar[str] = ""
+
+    def __init__(self, gm: Gitmem) -> None:
+        self.gm = gm
+        self.catalog = gm.catalog
+        self.catalog.ensure_schema(self.SCHEMA)
+
+    @classmethod
+    def of(cls, gm: Gitmem) -> Self:
+        with gm._services_lock:
+            found = gm._services.get(cls)
+            if found is None:
+                found = gm._services[cls] = cls(gm)
+            return found  # type: ignore[return-value]
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        return self.catalog.db
+
+    def _now(self) -> int:
+        return to_micros(self.gm.clock())
+
+
 class Gitmem:
     def __init__(self, home: Path, *, clock: Clock = system_clock, filters: FilterChain | None = None,
                  fsync: bool | None = None) -> None:
@@ -70,6 +99,8 @@ class Gitmem:
         self.catalog = Catalog(home / "catalog.sqlite3", clock)
         self._local = threading.local()
         self._keyring: KeyRing | None = None
+        self._services: dict[type, HomeTables] = {}
+        self._services_lock = threading.Lock()
 
     @classmethod
     def open(cls, home: Path | str | None = None, **kwargs: object) -> Gitmem:

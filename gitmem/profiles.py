@@ -19,15 +19,14 @@ import contextlib
 import datetime as dt
 import shutil
 import sqlite3
-import threading
-import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gitmem import ids, paths
-from gitmem.clock import from_micros, to_micros
+from gitmem.clock import from_micros
 from gitmem.errors import InvalidRequest, LimitExceeded, NotFound, PathConflict, PermissionDenied, PreconditionFailed
+from gitmem.home import HomeTables
 from gitmem.model import Actor, Note
 from gitmem.policy import check_store_fields
 
@@ -190,20 +189,10 @@ class Bank:
         return BankEntry.of(existing)
 
 
-class Profiles:
+class Profiles(HomeTables):
     """Users' profiles on one data home."""
 
-    def __init__(self, gm: Gitmem) -> None:
-        self.gm = gm
-        self.catalog = gm.catalog
-        self.catalog.ensure_schema(SCHEMA)
-
-    @property
-    def db(self) -> sqlite3.Connection:
-        return self.catalog.db
-
-    def _now(self) -> int:
-        return to_micros(self.gm.clock())
+    SCHEMA = SCHEMA
 
     def _check_user(self, workspace_id: str, user_id: str) -> None:
         try:
@@ -325,17 +314,10 @@ def check_bank_access(gm: Gitmem, principal: Principal, store_id: str) -> None:
 
 # -- one Profiles a data home ------------------------------------------------------------------------
 
-_instances: weakref.WeakKeyDictionary[Gitmem, Profiles] = weakref.WeakKeyDictionary()
-_instances_lock = threading.Lock()
-
 
 def profiles_for(gm: Gitmem) -> Profiles:
     """The :class:`Profiles` of this data home (its table is made on first use)."""
-    with _instances_lock:
-        found = _instances.get(gm)
-        if found is None:
-            found = _instances[gm] = Profiles(gm)
-        return found
+    return Profiles.of(gm)
 
 
 __all__ = ["Bank", "BankEntry", "Profile", "Profiles", "PutResult", "bank_path", "check_bank_access",

@@ -115,7 +115,7 @@ def _ref_file(repo_path: Path, ref: str) -> Path:
     return repo_path / ref
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -157,7 +157,7 @@ def compare_and_swap(repo: pygit2.Repository, old: pygit2.Oid | None, new: pygit
         os.close(fd)
         os.replace(lock_path, ref_path)
         if _fsync_enabled:
-            _fsync_dir(ref_path.parent)
+            fsync_dir(ref_path.parent)
         return True
     except BaseException:
         with contextlib.suppress(OSError):
@@ -179,13 +179,12 @@ def _recover_stale_lock(lock_path: Path) -> None:
 
 
 @contextlib.contextmanager
-def writer_lock(repo_path: Path, *, timeout: float = 30.0) -> Iterator[None]:
-    """One gitmem writer at a time per store (an advisory ``flock``, released by the kernel if the
-    holder dies, so a crash cannot wedge the store). The ref CAS stays the source of correctness.
-    """
-    lock_file = repo_path / "gitmem" / "write.lock"
-    lock_file.parent.mkdir(exist_ok=True)
-    fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+def file_lock(path: Path, *, timeout: float, busy: str) -> Iterator[int]:
+    """An advisory ``flock`` on ``path``, waited for up to ``timeout`` seconds (0: not at all), else
+    :class:`StoreBusy` with ``busy``. The kernel releases it if the holder dies, so a crash cannot
+    wedge a store. Yields the descriptor (a child process that inherits it keeps the lock held)."""
+    path.parent.mkdir(exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         deadline = time.monotonic() + timeout
         delay = 0.001
@@ -196,13 +195,18 @@ def writer_lock(repo_path: Path, *, timeout: float = 30.0) -> Iterator[None]:
             except OSError as exc:
                 if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
                     raise
-                if time.monotonic() > deadline:
-                    raise StoreBusy("the store is busy; try again") from None
+                if time.monotonic() >= deadline:
+                    raise StoreBusy(busy) from None
                 time.sleep(delay)
                 delay = min(delay * 2, 0.05)
-        yield
+        yield fd
     finally:
         os.close(fd)  # closing releases the flock
+
+
+def writer_lock(repo_path: Path, *, timeout: float = 30.0) -> contextlib.AbstractContextManager[int]:
+    """One gitmem writer at a time per store. The ref CAS stays the source of correctness."""
+    return file_lock(repo_path / "gitmem" / "write.lock", timeout=timeout, busy="the store is busy; try again")
 
 
 def loose_object_count(repo_path: Path) -> int:
@@ -229,20 +233,14 @@ def pack_in_background(repo_path: Path) -> None:
 def pack(repo_path: Path, *, full: bool = False) -> bool:
     """Pack loose objects (geometric roll-up, or one pack with ``full``). One packer per store;
     returns False if another holds the lock."""
-    lock_file = repo_path / "gitmem" / "pack.lock"
-    lock_file.parent.mkdir(exist_ok=True)
-    fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            return False
-        args = ["git", "-C", str(repo_path), "repack", "-d", "-q"]
-        args += ["-a"] if full else ["--geometric=2"]
-        subprocess.run(args, check=True, capture_output=True)
-        return True
-    finally:
-        os.close(fd)
+        with file_lock(repo_path / "gitmem" / "pack.lock", timeout=0, busy="packing"):
+            args = ["git", "-C", str(repo_path), "repack", "-d", "-q"]
+            args += ["-a"] if full else ["--geometric=2"]
+            subprocess.run(args, check=True, capture_output=True)
+            return True
+    except StoreBusy:
+        return False
 
 
 def git(repo_path: Path, *args: str, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:

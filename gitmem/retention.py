@@ -11,9 +11,7 @@ The server runs :class:`PruneScheduler`; people run ``gitmem prune`` (:mod:`gitm
 from __future__ import annotations
 
 import datetime as dt
-import fcntl
 import logging
-import os
 import sqlite3
 import threading
 import time
@@ -23,8 +21,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gitmem.clock import to_micros
-from gitmem.errors import GitmemError, InvalidRequest
+from gitmem.errors import GitmemError, InvalidRequest, StoreBusy
 from gitmem.model import StoreInfo
+from gitmem.repository import file_lock
 from gitmem.rewrite import Entry, Progress, RewriteReport, finish_pending_purge, rewrite_history
 from gitmem.store import MemoryStore
 
@@ -257,16 +256,11 @@ class PruneScheduler:
 
     def run_once(self) -> list[PruneReport] | None:
         """One round, unless another process is pruning this home right now (then None)."""
-        lock_path = self.gm.home / "prune.lock"
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                return None
-            reports = prune_all(self.gm)
-        finally:
-            os.close(fd)
+            with file_lock(self.gm.home / "prune.lock", timeout=0, busy="pruning"):
+                reports = prune_all(self.gm)
+        except StoreBusy:
+            return None
         self.rounds += 1
         if self.on_reports is not None:
             self.on_reports(reports)

@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import errno
-import fcntl
 import json
 import logging
 import os
@@ -415,7 +413,7 @@ class _Emitter:
         if repository.fsync_enabled():
             for sub in ("objects/pack", "refs/gitmem"):
                 with contextlib.suppress(OSError):
-                    repository._fsync_dir(self.repo_path / sub)
+                    repository.fsync_dir(self.repo_path / sub)
         result = _git(self.repo_path, "rev-parse", "--verify", REWRITE_REF)
         return result.stdout.decode().strip()
 
@@ -462,29 +460,13 @@ def _held_fds() -> tuple[int, ...]:
 
 @contextlib.contextmanager
 def _flock(path: Path, *, timeout: float, what: str) -> Iterator[None]:
-    path.parent.mkdir(exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     fds: list[int] = _held.__dict__.setdefault("fds", [])
-    try:
-        deadline = time.monotonic() + timeout
-        delay = 0.001
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as exc:
-                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
-                    raise
-                if time.monotonic() >= deadline:
-                    raise StoreBusy(f"the store is busy with {what}; try again later") from None
-                time.sleep(delay)
-                delay = min(delay * 2, 0.02)
+    with repository.file_lock(path, timeout=timeout, busy=f"the store is busy with {what}; try again later") as fd:
         fds.append(fd)
-        yield
-    finally:
-        if fd in fds:
+        try:
+            yield
+        finally:
             fds.remove(fd)
-        os.close(fd)
 
 
 def _writer_lock(repo_path: Path) -> contextlib.AbstractContextManager[None]:
@@ -526,7 +508,7 @@ def _write_marker(repo_path: Path, blobs: Iterable[str]) -> None:
             os.fsync(f.fileno())
     os.replace(tmp, path)
     if repository.fsync_enabled():
-        repository._fsync_dir(path.parent)
+        repository.fsync_dir(path.parent)
 
 
 def _git_ok(repo_path: Path, *args: str, input: bytes | None = None) -> bytes:

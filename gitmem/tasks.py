@@ -22,15 +22,13 @@ import base64
 import json
 import re
 import sqlite3
-import threading
 import unicodedata
-import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from gitmem import ids
-from gitmem.clock import from_micros, to_micros
+from gitmem.clock import from_micros
 from gitmem.errors import (
     ArchivedStore,
     InvalidRequest,
@@ -39,6 +37,7 @@ from gitmem.errors import (
     PermissionDenied,
     TooLarge,
 )
+from gitmem.home import HomeTables
 from gitmem.model import Actor, Note, Page, StoreInfo
 from gitmem.policy import check_store_fields
 
@@ -239,20 +238,10 @@ def _field(label: str, text: str) -> list[str]:
 # -- the engine ------------------------------------------------------------------------------------
 
 
-class Tasks:
+class Tasks(HomeTables):
     """Workers, tasks, their frozen store lists, memory views and event logs on one data home."""
 
-    def __init__(self, gm: Gitmem) -> None:
-        self.gm = gm
-        self.catalog = gm.catalog
-        self.catalog.ensure_schema(SCHEMA)
-
-    @property
-    def db(self) -> sqlite3.Connection:
-        return self.catalog.db
-
-    def _now(self) -> int:
-        return to_micros(self.gm.clock())
+    SCHEMA = SCHEMA
 
     # -- workers ----------------------------------------------------------------------------------
 
@@ -611,17 +600,9 @@ def render_context(task: Task, views: Sequence[StoreView]) -> str:
 
 # -- one Tasks a data home; the access check the HTTP layer calls ----------------------------------
 
-_instances: weakref.WeakKeyDictionary[Gitmem, Tasks] = weakref.WeakKeyDictionary()
-_instances_lock = threading.Lock()
-
-
 def tasks_for(gm: Gitmem) -> Tasks:
     """The :class:`Tasks` of this data home (its tables are made on first use)."""
-    with _instances_lock:
-        tasks = _instances.get(gm)
-        if tasks is None:
-            tasks = _instances[gm] = Tasks(gm)
-        return tasks
+    return Tasks.of(gm)
 
 
 def principal_task_id(principal: Principal) -> str | None:

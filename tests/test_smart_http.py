@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
+from api.git_http import AsgiBody, send_git_response
 from gitmem.smart_http import (
     PUSH_REFUSED_MESSAGE,
     GitResponse,
@@ -46,60 +47,10 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 _STORE_URL = re.compile(r"/v1/memory_stores/([A-Za-z0-9_-]+)\.git(/.*)")
 
 
-class _AsgiBody:
-    """The request body as an iterator; once it has all arrived, ``disconnected`` watches receive()."""
-
-    def __init__(self, receive: Receive, has_body: bool) -> None:
-        self._receive = receive
-        self._complete = asyncio.Event()
-        if not has_body:
-            self._complete.set()
-
-    async def chunks(self) -> AsyncIterator[bytes]:
-        while not self._complete.is_set():
-            message = await self._receive()
-            if message["type"] == "http.disconnect":
-                raise ConnectionError("client disconnected")
-            if not message.get("more_body", False):
-                self._complete.set()  # receive() is free for the watcher from here on
-            yield message.get("body", b"")
-
-    async def disconnected(self) -> None:
-        await self._complete.wait()
-        while (await self._receive())["type"] != "http.disconnect":
-            pass
-
-
-async def _send_response(response: GitResponse, send: Send, body: _AsgiBody) -> None:
-    async def stream() -> None:
-        await send(
-            {
-                "type": "http.response.start",
-                "status": response.status,
-                "headers": [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in response.headers],
-            }
-        )
-        async for chunk in response.body:
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-    # uvicorn's send() silently drops data once the client is gone, so watch for the disconnect.
-    streamer = asyncio.create_task(stream())
-    watcher = asyncio.create_task(body.disconnected())
-    try:
-        await asyncio.wait({streamer, watcher}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        watcher.cancel()
-        streamer.cancel()
-        await response.aclose()
-        with contextlib.suppress(asyncio.CancelledError):
-            await streamer
-
-
 async def app(scope: Scope, receive: Receive, send: Send) -> None:
     if scope["type"] != "http":
         return
-    body = _AsgiBody(receive, scope["method"] == "POST")
+    body = AsgiBody(receive, scope["method"] == "POST")
     match = _STORE_URL.fullmatch(scope["path"])
     headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
     if match is None:
@@ -118,7 +69,7 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
             remote_user="user_test",
             allow_push=store.startswith("rw_"),
         )
-    await _send_response(response, send, body)
+    await send_git_response(response, send, body)
 
 
 # --- fixtures and helpers --------------------------------------------------------------------------
