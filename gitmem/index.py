@@ -41,6 +41,17 @@ CREATE TABLE IF NOT EXISTS versions (
 CREATE INDEX IF NOT EXISTS versions_memory ON versions (memory_id, seq);
 CREATE INDEX IF NOT EXISTS versions_actor ON versions (actor_type, actor_id, seq);
 CREATE INDEX IF NOT EXISTS versions_created ON versions (created_at);
+-- Count and bytes of the notes, kept by triggers: every write checks the limits, and a scan of the
+-- notes on each write grew with the store.
+CREATE TABLE IF NOT EXISTS totals (id INTEGER PRIMARY KEY CHECK (id = 1), notes INTEGER NOT NULL,
+                                   bytes INTEGER NOT NULL);
+INSERT OR IGNORE INTO totals SELECT 1, count(*), coalesce(sum(size), 0) FROM notes;
+CREATE TRIGGER IF NOT EXISTS notes_added AFTER INSERT ON notes
+    BEGIN UPDATE totals SET notes = notes + 1, bytes = bytes + NEW.size; END;
+CREATE TRIGGER IF NOT EXISTS notes_removed AFTER DELETE ON notes
+    BEGIN UPDATE totals SET notes = notes - 1, bytes = bytes - OLD.size; END;
+CREATE TRIGGER IF NOT EXISTS notes_resized AFTER UPDATE OF size ON notes
+    BEGIN UPDATE totals SET bytes = bytes - OLD.size + NEW.size; END;
 """
 SCHEMA_VERSION = "1"
 
@@ -160,7 +171,7 @@ class StoreIndex:
             raise
 
     def _clear(self) -> None:
-        self.db.execute("DELETE FROM notes")
+        self.db.execute("DELETE FROM notes")  # the triggers bring totals back to zero
         self.db.execute("DELETE FROM versions")
         self.db.execute("DELETE FROM meta")
 
@@ -258,7 +269,7 @@ class StoreIndex:
         return _note_row(row) if row else None
 
     def totals(self) -> tuple[int, int]:
-        count, size = self.db.execute("SELECT count(*), coalesce(sum(size),0) FROM notes").fetchone()
+        count, size = self.db.execute("SELECT notes, bytes FROM totals").fetchone()
         return count, size
 
     def all_notes(self) -> Iterator[NoteRow]:
@@ -275,18 +286,23 @@ class StoreIndex:
             after = str(decode_token("notes", page))
             lower = _upper_bound(after) if after.endswith("/") else after
         items: list[NoteRow | MemoryPrefix] = []
-        while len(items) < limit + 1:
-            row = self.db.execute("SELECT * FROM notes WHERE path>=? AND path<? ORDER BY path LIMIT 1",
-                                  (lower, upper)).fetchone()
-            if row is None:
-                break
-            note = _note_row(row)
-            rest = note.path[len(prefix):]
-            if depth == 1 and "/" in rest:
-                folder = prefix + rest.split("/", 1)[0] + "/"
-                items.append(MemoryPrefix(folder))
-                lower = _upper_bound(folder)
-            else:
+        exhausted = False
+        while len(items) < limit + 1 and not exhausted:
+            # A batch of rows in path order; a folder (depth 1) skips past its notes with a new query.
+            wanted = limit + 1 - len(items)
+            batch = wanted if depth == 0 else min(wanted, 16)  # a folder would waste the rest of a batch
+            rows = self.db.execute("SELECT * FROM notes WHERE path>=? AND path<? ORDER BY path LIMIT ?",
+                                   (lower, upper, batch)).fetchall()
+            exhausted = len(rows) < batch
+            for row in rows:
+                note = _note_row(row)
+                rest = note.path[len(prefix):]
+                if depth == 1 and "/" in rest:
+                    folder = prefix + rest.split("/", 1)[0] + "/"
+                    items.append(MemoryPrefix(folder))
+                    lower = _upper_bound(folder)
+                    exhausted = False
+                    break
                 if note.path != after:
                     items.append(note)
                 lower = note.path + "\x00"

@@ -164,6 +164,8 @@ class StoreMachine(RuleBasedStateMachine):
             note = self.store.get(memory_id)
             assert (note.path, note.content, note.blob_id) == (path, content, blob_id(content))
         assert self.tree_on_main() == {p: c for p, c in self.model.notes.values()}
+        contents = [c.encode() for _, c in self.model.notes.values()]
+        assert self.store.index.totals() == (len(contents), sum(map(len, contents)))
 
     @invariant()
     def versions_agree(self) -> None:
