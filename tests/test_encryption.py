@@ -146,7 +146,7 @@ def served(gm: Gitmem, workspace: Workspace, user_id: str) -> Iterator[tuple[str
     profile = profiles_for(gm).create(workspace.id, owner.id, "research")
     info = gm.get_store(workspace.id, profile.bank_store_id)
     fill(gm.store(workspace.id, info.id))
-    with serve(gm.home, app="tests.test_profiles_api:app", env={"GITMEM_RATE_LIMIT_RPS": "0"}) as url:
+    with serve(gm.home, env={"GITMEM_RATE_LIMIT_RPS": "0"}) as url:
         yield url, token, info
 
 

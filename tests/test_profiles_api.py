@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -27,70 +26,7 @@ from tests.server import REPO_ROOT, serve
 
 KIB = 1024
 MIB = 1024 * 1024
-APP = "tests.test_profiles_api:app"
 HOOKS = REPO_ROOT / "hooks" / "agent"
-
-
-# -- the app under test ----------------------------------------------------------------------------------
-
-
-def _paths(app: Any) -> set[str]:
-    return {getattr(route, "path", "") for route in app.routes}
-
-
-def add_git_route(app: Any, gm: Gitmem) -> None:
-    """Clone/fetch at ``/v1/memory_stores/{id}.git/`` (read only), for tests, over gitmem.smart_http."""
-    from starlette.background import BackgroundTask
-    from starlette.requests import Request
-    from starlette.responses import StreamingResponse
-    from starlette.routing import Route
-
-    from gitmem.errors import AuthenticationFailed, NotFound
-    from gitmem.profiles import check_bank_access
-    from gitmem.smart_http import basic_auth_secret, serve_git, text_response, unauthorized_response
-
-    async def endpoint(request: Request) -> StreamingResponse:
-        store_id, rest = request.path_params["store_id"], request.path_params["rest"]
-        try:
-            principal = gm.catalog.authenticate(basic_auth_secret(dict(request.headers)))
-            check_bank_access(gm, principal, store_id)  # also NotFound for another workspace's store
-        except AuthenticationFailed:
-            answer = unauthorized_response()
-        except NotFound:
-            answer = text_response(404, "gitmem: no such memory store")
-        else:
-            answer = await serve_git(gm.repo_path(store_id), method=request.method, path_info="/" + rest,
-                                     query_string=request.url.query, headers=dict(request.headers),
-                                     body=request.stream(), remote_user=principal.actor.id, allow_push=False)
-        return StreamingResponse(answer.body, status_code=answer.status, headers=dict(answer.headers),
-                                 background=BackgroundTask(answer.aclose))
-
-    app.router.routes.append(Route("/v1/memory_stores/{store_id}.git/{rest:path}", endpoint, methods=["GET", "POST"]))
-
-
-def build_app(gm: Gitmem) -> Any:
-    from api.app import create_app
-    from api.routers import profiles
-    from api.settings import Settings
-
-    app = create_app(gm, Settings.from_env())
-    if "/v1/profiles" not in _paths(app):
-        app.include_router(profiles.router)
-    if not any(".git" in p for p in _paths(app)):
-        add_git_route(app, gm)
-    return app
-
-
-_app: Any = None
-
-
-def __getattr__(name: str) -> Any:
-    global _app
-    if name == "app":
-        if _app is None:
-            _app = build_app(Gitmem.open(os.environ["GITMEM_HOME"]))
-        return _app
-    raise AttributeError(name)
 
 
 # -- fixtures ---------------------------------------------------------------------------------------------
@@ -120,7 +56,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     _alex, alex_token = gm.catalog.create_user(ws.id, "alex")
     _key, secret = gm.catalog.create_api_key(ws.id, "robot")
     server_env = {"GITMEM_RATE_LIMIT_RPS": "0", "GITMEM_FSYNC": "never"}
-    with serve(home, app=APP, env=server_env) as url:
+    with serve(home, env=server_env) as url:
         yield Env(url, home, gm, ws.id, sam_token, sam.id, alex_token, secret)
 
 
@@ -479,3 +415,23 @@ def test_cli_bank_mount(env: Env, sam: httpx.Client, profile_id: str, tmp_path: 
     assert "unmounted" in err and not pid_file.exists()
     read = sam.get(f"/v1/profiles/{profile_id}/memories/content", params={"path": "preferences.md"})
     assert read.json()["content"] == "staging first, via the CLI mount"
+
+
+def test_cli_mount_profile_once_materialises_a_clean_bank(env: Env, sam: httpx.Client, profile_id: str,
+                                                          tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from gitmem.cli import main as cli
+
+    put(sam, profile_id, "projects/acme.md", "single-tenant")
+    folder = tmp_path / ".memory"
+    folder.mkdir()
+    (folder / "scratch.txt").write_text("left over from the last session")
+    result = CliRunner().invoke(cli, ["mount", "--profile", profile_id, "--url", env.url, "--key", env.sam,
+                                      "--once", str(folder)])
+    assert result.exit_code == 0, result.output
+    assert (folder / "projects" / "acme.md").read_text() == "single-tenant"
+    assert not (folder / "scratch.txt").exists()
+    both = CliRunner().invoke(cli, ["mount", "--profile", profile_id, "--task", "task_x", "--url", env.url,
+                                    "--key", env.sam, str(folder)])
+    assert both.exit_code == 2

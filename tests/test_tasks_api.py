@@ -16,56 +16,10 @@ from typing import Any
 
 import httpx
 import pytest
-from fastapi import FastAPI, Request
 
-from api import deps
-from api.routers import tasks as tasks_router
-from api.routers import workers as workers_router
 from gitmem.home import Gitmem
-from gitmem.tasks import check_task_access, tasks_for
+from gitmem.tasks import tasks_for
 from tests.server import serve
-
-# -- the app under test ----------------------------------------------------------------------------
-
-
-def get_store_for_task(memory_store_id: str, request: Request, principal: deps.Caller, gm: deps.Engine) -> Any:
-    """The wiring asked of ``api/deps.get_store``: confine a task's token to its frozen list (a store
-    outside it is 404, a write to a read-only one 403), then answer as before. The memory tool decides
-    per command (``store_access``), so its POST is not a write here."""
-    write = request.method not in deps.READ_METHODS and not request.url.path.endswith("/memory_tool")
-    check_task_access(gm, principal, memory_store_id, write=write)
-    return gm.store(principal.workspace_id, memory_store_id)
-
-
-_original_get_store = deps.get_store
-
-
-def with_tasks(app: FastAPI) -> FastAPI:
-    """Add the workers and tasks routers and the task access check, unless the app has them already."""
-    paths = {getattr(route, "path", None) for route in app.routes}
-    if "/v1/workers" not in paths:
-        app.include_router(workers_router.router)
-    if "/v1/tasks" not in paths:
-        app.include_router(tasks_router.router)
-    app.dependency_overrides[_original_get_store] = get_store_for_task
-    app.openapi_schema = None
-    return app
-
-
-_app: FastAPI | None = None
-
-
-def __getattr__(name: str) -> Any:
-    """``app`` for uvicorn, built from ``GITMEM_HOME`` on first access (PEP 562)."""
-    global _app
-    if name == "app":
-        if _app is None:
-            from api.app import create_app_from_env
-
-            _app = with_tasks(create_app_from_env())
-        return _app
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 
 # -- fixtures --------------------------------------------------------------------------------------
 
@@ -92,7 +46,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     _, reader = gm.catalog.create_api_key(ws.id, "reader", role="read-only")
     other = gm.catalog.create_workspace("beta")
     _, other_secret = gm.catalog.create_api_key(other.id, "admin")
-    with serve(home, app="tests.test_tasks_api:app") as base_url:
+    with serve(home) as base_url:
         yield Live(base_url, home, ws.id, admin, reader, other_secret)
 
 

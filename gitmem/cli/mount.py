@@ -45,6 +45,9 @@ def parse_store(value: str) -> tuple[str, bool]:
 @click.option("--key", required=True, envvar="GITMEM_API_KEY", help="API key (default: $GITMEM_API_KEY).")
 @click.option("--store", "stores", multiple=True, metavar="STORE_ID[:ro]", help="A store to mount (repeatable).")
 @click.option("--task", "task_id", default=None, help="Mount every store the task reads.")
+@click.option("--profile", "profile_id", default=None,
+              help="Mount a profile's memory bank (e.g. at .memory); --key is then the owner's token. A clean "
+                   "start: files that are not entries are removed.")
 @click.option("--debounce", type=click.FloatRange(0, 60), default=0.3, show_default=True,
               help="Seconds a file must be quiet before it is synced.")
 @click.option("--poll-interval", type=click.FloatRange(0.05, 3600), default=1.0, show_default=True,
@@ -53,15 +56,18 @@ def parse_store(value: str) -> tuple[str, bool]:
 @click.option("--once", is_flag=True, help="Materialise, push local changes, and exit instead of watching.")
 @click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
 @refusals
-def mount_command(url: str, key: str, stores: tuple[str, ...], task_id: str | None, debounce: float,
-                  poll_interval: float, clean: bool, once: bool, folder: Path) -> None:
+def mount_command(url: str, key: str, stores: tuple[str, ...], task_id: str | None, profile_id: str | None,
+                  debounce: float, poll_interval: float, clean: bool, once: bool, folder: Path) -> None:
     """Materialise stores into FOLDER, watch it and sync both ways until interrupted."""
     import anthropic
 
     for noisy in ("httpx", "httpx2"):  # one line per poll otherwise, with -v
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    if bool(stores) == bool(task_id):
-        raise click.UsageError("give --store (one or more) or --task, not both")
+    if sum(map(bool, (stores, task_id, profile_id))) != 1:
+        raise click.UsageError("give --store (one or more), --task or --profile")
+    if profile_id:
+        _mount_bank(url, key, profile_id, folder, debounce, poll_interval, once)
+        return
     specs = [MountSpec(*parse_store(s), "") for s in stores]
     client = anthropic.Anthropic(api_key=key, base_url=url.rstrip("/"), max_retries=SDK_RETRIES)
     try:
@@ -95,6 +101,22 @@ def mount_command(url: str, key: str, stores: tuple[str, ...], task_id: str | No
             click.echo(f"unmounted {mount.name}: {mount.status.line()}", err=True)
     if any(m.status.errors for m in mounts):
         sys.exit(1)
+
+
+def _mount_bank(url: str, token: str, profile_id: str, folder: Path, debounce: float, poll_interval: float,
+                once: bool) -> None:
+    from gitmem.bank_remote import bank_mount, run_until_signal
+
+    mount = bank_mount(url, token, profile_id, folder, debounce=debounce, poll_interval=poll_interval)
+    click.echo(f"mounted the bank of {profile_id} at {folder}: {mount.status.notes} entries", err=True)
+    if once:
+        mount.flush()
+        mount.stop()
+        code = 1 if mount.status.errors else 0
+    else:
+        code = run_until_signal(mount)
+    click.echo(f"unmounted {profile_id}: {mount.status.line()}", err=True)
+    sys.exit(code)
 
 
 def _task_specs(url: str, key: str, task_id: str) -> list[MountSpec]:
