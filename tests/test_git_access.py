@@ -183,3 +183,27 @@ def test_unreachable_objects_are_not_served(site: Site, tmp_path: Path) -> None:
                       secret=site.reader, check=False)
         assert fetched.returncode != 0
     assert git("cat-file", "-e", secret_blob, cwd=work, check=False).returncode != 0
+
+
+def test_a_redacted_version_cannot_be_fetched_by_id(site: Site, tmp_path: Path) -> None:
+    client = site.sdk()
+    store_id = new_store(site, {"/plan.md": "the secret plan"})
+    note = next(iter(client.beta.memory_stores.memories.list(store_id)))
+    client.beta.memory_stores.memories.update(note.id, memory_store_id=store_id, content="the public plan")
+    work = clone(site, store_id, tmp_path / "before", site.reader)  # a clone from before the rewrite
+    repo = Gitmem.open(site.home).repo_path(store_id)
+    old_blob = subprocess.run(["git", "-C", str(repo), "rev-parse", "main~1:plan.md"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    first = list(client.beta.memory_stores.memory_versions.list(store_id, memory_id=note.id))[-1]
+    client.beta.memory_stores.memory_versions.redact(first.id, memory_store_id=store_id)
+
+    assert subprocess.run(["git", "-C", str(repo), "cat-file", "-e", old_blob]).returncode != 0
+    fresh = clone(site, store_id, tmp_path / "after", site.reader)
+    for version in ("2", "0"):
+        fetched = git("-c", f"protocol.version={version}", "fetch", "origin", old_blob, cwd=fresh,
+                      secret=site.reader, check=False)
+        assert fetched.returncode != 0
+    assert git("cat-file", "-e", old_blob, cwd=fresh, check=False).returncode != 0
+    assert "the secret plan" not in git("log", "-p", cwd=fresh).stdout
+    # The old clone sees a forced update, as the docs say.
+    assert "forced update" in git("fetch", "origin", cwd=work, secret=site.reader).stderr
