@@ -46,6 +46,7 @@ import pygit2
 from gitmem import ids, repository
 from gitmem.home import Gitmem
 from gitmem.model import Actor
+from gitmem.repository import fsync_dir
 
 LAYOUTS = {
     "folders": ("100 folders", lambda i: f"/topic-{i % 100:02d}/note-{i:05d}.md"),
@@ -97,14 +98,6 @@ def timed(fn: Callable[[], object]) -> float:
     start = time.perf_counter()
     fn()
     return time.perf_counter() - start
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def progress(message: str) -> None:

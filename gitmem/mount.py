@@ -774,10 +774,7 @@ class Mount:
         except RemoteRefused as exc:
             self._report(path, lf.stat, exc.message)
             return
-        self._base[path] = _Base(entry.memory_id, lf.sha256, lf.text, entry.etag, lf.stat)
-        self._counters.pushed += 1
-        self._counters.reported.pop(path, None)
-        log.info("mount %s: created %s", self.name, path)
+        self._pushed(path, entry, lf, "created")
 
     def _push_update(self, path: str, base: _Base, lf: _Local) -> None:
         assert lf.text is not None
@@ -798,10 +795,15 @@ class Mount:
             self._report(path, lf.stat, exc.message)
             return
         # Keyed by the local path even if the note moved elsewhere meanwhile: the next poll moves the file.
+        self._pushed(path, entry, lf, "updated")
+
+    def _pushed(self, path: str, entry: RemoteEntry, lf: _Local, verb: str) -> None:
+        """Remember what the store now holds at ``path`` as the base of the next three-way merge."""
+        assert lf.text is not None
         self._base[path] = _Base(entry.memory_id, lf.sha256, lf.text, entry.etag, lf.stat)
         self._counters.pushed += 1
         self._counters.reported.pop(path, None)
-        log.info("mount %s: updated %s", self.name, path)
+        log.info("mount %s: %s %s", self.name, verb, path)
 
     def _recreate(self, path: str, lf: _Local) -> None:
         log.warning("mount %s: %s was deleted elsewhere but edited here; creating it again", self.name, path)
