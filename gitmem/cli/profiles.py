@@ -190,8 +190,7 @@ def keys_rotate(ctx: Context, store_id: str) -> None:
 
     report = rotate_store_key(ctx.gm, store_id)
     click.echo(f"rotated {store_id}: key {', '.join(report.old_key_ids)} -> {report.new_key_id}"
-               f" ({report.commits} commits, {report.blobs_reencrypted} blobs re-encrypted,"
-               f" {report.blobs_purged} old blobs deleted)")
+               f" ({report.versions} versions re-encrypted, {report.blobs_purged} old blobs deleted)")
     click.echo("clones made before now see a forced update; give them the new key (gitmem keys export)", err=True)
 
 
