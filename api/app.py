@@ -20,6 +20,7 @@ from api.git_http import GitEndpoint
 from api.middleware import RequestContextMiddleware
 from api.ratelimit import TokenBucketLimiter
 from api.routers import (
+    dreams,
     health,
     maintenance,
     memories,
@@ -78,6 +79,7 @@ def create_app(gm: Gitmem, settings: Settings | None = None, *, close_on_shutdow
     app.include_router(tasks.router)
     app.include_router(profiles.router)
     app.include_router(maintenance.router)
+    app.include_router(dreams.router)
     # Git's smart HTTP: a raw ASGI endpoint (streaming both ways), outside FastAPI's request handling.
     app.router.add_route("/v1/memory_stores/{memory_store_id}.git/{path:path}",
                          GitEndpoint(lambda scope: scope["app"].state.gm), methods=["GET", "POST"],

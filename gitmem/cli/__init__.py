@@ -22,6 +22,7 @@ COMMAND_MODULES = [
     "gitmem.cli.mount",
     "gitmem.cli.profiles",
     "gitmem.cli.prune",
+    "gitmem.cli.dreams",
 ]
 
 for _module in COMMAND_MODULES:

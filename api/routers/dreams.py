@@ -1,0 +1,100 @@
+"""``/v1/dreams``: create, list, retrieve, cancel, archive (the SDK's ``client.beta.dreams``).
+
+Dreams run in a :class:`gitmem.dreams.DreamRunner`: a background thread of this server process,
+started on the first request to these routes and woken when a dream is made. Its poll interval is
+``GITMEM_DREAM_POLL`` seconds (default 1); a dream's time limit is ``GITMEM_DREAM_TIMEOUT``.
+``GITMEM_DREAM_RUNNER=off`` starts no runner in this process (dreams then wait for another process's).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import threading
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Request
+
+from api.deps import Caller, Engine
+from api.schemas import ERROR_RESPONSES, as_utc
+from api.schemas_dreams import Dream, DreamCreate, DreamList, Status
+from gitmem.dreams import MAX_PAGE, DreamRunner, dreams_for
+from gitmem.tasks import refuse_task
+
+_runner_lock = threading.Lock()
+
+
+def get_runner(request: Request) -> DreamRunner | None:
+    """This process's dream runner, started on first use (``None`` with ``GITMEM_DREAM_RUNNER=off``)."""
+    if (os.environ.get("GITMEM_DREAM_RUNNER") or "on").strip().lower() in ("0", "off", "false", "no"):
+        return None
+    state = request.app.state
+    runner = getattr(state, "dream_runner", None)
+    if runner is None:
+        with _runner_lock:
+            runner = getattr(state, "dream_runner", None)
+            if runner is None:
+                poll = float(os.environ.get("GITMEM_DREAM_POLL") or 1.0)
+                runner = state.dream_runner = DreamRunner(state.gm, poll_interval=poll).start()
+    return runner
+
+
+Runner = Annotated[DreamRunner | None, Depends(get_runner)]
+
+router = APIRouter(prefix="/v1/dreams", tags=["dreams"], responses=ERROR_RESPONSES)
+
+
+@router.post("", response_model=Dream, summary="Create a dream: tidy a memory store in the background")
+def create_dream(body: DreamCreate, principal: Caller, gm: Engine, runner: Runner) -> Dream:
+    refuse_task(principal, "create dreams")
+    model = body.model if isinstance(body.model, str) else body.model.model_dump()
+    dream = dreams_for(gm).create(
+        principal.workspace_id,
+        [i.model_dump() for i in body.inputs],
+        model,
+        instructions=body.instructions,
+        output_behavior=body.output_behavior.model_dump() if body.output_behavior else None,
+        created_by=principal.actor,
+    )
+    if runner is not None:
+        runner.wake()
+    return Dream.of(dream)
+
+
+@router.get("", response_model=DreamList, summary="List dreams, newest first")
+def list_dreams(
+    principal: Caller,
+    gm: Engine,
+    runner: Runner,
+    created_at_gt: dt.datetime | None = Query(None, alias="created_at[gt]"),
+    created_at_lt: dt.datetime | None = Query(None, alias="created_at[lt]"),
+    include_archived: bool = Query(False),
+    statuses: list[Status] | None = Query(None),
+    statuses_brackets: list[Status] | None = Query(None, alias="statuses[]", description="The SDK's spelling"),
+    limit: int = Query(20, ge=1, le=MAX_PAGE),
+    page: str | None = Query(None),
+) -> DreamList:
+    refuse_task(principal, "list dreams")
+    wanted = (statuses or []) + (statuses_brackets or [])
+    result = dreams_for(gm).list(principal.workspace_id, include_archived=include_archived, statuses=wanted,
+                                 created_gt=as_utc(created_at_gt), created_lt=as_utc(created_at_lt), limit=limit,
+                                 page=page or None)
+    return DreamList(data=[Dream.of(d) for d in result.items], next_page=result.next_page)
+
+
+@router.get("/{dream_id}", response_model=Dream, summary="Retrieve a dream")
+def retrieve_dream(dream_id: str, principal: Caller, gm: Engine, runner: Runner) -> Dream:
+    refuse_task(principal, "read dreams")
+    return Dream.of(dreams_for(gm).get(principal.workspace_id, dream_id))
+
+
+@router.post("/{dream_id}/cancel", response_model=Dream, summary="Cancel a pending or running dream")
+def cancel_dream(dream_id: str, principal: Caller, gm: Engine) -> Dream:
+    refuse_task(principal, "cancel dreams")
+    return Dream.of(dreams_for(gm).cancel(principal.workspace_id, dream_id))
+
+
+@router.post("/{dream_id}/archive", response_model=Dream, summary="Archive a dream that has ended")
+def archive_dream(dream_id: str, principal: Caller, gm: Engine) -> Dream:
+    refuse_task(principal, "archive dreams")
+    return Dream.of(dreams_for(gm).archive(principal.workspace_id, dream_id))

@@ -1,0 +1,224 @@
+"""``/v1/dreams`` through the official SDK (``client.beta.dreams``) against a real uvicorn, with real
+SQLite and Git: create, poll until completed, retrieve, list, the cancel and archive rules, speed
+``fast`` refused, another workspace's dream 404.
+
+A second server, on a data home of its own, runs with ``GITMEM_DREAM_RUNNER=off`` so that its dreams
+stay ``pending`` for as long as a test needs (the rules for pending dreams, without racing a runner)."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import anthropic
+import httpx
+import pytest
+from anthropic.types.beta import BetaDream
+
+from gitmem.home import Gitmem
+from gitmem.model import Note
+from gitmem.tasks import tasks_for
+from tests.server import serve
+
+MODEL = "claude-opus-4-7"
+DEADLINE = 20.0
+
+
+@dataclass(frozen=True)
+class Live:
+    base_url: str
+    home: Path
+    workspace_id: str
+    admin: str
+    other: str
+
+    def client(self, secret: str | None = None) -> anthropic.Anthropic:
+        return anthropic.Anthropic(api_key=secret or self.admin, base_url=self.base_url, max_retries=0, timeout=30)
+
+
+ENV = {"GITMEM_DREAM_POLL": "0.2", "GITMEM_RATE_LIMIT_RPS": "0", "GITMEM_DREAMER": "offline"}
+
+
+@contextlib.contextmanager
+def live_server(home: Path, env: dict[str, str]) -> Iterator[Live]:
+    gm = Gitmem.open(home)
+    ws = gm.catalog.create_workspace("alpha")
+    _, admin = gm.catalog.create_api_key(ws.id, "admin")
+    other = gm.catalog.create_workspace("beta")
+    _, other_secret = gm.catalog.create_api_key(other.id, "admin")
+    with serve(home, env=env) as base_url:
+        yield Live(base_url, home, ws.id, admin, other_secret)
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    with live_server(tmp_path_factory.mktemp("dreams-home"), ENV) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def idle_live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    with live_server(tmp_path_factory.mktemp("idle-home"), {**ENV, "GITMEM_DREAM_RUNNER": "off"}) as server:
+        yield server
+
+
+@pytest.fixture
+def client(live: Live) -> Iterator[anthropic.Anthropic]:
+    with live.client() as c:
+        yield c
+
+
+@pytest.fixture
+def idle(idle_live: Live) -> Iterator[anthropic.Anthropic]:
+    with idle_live.client() as c:
+        yield c
+
+
+def make_store(live: Live) -> str:
+    gm = Gitmem.open(live.home)
+    info = gm.create_store(live.workspace_id, "team notes")
+    store = gm.store(live.workspace_id, info.id)
+    store.create("/people/sam.md", "# Sam\r\nlikes tea   \r\n")
+    store.create("/copy/sam.md", "# Sam\nlikes tea\n")
+    store.create("/blank.md", "\n\n")
+    return info.id
+
+
+@pytest.fixture
+def store_id(live: Live) -> str:
+    return make_store(live)
+
+
+@pytest.fixture
+def idle_store_id(idle_live: Live) -> str:
+    return make_store(idle_live)
+
+
+def wait_until_ended(client: anthropic.Anthropic, dream_id: str) -> BetaDream:
+    deadline = time.monotonic() + DEADLINE
+    while True:
+        dream = client.beta.dreams.retrieve(dream_id)
+        if dream.status in ("completed", "failed", "canceled"):
+            return dream
+        assert time.monotonic() < deadline, f"dream {dream_id} still {dream.status} after {DEADLINE}s"
+        time.sleep(0.05)
+
+
+def notes(live: Live, store_id: str) -> dict[str, str]:
+    store = Gitmem.open(live.home).store(live.workspace_id, store_id)
+    return {n.path: store.get(n.id).content or "" for n in store.list(limit=100).items if isinstance(n, Note)}
+
+
+def test_create_poll_retrieve_list_archive(live: Live, client: anthropic.Anthropic, store_id: str) -> None:
+    gm = Gitmem.open(live.home)
+    tasks = tasks_for(gm)
+    worker = tasks.create_worker(live.workspace_id, "helper")
+    task, _ = tasks.create_task(live.workspace_id, worker.id)
+    tasks.append_event(task.id, "agent.message", {"text": "Sam likes tea"})
+
+    dream = client.beta.dreams.create(
+        inputs=[{"type": "memory_store", "memory_store_id": store_id},
+                {"type": "sessions", "session_ids": [task.id]}],
+        model=MODEL,
+        instructions="Keep one note a person.",
+    )
+    assert isinstance(dream, BetaDream) and dream.type == "dream" and dream.id.startswith("dream_")
+    assert dream.status in ("pending", "running", "completed")
+    assert dream.model.id == MODEL and dream.output_behavior.type == "create_new"
+    assert dream.inputs[0].type == "memory_store" and dream.inputs[1].type == "sessions"
+    assert dream.inputs[1].session_ids == [task.id]
+    assert dream.instructions == "Keep one note a person."
+
+    done = wait_until_ended(client, dream.id)
+    assert done.status == "completed", done.error
+    assert done.error is None and done.ended_at is not None and done.session_id
+    assert done.usage.input_tokens == 0 and done.usage.output_tokens == 0
+    assert len(done.outputs) == 1 and done.outputs[0].type == "memory_store"
+    out_id = done.outputs[0].memory_store_id
+    assert out_id != store_id
+    assert notes(live, out_id) == {
+        "/INDEX.md": "# Index\n\n1 note in this store.\n\n- `/copy/sam.md`: Sam\n",
+        "/copy/sam.md": "# Sam\nlikes tea\n",
+    }
+    # The output store is an ordinary store; its versions are the dream's task's.
+    raw = httpx.get(f"{live.base_url}/v1/memory_stores/{out_id}/memory_versions",
+                    headers={"x-api-key": live.admin}).json()
+    assert {v["created_by"]["type"] for v in raw["data"]} == {"session_actor"}
+    assert {v["created_by"]["session_id"] for v in raw["data"]} == {done.session_id}
+
+    # The raw body validates strictly against the SDK's model.
+    body = httpx.get(f"{live.base_url}/v1/dreams/{dream.id}", headers={"x-api-key": live.admin}).json()
+    BetaDream.model_validate(body)
+
+    listed = [d.id for d in client.beta.dreams.list(limit=100)]
+    assert dream.id in listed
+    assert dream.id in [d.id for d in client.beta.dreams.list(statuses=["completed"], limit=100)]
+    assert dream.id not in [d.id for d in client.beta.dreams.list(statuses=["failed", "canceled"], limit=100)]
+    with pytest.raises(anthropic.BadRequestError):
+        client.beta.dreams.cancel(dream.id)
+    archived = client.beta.dreams.archive(dream.id)
+    assert archived.archived_at is not None and archived.status == "completed"
+    assert dream.id not in [d.id for d in client.beta.dreams.list(limit=100)]
+    assert dream.id in [d.id for d in client.beta.dreams.list(include_archived=True, limit=100)]
+
+
+def test_update_existing(live: Live, client: anthropic.Anthropic, store_id: str) -> None:
+    dream = client.beta.dreams.create(
+        inputs=[{"type": "memory_store", "memory_store_id": store_id}],
+        model={"id": MODEL, "speed": "standard"},
+        output_behavior={"type": "update_existing", "memory_store_id": store_id},
+    )
+    done = wait_until_ended(client, dream.id)
+    assert done.status == "completed", done.error
+    assert done.output_behavior.type == "update_existing"
+    assert [o.memory_store_id for o in done.outputs] == [store_id]
+    assert set(notes(live, store_id)) == {"/INDEX.md", "/copy/sam.md"}
+
+
+def test_pending_rules(idle: anthropic.Anthropic, idle_store_id: str) -> None:
+    dream = idle.beta.dreams.create(inputs=[{"type": "memory_store", "memory_store_id": idle_store_id}],
+                                    model=MODEL)
+    assert dream.status == "pending" and dream.outputs == [] and dream.ended_at is None
+    with pytest.raises(anthropic.BadRequestError):
+        idle.beta.dreams.archive(dream.id)
+    canceled = idle.beta.dreams.cancel(dream.id)
+    assert canceled.status == "canceled" and canceled.ended_at is not None and canceled.error is None
+    assert idle.beta.dreams.cancel(dream.id).status == "canceled"
+    assert idle.beta.dreams.archive(dream.id).archived_at is not None
+
+
+def test_refusals(live: Live, client: anthropic.Anthropic, store_id: str) -> None:
+    store = {"type": "memory_store", "memory_store_id": store_id}
+    with pytest.raises(anthropic.BadRequestError) as fast:
+        client.beta.dreams.create(inputs=[store], model={"id": MODEL, "speed": "fast"})
+    assert "fast" in str(fast.value)
+    with pytest.raises(anthropic.BadRequestError):
+        client.beta.dreams.create(inputs=[store, store], model=MODEL)
+    with pytest.raises(anthropic.BadRequestError):
+        client.beta.dreams.create(inputs=[store], model=MODEL,
+                                  output_behavior={"type": "update_existing", "memory_store_id": "memstore_other"})
+    with pytest.raises(anthropic.BadRequestError):
+        client.beta.dreams.create(inputs=[store], model=MODEL, instructions="x" * 4097)
+    with pytest.raises(anthropic.NotFoundError):
+        client.beta.dreams.create(inputs=[{"type": "memory_store", "memory_store_id": "memstore_nope"}], model=MODEL)
+    with pytest.raises(anthropic.NotFoundError):
+        client.beta.dreams.retrieve("dream_nope")
+
+
+def test_another_workspace_sees_404(idle_live: Live, idle: anthropic.Anthropic, idle_store_id: str) -> None:
+    store_id = idle_store_id
+    dream = idle.beta.dreams.create(inputs=[{"type": "memory_store", "memory_store_id": store_id}], model=MODEL)
+    with idle_live.client(idle_live.other) as other:
+        with pytest.raises(anthropic.NotFoundError):
+            other.beta.dreams.retrieve(dream.id)
+        with pytest.raises(anthropic.NotFoundError):
+            other.beta.dreams.cancel(dream.id)
+        with pytest.raises(anthropic.NotFoundError):
+            other.beta.dreams.archive(dream.id)
+        with pytest.raises(anthropic.NotFoundError):  # nor can it read this workspace's store
+            other.beta.dreams.create(inputs=[{"type": "memory_store", "memory_store_id": store_id}], model=MODEL)
+        assert dream.id not in [d.id for d in other.beta.dreams.list(include_archived=True)]
+    idle.beta.dreams.cancel(dream.id)
