@@ -32,6 +32,7 @@ from api.routers import (
     workers,
 )
 from api.settings import Settings
+from gitmem.dreams import DreamRunner
 from gitmem.home import Gitmem
 from gitmem.retention import PruneScheduler
 
@@ -50,7 +51,11 @@ def create_app(gm: Gitmem, settings: Settings | None = None, *, close_on_shutdow
         if settings.prune_interval_seconds > 0:
             pruner = PruneScheduler(gm, settings.prune_interval_seconds,
                                     on_reports=app.state.retention.record).start()
+        if settings.dream_runner:
+            app.state.dream_runner = DreamRunner(gm, poll_interval=settings.dream_poll_seconds).start()
         yield
+        if app.state.dream_runner is not None:
+            app.state.dream_runner.stop(timeout=30)
         if pruner is not None:
             pruner.stop(timeout=30)
         close = getattr(gm, "close", None)
@@ -67,6 +72,7 @@ def create_app(gm: Gitmem, settings: Settings | None = None, *, close_on_shutdow
     app.state.gm = gm
     app.state.settings = settings
     app.state.retention = maintenance.RetentionStatus(settings.prune_interval_seconds)
+    app.state.dream_runner = None  # started with the app (lifespan), if this process runs dreams
     app.state.limiter = TokenBucketLimiter(settings.rate_limit_per_second, settings.rate_limit_burst)
 
     errors.install(app)

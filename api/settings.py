@@ -24,6 +24,10 @@ class Settings:
     # The retention pruner runs in every server process this often (one process prunes a round; the
     # others skip it). 0 turns the schedule off; `gitmem prune` still works.
     prune_interval_seconds: float = 3600.0
+    # Each server process runs pending dreams in a background thread (a claim in the catalog keeps two
+    # processes off one dream); off leaves them to other processes.
+    dream_runner: bool = True
+    dream_poll_seconds: float = 1.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -34,4 +38,6 @@ class Settings:
             rate_limit_per_second=float(env.get("GITMEM_RATE_LIMIT_RPS", defaults.rate_limit_per_second)),
             rate_limit_burst=int(env.get("GITMEM_RATE_LIMIT_BURST", defaults.rate_limit_burst)),
             prune_interval_seconds=float(env.get("GITMEM_PRUNE_INTERVAL", defaults.prune_interval_seconds)),
+            dream_runner=env.get("GITMEM_DREAM_RUNNER", "on").strip().lower() not in ("0", "off", "false", "no"),
+            dream_poll_seconds=float(env.get("GITMEM_DREAM_POLL") or defaults.dream_poll_seconds),
         )

@@ -1,7 +1,7 @@
 """``/v1/dreams``: create, list, retrieve, cancel, archive (the SDK's ``client.beta.dreams``).
 
-Dreams run in a :class:`gitmem.dreams.DreamRunner`: a background thread of this server process,
-started on the first request to these routes and woken when a dream is made. Its poll interval is
+Dreams run in a :class:`gitmem.dreams.DreamRunner`: a background thread of each server process,
+started and stopped with the app and woken when a dream is made. Its poll interval is
 ``GITMEM_DREAM_POLL`` seconds (default 1); a dream's time limit is ``GITMEM_DREAM_TIMEOUT``.
 ``GITMEM_DREAM_RUNNER=off`` starts no runner in this process (dreams then wait for another process's).
 """
@@ -9,8 +9,6 @@ started on the first request to these routes and woken when a dream is made. Its
 from __future__ import annotations
 
 import datetime as dt
-import os
-import threading
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -21,22 +19,10 @@ from api.schemas_dreams import Dream, DreamCreate, DreamList, Status
 from gitmem.dreams import MAX_PAGE, DreamRunner, dreams_for
 from gitmem.tasks import refuse_task
 
-_runner_lock = threading.Lock()
-
 
 def get_runner(request: Request) -> DreamRunner | None:
-    """This process's dream runner, started on first use (``None`` with ``GITMEM_DREAM_RUNNER=off``)."""
-    if (os.environ.get("GITMEM_DREAM_RUNNER") or "on").strip().lower() in ("0", "off", "false", "no"):
-        return None
-    state = request.app.state
-    runner = getattr(state, "dream_runner", None)
-    if runner is None:
-        with _runner_lock:
-            runner = getattr(state, "dream_runner", None)
-            if runner is None:
-                poll = float(os.environ.get("GITMEM_DREAM_POLL") or 1.0)
-                runner = state.dream_runner = DreamRunner(state.gm, poll_interval=poll).start()
-    return runner
+    """This process's dream runner (``None`` with ``GITMEM_DREAM_RUNNER=off``): a new dream wakes it."""
+    return request.app.state.dream_runner
 
 
 Runner = Annotated[DreamRunner | None, Depends(get_runner)]
