@@ -46,8 +46,9 @@ from urllib.parse import quote
 import httpx
 
 from gitmem.errors import GitmemError
-from gitmem.mount import (
-    Mount,
+from gitmem.mount import Mount
+from gitmem.paths import validate_bank_path
+from gitmem.remote import (
     RemoteEntry,
     RemoteError,
     RemoteNotFound,
@@ -56,7 +57,6 @@ from gitmem.mount import (
     RemoteRefused,
     RemoteUnavailable,
 )
-from gitmem.paths import validate_bank_path
 
 log = logging.getLogger("gitmem.bank_remote")
 

@@ -19,15 +19,8 @@ from types import FrameType
 import click
 
 from gitmem.cli.base import main, refusals
-from gitmem.mount import (
-    MemoryStoreRemote,
-    Mount,
-    MountSpec,
-    RemoteRefused,
-    RemoteUnavailable,
-    safe_folder_name,
-    task_mount_specs,
-)
+from gitmem.mount import Mount, MountSpec, safe_folder_name, task_mount_specs
+from gitmem.remote import MemoryStoreRemote, RemoteRefused, RemoteUnavailable
 
 SDK_RETRIES = 2
 
