@@ -23,6 +23,7 @@ from gitmem.access import store_access
 from gitmem.catalog import Principal
 from gitmem.errors import GitmemError, NotFound
 from gitmem.home import Gitmem
+from gitmem.repository import HOOKS_DIR
 from gitmem.smart_http import GitResponse, basic_auth_secret, serve_git, text_response, unauthorized_response
 
 log = logging.getLogger("gitmem.api.git")
@@ -124,7 +125,8 @@ class GitEndpoint:
         except NotFound:
             return text_response(404, "gitmem: repository not found")
         query = scope["query_string"].decode("latin-1")
-        can_push = access == "read_write" and principal.actor.type == "user_actor"
+        # Without gitmem's hooks nothing would check a push (an install that lacks hooks/): refuse it.
+        can_push = access == "read_write" and principal.actor.type == "user_actor" and HOOKS_DIR.is_dir()
         wants_push = path_info == "/git-receive-pack" or "service=git-receive-pack" in query
         if wants_push and not can_push:
             return text_response(403, PUSH_NEEDS_USER if access == "read_write" else "gitmem: this key may only read")
@@ -133,5 +135,6 @@ class GitEndpoint:
             query_string=query, headers=headers, body=body.chunks(),
             remote_user=principal.actor.id, allow_push=can_push,
             extra_env=push_environment(gm, principal, store_id, access) if can_push else {},
+            hooks_path=HOOKS_DIR,  # a store's own config cannot turn gitmem's rules off
         )
 

@@ -168,6 +168,7 @@ async def serve_git(
     remote_user: str,
     allow_push: bool,
     extra_env: Mapping[str, str] = {},  # noqa: B006 - read only
+    hooks_path: Path | None = None,
 ) -> GitResponse:
     """Serve one smart-HTTP request for the bare repository at ``repo_path``.
 
@@ -175,7 +176,8 @@ async def serve_git(
     ``/git-receive-pack``). The caller has already authenticated ``remote_user`` (passed to Git as
     REMOTE_USER, so hooks and reflogs see it) and decided ``allow_push``. ``extra_env`` is added to
     the environment of the git processes (e.g. for hooks); it cannot override the CGI variables or
-    the safety settings.
+    the safety settings. ``hooks_path`` forces ``core.hooksPath`` for a push, so a repository's own
+    config cannot turn the rules off.
     """
     repo_path = Path(repo_path)
     hdrs = {k.lower(): v for k, v in headers.items()}
@@ -189,7 +191,8 @@ async def serve_git(
         return text_response(404, "gitmem: no such memory store")
 
     version = _protocol_version(hdrs.get("git-protocol", ""))
-    env = _cgi_env(repo_path, method, path_info, service, hdrs, remote_user, allow_push, version, extra_env)
+    env = _cgi_env(repo_path, method, path_info, service, hdrs, remote_user, allow_push, version, extra_env,
+                   hooks_path)
     encoding = hdrs.get("content-encoding", "").strip().lower()
     stdin: AsyncIterator[bytes] | None = None
 
@@ -249,8 +252,8 @@ def _base_env(extra_env: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
-def _safety_config(allow_push: bool) -> dict[str, str]:
-    return {
+def _safety_config(allow_push: bool, hooks_path: Path | None = None) -> dict[str, str]:
+    config = {
         "http.getanyfile": "false",
         "http.uploadpack": "true",
         "http.receivepack": "true" if allow_push else "false",
@@ -265,6 +268,9 @@ def _safety_config(allow_push: bool) -> dict[str, str]:
         "receive.denyDeletes": "true",
         "receive.fsckObjects": "true",  # first defence against malformed trees (duplicate entries)
     }
+    if allow_push and hooks_path is not None:
+        config["core.hooksPath"] = str(hooks_path)
+    return config
 
 
 def _with_config(env: dict[str, str], config: Mapping[str, str]) -> dict[str, str]:
@@ -287,8 +293,9 @@ def _cgi_env(
     allow_push: bool,
     version: int,
     extra_env: Mapping[str, str],
+    hooks_path: Path | None,
 ) -> dict[str, str]:
-    env = _with_config(_base_env(extra_env), _safety_config(allow_push))
+    env = _with_config(_base_env(extra_env), _safety_config(allow_push, hooks_path))
     for key in ("GIT_DIR", "GIT_PROTOCOL", "HTTP_GIT_PROTOCOL", "CONTENT_LENGTH", "HTTP_CONTENT_ENCODING"):
         env.pop(key, None)
     env.update(

@@ -207,3 +207,16 @@ def test_a_redacted_version_cannot_be_fetched_by_id(site: Site, tmp_path: Path) 
     assert "the secret plan" not in git("log", "-p", cwd=fresh).stdout
     # The old clone sees a forced update, as the docs say.
     assert "forced update" in git("fetch", "origin", cwd=work, secret=site.reader).stderr
+
+
+def test_a_store_config_cannot_switch_the_push_rules_off(site: Site, tmp_path: Path) -> None:
+    store_id = new_store(site, {"/a.md": "a"})
+    repo = Gitmem.open(site.home).repo_path(store_id)
+    (tmp_path / "no-hooks").mkdir()
+    subprocess.run(["git", "-C", str(repo), "config", "core.hooksPath", str(tmp_path / "no-hooks")], check=True)
+    work = clone(site, store_id, tmp_path / "clone", site.user)
+    (work / "creds.md").write_text("password: hunter2hunter2")
+    git("add", ".", cwd=work)
+    git("commit", "-qm", "sneak", cwd=work)
+    pushed = git("push", "origin", "main", cwd=work, secret=site.user, check=False)
+    assert pushed.returncode != 0 and "saved password" in pushed.stderr
