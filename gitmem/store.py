@@ -166,7 +166,8 @@ class MemoryStore:
             self.policy.validate_path(path)
         data = None
         if content is not None:
-            data = self.policy.check_content(path or "(unchanged path)", content)
+            current = self.index.note(memory_id)  # only to name the note in a refusal
+            data = self.policy.check_content(path or (current.path if current else memory_id), content)
 
         def plan(index: StoreIndex) -> _Change | None:
             note = self._current(index, memory_id)
