@@ -26,9 +26,11 @@ from gitmem.errors import ArchivedStore, Conflict, InvalidRequest, NotFound
 from gitmem.filters import FilterChain, load_filters
 from gitmem.model import Page, StoreInfo, StoreKind
 from gitmem.policy import MAX_SHARED_STORES, check_store_fields, policy_for
-from gitmem.store import MAX_VERSIONS_PAGE, MemoryStore, check_limit
+from gitmem.store import MemoryStore, check_limit
 
 log = logging.getLogger(__name__)
+
+MAX_STORES_PAGE = 100  # stores a page of a listing
 
 
 def default_home() -> Path:
@@ -151,7 +153,7 @@ class Gitmem:
     def list_stores(self, workspace_id: str, include_archived: bool = False,
                     created_gte: dt.datetime | None = None, created_lte: dt.datetime | None = None,
                     limit: int = 20, page: str | None = None) -> Page[StoreInfo]:
-        check_limit(limit, MAX_VERSIONS_PAGE, full=False)
+        check_limit(limit, MAX_STORES_PAGE, full=False)
         after = _read_store_token(page) if page else None
         rows = self.catalog.list_stores(workspace_id, include_archived=include_archived,
                                         created_gte=created_gte, created_lte=created_lte, after=after,

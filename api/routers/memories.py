@@ -25,9 +25,8 @@ from api.schemas import (
 )
 from gitmem.errors import InvalidRequest
 from gitmem.model import Note
-
-MAX_PAGE = 1000  # notes a page (seed 002)
-MAX_FULL_PAGE = 20  # with view=full; a larger limit is clamped to this
+from gitmem.store import MAX_FULL_PAGE
+from gitmem.store import MAX_NOTES_PAGE as MAX_PAGE
 
 _BLOB_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 

@@ -17,9 +17,8 @@ from api.schemas import (
     as_utc,
 )
 from gitmem.access import require_access, store_access
+from gitmem.home import MAX_STORES_PAGE
 from gitmem.tasks import refuse_task, visible_store_ids
-
-MAX_PAGE = 100
 
 router = APIRouter(prefix="/v1/memory_stores", tags=["memory_stores"], responses=ERROR_RESPONSES)
 
@@ -47,7 +46,7 @@ def list_memory_stores(
     include_archived: bool = Query(False),
     created_at_gte: dt.datetime | None = Query(None, alias="created_at[gte]"),
     created_at_lte: dt.datetime | None = Query(None, alias="created_at[lte]"),
-    limit: int = Query(20, ge=1, le=MAX_PAGE),
+    limit: int = Query(20, ge=1, le=MAX_STORES_PAGE),
     page: str | None = Query(None),
 ) -> MemoryStoreList:
     visible = visible_store_ids(gm, principal)

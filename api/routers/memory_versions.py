@@ -9,9 +9,8 @@ from fastapi import APIRouter, Query
 from api.deps import Caller, Store
 from api.schemas import ERROR_RESPONSES, MemoryVersion, MemoryVersionList, Operation, View, as_utc
 from gitmem.errors import InvalidRequest
-
-MAX_PAGE = 100
-MAX_FULL_PAGE = 20  # with view=full; a larger limit is clamped to this
+from gitmem.store import MAX_FULL_PAGE
+from gitmem.store import MAX_VERSIONS_PAGE as MAX_PAGE
 
 router = APIRouter(
     prefix="/v1/memory_stores/{memory_store_id}/memory_versions",
