@@ -414,14 +414,7 @@ async def _checked_upload_request(
     if v2:
         command = None
         in_args = False
-        while True:
-            packet = await reader.read()
-            if packet is None:
-                raise _BadRequest("request ends before its flush packet")
-            raw, payload = packet
-            prefix.append(raw)
-            if payload == b"0000":
-                break
+        async for payload in _until_flush(reader, prefix):
             if payload == b"0001":
                 in_args = True
                 continue
@@ -437,14 +430,7 @@ async def _checked_upload_request(
         # Anything after the flush would be a second command, which stateless upload-pack ignores.
         stdin = _once(b"".join(prefix))
     else:
-        while True:
-            packet = await reader.read()
-            if packet is None:
-                raise _BadRequest("request ends before its flush packet")
-            raw, payload = packet
-            prefix.append(raw)
-            if payload == b"0000":
-                break
+        async for payload in _until_flush(reader, prefix):
             if (oid := _want(payload.rstrip(b"\n"))) is not None:
                 wants.append(oid)
         stdin = _chain(b"".join(prefix), reader.rest())
@@ -452,6 +438,20 @@ async def _checked_upload_request(
     if unreachable:
         raise _Refused(f"upload-pack: not our ref {unreachable[0]}")
     return stdin
+
+
+async def _until_flush(reader: _PktReader, prefix: list[bytes]) -> AsyncIterator[bytes]:
+    """The payloads of the packets before the first flush, each packet's raw bytes kept in ``prefix``
+    (to be fed to upload-pack as they came)."""
+    while True:
+        packet = await reader.read()
+        if packet is None:
+            raise _BadRequest("request ends before its flush packet")
+        raw, payload = packet
+        prefix.append(raw)
+        if payload == b"0000":
+            return
+        yield payload
 
 
 async def _chain(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
