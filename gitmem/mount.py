@@ -49,7 +49,7 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from watchdog.events import (
     DirCreatedEvent,
@@ -67,7 +67,6 @@ from watchdog.observers import Observer
 
 from gitmem.merge import merge3
 from gitmem.remote import (
-    MemoryStoreRemote,
     Remote,
     RemoteEntry,
     RemoteError,
@@ -79,22 +78,10 @@ from gitmem.remote import (
     sha256_hex,
 )
 
-if TYPE_CHECKING:
-    pass
-
 __all__ = [
     "Mount",
     "MountSpec",
     "MountStatus",
-    "MemoryStoreRemote",
-    "Remote",
-    "RemoteEntry",
-    "RemoteError",
-    "RemoteNotFound",
-    "RemotePathConflict",
-    "RemotePreconditionFailed",
-    "RemoteRefused",
-    "RemoteUnavailable",
     "conflict_path",
     "is_ignored",
     "safe_folder_name",

@@ -18,15 +18,8 @@ from click.testing import CliRunner
 from gitmem.cli import main as cli_main
 from gitmem.home import Gitmem
 from gitmem.merge import merge3, merge3_git, merge3_python
-from gitmem.mount import (
-    MemoryStoreRemote,
-    Mount,
-    MountSpec,
-    RemoteEntry,
-    conflict_path,
-    is_ignored,
-    task_mount_specs,
-)
+from gitmem.mount import Mount, MountSpec, conflict_path, is_ignored, task_mount_specs
+from gitmem.remote import MemoryStoreRemote, RemoteEntry
 from tests.server import serve
 
 WAIT = 10.0
@@ -420,7 +413,7 @@ def test_merge_git_and_python_agree():
 
 def test_remote_entry_contract(client, store_id):
     """The SDK-backed Remote: ids stable over renames, sha256 preconditions, typed failures."""
-    from gitmem.mount import RemoteNotFound, RemotePathConflict, RemotePreconditionFailed
+    from gitmem.remote import RemoteNotFound, RemotePathConflict, RemotePreconditionFailed
 
     remote = MemoryStoreRemote(client, store_id)
     made = remote.create("/r/a.md", "a\n")

@@ -268,7 +268,7 @@ def test_cli_prompt_over_http(env: Env, sam: httpx.Client, profile_id: str, tmp_
 
 def test_bank_remote_protocol(env: Env, sam: httpx.Client, profile_id: str) -> None:
     from gitmem.bank_remote import BankRemote
-    from gitmem.mount import RemoteNotFound, RemotePathConflict, RemotePreconditionFailed, RemoteRefused
+    from gitmem.remote import RemoteNotFound, RemotePathConflict, RemotePreconditionFailed, RemoteRefused
 
     remote = BankRemote(env.url, env.sam, profile_id)
     try:
