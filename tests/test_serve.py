@@ -47,6 +47,19 @@ def test_serve_bootstraps_an_empty_home_and_workers_share_it(tmp_path: Path) -> 
             written = [i for ids in pool.map(write, range(4)) for i in ids]
         listed = {m.id for m in client.beta.memory_stores.memories.list(store_id, limit=1000)}
         assert listed == set(written) and len(written) == 100
+
+        # Keys and users made (and revoked) from the CLI count at once against the running server.
+        def cli(*args: str) -> str:
+            return subprocess.run([sys.executable, "-m", "gitmem", *args], env=env, capture_output=True,
+                                  text=True, check=True).stdout.strip()
+
+        reader = cli("keys", "create", "--name", "late", "--role", "read-only")
+        as_reader = anthropic.Anthropic(api_key=reader, base_url=base_url, max_retries=0)
+        assert as_reader.beta.memory_stores.retrieve(store_id).id == store_id
+        user = cli("users", "create", "--name", "ana")
+        assert httpx.get(f"{base_url}/v1/memory_stores", headers={"x-api-key": user}).status_code == 200
+        cli("keys", "revoke", Gitmem.open(home).catalog.authenticate(reader).credential_id)
+        assert httpx.get(f"{base_url}/v1/memory_stores", headers={"x-api-key": reader}).status_code == 401
     finally:
         server.terminate()
         _, stderr = server.communicate(timeout=30)
