@@ -297,7 +297,8 @@ class Dreams(HomeTables):
 
     def get(self, workspace_id: str, dream_id: str) -> Dream:
         row = None
-        if isinstance(dream_id, str) and ids.has_prefix(dream_id, ids.DREAM):
+        if isinstance(dream_id, str) and (ids.has_prefix(dream_id, ids.DREAM)
+                                          or ids.has_prefix(dream_id, ids.DREAM_OLD)):
             _text(dream_id, "dream_id")
             row = self.db.execute("SELECT * FROM dreams WHERE id=? AND workspace_id=?",
                                   (dream_id, workspace_id)).fetchone()
