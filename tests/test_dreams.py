@@ -94,11 +94,19 @@ def test_tidier_is_deterministic_and_exact() -> None:
     second = OfflineTidier().dream(DreamRequest(tuple(reversed(notes))))
     assert first == second
     assert first.usage == Usage()
+    # A user's /INDEX.md is a note like any other: kept, and the tidier's index goes beside it.
     assert [(n.path, n.content) for n in first.notes] == [
-        ("/INDEX.md", "# Index\n\n2 notes in this store.\n\n- `/a.md`: x\n- `/d.md`: Deep\n"),
+        ("/INDEX.dream.md", "# Index\n\n3 notes in this store.\n\n- `/INDEX.md`: old\n- `/a.md`: x\n- `/d.md`: Deep\n"),
+        ("/INDEX.md", "old\n"),
         ("/a.md", "x\n"),
         ("/d.md", "## Deep\nbody\n"),
     ]
+    assert first.merged == (("/b.md", "/a.md"),)
+    # Over its own output, nothing changes; without a user's index, the tidier's is at /INDEX.md.
+    assert OfflineTidier().dream(DreamRequest(first.notes)).notes == first.notes
+    alone = OfflineTidier().dream(DreamRequest((InputNote("/a.md", "x\n"),)))
+    assert [n.path for n in alone.notes] == ["/INDEX.md", "/a.md"]
+    assert OfflineTidier().dream(DreamRequest(alone.notes)).notes == alone.notes
     assert normalise("a\r\rb  \n") == "a\n\nb\n"
     assert normalise(" \n\n") == ""
 
@@ -259,12 +267,17 @@ def test_org_limit_fails_as_made(gm: Gitmem, workspace: Workspace, store_info: S
 
 def test_input_archived_while_running(gm: Gitmem, workspace: Workspace, store_info: StoreInfo,
                                       messy: MemoryStore) -> None:
+    stores_before = {s.id for s in gm.all_stores()}
     dream = make(gm, workspace, store_info.id)
     run_all(gm, Hook(lambda: gm.archive_store(workspace.id, store_info.id)))
     done = dreams_for(gm).get(workspace.id, dream.id)
     assert done.status == "failed" and done.error_type == "input_memory_store_unavailable"
-    assert done.ended_at is not None and done.output_store_id is not None
-    assert notes_of(gm.store(workspace.id, done.output_store_id)) == {}
+    # No half-made output store is left behind, and the dream's task is withdrawn.
+    assert done.ended_at is not None and done.output_store_id is None and done.task_id
+    dreamer_store = tasks_for(gm).get_worker(workspace.id, dreams_for(gm).dreamer_worker(workspace.id)).own_store_id
+    assert {s.id for s in gm.all_stores()} == stores_before | {dreamer_store}
+    assert tasks_for(gm).get_task(workspace.id, done.task_id).ended_at is not None
+    assert gm.catalog.credential(done.task_id).revoked_at is not None
 
 
 def test_task_deleted_while_running(gm: Gitmem, workspace: Workspace, store_info: StoreInfo) -> None:
@@ -273,11 +286,7 @@ def test_task_deleted_while_running(gm: Gitmem, workspace: Workspace, store_info
     task, _ = tasks.create_task(workspace.id, worker.id)
     dream = make(gm, workspace, store_info.id, extra_inputs=[{"type": "sessions", "session_ids": [task.id]}])
 
-    def delete_task() -> None:
-        with gm.catalog.transaction() as db:
-            db.execute("DELETE FROM tasks WHERE id=?", (task.id,))
-
-    run_all(gm, Hook(delete_task))
+    run_all(gm, Hook(lambda: tasks.delete_task(workspace.id, task.id)))
     done = dreams_for(gm).get(workspace.id, dream.id)
     assert done.status == "failed" and done.error_type == "input_session_unavailable"
 

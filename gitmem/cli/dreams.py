@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import os
-
 import click
 
 from gitmem.cli.base import Context, emit_json, main, pass_context, refusals, table, workspace_option
 from gitmem.clock import iso
-from gitmem.dreams import MAX_PAGE, STATUSES, Dream, dreams_for
+from gitmem.dreams import MAX_PAGE, STATUSES, Dream, dreams_for, runner_id
 from gitmem.tidier import dreamer_from_env
 
 
@@ -63,7 +61,7 @@ def dream_create(ctx: Context, store_id: str, model: str, task_ids: tuple[str, .
     dreams = dreams_for(ctx.gm)
     dream = dreams.create(ctx.workspace_id(workspace), inputs, model, instructions=instructions,
                           output_behavior=behavior)
-    if run_now and dreams.claim(dream.id, f"cli-{os.getpid()}"):
+    if run_now and dreams.claim(dream.id, runner_id()):
         dream = dreams.run(dream.id, dreamer_from_env())
     if as_json:
         emit_json(dream_json(dream))
