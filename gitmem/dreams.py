@@ -51,7 +51,17 @@ from gitmem.errors import (
 from gitmem.home import HomeTables
 from gitmem.model import Actor, Note, Page
 from gitmem.tasks import _read_token, _token, tasks_for
-from gitmem.tidier import Dreamer, DreamerError, DreamRequest, DreamResult, InputNote, TaskLog, Usage, dreamer_from_env
+from gitmem.tidier import (
+    Dreamer,
+    DreamerError,
+    DreamRequest,
+    DreamResult,
+    InputNote,
+    TaskLog,
+    Usage,
+    after_write,
+    dreamer_from_env,
+)
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -514,6 +524,7 @@ class _Job:
         self.dreamer = dreamer
         self.deadline = deadline
         self.task_id: str | None = None
+        self.written = 0
 
     def event(self, type: str, payload: Mapping[str, Any]) -> None:
         if self.task_id is None:
@@ -546,7 +557,7 @@ class _Job:
     def execute(self) -> None:
         d, gm = self.dream, self.gm
         self.check()
-        dreamer = self.dreamer or dreamer_from_env()
+        dreamer = self.dreamer = self.dreamer or dreamer_from_env()
         info = gm.get_store(d.workspace_id, d.input_store_id)
         create_new = d.output_behavior == "create_new"
         if create_new:
@@ -667,7 +678,6 @@ class _Job:
     def _write(self, action: str, path: str, call: Any) -> bool:
         try:
             call()
-            return True
         except (NotFound, ArchivedStore) as exc:
             self.check()  # the input store gone: input_memory_store_unavailable
             raise _Stop("internal_error", f"the output memory store is not writable: {exc.message}") from None
@@ -676,6 +686,10 @@ class _Job:
             # large, too many notes): skip it and say so.
             self.event("dream.note_skipped", {"action": action, "path": path, "reason": exc.message})
             return False
+        self.written += 1
+        if self.dreamer is not None:
+            after_write(self.dreamer, self.written, self.check)
+        return True
 
     def write_new(self, output_id: str, notes: Sequence[InputNote]) -> dict[str, int]:
         store = self.gm.store(self.dream.workspace_id, output_id)

@@ -8,8 +8,9 @@
 - :class:`ModelDreamer`: asks a model through the official SDK (``client.messages.create``) for a
   JSON answer ``{"notes": [{"path", "content"}]}``; the usage comes from the model's response.
 - :class:`HoldingTidier` (``GITMEM_DREAMER=offline-hold``), for tests of a dream while it runs: the
-  offline tidier, then it holds the dream open until the dream is stopped (canceled, out of time, an
-  input gone) or ``GITMEM_DREAM_HOLD`` seconds (default 30) pass.
+  offline tidier, but once the dream has written its first note it holds the dream open until the
+  dream is stopped (canceled, out of time, an input gone) or ``GITMEM_DREAM_HOLD`` seconds (default
+  30) pass. So a test sees a half-written dream without racing a clock.
 
 :func:`dreamer_from_env` picks one with ``GITMEM_DREAMER=offline|anthropic|offline-hold`` (default
 ``offline``). A dreamer only proposes notes; ``gitmem.dreams`` writes them, as the dream's task, under
@@ -93,6 +94,14 @@ class DreamResult:
 
 class Dreamer(Protocol):
     def dream(self, request: DreamRequest) -> DreamResult: ...
+
+
+def after_write(dreamer: Dreamer, written: int, checkpoint: Callable[[], None]) -> None:
+    """Called by the dream after each note it writes: a dreamer may pace the writing with an
+    ``after_write(written, checkpoint)`` method (only :class:`HoldingTidier` does)."""
+    hook = getattr(dreamer, "after_write", None)
+    if callable(hook):
+        hook(written, checkpoint)
 
 
 # -- the offline tidier ----------------------------------------------------------------------------
@@ -189,20 +198,21 @@ def _free_index_path(notes: Sequence[InputNote]) -> str | None:
 
 
 class HoldingTidier(OfflineTidier):
-    """The offline tidier, then it holds the dream open (checking every ``pause`` seconds) until the dream
-    is stopped or ``hold_seconds`` pass. For tests of what happens to a dream while it runs."""
+    """The offline tidier that, after the dream's first written note, holds the dream open (checking every
+    ``pause`` seconds) until the dream is stopped or ``hold_seconds`` pass. For tests of what happens to
+    a dream while it runs."""
 
     def __init__(self, hold_seconds: float = 30.0, pause: float = 0.02) -> None:
         self.hold_seconds = hold_seconds
         self.pause = pause
 
-    def dream(self, request: DreamRequest) -> DreamResult:
-        result = super().dream(request)
+    def after_write(self, written: int, checkpoint: Callable[[], None]) -> None:
+        if written != 1:
+            return
         deadline = time.monotonic() + self.hold_seconds
         while time.monotonic() < deadline:
-            request.checkpoint()
+            checkpoint()
             time.sleep(self.pause)
-        return result
 
 
 # -- the model-backed dreamer ----------------------------------------------------------------------
@@ -329,6 +339,6 @@ def dreamer_from_env(environ: Mapping[str, str] | None = None) -> Dreamer:
 
 __all__ = [
     "INDEX_PATH", "DreamRequest", "DreamResult", "Dreamer", "DreamerError", "HoldingTidier", "InputNote",
-    "ModelDreamer",
+    "ModelDreamer", "after_write",
     "OfflineTidier", "TaskLog", "Usage", "dreamer_from_env", "normalise", "parse_notes", "render_index", "summary",
 ]
