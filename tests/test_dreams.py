@@ -441,8 +441,13 @@ def test_cli(tmp_path: Path) -> None:
         assert result.exit_code == 0, result.output
         return result.output
 
-    made = json.loads(cli("dreams", "create", info.id, "--run", "--json"))
+    task, _ = tasks_for(gm).create_task(ws.id, tasks_for(gm).create_worker(ws.id, "helper").id)
+    made = json.loads(cli("dreams", "create", info.id, "--task", task.id, "--run", "--json"))
     assert made["status"] == "completed" and made["outputs"][0]["type"] == "memory_store"
+    # The SDK's shapes: the tasks read are "sessions", and the task it ran as is session_id only.
+    assert made["inputs"] == [{"type": "memory_store", "memory_store_id": info.id},
+                              {"type": "sessions", "session_ids": [task.id]}]
+    assert made["id"].startswith("drm_") and made["session_id"] and "task_id" not in made
     assert json.loads(cli("dreams", "show", made["id"]))["id"] == made["id"]
     assert made["id"] in cli("dreams", "list")
     assert json.loads(cli("dreams", "archive", made["id"]))["archived_at"]

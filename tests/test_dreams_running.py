@@ -262,3 +262,24 @@ def test_a_killed_runner_fails_its_dream_internal_error(tmp_path: Path, holding:
         assert done.outputs == [] and half_made not in store_ids(s)
         assert_withdrawn(s, done)
         assert output_notes(s.sdk, store.id) == ["/a.md", "/b.md"]
+
+
+# -- wire shapes -----------------------------------------------------------------------------------
+
+
+def test_a_tasks_input_is_echoed_as_sessions(tmp_path: Path) -> None:
+    with in_process(tmp_path / "home") as s:
+        store_id = make_store(s)
+        worker = s.http.post("/v1/workers", json={"name": "helper"}).json()
+        task = s.http.post("/v1/tasks", json={"worker_id": worker["id"]}).json()
+        # gitmem's alias {"type": "tasks"} is accepted on input; the answer is in the SDK's shapes only.
+        raw = s.http.post("/v1/dreams", json={"model": MODEL, "inputs": [
+            {"type": "memory_store", "memory_store_id": store_id}, {"type": "tasks", "task_ids": [task["id"]]}]})
+        assert raw.status_code == 200, raw.text
+        body = raw.json()
+        assert body["inputs"][1] == {"type": "sessions", "session_ids": [task["id"]]}
+        assert set(body) == set(BetaDream.model_fields) and body["id"].startswith("drm_")
+        dream = ended(s.sdk, body["id"])
+        assert dream.status == "completed", dream.error
+        assert dream.inputs[1].type == "sessions" and dream.inputs[1].session_ids == [task["id"]]
+        assert set(s.http.get(f"/v1/dreams/{dream.id}").json()) == set(BetaDream.model_fields)
