@@ -684,7 +684,8 @@ class _Job:
         except (PreconditionFailed, PathConflict, InvalidRequest, TooLarge) as exc:
             # Someone changed the note meanwhile, or the store's rules refuse it (a bad path, a secret, too
             # large, too many notes): skip it and say so.
-            self.event("dream.note_skipped", {"action": action, "path": path, "reason": exc.message})
+            # Capped: a hostile answer's path may be megabytes long, and an event holds at most 100 KiB.
+            self.event("dream.note_skipped", {"action": action, "path": path[:1024], "reason": exc.message[:1024]})
             return False
         self.written += 1
         if self.dreamer is not None:

@@ -5,6 +5,7 @@ the model dreamer through the real SDK over a fake transport."""
 from __future__ import annotations
 
 import json
+import subprocess
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -455,3 +456,85 @@ def test_cli(tmp_path: Path) -> None:
     pending = cli("dreams", "create", info.id).strip()
     assert json.loads(cli("dreams", "cancel", pending))["status"] == "canceled"
     assert isinstance(Dreams.of(Gitmem.open(home)), Dreams)
+
+
+# -- the defects: a user's index, the size limit, encryption, a failed dream's output ---------------
+
+
+def test_a_users_index_is_kept_in_place(gm: Gitmem, workspace: Workspace, store_info: StoreInfo,
+                                        store: MemoryStore) -> None:
+    store.create("/INDEX.md", "# Our index\n- wiki at /docs")
+    store.create("/docs/wiki.md", "# Wiki\nhello\n")
+    dream = make(gm, workspace, store_info.id,
+                 output_behavior={"type": "update_existing", "memory_store_id": store_info.id})
+    run_all(gm)
+    assert dreams_for(gm).get(workspace.id, dream.id).status == "completed"
+    after = notes_of(store)
+    assert after["/INDEX.md"] == "# Our index\n- wiki at /docs\n"  # the user's lines, tidied, not replaced
+    assert after["/INDEX.dream.md"].startswith("# Index\n") and "`/INDEX.md`: Our index" in after["/INDEX.dream.md"]
+    # Again: nothing changes.
+    versions = len(store.versions(limit=100).items)
+    make(gm, workspace, store_info.id, output_behavior={"type": "update_existing", "memory_store_id": store_info.id})
+    run_all(gm)
+    assert len(store.versions(limit=100).items) == versions and notes_of(store) == after
+
+
+def test_a_note_at_the_size_limit_does_not_fail_the_dream(gm: Gitmem, workspace: Workspace, store_info: StoreInfo,
+                                                          store: MemoryStore) -> None:
+    limit = store.policy.max_content_bytes
+    big = "x" * (limit - 6) + "\nlast!"  # exactly the limit, with no final newline
+    assert len(big.encode()) == limit
+    store.create("/big.md", big)
+    store.create("/small.md", "a  \n")
+    stores_before = len(gm.all_stores())
+    dream = make(gm, workspace, store_info.id)
+    run_all(gm)
+    done = dreams_for(gm).get(workspace.id, dream.id)
+    assert done.status == "completed", done.error_message
+    out = notes_of(gm.store(workspace.id, done.output_store_id or ""))
+    assert out["/big.md"] == big and out["/small.md"] == "a\n"
+    assert len(gm.all_stores()) == stores_before + 2  # the output and the dreamer's own store
+
+
+def test_a_failed_dream_leaves_no_half_made_store(gm: Gitmem, workspace: Workspace, store_info: StoreInfo,
+                                                  messy: MemoryStore) -> None:
+    class BreaksAfterWriting:
+        """Answers, then the dream's second write finds its input archived."""
+
+        def dream(self, request: DreamRequest) -> DreamResult:
+            return OfflineTidier().dream(request)
+
+        def after_write(self, written: int, checkpoint: Callable[[], None]) -> None:
+            if written == 2:
+                gm.archive_store(workspace.id, store_info.id)
+
+    before = {s.id for s in gm.all_stores()}
+    dream = make(gm, workspace, store_info.id)
+    run_all(gm, BreaksAfterWriting())
+    done = dreams_for(gm).get(workspace.id, dream.id)
+    assert done.status == "failed" and done.error_type == "input_memory_store_unavailable"
+    assert done.output_store_id is None
+    events = tasks_for(gm).list_events(done.task_id or "", limit=100).items
+    made = next(e.payload["output_memory_store_id"] for e in events if e.type == "dream.started")
+    assert made not in {s.id for s in gm.all_stores()} and not gm.repo_path(made).exists()
+    assert {s.id for s in gm.all_stores()} - before == {tasks_for(gm).get_worker(
+        workspace.id, dreams_for(gm).dreamer_worker(workspace.id)).own_store_id}
+
+
+def test_an_encrypted_store_dreams_into_an_encrypted_store(gm: Gitmem, workspace: Workspace) -> None:
+    info = gm.create_store(workspace.id, "private", encrypted=True)
+    marker = "the-vault-code-is-orange-giraffe"
+    gm.store(workspace.id, info.id).create("/secret-ish.md", f"# Vault\n{marker}   \n")
+    dream = make(gm, workspace, info.id)
+    run_all(gm)
+    done = dreams_for(gm).get(workspace.id, dream.id)
+    assert done.status == "completed", done.error_message
+    out_info = gm.get_store(workspace.id, done.output_store_id or "")
+    assert out_info.encrypted
+    out = gm.store(workspace.id, out_info.id)
+    assert notes_of(out)["/secret-ish.md"] == f"# Vault\n{marker}\n"  # readable through the engine
+    objects = subprocess.run(["git", "-C", str(out.path), "cat-file", "--batch-all-objects", "--batch"],
+                             capture_output=True, check=True).stdout
+    assert objects and marker.encode() not in objects
+    for path in out.path.rglob("*"):
+        assert not path.is_file() or marker.encode() not in path.read_bytes(), path
