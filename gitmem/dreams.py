@@ -460,8 +460,8 @@ class Dreams(HomeTables):
     def _fail(self, dream_id: str, error_type: str, message: str) -> bool:
         """End a running dream as failed (False if it had ended already). A ``create_new`` store it made is
         deleted, so a failed dream leaves no half-made store; its task is ended."""
-        dream = self._get(dream_id)
         with self.catalog.transaction() as db:
+            dream = _dream(db.execute("SELECT * FROM dreams WHERE id=?", (dream_id,)).fetchone())
             cur = db.execute("UPDATE dreams SET status='failed', error_type=?, error_message=?, ended_at=?,"
                              " output_store_id=CASE WHEN output_behavior='create_new' THEN NULL"
                              " ELSE output_store_id END WHERE id=? AND status='running'",
@@ -571,7 +571,12 @@ class _Job:
             except LimitExceeded as exc:
                 raise _Stop("memory_store_org_limit_exceeded", exc.message) from None
             output_id = output.id
-            self.dreams._set(d.id, output_store_id=output_id)  # at once: a failure then deletes it
+            with self.dreams.catalog.transaction() as db:  # at once, so that a failure deletes it
+                recorded = db.execute("UPDATE dreams SET output_store_id=? WHERE id=? AND status='running'",
+                                      (output_id, d.id)).rowcount
+            if not recorded:  # ended meanwhile (canceled, or failed by another process): nothing to keep
+                gm.delete_store(d.workspace_id, output_id, force=True)
+                raise _Canceled()
         else:
             output_id = info.id
         resources = [{"type": "memory_store", "memory_store_id": info.id,

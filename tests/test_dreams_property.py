@@ -52,7 +52,7 @@ def tidy(notes: dict[str, str], limit: int = 102_400) -> dict[str, str]:
         assert into in kept and lines(notes[path]) <= lines(dict((n.path, n.content) for n in result.notes)[into])
     return {n.path: n.content for n in result.notes}
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(NOTES)
 def test_the_tidier_keeps_every_line_and_is_a_fixed_point(notes: dict[str, str]) -> None:
     out = tidy(notes)

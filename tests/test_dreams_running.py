@@ -5,16 +5,15 @@ killed. Nothing here edits a row: every change goes through the product.
 The app runs in this process (starlette's TestClient behind the SDK's own HTTP client), with its dream
 runner on and ``GITMEM_DREAMER=offline-hold``: the offline tidier that, once the dream has written its
 first note, holds the dream open until the dream is stopped. So each test acts on a half-written dream
-without racing a clock. The crash test kills a real uvicorn process mid-dream.
+without racing a clock. The crash test kills (SIGKILL) another process's runner mid-dream.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import subprocess
-import tempfile
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ from gitmem.catalog import Workspace
 from gitmem.home import Gitmem
 from gitmem.model import Note
 from tests.conftest import assert_fsck_clean, store_state
-from tests.server import _start, _wait_healthy, free_port
+from tests.server import REPO_ROOT
 
 MODEL = "claude-opus-4-7"
 DEADLINE = 20.0
@@ -61,14 +60,15 @@ class Server:
 
 
 @contextlib.contextmanager
-def in_process(home: Path, admin: str | None = None) -> Iterator[Server]:
+def in_process(home: Path, admin: str | None = None, *, runner: bool = True) -> Iterator[Server]:
     gm = Gitmem.open(home)
     if admin is None:
         ws = gm.catalog.create_workspace("alpha")
         _, admin = gm.catalog.create_api_key(ws.id, "admin")
     else:
         ws = gm.catalog.workspace(gm.catalog.authenticate(admin).workspace_id)
-    app = create_app(gm, Settings(dream_poll_seconds=0.05, rate_limit_per_second=0, prune_interval_seconds=0))
+    app = create_app(gm, Settings(dream_runner=runner, dream_poll_seconds=0.05, rate_limit_per_second=0,
+                                  prune_interval_seconds=0))
     with TestClient(app, base_url="http://gitmem.test", headers={"x-api-key": admin}) as http:
         sdk = anthropic.Anthropic(api_key=admin, base_url="http://gitmem.test", max_retries=0,
                                   http_client=httpx2.Client(transport=AppTransport(http)))
@@ -230,38 +230,33 @@ def test_cancel_stops_a_running_dream(server: Server) -> None:
 # -- the runner's process dies ---------------------------------------------------------------------
 
 
+RUNNER = "import sys; from gitmem.home import Gitmem; from gitmem.dreams import DreamRunner;" \
+         " DreamRunner(Gitmem.open(sys.argv[1])).run_pending()"
+
+
 def test_a_killed_runner_fails_its_dream_internal_error(tmp_path: Path, holding: None) -> None:
     home = tmp_path / "home"
-    gm = Gitmem.open(home)
-    ws = gm.catalog.create_workspace("alpha")
-    _, admin = gm.catalog.create_api_key(ws.id, "admin")
-    env = {"GITMEM_DREAMER": "offline-hold", "GITMEM_DREAM_POLL": "0.05", "GITMEM_RATE_LIMIT_RPS": "0"}
-    port = free_port()
-    with tempfile.TemporaryFile() as log_file:
-        proc = _start(home, port, "api.app:app", env, log_file)
+    with in_process(home, runner=False) as s:  # this process serves; another one runs the dream
+        store_id = make_store(s)
+        dream = s.sdk.beta.dreams.create(inputs=[{"type": "memory_store", "memory_store_id": store_id}], model=MODEL)
+        admin = s.http.headers["x-api-key"]
+        runner = subprocess.Popen([sys.executable, "-c", RUNNER, str(home)], cwd=REPO_ROOT,
+                                  env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
         try:
-            _wait_healthy(proc, f"http://127.0.0.1:{port}", 30, log_file)
-            with anthropic.Anthropic(api_key=admin, base_url=f"http://127.0.0.1:{port}", max_retries=0) as sdk:
-                store = sdk.beta.memory_stores.create(name="team notes")
-                sdk.beta.memory_stores.memories.create(store.id, path="/a.md", content="alpha\n")
-                sdk.beta.memory_stores.memories.create(store.id, path="/b.md", content="beta\n")
-                dream = sdk.beta.dreams.create(inputs=[{"type": "memory_store", "memory_store_id": store.id}],
-                                               model=MODEL)
-                half_made = mid_dream(sdk, dream.id).outputs[0].memory_store_id
+            half_made = mid_dream(s.sdk, dream.id).outputs[0].memory_store_id
         finally:
-            os.kill(proc.pid, signal.SIGKILL)  # the process dies mid-dream: no cleanup of its own
-            proc.wait(timeout=30)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.communicate(timeout=1)
+            runner.kill()  # SIGKILL: the process dies mid-dream, with no cleanup of its own
+            runner.wait(timeout=30)
+        assert s.sdk.beta.dreams.retrieve(dream.id).status == "running"  # as the dead process left it
 
-    # Another process's runner finds the dream its dead claimant left running.
+    # A runner in another process finds the dream its dead claimant left running.
     with in_process(home, admin) as s:
         done = ended(s.sdk, dream.id)
         assert done.status == "failed" and done.error is not None and done.error.type == "internal_error"
         assert "stopped" in done.error.message
         assert done.outputs == [] and half_made not in store_ids(s)
         assert_withdrawn(s, done)
-        assert output_notes(s.sdk, store.id) == ["/a.md", "/b.md"]
+        assert output_notes(s.sdk, store_id) == ["/a.md", "/b.md", "/c.md"]
 
 
 # -- wire shapes -----------------------------------------------------------------------------------
