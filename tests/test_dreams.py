@@ -538,3 +538,13 @@ def test_an_encrypted_store_dreams_into_an_encrypted_store(gm: Gitmem, workspace
     assert objects and marker.encode() not in objects
     for path in out.path.rglob("*"):
         assert not path.is_file() or marker.encode() not in path.read_bytes(), path
+
+
+def test_a_dreamer_that_cannot_start_fails_the_dream_not_the_runner(
+        gm: Gitmem, workspace: Workspace, store_info: StoreInfo, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GITMEM_DREAMER", "nope")
+    dream = make(gm, workspace, store_info.id)
+    assert DreamRunner(gm).run_pending() == 1  # no dream is left "running" by a runner that gave up
+    done = dreams_for(gm).get(workspace.id, dream.id)
+    assert done.status == "failed" and done.error_type == "internal_error"
+    assert "GITMEM_DREAMER" in (done.error_message or "")
