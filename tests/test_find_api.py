@@ -163,7 +163,8 @@ def test_diff_over_http(client: anthropic.Anthropic, store_id: str) -> None:
     assert (diff["old_path"], diff["new_path"], diff["renamed"], diff["redacted"]) == ("/a.md", "/b.md", True, False)
     assert diff["diff"] == ("diff --git a/a.md b/b.md\nrename from /a.md\nrename to /b.md\n--- a/a.md\n+++ b/b.md\n"
                             "@@ -1,2 +1,2 @@\n one\n-two\n+2\n")
-    assert diff["hunks"] == [{"old_start": 1, "old_lines": 2, "new_start": 1, "new_lines": 2, "header": "@@ -1,2 +1,2 @@",
+    assert diff["hunks"] == [{"old_start": 1, "old_lines": 2, "new_start": 1, "new_lines": 2,
+                              "header": "@@ -1,2 +1,2 @@",
                               "lines": [{"type": "context", "text": "one", "newline": True},
                                         {"type": "removed", "text": "two", "newline": True},
                                         {"type": "added", "text": "2", "newline": True}]}]

@@ -31,12 +31,10 @@ def search(ctx: Context, store_id: str, query: str, path_prefix: str | None, lim
     if as_json:
         emit_json(page.items)
         return
-    colour = click.get_text_stream("stdout").isatty()  # off a terminal the ** marks stay
     for hit in page.items:
         click.echo(f"{click.style(hit.note.path, bold=True)}  {hit.note.id}  score {hit.score:.3g}")
         for snippet in hit.snippets:
-            if colour:
-                snippet = _MARKED.sub(lambda m: click.style(m.group(1), fg="red", bold=True), snippet)
+            snippet = _MARKED.sub(lambda m: click.style(m.group(0), fg="red", bold=True), snippet)
             click.echo("    " + " ".join(snippet.split()))
 
 
