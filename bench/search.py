@@ -2,8 +2,9 @@
 
     python -m bench.search [--notes 10000] [--queries 300] [--writes 200] [--fsync always|never] [--quick]
 
-1. A store of N notes (made in one commit, then indexed) served by a real uvicorn on 127.0.0.1;
-   ``GET /search`` for a mix of queries (one word, two words, a phrase, a prefix, an OR, punctuation)
+1. A store of N notes of 20 to 80 words drawn with Zipf frequencies (made in one commit, then
+   indexed) served by a real uvicorn on 127.0.0.1; ``GET /search`` for a mix of queries (one word,
+   two words, a phrase, a prefix, an OR, punctuation, and "the", which is in nearly every note)
    beside ``GET /memories?limit=20`` (a plain listing of the same page size) as the baseline. Target:
    search p50 <= 20 ms.
 2. Updates to notes of that store, alternating rounds with the text index kept and with it switched off
@@ -41,11 +42,25 @@ WORDS = ["memory", "agent", "prefers", "email", "meeting", "project", "deadline"
          "owner", "release", "bug", "feature", "budget", "quarter", "risk", "metric", "goal", "weekly", "status",
          "terraform", "staging", "kubernetes", "postgres", "latency", "oncall", "runbook", "rollback", "canary"]
 QUERIES = ["deploy", "terraform staging", '"weekly status"', "kube*", "postgres OR oncall", "rollback -canary",
-           "customer: invoice/budget", "note-00042", "zzzznothing"]
+           "customer: invoice/budget", "note-00042", "zzzznothing", "the"]
+
+
+def _vocabulary() -> tuple[list[str], list[float]]:
+    """Words with Zipf frequencies, as in prose: "the" in nearly every note, the topical words from
+    more than half of the notes down to a few in a hundred, a long tail of rare words."""
+    rng = random.Random(3)
+    tail = ["".join(rng.choice("abcdefghijklmnoprstuvw") for _ in range(rng.randint(4, 9))) for _ in range(3000)]
+    vocab = ["the"] + tail
+    for k, word in enumerate(WORDS):
+        vocab.insert(5 * (k + 1), word)
+    return vocab, [1 / (rank + 1) for rank in range(len(vocab))]
+
+
+VOCABULARY, FREQUENCIES = _vocabulary()
 
 
 def _text(rng: random.Random, i: int) -> str:
-    words = [rng.choice(WORDS) for _ in range(rng.randint(20, 80))]
+    words = rng.choices(VOCABULARY, FREQUENCIES, k=rng.randint(20, 80))
     return f"# Note {i}\n" + " ".join(words) + f"\nref note-{i:05d}\n"
 
 

@@ -16,6 +16,7 @@ import sqlite3
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from pathlib import Path
 
 from gitmem import paths
 from gitmem.crypto import PlainCodec
@@ -87,10 +88,10 @@ def _memory_text(store: MemoryStore) -> _MemoryText:
         return text
 
 
-def forget_store(store_path: str) -> None:
+def forget_store(store_path: Path) -> None:
     """Drop a deleted store's in-memory text (if this process holds any)."""
     with _memory_texts_lock:
-        text = _memory_texts.pop(str(store_path), None)
+        text = _memory_texts.pop(str(store_path.resolve()), None)
     if text is not None:
         text.db.close()
 

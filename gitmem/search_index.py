@@ -33,6 +33,10 @@ END"""
 def ensure_schema(db: sqlite3.Connection, repo: pygit2.Repository | None = None) -> None:
     """The text tables beside an index's ``notes`` table (or alone, in memory). An index made before
     search existed gets its notes' text from ``repo`` once."""
+    present = {row[0] for row in db.execute(
+        "SELECT name FROM sqlite_master WHERE name IN ('search_text', 'search_docs', 'notes_unsearchable')")}
+    if len(present) == 3:
+        return  # the usual case: no write lock taken to open a store
     db.execute("BEGIN IMMEDIATE")
     try:
         fresh = not db.execute("SELECT 1 FROM sqlite_master WHERE name='search_text'").fetchone()

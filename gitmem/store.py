@@ -26,6 +26,7 @@ from gitmem.model import Actor, MemoryPrefix, Note, Operation, Page, Version
 from gitmem.policy import MEMORY_STORE, StorePolicy
 
 if TYPE_CHECKING:
+    from gitmem.diff import VersionDiff
     from gitmem.search import SearchHit
 
 log = logging.getLogger(__name__)
@@ -268,6 +269,12 @@ class MemoryStore:
         from gitmem.search import search  # search keeps its own module
 
         return search(self, query, path_prefix, limit, page)
+
+    def diff(self, version_id: str, against: str | None = None) -> VersionDiff:
+        """What ``version_id`` changed against ``against`` (default: its note's version before it)."""
+        from gitmem.diff import diff_versions  # the diff engine keeps its own module
+
+        return diff_versions(self, version_id, against)
 
     def _current(self, index: StoreIndex, memory_id: str) -> NoteRow:
         note = index.note(memory_id)
