@@ -145,7 +145,8 @@ def search(store: MemoryStore, query: str, path_prefix: str | None = None, limit
     for memory_id, score, snippet in rows[:limit]:
         row = store.index.note(memory_id)
         if row is not None:  # deleted by another process since
-            hits.append(SearchHit(store._note(row, with_content=False), float(score), (snippet,) if snippet else ()))
+            snippets = (snippet.strip(),) if snippet and snippet.strip() else ()
+            hits.append(SearchHit(store._note(row, with_content=False), float(score), snippets))
     more = len(rows) > limit
     return Page(hits, _encode_token("search", [offset + limit, fingerprint]) if more else None)
 
