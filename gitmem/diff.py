@@ -11,7 +11,6 @@ import difflib
 from dataclasses import dataclass
 from typing import Literal
 
-from gitmem.errors import NotFound
 from gitmem.model import Version
 from gitmem.store import MemoryStore
 
@@ -141,13 +140,7 @@ def diff_versions(store: MemoryStore, version_id: str, against: str | None = Non
     """``version_id`` compared with ``against`` (another version of the store; default: the version of
     the same note just before it)."""
     new = store.version(version_id)
-    if against is None:
-        old = _previous(store, new)
-    else:
-        try:
-            old = store.version(against)
-        except NotFound:
-            raise NotFound(f"memory version {against} not found") from None
+    old = _previous(store, new) if against is None else store.version(against)
     redacted = new.redacted_at is not None or (old is not None and old.redacted_at is not None)
     changes = () if redacted else hunks(_text(old), _text(new))
     return VersionDiff(old, new, changes, redacted)

@@ -6,7 +6,6 @@ compare-and-swap; the index follows. See DESIGN.md sections 4 and 5.
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import logging
 from collections.abc import Callable
@@ -18,7 +17,7 @@ import pygit2
 
 from gitmem import ids, paths, repository
 from gitmem.clock import Clock, system_clock
-from gitmem.commits import VersionRecord, author_for, format_message, parse_message
+from gitmem.commits import VersionRecord, author_for, format_message
 from gitmem.crypto import ContentCodec, PlainCodec
 from gitmem.errors import InvalidRequest, NotFound, PathConflict, PreconditionFailed, StoreBusy
 from gitmem.index import NoteRow, StoreIndex, VersionRow
@@ -214,55 +213,11 @@ class MemoryStore:
     def restore(self, memory_id: str, version_id: str, *, expected_sha256: str | None = None,
                 expected_blob_id: str | None = None, actor: Actor | None = None) -> Note:
         """One new version with ``version_id``'s content at its path; a deleted note comes back with
-        its id (and its first creation time). Every rule of a write applies."""
-        def plan(index: StoreIndex) -> _Change | None:
-            old = index.version(version_id)
-            if old is None or old.record.memory_id != memory_id:
-                raise NotFound(f"memory version {version_id} of memory {memory_id} not found")
-            if old.record.redacted_at is not None:
-                raise InvalidRequest(f"memory version {version_id} is redacted: it has no content to restore")
-            if old.record.operation == "deleted" or old.blob_id is None or old.record.path is None:
-                raise InvalidRequest(f"memory version {version_id} is a deletion: it has no content to restore")
-            path = old.record.path
-            self.policy.validate_path(path)
-            data = self.policy.check_content(path, self._content(path, old.blob_id))
-            note = index.note(memory_id)
-            if note is None:
-                if expected_sha256 is not None or expected_blob_id is not None:
-                    raise PreconditionFailed(f"memory {memory_id} is deleted: it has no current content")
-                self._check_free(index, path, moving=memory_id)
-                count, size = index.totals()
-                self.policy.check_counts(count + 1, size + len(data))
-                return self._change(memory_id, "created", path, data, None, actor, self._created_at(index, memory_id))
-            if note.path == path and note.sha256 == _sha256(data):
-                return None  # already so: no new version
-            self._check_precondition(note, expected_sha256, expected_blob_id)
-            if path != note.path:
-                self._check_free(index, path, moving=memory_id)
-            count, size = index.totals()
-            self.policy.check_counts(count, size - note.size + len(data))
-            return self._change(memory_id, "modified", path, data, note.path, actor, note.created_at)
+        its id. Every rule of a write applies."""
+        from gitmem.restore import restore_plan  # the plan keeps its own module
 
-        self._write(plan)
+        self._write(restore_plan(self, memory_id, version_id, expected_sha256, expected_blob_id, actor))
         return self.get(memory_id, with_content=False)
-
-    def _change(self, memory_id: str, operation: Operation, path: str, data: bytes, old_path: str | None,
-                actor: Actor | None, note_created_at: dt.datetime) -> _Change:
-        record = VersionRecord(memory_id, ids.new_id(ids.VERSION), operation, path, _sha256(data), len(data),
-                               actor, self.clock(), note_created_at)
-        tree_changes: dict[str, pygit2.Oid | None] = {}
-        if old_path is not None:
-            tree_changes[paths.git_path(old_path)] = None
-        tree_changes[paths.git_path(path)] = self._blob(path, data)
-        return _Change(record, tree_changes)
-
-    def _created_at(self, index: StoreIndex, memory_id: str) -> dt.datetime:
-        """When a deleted note was first made, as its newest version's commit records it."""
-        newest = index.versions_of(memory_id)[-1]
-        for record in parse_message(self.repo[newest.commit_id].message):
-            if record.version_id == newest.record.version_id:
-                return record.note_created_at
-        return newest.record.created_at
 
     def search(self, query: str, path_prefix: str | None = None, limit: int = 20,
                page: str | None = None) -> Page[SearchHit]:
