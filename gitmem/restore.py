@@ -68,7 +68,9 @@ def _change(store: MemoryStore, memory_id: str, operation: Operation, path: str,
 def _created_at(store: MemoryStore, index: StoreIndex, memory_id: str) -> dt.datetime:
     """When a deleted note was first made, as its newest version's commit records it."""
     newest = index.versions_of(memory_id)[-1]
-    for record in parse_message(store.repo[newest.commit_id].message):
+    commit = store.repo[newest.commit_id]
+    assert isinstance(commit, pygit2.Commit)
+    for record in parse_message(commit.message):
         if record.version_id == newest.record.version_id:
             return record.note_created_at
     return newest.record.created_at

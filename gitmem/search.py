@@ -66,7 +66,7 @@ class _MemoryText:
             forget(self.db, memory_id)
         for memory_id, (path, blob_id) in current.items():
             if self.seen.get(memory_id) != (path, blob_id):
-                body = store.codec.decode(path, store.repo[blob_id].data).decode("utf-8", "replace")
+                body = store.codec.decode(path, store.repo[blob_id].read_raw()).decode("utf-8", "replace")
                 put(self.db, memory_id, path, body)
         self.db.execute("COMMIT")
         self.tip, self.seen = tip, current

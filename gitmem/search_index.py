@@ -82,7 +82,7 @@ def forget(db: sqlite3.Connection, memory_id: str) -> None:
 def index_note(db: sqlite3.Connection, repo: pygit2.Repository, memory_id: str, path: str, blob_id: str) -> None:
     """A note's current path and text, as the index applies its version. An encrypted blob is never
     indexed on disk (its store is searched in memory)."""
-    data = repo[blob_id].data
+    data = repo[blob_id].read_raw()
     if is_encrypted(data):
         forget(db, memory_id)
         return
