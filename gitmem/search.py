@@ -62,12 +62,16 @@ class _MemoryText:
             return
         current = {row.memory_id: (row.path, row.blob_id) for row in store.index.all_notes()}
         self.db.execute("BEGIN")
-        for memory_id in self.seen.keys() - current.keys():
-            forget(self.db, memory_id)
-        for memory_id, (path, blob_id) in current.items():
-            if self.seen.get(memory_id) != (path, blob_id):
-                body = store.codec.decode(path, store.repo[blob_id].read_raw()).decode("utf-8", "replace")
-                put(self.db, memory_id, path, body)
+        try:
+            for memory_id in self.seen.keys() - current.keys():
+                forget(self.db, memory_id)
+            for memory_id, (path, blob_id) in current.items():
+                if self.seen.get(memory_id) != (path, blob_id):
+                    body = store.codec.decode(path, store.repo[blob_id].read_raw()).decode("utf-8", "replace")
+                    put(self.db, memory_id, path, body)
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
         self.db.execute("COMMIT")
         self.tip, self.seen = tip, current
 

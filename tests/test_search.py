@@ -4,6 +4,7 @@ expired left in the index file's bytes, and no plaintext of an encrypted store o
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
@@ -136,3 +137,30 @@ def test_pages_cover_all_hits_once(store: MemoryStore) -> None:
     assert scores == sorted(scores, reverse=True)
 
 
+
+
+def test_threads_share_an_encrypted_stores_memory_index(gm: Gitmem, workspace: Workspace) -> None:
+    info = gm.create_store(workspace.id, "bank", encrypted=True)
+    errors: list[BaseException] = []
+
+    def write() -> None:
+        store = gm.store(workspace.id, info.id)  # one store object a thread, as the server has
+        for i in range(8):
+            store.create(f"/n{i}.md", f"note {i} about otters")
+
+    def read() -> None:
+        store = gm.store(workspace.id, info.id)
+        try:
+            for _ in range(15):
+                paths = found(store, "otters", limit=100)
+                assert len(paths) == len(set(paths)) <= 8
+        except BaseException as exc:  # reported below, in the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write)] + [threading.Thread(target=read) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert sorted(found(gm.store(workspace.id, info.id), "otters")) == [f"/n{i}.md" for i in range(8)]
