@@ -31,7 +31,8 @@ class World:
 
 
 @pytest.fixture
-def world(gm: Gitmem) -> Iterator[World]:
+def world(fast_gm: Gitmem) -> Iterator[World]:
+    gm = fast_gm
     ws = gm.catalog.create_workspace("alpha")
     _, admin = gm.catalog.create_api_key(ws.id, "admin")
     _, reader = gm.catalog.create_api_key(ws.id, "reader", role="read-only")
