@@ -15,7 +15,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from api import errors
+from api import errors, mcp
 from api.git_http import GitEndpoint
 from api.middleware import RequestContextMiddleware
 from api.ratelimit import TokenBucketLimiter
@@ -53,7 +53,8 @@ def create_app(gm: Gitmem, settings: Settings | None = None, *, close_on_shutdow
                                     on_reports=app.state.retention.record).start()
         if settings.dream_runner:
             app.state.dream_runner = DreamRunner(gm, poll_interval=settings.dream_poll_seconds).start()
-        yield
+        async with mcp.running(app.state, gm):
+            yield
         if app.state.dream_runner is not None:
             app.state.dream_runner.stop(timeout=30)
         if pruner is not None:
@@ -90,6 +91,8 @@ def create_app(gm: Gitmem, settings: Settings | None = None, *, close_on_shutdow
     app.router.add_route("/v1/memory_stores/{memory_store_id}.git/{path:path}",
                          GitEndpoint(lambda scope: scope["app"].state.gm), methods=["GET", "POST"],
                          include_in_schema=False)
+    # MCP over streamable HTTP: a raw ASGI endpoint (the SDK's session manager answers it).
+    app.router.add_route(mcp.MCP_PATH, mcp.MCPEndpoint(), methods=["GET", "POST", "DELETE"], include_in_schema=False)
     app.add_middleware(
         RequestContextMiddleware,
         max_body_bytes=settings.max_body_bytes,

@@ -1,0 +1,117 @@
+"""What the MCP tools do, as small engine calls: the one adapter between the MCP server and the engine.
+
+Every function takes the caller (a :class:`~gitmem.catalog.Principal`) and a store id and asks
+:mod:`gitmem.access` exactly as the REST routes do, so MCP has the REST API's access rules: another
+workspace's store is not found, a read-only key only reads, a task sees only its own stores (and, when
+it names none, its worker's own store). Writes are versions attributed to ``principal.actor``.
+
+``search``, ``diff`` and ``restore`` call ``MemoryStore.search/diff/restore``, which arrive on another
+branch; until then :class:`NotAvailable` answers "not available in this build" (the guard in
+:func:`_engine_method` is the one place to remove after that branch is merged).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from typing import Any
+
+from gitmem.access import require_access, store_access
+from gitmem.catalog import Principal
+from gitmem.errors import InvalidRequest, NotFound
+from gitmem.home import MAX_STORES_PAGE, Gitmem
+from gitmem.memory_tool import MemoryToolHandler, ToolResult, resolve_memory_path
+from gitmem.model import Page, StoreInfo, Version
+from gitmem.store import MAX_VERSIONS_PAGE, MemoryStore
+from gitmem.tasks import principal_task_id, visible_store_ids
+
+NOT_AVAILABLE = "not available in this build"
+
+
+class NotAvailable(Exception):
+    """An engine feature this build does not have yet."""
+
+    def __init__(self, feature: str) -> None:
+        super().__init__(f"{feature}: {NOT_AVAILABLE}")
+
+
+def resolve_store_id(gm: Gitmem, principal: Principal, store_id: str | None) -> str:
+    """The store a tool call means: the one named, or for a task's token its worker's own store."""
+    if store_id:
+        return store_id
+    task_id = principal_task_id(principal)
+    if task_id is None:
+        raise InvalidRequest("memory_store_id is required (only a task's token has a default store)")
+    from gitmem.tasks import tasks_for
+
+    own = [s.store_id for s in tasks_for(gm).get_task(principal.workspace_id, task_id).stores if s.own]
+    if not own:
+        raise NotFound(f"task {task_id} has no store of its own")
+    return own[0]
+
+
+def open_store(gm: Gitmem, principal: Principal, store_id: str | None, *, write: bool) -> MemoryStore:
+    """The store, if the caller may see it (else ``NotFound``) and, for a write, change it (else 403)."""
+    resolved = resolve_store_id(gm, principal, store_id)
+    require_access(gm, principal, resolved, write=write)
+    return gm.store(principal.workspace_id, resolved)
+
+
+def memory_command(gm: Gitmem, principal: Principal, store_id: str | None, command: dict[str, Any]) -> ToolResult:
+    """One memory-tool command, answered string for string as ``POST .../memory_tool`` answers it."""
+    store = open_store(gm, principal, store_id, write=False)
+    read_only = store_access(gm, principal, store.id) == "read_only"
+    return MemoryToolHandler(store, principal.actor, read_only=read_only).execute(command)
+
+
+def stores_visible(gm: Gitmem, principal: Principal, *, include_archived: bool = False,
+                   created_gte: dt.datetime | None = None, created_lte: dt.datetime | None = None,
+                   limit: int = 20, page: str | None = None) -> Page[StoreInfo]:
+    """The stores the caller may see, newest first; a task sees only its own (at most nine) stores."""
+    visible = visible_store_ids(gm, principal)
+    if visible is not None:
+        stores = [gm.get_store(principal.workspace_id, s) for s in sorted(visible)]
+        return Page([s for s in stores if include_archived or s.archived_at is None], None)
+    return gm.list_stores(principal.workspace_id, include_archived=include_archived, created_gte=created_gte,
+                          created_lte=created_lte, limit=min(limit, MAX_STORES_PAGE), page=page or None)
+
+
+def history(gm: Gitmem, principal: Principal, store_id: str | None, *, memory_id: str | None = None,
+            path: str | None = None, limit: int = 20, page: str | None = None) -> Page[Version]:
+    """A note's versions, newest first, by id or by its current memory-tool path (``/memories/...``)."""
+    store = open_store(gm, principal, store_id, write=False)
+    if not memory_id:
+        if not path:
+            raise InvalidRequest("name the note by memory_id or path")
+        try:
+            note_path = resolve_memory_path(path).note_path
+        except Exception as refusal:  # the memory tool's refusal of a bad path: its text says why
+            raise InvalidRequest(str(refusal)) from None
+        memory_id = store.get_by_path(note_path, with_content=False).id
+    return store.versions(memory_id=memory_id, limit=min(limit, MAX_VERSIONS_PAGE), page=page or None)
+
+
+def search(gm: Gitmem, principal: Principal, store_id: str | None, query: str, *,
+           path_prefix: str | None = None, limit: int = 20, page: str | None = None) -> Any:
+    store = open_store(gm, principal, store_id, write=False)
+    return _engine_method(store, "search")(query, path_prefix=path_prefix, limit=limit, page=page)
+
+
+def diff(gm: Gitmem, principal: Principal, store_id: str | None, version_id: str,
+         against: str | None = None) -> Any:
+    store = open_store(gm, principal, store_id, write=False)
+    return _engine_method(store, "diff")(version_id, against=against)
+
+
+def restore(gm: Gitmem, principal: Principal, store_id: str | None, memory_id: str, version_id: str,
+            expected_sha256: str | None = None) -> Any:
+    store = open_store(gm, principal, store_id, write=True)
+    return _engine_method(store, "restore")(memory_id, version_id, actor=principal.actor,
+                                            expected_sha256=expected_sha256)
+
+
+def _engine_method(store: MemoryStore, name: str) -> Callable[..., Any]:
+    method = getattr(store, name, None)
+    if not callable(method):
+        raise NotAvailable(name)
+    return method
