@@ -1,0 +1,43 @@
+"""``gitmem mcp``: a stdio MCP server for desktop clients that only speak stdio, relaying every message to
+a gitmem server's ``/mcp`` over streamable HTTP.
+
+It never opens a data home or a store: every client gets the server's single writer path, so several
+desktop sessions never contend for one SQLite file on their own.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import anyio
+import httpx2
+from anyio.abc import ObjectReceiveStream, ObjectSendStream
+from mcp.client.streamable_http import streamable_http_client
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+
+log = logging.getLogger(__name__)
+
+
+async def _relay(source: ObjectReceiveStream[SessionMessage | Exception], sink: ObjectSendStream[SessionMessage],
+                 direction: str) -> None:
+    async for message in source:
+        if isinstance(message, Exception):  # an unreadable line or response: say so, keep relaying
+            log.warning("mcp bridge (%s): %s", direction, message)
+            continue
+        await sink.send(message)
+
+
+async def run_bridge(url: str, key: str, *, timeout: float = 60.0) -> None:
+    """Relay stdio <-> ``{url}/mcp`` with ``Authorization: Bearer key`` until stdin closes."""
+    endpoint = url.rstrip("/") + "/mcp"
+    headers = {"Authorization": f"Bearer {key}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
+        streamable_http_client(endpoint, http_client=http) as (http_read, http_write),
+        stdio_server() as (stdio_read, stdio_write),
+        anyio.create_task_group() as tasks,
+    ):
+        tasks.start_soon(_relay, http_read, stdio_write, "server to client")
+        await _relay(stdio_read, http_write, "client to server")
+        tasks.cancel_scope.cancel()  # stdin closed: the client is gone
