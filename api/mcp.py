@@ -29,9 +29,10 @@ from api.errors import error_response, request_id_of
 from api.schemas import MemoryStore as StoreOut
 from api.schemas import MemoryVersion
 from gitmem import mcp_tools
+from gitmem.access import visible_stores
 from gitmem.catalog import Principal
 from gitmem.errors import GitmemError, PermissionDenied, RateLimited
-from gitmem.home import Gitmem
+from gitmem.home import MAX_STORES_PAGE, Gitmem
 
 log = logging.getLogger("gitmem.api.mcp")
 
@@ -136,7 +137,8 @@ def build_server(gm: Gitmem) -> MCPServer:
     def list_stores(ctx: Context, include_archived: bool = False, limit: int = 20,
                     page: str | None = None) -> CallToolResult:
         def run(principal: Principal) -> str:
-            found = mcp_tools.stores_visible(gm, principal, include_archived=include_archived, limit=limit, page=page)
+            found = visible_stores(gm, principal, include_archived=include_archived, limit=min(limit, MAX_STORES_PAGE),
+                                   page=page)
             return _json({"data": [StoreOut.of(s) for s in found.items], "next_page": found.next_page})
 
         return call(ctx, run)

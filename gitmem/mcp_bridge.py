@@ -8,10 +8,11 @@ desktop sessions never contend for one SQLite file on their own.
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterable
+from typing import Protocol
 
 import anyio
 import httpx2
-from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
@@ -19,8 +20,11 @@ from mcp.shared.message import SessionMessage
 log = logging.getLogger(__name__)
 
 
-async def _relay(source: ObjectReceiveStream[SessionMessage | Exception], sink: ObjectSendStream[SessionMessage],
-                 direction: str) -> None:
+class _Sink(Protocol):
+    async def send(self, item: SessionMessage, /) -> None: ...
+
+
+async def _relay(source: AsyncIterable[SessionMessage | Exception], sink: _Sink, direction: str) -> None:
     async for message in source:
         if isinstance(message, Exception):  # an unreadable line or response: say so, keep relaying
             log.warning("mcp bridge (%s): %s", direction, message)

@@ -12,18 +12,17 @@ branch; until then :class:`NotAvailable` answers "not available in this build" (
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
 from gitmem.access import require_access, store_access
 from gitmem.catalog import Principal
 from gitmem.errors import InvalidRequest, NotFound
-from gitmem.home import MAX_STORES_PAGE, Gitmem
+from gitmem.home import Gitmem
 from gitmem.memory_tool import MemoryToolHandler, ToolResult, resolve_memory_path
-from gitmem.model import Page, StoreInfo, Version
+from gitmem.model import Page, Version
 from gitmem.store import MAX_VERSIONS_PAGE, MemoryStore
-from gitmem.tasks import principal_task_id, visible_store_ids
+from gitmem.tasks import principal_task_id
 
 NOT_AVAILABLE = "not available in this build"
 
@@ -62,18 +61,6 @@ def memory_command(gm: Gitmem, principal: Principal, store_id: str | None, comma
     store = open_store(gm, principal, store_id, write=False)
     read_only = store_access(gm, principal, store.id) == "read_only"
     return MemoryToolHandler(store, principal.actor, read_only=read_only).execute(command)
-
-
-def stores_visible(gm: Gitmem, principal: Principal, *, include_archived: bool = False,
-                   created_gte: dt.datetime | None = None, created_lte: dt.datetime | None = None,
-                   limit: int = 20, page: str | None = None) -> Page[StoreInfo]:
-    """The stores the caller may see, newest first; a task sees only its own (at most nine) stores."""
-    visible = visible_store_ids(gm, principal)
-    if visible is not None:
-        stores = [gm.get_store(principal.workspace_id, s) for s in sorted(visible)]
-        return Page([s for s in stores if include_archived or s.archived_at is None], None)
-    return gm.list_stores(principal.workspace_id, include_archived=include_archived, created_gte=created_gte,
-                          created_lte=created_lte, limit=min(limit, MAX_STORES_PAGE), page=page or None)
 
 
 def history(gm: Gitmem, principal: Principal, store_id: str | None, *, memory_id: str | None = None,

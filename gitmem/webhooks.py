@@ -184,7 +184,7 @@ class Webhooks(HomeTables):
             raise NotFound(f"webhook {webhook_id} not found")
         return _webhook(row)
 
-    def list(self, workspace_id: str) -> list[Webhook]:
+    def subscriptions(self, workspace_id: str) -> list[Webhook]:
         rows = self.db.execute("SELECT * FROM webhooks WHERE workspace_id=? ORDER BY created_at, id", (workspace_id,))
         return [_webhook(r) for r in rows]
 

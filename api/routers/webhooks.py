@@ -68,7 +68,7 @@ def create_webhook(body: WebhookCreate, principal: Caller, gm: Engine) -> Webhoo
 
 @router.get("", response_model=WebhookList, response_model_exclude_none=True, summary="List webhooks")
 def list_webhooks(principal: Caller, gm: Engine) -> WebhookList:
-    return WebhookList(data=[WebhookOut.of(h) for h in webhooks_for(gm).list(principal.workspace_id)])
+    return WebhookList(data=[WebhookOut.of(h) for h in webhooks_for(gm).subscriptions(principal.workspace_id)])
 
 
 @router.get("/{webhook_id}", response_model=WebhookOut, response_model_exclude_none=True,
