@@ -32,12 +32,30 @@ async def _relay(source: AsyncIterable[SessionMessage | Exception], sink: _Sink,
         await sink.send(message)
 
 
+class BridgeRefused(Exception):
+    """The server cannot be reached or refuses the credential: said once, at start, not per message."""
+
+
+async def check_server(http: httpx2.AsyncClient, url: str) -> None:
+    try:
+        response = await http.get(url.rstrip("/") + "/v1/memory_stores", params={"limit": 1})
+    except httpx2.HTTPError as exc:
+        raise BridgeRefused(f"cannot reach the gitmem server at {url}: {type(exc).__name__}") from None
+    if response.status_code in (401, 403):
+        raise BridgeRefused(f"the gitmem server at {url} refused the key (HTTP {response.status_code})")
+
+
 async def run_bridge(url: str, key: str, *, timeout: float = 60.0) -> None:
     """Relay stdio <-> ``{url}/mcp`` with ``Authorization: Bearer key`` until stdin closes."""
     endpoint = url.rstrip("/") + "/mcp"
     headers = {"Authorization": f"Bearer {key}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=timeout) as http:
+        await check_server(http, url)
+        await _serve(http, endpoint)
+
+
+async def _serve(http: httpx2.AsyncClient, endpoint: str) -> None:
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
         streamable_http_client(endpoint, http_client=http) as (http_read, http_write),
         stdio_server() as (stdio_read, stdio_write),
         anyio.create_task_group() as tasks,

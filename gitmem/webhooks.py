@@ -35,11 +35,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pygit2
+
 from gitmem import ids
 from gitmem.clock import from_micros, to_micros
 from gitmem.errors import InvalidRequest, NotFound
 from gitmem.home import HomeTables
 from gitmem.model import Version
+from gitmem.repository import read_tip
 from gitmem.store import MAX_VERSIONS_PAGE, MemoryStore
 
 log = logging.getLogger(__name__)
@@ -277,24 +280,26 @@ class Webhooks(HomeTables):
     def catch_up(self) -> int:
         """Report versions no writer reported (a crash after its commit, a push, another process):
         every store of a workspace that listens whose ``main`` moved since its watermark."""
-        from gitmem.repository import read_tip
-
         written = 0
         workspaces = [r[0] for r in self.db.execute("SELECT DISTINCT workspace_id FROM webhooks")]
         for workspace_id in workspaces:
             if not self._wants_note_events(workspace_id):
                 continue
-            store_ids = [r[0] for r in self.db.execute("SELECT id FROM stores WHERE workspace_id=?", (workspace_id,))]
-            for store_id in store_ids:
-                mark = self.db.execute("SELECT tip FROM webhook_watermarks WHERE store_id=?", (store_id,)).fetchone()
+            marks = dict(self.db.execute(
+                "SELECT s.id, m.tip FROM stores s LEFT JOIN webhook_watermarks m ON m.store_id = s.id"
+                " WHERE s.workspace_id=?", (workspace_id,)).fetchall())
+            for store_id, tip in marks.items():
                 try:
-                    store = self.gm.store(workspace_id, store_id)
-                    if mark is not None and mark[0] == str(read_tip(store.repo) or ""):
+                    if tip is not None and tip == self._tip_of(store_id):
                         continue
-                    written += self.notes_changed(store, workspace_id)
-                except NotFound:
+                    written += self.notes_changed(self.gm.store(workspace_id, store_id), workspace_id)
+                except (NotFound, pygit2.GitError):
                     continue  # deleted in between
         return written
+
+    def _tip_of(self, store_id: str) -> str:
+        """``main``'s commit, read from the ref alone: no index opened, nothing cached."""
+        return str(read_tip(pygit2.Repository(str(self.gm.repo_path(store_id)))) or "")
 
 
 def webhooks_for(gm: Any) -> Webhooks:

@@ -7,6 +7,7 @@ One server for the module (starting uvicorn is the slow part); each test uses it
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import asynccontextmanager
@@ -295,3 +296,10 @@ def test_stdio_bridge_proxies_to_the_server(live: Home) -> None:
     assert created == ("File created successfully at: /memories/bridge.md", False)
     assert json.loads(history)["data"][0]["created_by"] == {"type": "user_actor", "user_id": live.user_id}
     assert not Path("/nonexistent/never-opened").exists()
+
+
+def test_stdio_bridge_refuses_a_bad_key_at_start(live: Home) -> None:
+    proc = subprocess.run([sys.executable, "-m", "gitmem", "mcp", "--url", live.url, "--key", "gm_key_wrong"],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 1
+    assert "refused the key (HTTP 401)" in proc.stderr and proc.stdout == ""

@@ -344,3 +344,21 @@ def test_the_server_delivers_in_the_background(tmp_path: Path, receiver: Receive
     [event] = receiver.events(secret)
     assert event.data.id == store_id
     assert dt.datetime.now(dt.UTC) - event.created_at < dt.timedelta(minutes=5)
+
+
+def test_a_redaction_is_an_event(home: Gitmem, receiver: Receiver) -> None:
+    ws = home.catalog.create_workspace("w")
+    hook = webhooks_for(home).create(ws.id, receiver.url, ["memory_version.redacted"])
+    store = home.store(ws.id, home.create_store(ws.id, "notes").id)
+    note = store.create("/a.md", "a secret")
+    store.update(note.id, "nothing to see")
+    store.redact(note.version_id)
+    receiver.up()
+    dispatcher = Dispatcher(home, POLICY)
+    try:
+        assert dispatcher.run_once() == 1
+    finally:
+        dispatcher.stop()
+    [event] = receiver.events(hook.secret)
+    assert (event.data.type, event.data.id) == ("memory_version.redacted", note.version_id)
+    assert "secret" not in receiver.received[0][0]

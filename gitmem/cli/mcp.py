@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import anyio
 import click
 
@@ -13,6 +15,10 @@ from gitmem.cli.base import main
 @click.option("--key", envvar="GITMEM_API_KEY", required=True, help="An API key, user token or task token.")
 def mcp_bridge(url: str, key: str) -> None:
     """Serve MCP on stdin/stdout for a desktop client, relayed to the server's /mcp (opens no store)."""
-    from gitmem.mcp_bridge import run_bridge
+    from gitmem.mcp_bridge import BridgeRefused, run_bridge
 
-    anyio.run(run_bridge, url, key)
+    try:
+        anyio.run(run_bridge, url, key)
+    except BridgeRefused as refused:
+        click.echo(f"gitmem: {refused}", err=True)
+        sys.exit(1)
