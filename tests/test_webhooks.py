@@ -91,6 +91,15 @@ def home(tmp_path: Path) -> Gitmem:
     return Gitmem.open(tmp_path / "home", clock=FrozenClock(), fsync=False)
 
 
+def one_round(home: Gitmem) -> int:
+    """One delivery round by a fresh dispatcher; the number of events delivered."""
+    dispatcher = Dispatcher(home, POLICY)
+    try:
+        return dispatcher.run_once()
+    finally:
+        dispatcher.stop()
+
+
 def _types(events: list[Any]) -> list[str]:
     return [e.data.type for e in events]
 
@@ -107,11 +116,7 @@ def test_events_are_signed_for_the_sdk_and_come_in_order(home: Gitmem, receiver:
     store.delete(note.id)
     home.archive_store(ws.id, info.id)
 
-    dispatcher = Dispatcher(home, POLICY)
-    try:
-        assert dispatcher.run_once() == 5
-    finally:
-        dispatcher.stop()
+    assert one_round(home) == 5
     events = receiver.events(hook.secret)
     assert _types(events) == ["memory_store.created", "memory.created", "memory.modified", "memory.deleted",
                               "memory_store.archived"]
@@ -254,11 +259,7 @@ def test_dream_and_store_deletion_events_come_from_the_catalog(home: Gitmem, rec
         db.execute("UPDATE dreams SET status='failed', error_type='timeout', ended_at=? WHERE id='dream_b'", (now,))
     home.delete_store(ws.id, info.id)
     receiver.up()
-    dispatcher = Dispatcher(home, POLICY)
-    try:
-        assert dispatcher.run_once() == 3
-    finally:
-        dispatcher.stop()
+    assert one_round(home) == 3
     events = receiver.events(hook.secret)
     assert [(e.data.type, e.data.id) for e in events] == [
         ("dream.completed", "dream_a"), ("dream.failed", "dream_b"), ("memory_store.deleted", info.id)]
@@ -354,11 +355,7 @@ def test_a_redaction_is_an_event(home: Gitmem, receiver: Receiver) -> None:
     store.update(note.id, "nothing to see")
     store.redact(note.version_id)
     receiver.up()
-    dispatcher = Dispatcher(home, POLICY)
-    try:
-        assert dispatcher.run_once() == 1
-    finally:
-        dispatcher.stop()
+    assert one_round(home) == 1
     [event] = receiver.events(hook.secret)
     assert (event.data.type, event.data.id) == ("memory_version.redacted", note.version_id)
     assert "secret" not in receiver.received[0][0]
