@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
+import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, TextContent
 from pydantic import Field
@@ -109,7 +110,7 @@ def build_server(gm: Gitmem) -> MCPServer:
             command["view_range"] = view_range
         return memory(ctx, memory_store_id, command)
 
-    @server.tool(description="Create a file (or overwrite it) with file_text.")
+    @server.tool(description="Create a new file with file_text (a path already taken is refused).")
     def create(ctx: Context, path: str, file_text: str, memory_store_id: StoreArg = None) -> CallToolResult:
         return memory(ctx, memory_store_id, {"command": "create", "path": path, "file_text": file_text})
 
@@ -197,7 +198,8 @@ class MCPEndpoint:
         app_state = scope["app"].state
         request_id = request_id_of(scope)
         try:
-            principal = authenticate(app_state.gm, Headers(scope=scope))
+            # The catalog is SQLite: ask it from a worker thread, as FastAPI runs the REST routes' auth.
+            principal = await anyio.to_thread.run_sync(authenticate, app_state.gm, Headers(scope=scope))
             wait = app_state.limiter.acquire(principal.credential_id)
             if wait > 0:
                 raise RateLimited("rate limit exceeded for this key; retry later", retry_after=wait)

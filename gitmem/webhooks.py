@@ -27,6 +27,8 @@ Versions made before a workspace's first subscription are not reported.
 from __future__ import annotations
 
 import base64
+import dataclasses
+import datetime as dt
 import json
 import logging
 import secrets
@@ -40,7 +42,7 @@ import pygit2
 from gitmem import ids
 from gitmem.clock import from_micros, to_micros
 from gitmem.errors import InvalidRequest, NotFound
-from gitmem.home import HomeTables
+from gitmem.home import Gitmem, HomeTables
 from gitmem.model import Version
 from gitmem.repository import read_tip
 from gitmem.store import MAX_VERSIONS_PAGE, MemoryStore
@@ -129,7 +131,7 @@ class Webhook:
     url: str
     event_types: tuple[str, ...]
     description: str
-    created_at: Any  # datetime
+    created_at: dt.datetime
     secret: str | None = None  # only on the value :meth:`Webhooks.create` returns
 
 
@@ -157,7 +159,7 @@ def _check_subscription(url: str, event_types: Sequence[str]) -> tuple[str, ...]
 class Webhooks(HomeTables):
     SCHEMA = SCHEMA
 
-    def __init__(self, gm: Any) -> None:
+    def __init__(self, gm: Gitmem) -> None:
         from gitmem.dreams import SCHEMA as DREAMS_SCHEMA
 
         gm.catalog.ensure_schema(DREAMS_SCHEMA)  # the dreams table must exist before the trigger on it
@@ -177,8 +179,7 @@ class Webhooks(HomeTables):
                 raise InvalidRequest(f"a workspace keeps at most {MAX_WEBHOOKS} webhooks")
             db.execute("INSERT INTO webhooks VALUES (?,?,?,?,?,?,?)",
                        (webhook_id, workspace_id, url, json.dumps(types), secret, description, now))
-        found = self.get(workspace_id, webhook_id)
-        return Webhook(**{**found.__dict__, "secret": secret})
+        return dataclasses.replace(self.get(workspace_id, webhook_id), secret=secret)
 
     def get(self, workspace_id: str, webhook_id: str) -> Webhook:
         row = self.db.execute("SELECT * FROM webhooks WHERE id=? AND workspace_id=?",
@@ -197,6 +198,10 @@ class Webhooks(HomeTables):
         with self.catalog.transaction() as db:
             db.execute("DELETE FROM webhook_deliveries WHERE webhook_id=?", (webhook_id,))
             db.execute("DELETE FROM webhooks WHERE id=?", (webhook_id,))
+            if not self._first_subscription(db, workspace_id):
+                # Nobody listens to notes any more: a later subscription starts from its own time.
+                db.execute("DELETE FROM webhook_watermarks WHERE store_id IN"
+                           " (SELECT id FROM stores WHERE workspace_id=?)", (workspace_id,))
 
     def secret_of(self, webhook_id: str) -> str | None:
         row = self.db.execute("SELECT secret FROM webhooks WHERE id=?", (webhook_id,)).fetchone()
@@ -205,10 +210,7 @@ class Webhooks(HomeTables):
     # -- note events ------------------------------------------------------------------------------
 
     def _wants_note_events(self, workspace_id: str) -> bool:
-        row = self.db.execute(
-            "SELECT 1 FROM webhooks w, json_each(w.event_types) t WHERE w.workspace_id=?"
-            " AND (t.value LIKE 'memory.%' OR t.value = 'memory_version.redacted') LIMIT 1", (workspace_id,)).fetchone()
-        return row is not None
+        return bool(self._first_subscription(self.db, workspace_id))
 
     def notes_changed(self, store: MemoryStore, workspace_id: str) -> int:
         """Write an outbox row for every version of ``store`` since its watermark; the number written.
@@ -235,7 +237,11 @@ class Webhooks(HomeTables):
 
     @staticmethod
     def _first_subscription(db: sqlite3.Connection, workspace_id: str) -> int:
-        (first,) = db.execute("SELECT min(created_at) FROM webhooks WHERE workspace_id=?", (workspace_id,)).fetchone()
+        """When the workspace's oldest subscription to note events was made; 0 if it has none."""
+        (first,) = db.execute(
+            "SELECT min(w.created_at) FROM webhooks w WHERE w.workspace_id=? AND EXISTS (SELECT 1 FROM"
+            " json_each(w.event_types) t WHERE t.value LIKE 'memory.%' OR t.value = 'memory_version.redacted')",
+            (workspace_id,)).fetchone()
         return int(first or 0)
 
     @staticmethod
@@ -302,5 +308,5 @@ class Webhooks(HomeTables):
         return str(read_tip(pygit2.Repository(str(self.gm.repo_path(store_id)))) or "")
 
 
-def webhooks_for(gm: Any) -> Webhooks:
+def webhooks_for(gm: Gitmem) -> Webhooks:
     return Webhooks.of(gm)
