@@ -103,14 +103,19 @@ class Dispatcher:
     def claim(self) -> bool:
         """Take or renew the delivery lease; ``False`` if another live process holds it."""
         now = self.wall_clock()
+        if self._held_by_another(self.gm.catalog.db, now):  # a plain read first: no write lock for the others
+            return False
         with self.gm.catalog.transaction() as db:
-            row = db.execute("SELECT owner, expires_at FROM webhook_lease WHERE name=?", (LEASE_NAME,)).fetchone()
-            if row is not None and row["owner"] != self.owner and row["expires_at"] > now * 1e6:
+            if self._held_by_another(db, now):
                 return False
             db.execute("INSERT INTO webhook_lease VALUES (?,?,?) ON CONFLICT (name) DO UPDATE"
                        " SET owner=excluded.owner, expires_at=excluded.expires_at",
                        (LEASE_NAME, self.owner, int((now + self.policy.lease_seconds) * 1e6)))
         return True
+
+    def _held_by_another(self, db: Any, now: float) -> bool:
+        row = db.execute("SELECT owner, expires_at FROM webhook_lease WHERE name=?", (LEASE_NAME,)).fetchone()
+        return row is not None and row["owner"] != self.owner and row["expires_at"] > now * 1e6
 
     def release(self) -> None:
         with self.gm.catalog.transaction() as db:

@@ -228,9 +228,11 @@ class Webhooks(HomeTables):
                 return 0
             since = mark["landed_at"] if mark is not None else self._first_subscription(db, workspace_id)
             newest = since
+            # An encrypted store's paths are secret at rest: its events name notes by id only.
+            show_path = not self.catalog.store(store.id).encrypted
             for version in self._versions_since(store, since):
                 newest = max(newest, to_micros(version.created_at))
-                written += self._insert_note_event(db, workspace_id, version)
+                written += self._insert_note_event(db, workspace_id, version, show_path)
             db.execute("INSERT INTO webhook_watermarks VALUES (?,?,?) ON CONFLICT (store_id) DO UPDATE"
                        " SET tip=excluded.tip, landed_at=excluded.landed_at", (store.id, tip, newest))
         return written
@@ -256,11 +258,12 @@ class Webhooks(HomeTables):
             if not page:
                 return found[::-1]
 
-    def _insert_note_event(self, db: sqlite3.Connection, workspace_id: str, version: Version) -> int:
+    def _insert_note_event(self, db: sqlite3.Connection, workspace_id: str, version: Version,
+                           show_path: bool) -> int:
         event_type = f"memory.{version.operation}"
         data = {"id": version.memory_id, "type": event_type, "workspace_id": workspace_id,
                 "organization_id": ORGANIZATION_ID, "memory_store_id": version.store_id,
-                "memory_version_id": version.id, "path": version.path,
+                "memory_version_id": version.id, "path": version.path if show_path else None,
                 "created_by": version.created_by.as_dict() if version.created_by else None}
         return self._insert(db, workspace_id, version.store_id, event_type, data, version.id,
                             to_micros(version.created_at))

@@ -359,3 +359,15 @@ def test_a_redaction_is_an_event(home: Gitmem, receiver: Receiver) -> None:
     [event] = receiver.events(hook.secret)
     assert (event.data.type, event.data.id) == ("memory_version.redacted", note.version_id)
     assert "secret" not in receiver.received[0][0]
+
+
+def test_an_encrypted_stores_events_carry_no_path(home: Gitmem, receiver: Receiver) -> None:
+    ws = home.catalog.create_workspace("w")
+    hook = webhooks_for(home).create(ws.id, receiver.url, ["memory.created"])
+    info = home.create_store(ws.id, "vault", encrypted=True)
+    note = home.store(ws.id, info.id).create("/diagnosis.md", "private")
+    receiver.up()
+    assert one_round(home) == 1
+    [event] = receiver.events(hook.secret)
+    assert event.data.id == note.id
+    assert "diagnosis" not in receiver.received[0][0]
