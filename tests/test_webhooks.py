@@ -27,7 +27,8 @@ from gitmem.home import Gitmem
 from gitmem.store import MemoryStore
 from gitmem.webhook_delivery import DeliveryPolicy, Dispatcher
 from gitmem.webhooks import EVENT_TYPES, webhooks_for
-from tests.server import free_port
+from tests.server import free_port, serve
+from tests.test_git_access import git
 
 SDK = anthropic.Anthropic(api_key="unused")
 POLICY = DeliveryPolicy(first_retry_seconds=10, max_retry_seconds=600, give_up_after_seconds=86400 * 1.5,
@@ -371,3 +372,27 @@ def test_an_encrypted_stores_events_carry_no_path(home: Gitmem, receiver: Receiv
     [event] = receiver.events(hook.secret)
     assert event.data.id == note.id
     assert "diagnosis" not in receiver.received[0][0]
+
+
+def test_a_push_is_reported_when_it_lands(tmp_path: Path, receiver: Receiver) -> None:
+    """post-receive writes the outbox rows (the server's own delivery and catch-up are off here)."""
+    home = Gitmem.open(tmp_path / "home", fsync=False)
+    ws = home.catalog.create_workspace("w")
+    _, token = home.catalog.create_user(ws.id, "ana")
+    info = home.create_store(ws.id, "team")
+    home.store(ws.id, info.id).create("/before.md", "made before anyone listened")
+    hook = webhooks_for(home).create(ws.id, receiver.url, ["memory.created"])
+    work = tmp_path / "clone"
+    with serve(home.home, env={"GITMEM_WEBHOOKS": "off", "GITMEM_DREAM_RUNNER": "off", "GITMEM_PRUNE_INTERVAL": "0"}
+               ) as url:
+        git("clone", "-q", f"{url}/v1/memory_stores/{info.id}.git", str(work), secret=token, cwd=tmp_path)
+        (work / "pushed.md").write_text("from my editor")
+        git("add", ".", cwd=work)
+        git("commit", "-qm", "add a note", cwd=work)
+        git("push", "-q", "origin", "main", cwd=work, secret=token)
+    rows = home.catalog.db.execute("SELECT data FROM webhook_outbox WHERE type='memory.created'").fetchall()
+    assert [json.loads(r[0])["path"] for r in rows] == ["/pushed.md"]
+    receiver.up()
+    assert one_round(home) == 1
+    [event] = receiver.events(hook.secret)
+    assert event.data.type == "memory.created"
