@@ -27,13 +27,14 @@ from starlette.datastructures import Headers
 from starlette.types import Receive, Scope, Send
 
 from api.errors import error_response, request_id_of
+from api.schemas import Memory, MemoryVersion
 from api.schemas import MemoryStore as StoreOut
-from api.schemas import MemoryVersion
 from gitmem import mcp_tools
 from gitmem.access import visible_stores
 from gitmem.catalog import Principal
 from gitmem.errors import GitmemError, PermissionDenied, RateLimited
 from gitmem.home import MAX_STORES_PAGE, Gitmem
+from gitmem.model import Note, Page, StoreInfo, Version
 
 log = logging.getLogger("gitmem.api.mcp")
 
@@ -67,9 +68,18 @@ def _json(value: Any) -> str:
 
 
 def _plain(value: Any) -> Any:
-    """Engine values as JSON: pydantic models as the REST API shows them, dataclasses field by field."""
+    """Engine values as JSON: notes and pages as the REST API shows them, other dataclasses field by field.
+    (Once search and diff have their REST schemas here, render their results with those.)"""
     if hasattr(value, "model_dump"):
         return value.model_dump(mode="json")
+    if isinstance(value, Note):
+        return _plain(Memory.of(value, "basic"))
+    if isinstance(value, Version):
+        return _plain(MemoryVersion.of(value, "basic"))
+    if isinstance(value, StoreInfo):
+        return _plain(StoreOut.of(value))
+    if isinstance(value, Page):
+        return {"data": _plain(value.items), "next_page": value.next_page}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, dt.datetime):
@@ -137,22 +147,14 @@ def build_server(gm: Gitmem) -> MCPServer:
     @server.tool(description="The memory stores you may use (id, name, description), newest first.")
     def list_stores(ctx: Context, include_archived: bool = False, limit: int = 20,
                     page: str | None = None) -> CallToolResult:
-        def run(principal: Principal) -> str:
-            found = visible_stores(gm, principal, include_archived=include_archived, limit=min(limit, MAX_STORES_PAGE),
-                                   page=page)
-            return _json({"data": [StoreOut.of(s) for s in found.items], "next_page": found.next_page})
-
-        return call(ctx, run)
+        return call(ctx, lambda p: _json(visible_stores(gm, p, include_archived=include_archived,
+                                                        limit=min(limit, MAX_STORES_PAGE), page=page)))
 
     @server.tool(description="A note's versions, newest first, by memory_id or by its path (/memories/...).")
     def history(ctx: Context, memory_id: str | None = None, path: str | None = None,
                 memory_store_id: StoreArg = None, limit: int = 20, page: str | None = None) -> CallToolResult:
-        def run(principal: Principal) -> str:
-            found = mcp_tools.history(gm, principal, memory_store_id, memory_id=memory_id, path=path, limit=limit,
-                                      page=page)
-            return _json({"data": [MemoryVersion.of(v, "basic") for v in found.items], "next_page": found.next_page})
-
-        return call(ctx, run)
+        return call(ctx, lambda p: _json(mcp_tools.history(gm, p, memory_store_id, memory_id=memory_id, path=path,
+                                                           limit=limit, page=page)))
 
     @server.tool(description='Full-text search of a store\'s notes: words ANDed, "a phrase", prefix*, OR.')
     def search(ctx: Context, query: str, path_prefix: str | None = None, limit: int = 20,
