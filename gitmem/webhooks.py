@@ -203,10 +203,6 @@ class Webhooks(HomeTables):
                 db.execute("DELETE FROM webhook_watermarks WHERE store_id IN"
                            " (SELECT id FROM stores WHERE workspace_id=?)", (workspace_id,))
 
-    def secret_of(self, webhook_id: str) -> str | None:
-        row = self.db.execute("SELECT secret FROM webhooks WHERE id=?", (webhook_id,)).fetchone()
-        return row[0] if row else None
-
     # -- note events ------------------------------------------------------------------------------
 
     def _wants_note_events(self, workspace_id: str) -> bool:
