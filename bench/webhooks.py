@@ -49,8 +49,10 @@ def main(argv: list[str] | None = None) -> int:
         rates: dict[str, list[float]] = {"no listener": [], "no webhooks": [], "subscribed": []}
         for run in range(args.runs):  # interleaved, so load on the machine hits all three alike
             for name, store in (("no listener", bare), ("no webhooks", quiet_store), ("subscribed", loud_store)):
-                rates[name].append(_rate(lambda i, s=store, r=run: s.create(f"/r{r}/n{i}.md", f"note {i}"),
-                                         args.writes))
+                def write(i: int, s: MemoryStore = store, r: int = run) -> object:
+                    return s.create(f"/r{r}/n{i}.md", f"note {i}")
+
+                rates[name].append(_rate(write, args.writes))
         base = statistics.median(rates["no listener"])
         for name, values in rates.items():
             rate = statistics.median(values)
