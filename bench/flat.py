@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import cProfile
+import datetime as dt
 import hashlib
 import io
 import os
@@ -74,11 +75,11 @@ def text_of(i: int, rng: random.Random) -> str:
     return " ".join(out)
 
 
-def seed_notes(repo_path: Path, notes: Mapping[str, str]) -> None:
+def seed_notes(repo_path: Path, notes: Mapping[str, str], when: dt.datetime | None = None) -> None:
     """Add ``notes`` (path -> text) to ``main`` in ONE commit carrying a version record for each, with
     stock ``git fast-import`` (no engine code): a big folder in a second instead of minutes of writes.
     The index picks the notes up on its next ``catch_up``. Plain (unencrypted) stores only."""
-    now = system_clock()
+    now = when or system_clock()
     records = []
     for path, text in notes.items():
         data = text.encode()

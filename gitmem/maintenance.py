@@ -1,18 +1,299 @@
-"""Background maintenance entry point: ``python -m gitmem.maintenance pack REPO``."""
+"""Keeping a store's objects near their packed size while it is written, and the packer itself.
+
+A write leaves new objects behind (loose files today; small packs once writes are batched). Each
+commit writes a new tree for the folder it touches, as large as that folder: in a folder of 10,000
+notes a loose tree is ~250 KB, so counting writes says little about disk. The policy, per store:
+
+* **While written:** after a write, :func:`after_write` looks at the loose objects' bytes and count and
+  at the number of packs, but only every few writes (it predicts from the bytes per write when the
+  limit will be near). Past :data:`LOOSE_BYTES_LIMIT`, :data:`LOOSE_OBJECTS_LIMIT` or :data:`MAX_PACKS`
+  it starts a background ``geometric`` pack: loose objects into a new pack, small packs rolled up so
+  pack sizes grow geometrically (few packs, and little rewritten each time).
+* **When quiet:** once ``main`` has not moved for :data:`QUIET_SECONDS` and enough was written since
+  the last one, a ``full`` pack puts everything into one pack and searches deltas again, so
+  successive versions of a big tree, each stored whole at the head of its small pack, become deltas of
+  each other (a tree that differs by one entry is a delta of a few dozen bytes).
+
+The packer runs as ``python -m gitmem.maintenance pack REPO [MODE]``: a process of its own, so a busy
+server is not slowed by it and a packer outlives nothing but itself. One packer per store at a time
+(``gitmem/pack.lock``); history rewriting takes the same lock.
+
+Safety. Git's ``repack`` only deletes a loose object or an old pack once what it holds is in a new
+pack, so a packer never takes away an object a writer relies on; a writer that loses the race for an
+``objects/xx`` folder retries (see the store's write). Unreachable objects (a write that lost its
+compare-and-swap, a batch cut short by a crash) go to a cruft pack and are deleted only after
+:data:`UNREACHABLE_GRACE` (a writer may be about to reference them); purging on purpose is the history
+rewriter's job. A packer that fails (a full disk) removes its half-written ``tmp_pack_*`` files.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
+import subprocess
 import sys
+import threading
+import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
-from gitmem.repository import pack
+from gitmem.errors import StoreBusy
+from gitmem.repository import file_lock
+
+log = logging.getLogger(__name__)
+
+PackMode = Literal["geometric", "full"]
+MODES: tuple[PackMode, ...] = ("geometric", "full")
+
+LOOSE_BYTES_LIMIT = 4 << 20  # loose objects of a store on disk before they are packed
+LOOSE_OBJECTS_LIMIT = 256
+MAX_PACKS = 12  # geometric packs stay few (log2 of the store's size); many small ones mean batched writes
+MAX_WRITES_BETWEEN_LOOKS = 32
+QUIET_SECONDS = 2.0
+# A quiet store is consolidated again once it grew this much since the last consolidation (a fraction
+# of its size then, and at least some bytes): a lone write now and then must not repack everything.
+CONSOLIDATE_GROWTH = 0.10
+CONSOLIDATE_MIN_BYTES = 1 << 20
+# Git's default delta chain depth (50) stores every 50th version of a big tree whole: 200 whole copies
+# of a 10,000-entry folder over 10,000 writes. Longer chains keep a flat store near a nested one.
+DELTA_DEPTH = 1000
+UNREACHABLE_GRACE = "2.weeks.ago"
+PACK_LOCK = "pack.lock"
+
+
+# -- the packer -------------------------------------------------------------------------------------
+
+
+def repack_args(mode: PackMode) -> list[str]:
+    """``git`` arguments for one pack run. Bitmaps are neither written nor used to copy a pack
+    verbatim: verbatim reuse would keep whole trees whole instead of finding deltas for them."""
+    base = ["-c", "pack.allowPackReuse=false", "-c", "repack.writeBitmaps=false", "repack", "-d", "-q",
+            f"--depth={DELTA_DEPTH}"]
+    if mode == "geometric":
+        return [*base, "--geometric=2"]
+    return [*base, "--cruft", f"--cruft-expiration={UNREACHABLE_GRACE}"]
+
+
+def _remove_temporary_packs(repo_path: Path, since: float) -> None:
+    """Half-written packs of a failed run (``tmp_pack_*``, ``tmp_idx_*``, ``.tmp-*``) made since ``since``."""
+    pack_dir = repo_path / "objects" / "pack"
+    for pattern in ("tmp_pack_*", "tmp_idx_*", "tmp_rev_*", "tmp_mtimes_*", ".tmp-*"):
+        for path in pack_dir.glob(pattern):
+            try:
+                if path.stat().st_mtime >= since - 1:
+                    path.unlink()
+            except FileNotFoundError:
+                pass
+
+
+def pack(repo_path: Path, mode: PackMode = "geometric") -> bool:
+    """Pack the store's objects now. Returns False if another packer holds the lock (it does the work).
+
+    Raises :class:`subprocess.CalledProcessError` if ``git repack`` fails (after removing its
+    temporary files); the store is then as it was."""
+    try:
+        with file_lock(repo_path / "gitmem" / PACK_LOCK, timeout=0, busy="packing"):
+            started = time.time()
+            proc = subprocess.run(["git", "-C", str(repo_path), *repack_args(mode)], capture_output=True)
+            if proc.returncode != 0:
+                _remove_temporary_packs(repo_path, started)
+                log.warning("git repack (%s) failed for %s: %s", mode, repo_path.name,
+                            proc.stderr.decode(errors="replace").strip())
+                raise subprocess.CalledProcessError(proc.returncode, proc.args, proc.stdout, proc.stderr)
+            if mode == "full":
+                _Marks(repo_path).consolidated(objects_bytes(repo_path))
+            return True
+    except StoreBusy:
+        return False
+
+
+# -- what is on disk --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Loose:
+    count: int
+    bytes: int
+
+
+def loose_objects(repo_path: Path) -> Loose:
+    """Loose objects and their bytes on disk (a folder listing per fan-out folder that exists)."""
+    count = size = 0
+    try:
+        folders = list(os.scandir(repo_path / "objects"))
+    except FileNotFoundError:
+        return Loose(0, 0)
+    for folder in folders:
+        if len(folder.name) != 2:
+            continue
+        try:
+            for entry in os.scandir(folder.path):
+                try:
+                    size += entry.stat().st_blocks * 512
+                    count += 1
+                except FileNotFoundError:
+                    pass  # packed and pruned while we looked
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+    return Loose(count, size)
+
+
+def pack_count(repo_path: Path) -> int:
+    try:
+        return sum(1 for name in os.listdir(repo_path / "objects" / "pack") if name.endswith(".pack"))
+    except FileNotFoundError:
+        return 0
+
+
+def objects_bytes(repo_path: Path) -> int:
+    total = 0
+    for root, _, files in os.walk(repo_path / "objects"):
+        for name in files:
+            with contextlib.suppress(FileNotFoundError):
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+    return total
+
+
+class _Marks:
+    """The size of the objects right after the last consolidation, in ``gitmem/consolidated``
+    (shared by every process that writes the store)."""
+
+    def __init__(self, repo_path: Path) -> None:
+        self.path = repo_path / "gitmem" / "consolidated"
+
+    def size(self) -> int | None:
+        try:
+            return int(self.path.read_text())
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def consolidated(self, size: int) -> None:
+        temp = self.path.with_name(f".consolidated.{os.getpid()}")
+        temp.write_text(str(size))
+        os.replace(temp, self.path)
+
+
+def worth_consolidating(repo_path: Path) -> bool:
+    if pack_count(repo_path) <= 1 and loose_objects(repo_path).count == 0:
+        return False
+    last = _Marks(repo_path).size()
+    grown = objects_bytes(repo_path) - (last or 0)
+    return grown >= max(CONSOLIDATE_MIN_BYTES, CONSOLIDATE_GROWTH * (last or 0))
+
+
+# -- the policy -------------------------------------------------------------------------------------
+
+
+class _StorePolicy:
+    """One store's packing state in this process (a store is opened once per thread: this is shared)."""
+
+    def __init__(self, repo_path: Path) -> None:
+        self.repo_path = repo_path
+        self.writes_until_look = 1
+        self.writes_since_pack = 0
+
+    def after_write(self, max_writes: int) -> bool:
+        """Count a write; True if a look at the disk is due now."""
+        self.writes_since_pack += 1
+        self.writes_until_look -= 1
+        return self.writes_until_look <= 0 or self.writes_since_pack >= max_writes
+
+    def due(self, max_writes: int) -> bool:
+        """Whether to pack now; if not, when to look again (predicted from the bytes per write so far)."""
+        loose = loose_objects(self.repo_path)
+        if (self.writes_since_pack >= max_writes or loose.bytes >= LOOSE_BYTES_LIMIT
+                or loose.count >= LOOSE_OBJECTS_LIMIT or pack_count(self.repo_path) > MAX_PACKS):
+            self.writes_since_pack = 0
+            self.writes_until_look = 1
+            return True
+        writes = max(1, self.writes_since_pack)
+        room = min((LOOSE_BYTES_LIMIT - loose.bytes) / max(loose.bytes / writes, 1.0),
+                   (LOOSE_OBJECTS_LIMIT - loose.count) / max(loose.count / writes, 1.0))
+        self.writes_until_look = int(max(1, min(MAX_WRITES_BETWEEN_LOOKS, room / 2)))
+        return False
+
+
+class _QuietWatcher:
+    """One thread a process: consolidates a store once it has been quiet for :data:`QUIET_SECONDS`."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Condition()
+        self.last_write: dict[str, float] = {}  # store path -> monotonic time of our last write to it
+        self.thread: threading.Thread | None = None
+
+    def wrote(self, repo_path: Path) -> None:
+        with self.lock:
+            self.last_write[str(repo_path)] = time.monotonic()
+            if self.thread is None or not self.thread.is_alive():
+                self.thread = threading.Thread(target=self._run, name="gitmem quiet packer", daemon=True)
+                self.thread.start()
+            self.lock.notify()
+
+    def _next_quiet(self) -> Path:
+        """Wait until some store we wrote to has been quiet for long enough."""
+        with self.lock:
+            while True:
+                if not self.last_write:
+                    self.lock.wait()
+                    continue
+                key, when = min(self.last_write.items(), key=lambda item: item[1])
+                wait = when + QUIET_SECONDS - time.monotonic()
+                if wait <= 0:
+                    del self.last_write[key]
+                    return Path(key)
+                self.lock.wait(wait)
+
+    def _run(self) -> None:
+        while True:
+            repo_path = self._next_quiet()
+            try:
+                ref_age = time.time() - (repo_path / "refs" / "heads" / "main").stat().st_mtime
+                if ref_age < QUIET_SECONDS:  # another process writes it: look again later
+                    with self.lock:
+                        self.last_write.setdefault(str(repo_path), time.monotonic() - ref_age)
+                    continue
+                from gitmem import repository  # the background packer's entry point lives there
+
+                repository.wait_for_background_packer(repo_path)
+                if worth_consolidating(repo_path):
+                    repository.pack_in_background(repo_path, full=True)
+                    repository.wait_for_background_packer(repo_path)
+            except OSError:  # the store went away, or no process could be started: try after the next write
+                log.debug("could not consolidate %s", repo_path.name, exc_info=True)
+
+
+_policies: dict[str, _StorePolicy] = {}
+_policies_lock = threading.Lock()
+_watcher = _QuietWatcher()
+
+
+def after_write(repo_path: Path, *, max_writes: int) -> None:
+    """Called after each successful write to a store: packs in the background when it is due (and at
+    least every ``max_writes`` writes of this process), consolidates when the store goes quiet."""
+    key = str(repo_path)
+    with _policies_lock:
+        policy = _policies.get(key)
+        if policy is None:
+            policy = _policies[key] = _StorePolicy(repo_path)
+        look = policy.after_write(max_writes)
+        due = look and policy.due(max_writes)
+    if due:
+        from gitmem import repository
+
+        repository.pack_in_background(repo_path)
+    _watcher.wrote(repo_path)
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2 or argv[0] != "pack":
-        print("usage: python -m gitmem.maintenance pack REPO", file=sys.stderr)
+    if not 2 <= len(argv) <= 3 or argv[0] != "pack" or (len(argv) == 3 and argv[2] not in MODES):
+        print(f"usage: python -m gitmem.maintenance pack REPO [{'|'.join(MODES)}]", file=sys.stderr)
         return 2
-    pack(Path(argv[1]))
+    try:
+        pack(Path(argv[1]), argv[2] if len(argv) == 3 else "geometric")  # type: ignore[arg-type]
+    except subprocess.CalledProcessError:
+        return 1
     return 0
 
 
