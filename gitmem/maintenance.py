@@ -29,18 +29,17 @@ rewriter's job. A packer that fails (a full disk) removes its half-written ``tmp
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
-
-from gitmem.errors import StoreBusy
-from gitmem.repository import file_lock
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +50,7 @@ LOOSE_BYTES_LIMIT = 4 << 20  # loose objects of a store on disk before they are 
 LOOSE_OBJECTS_LIMIT = 256
 MAX_PACKS = 12  # geometric packs stay few (log2 of the store's size); many small ones mean batched writes
 MAX_WRITES_BETWEEN_LOOKS = 32
+WRITES_WHILE_PACKING = 4
 QUIET_SECONDS = 2.0
 # A quiet store is consolidated again once it grew this much since the last consolidation (a fraction
 # of its size then, and at least some bytes): a lone write now and then must not repack everything.
@@ -76,16 +76,52 @@ def repack_args(mode: PackMode) -> list[str]:
     return [*base, "--cruft", f"--cruft-expiration={UNREACHABLE_GRACE}"]
 
 
-def _remove_temporary_packs(repo_path: Path, since: float) -> None:
-    """Half-written packs of a failed run (``tmp_pack_*``, ``tmp_idx_*``, ``.tmp-*``) made since ``since``."""
-    pack_dir = repo_path / "objects" / "pack"
-    for pattern in ("tmp_pack_*", "tmp_idx_*", "tmp_rev_*", "tmp_mtimes_*", ".tmp-*"):
-        for path in pack_dir.glob(pattern):
-            try:
-                if path.stat().st_mtime >= since - 1:
-                    path.unlink()
-            except FileNotFoundError:
-                pass
+TEMPORARY_PACK_FILES = ("tmp_pack_*", "tmp_idx_*", "tmp_rev_*", "tmp_mtimes_*", ".tmp-*")
+
+
+def _temporary_packs(pack_dir: Path) -> set[Path]:
+    return {path for pattern in TEMPORARY_PACK_FILES for path in pack_dir.glob(pattern)}
+
+
+def _open_by_any_process(folder: Path) -> set[str]:
+    """Files in ``folder`` some process has open (Linux ``/proc``; elsewhere: none known)."""
+    held: set[str] = set()
+    prefix = str(folder.resolve()) + os.sep
+    for fd_dir in Path("/proc").glob("[0-9]*/fd"):
+        with contextlib.suppress(OSError):
+            for fd in os.scandir(fd_dir):
+                with contextlib.suppress(OSError):
+                    target = os.readlink(fd.path)
+                    if target.startswith(prefix):
+                        held.add(target)
+    return held
+
+
+def _remove_temporary_packs(pack_dir: Path, existing: set[Path]) -> None:
+    """Remove what a failed ``git repack`` left (a full disk, a kill): temporary pack files that were not
+    there before it ran and that no process has open (a history rewrite's ``fast-import`` may be
+    writing its own next to ours)."""
+    held = _open_by_any_process(pack_dir)
+    for path in _temporary_packs(pack_dir) - existing:
+        if str(path.resolve()) not in held:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+
+@contextlib.contextmanager
+def _pack_lock(repo_path: Path) -> Iterator[bool]:
+    """``gitmem/pack.lock`` if free (the same flock as :func:`gitmem.repository.file_lock`, without
+    importing pygit2: a packer process starts faster)."""
+    fd = os.open(repo_path / "gitmem" / PACK_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
 
 
 def pack(repo_path: Path, mode: PackMode = "geometric") -> bool:
@@ -93,20 +129,20 @@ def pack(repo_path: Path, mode: PackMode = "geometric") -> bool:
 
     Raises :class:`subprocess.CalledProcessError` if ``git repack`` fails (after removing its
     temporary files); the store is then as it was."""
-    try:
-        with file_lock(repo_path / "gitmem" / PACK_LOCK, timeout=0, busy="packing"):
-            started = time.time()
-            proc = subprocess.run(["git", "-C", str(repo_path), *repack_args(mode)], capture_output=True)
-            if proc.returncode != 0:
-                _remove_temporary_packs(repo_path, started)
-                log.warning("git repack (%s) failed for %s: %s", mode, repo_path.name,
-                            proc.stderr.decode(errors="replace").strip())
-                raise subprocess.CalledProcessError(proc.returncode, proc.args, proc.stdout, proc.stderr)
-            if mode == "full":
-                _Marks(repo_path).consolidated(objects_bytes(repo_path))
-            return True
-    except StoreBusy:
-        return False
+    with _pack_lock(repo_path) as locked:
+        if not locked:
+            return False
+        pack_dir = repo_path / "objects" / "pack"
+        before = _temporary_packs(pack_dir)
+        proc = subprocess.run(["git", "-C", str(repo_path), *repack_args(mode)], capture_output=True)
+        if proc.returncode != 0:
+            _remove_temporary_packs(pack_dir, before)
+            log.warning("git repack (%s) failed for %s: %s", mode, repo_path.name,
+                        proc.stderr.decode(errors="replace").strip())
+            raise subprocess.CalledProcessError(proc.returncode, proc.args, proc.stdout, proc.stderr)
+        if mode == "full":
+            _Marks(repo_path).consolidated(objects_bytes(repo_path))
+        return True
 
 
 # -- what is on disk --------------------------------------------------------------------------------
@@ -206,7 +242,7 @@ class _StorePolicy:
         if (self.writes_since_pack >= max_writes or loose.bytes >= LOOSE_BYTES_LIMIT
                 or loose.count >= LOOSE_OBJECTS_LIMIT or pack_count(self.repo_path) > MAX_PACKS):
             self.writes_since_pack = 0
-            self.writes_until_look = 1
+            self.writes_until_look = WRITES_WHILE_PACKING  # a packer takes a while: no look each write
             return True
         writes = max(1, self.writes_since_pack)
         room = min((LOOSE_BYTES_LIMIT - loose.bytes) / max(loose.bytes / writes, 1.0),
