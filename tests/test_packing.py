@@ -1,0 +1,135 @@
+"""The background packing policy (gitmem.maintenance): disk stays near the packed size while a big
+folder is written, a quiet store is consolidated into one pack with deltas, a packer racing writers
+loses no object, and a packer that runs out of disk leaves no temporary pack behind."""
+
+from __future__ import annotations
+
+import resource
+import secrets
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bench.flat import seed_notes
+from gitmem import maintenance, repository
+from gitmem import store as store_module
+from gitmem.store import MemoryStore
+from tests.conftest import assert_fsck_clean, git
+
+
+def packs(repo_path: Path) -> list[Path]:
+    return sorted((repo_path / "objects" / "pack").glob("pack-*.pack"))
+
+
+def temporary_packs(repo_path: Path) -> list[str]:
+    return sorted(p.name for p in (repo_path / "objects" / "pack").iterdir() if "tmp" in p.name)
+
+
+def wait_for_quiet_packer(repo_path: Path, timeout: float = 60.0) -> None:
+    """Until the quiet watcher has consolidated the store (one pack, nothing loose)."""
+    deadline = time.monotonic() + timeout
+    while len(packs(repo_path)) != 1 or maintenance.loose_objects(repo_path).count:
+        assert time.monotonic() < deadline, "the store was never consolidated"
+        time.sleep(0.1)
+    repository.wait_for_background_packer(repo_path)
+
+
+@pytest.fixture
+def quick_policy(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bool]]:
+    """The policy's limits scaled down to test sizes, and its packs run at once (not in another
+    process), so what is on disk after each write does not depend on timing. Yields the packs asked
+    for (True for a full one)."""
+    monkeypatch.setattr(maintenance, "LOOSE_BYTES_LIMIT", 256 << 10)
+    monkeypatch.setattr(maintenance, "QUIET_SECONDS", 0.3)
+    monkeypatch.setattr(maintenance, "CONSOLIDATE_MIN_BYTES", 32 << 10)
+    asked: list[bool] = []
+
+    def pack_now(repo_path: Path, *, full: bool = False) -> None:
+        asked.append(full)
+        repository.pack(repo_path, full=full)
+
+    monkeypatch.setattr(repository, "pack_in_background", pack_now)
+    yield asked
+
+
+def test_a_big_folder_stays_near_its_packed_size(fast_store: MemoryStore, quick_policy: list[bool]) -> None:
+    seed_notes(fast_store.path, {f"/notes/n-{i:04d}.md": f"note {i}" for i in range(2000)})
+    repository.pack(fast_store.path, full=True)
+    peak_loose, per_write = 0, []
+    for i in range(60):
+        before = maintenance.loose_objects(fast_store.path).bytes
+        fast_store.create(f"/notes/new-{i:03d}.md", f"new note {i}")
+        after = maintenance.loose_objects(fast_store.path).bytes
+        per_write.append(after - before)
+        peak_loose = max(peak_loose, after)
+    # A write leaves ~50 KB of loose tree: packed every few writes, not every 256.
+    assert quick_policy.count(False) >= 60 * min(w for w in per_write if w > 0) // maintenance.LOOSE_BYTES_LIMIT
+    assert peak_loose < maintenance.LOOSE_BYTES_LIMIT + max(per_write)
+    wait_for_quiet_packer(fast_store.path)
+    assert quick_policy[-1] is True  # consolidated when quiet
+    consolidated = maintenance.objects_bytes(fast_store.path)
+    # Stock git's best effort on the same objects: every delta searched again.
+    git(fast_store.path, "repack", "-a", "-d", "-f", "-q", "--depth=4095", "--window=10")
+    assert consolidated <= 1.25 * maintenance.objects_bytes(fast_store.path)
+    assert_fsck_clean(fast_store.path)
+
+
+def test_a_lone_write_to_a_quiet_store_does_not_repack_it(fast_store: MemoryStore,
+                                                          quick_policy: list[bool]) -> None:
+    fast_store.create("/a.md", secrets.token_hex(30_000))  # past the consolidation minimum
+    wait_for_quiet_packer(fast_store.path)
+    assert quick_policy == [True]
+    fast_store.create("/b.md", "a small note")
+    time.sleep(maintenance.QUIET_SECONDS * 4)
+    assert quick_policy == [True]  # too little grew to be worth a repack
+    assert maintenance.loose_objects(fast_store.path).count == 3  # blob, tree, commit
+
+
+def test_packers_racing_writers_lose_no_object(fast_store: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store_module, "PACK_EVERY_WRITES", 3)  # background packs all the time, too
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def pack_forever() -> None:
+        try:
+            while not stop.is_set():
+                repository.pack(fast_store.path, full=True)
+                repository.pack(fast_store.path)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            failures.append(exc)
+
+    packer = threading.Thread(target=pack_forever)
+    packer.start()
+    try:
+        notes = {fast_store.create(f"/race/{i % 4}/n{i}.md", f"note {i}").id: f"note {i}" for i in range(120)}
+    finally:
+        stop.set()
+        packer.join()
+    repository.wait_for_background_packer(fast_store.path)
+    assert not failures
+    assert_fsck_clean(fast_store.path)
+    for memory_id, content in notes.items():
+        assert fast_store.get(memory_id).content == content
+
+
+def test_a_packer_out_of_disk_leaves_no_temporary_pack(fast_store: MemoryStore) -> None:
+    seed_notes(fast_store.path, {f"/n/{i}.md": secrets.token_hex(200) for i in range(300)})
+    notes = [n.path for n in fast_store.list("/", limit=1000).items]
+    tip = repository.read_tip(fast_store.repo)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (16 << 10, hard))  # the disk is full after 16 KiB, for git
+    try:
+        with pytest.raises(subprocess.CalledProcessError):
+            repository.pack(fast_store.path, full=True)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert temporary_packs(fast_store.path) == []
+    assert repository.read_tip(fast_store.repo) == tip
+    assert_fsck_clean(fast_store.path)
+    assert repository.pack(fast_store.path, full=True)  # with room again, packing works
+    assert len(packs(fast_store.path)) == 1 and temporary_packs(fast_store.path) == []
+    assert len(notes) == 300 and all(fast_store.get_by_path(p).content is not None for p in notes)
