@@ -274,7 +274,8 @@ def main(argv: list[str] | None = None) -> None:
                          f"   {verdict(total_f / total_g, TARGET_DISK_RATIO)}")
             lines.append(f"{'  objects / index (MiB)':<34}{f['objects'] / 2**20:7.2f}/{f['index'] / 2**20:4.1f}"
                          f"{g['objects'] / 2**20:9.2f}/{g['index'] / 2**20:4.1f}"
-                         f"   packs {f['packs']}/{g['packs']}, loose objects {f['loose']}/{g['loose']}")
+                         f"   objects alone {f['objects'] / g['objects']:.2f}x; packs {f['packs']}/{g['packs']},"
+                         f" loose objects {f['loose']}/{g['loose']}")
         lines.append("")
         for what in ("clone", "log -p"):
             f, g = git_times["flat"][what], git_times["folders"][what]
