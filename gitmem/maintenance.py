@@ -49,6 +49,7 @@ MODES: tuple[PackMode, ...] = ("geometric", "full")
 LOOSE_BYTES_LIMIT = 4 << 20  # loose objects of a store on disk before they are packed
 LOOSE_OBJECTS_LIMIT = 256
 MAX_PACKS = 12  # geometric packs stay few (log2 of the store's size); many small ones mean batched writes
+NEW_PACKS_BEFORE_ROLL_UP = 4
 MAX_WRITES_BETWEEN_LOOKS = 32
 WRITES_WHILE_PACKING = 4
 QUIET_SECONDS = 2.0
@@ -76,6 +77,7 @@ def repack_args(mode: PackMode) -> list[str]:
     return [*base, "--cruft", f"--cruft-expiration={UNREACHABLE_GRACE}"]
 
 
+TEMPORARY_PACK_GRACE = 2.0
 TEMPORARY_PACK_FILES = ("tmp_pack_*", "tmp_idx_*", "tmp_rev_*", "tmp_mtimes_*", ".tmp-*")
 
 
@@ -99,12 +101,16 @@ def _open_by_any_process(folder: Path) -> set[str]:
 
 def _remove_temporary_packs(pack_dir: Path, existing: set[Path]) -> None:
     """Remove what a failed ``git repack`` left (a full disk, a kill): temporary pack files that were not
-    there before it ran and that no process has open (a history rewrite's ``fast-import`` may be
-    writing its own next to ours)."""
+    there before it ran and that no process has open or renames within :data:`TEMPORARY_PACK_GRACE`
+    seconds (the write path and a history rewrite write their own ``tmp_pack_*`` next to ours)."""
+    candidates = _temporary_packs(pack_dir) - existing
+    if not candidates:
+        return
+    time.sleep(TEMPORARY_PACK_GRACE)
     held = _open_by_any_process(pack_dir)
-    for path in _temporary_packs(pack_dir) - existing:
-        if str(path.resolve()) not in held:
-            with contextlib.suppress(FileNotFoundError):
+    for path in candidates:
+        with contextlib.suppress(FileNotFoundError):
+            if str(path.resolve()) not in held:
                 path.unlink()
 
 
@@ -229,6 +235,7 @@ class _StorePolicy:
         self.repo_path = repo_path
         self.writes_until_look = 1
         self.writes_since_pack = 0
+        self.packs_when_asked = 0  # packs when a pack was last asked for because there were many
 
     def after_write(self, max_writes: int) -> bool:
         """Count a write; True if a look at the disk is due now."""
@@ -239,8 +246,15 @@ class _StorePolicy:
     def due(self, max_writes: int) -> bool:
         """Whether to pack now; if not, when to look again (predicted from the bytes per write so far)."""
         loose = loose_objects(self.repo_path)
+        packs = pack_count(self.repo_path)
+        if packs <= MAX_PACKS:
+            self.packs_when_asked = 0
+        # Geometric packs may legitimately stay above MAX_PACKS: then roll up only once more came.
+        many_packs = packs > max(MAX_PACKS, self.packs_when_asked + NEW_PACKS_BEFORE_ROLL_UP)
         if (self.writes_since_pack >= max_writes or loose.bytes >= LOOSE_BYTES_LIMIT
-                or loose.count >= LOOSE_OBJECTS_LIMIT or pack_count(self.repo_path) > MAX_PACKS):
+                or loose.count >= LOOSE_OBJECTS_LIMIT or many_packs):
+            if many_packs:
+                self.packs_when_asked = packs
             self.writes_since_pack = 0
             self.writes_until_look = WRITES_WHILE_PACKING  # a packer takes a while: no look each write
             return True

@@ -89,6 +89,18 @@ def test_a_lone_write_to_a_quiet_store_does_not_repack_it(fast_store: MemoryStor
     assert maintenance.loose_objects(fast_store.path).count == 3  # blob, tree, commit
 
 
+def test_many_small_packs_are_rolled_up(fast_store: MemoryStore, quick_policy: list[bool]) -> None:
+    """What a pack for every batch of writes leaves: small packs, rolled up geometrically."""
+    for i in range(maintenance.MAX_PACKS + 2):
+        seed_notes(fast_store.path, {f"/batch/{i}.md": f"batch {i}"})
+        git(fast_store.path, "-c", "core.hooksPath=/dev/null", "repack", "-d", "-q")  # a pack of its own
+    assert len(packs(fast_store.path)) > maintenance.MAX_PACKS
+    fast_store.create("/after.md", "one more write")
+    assert quick_policy[:1] == [False]
+    assert len(packs(fast_store.path)) <= 4
+    assert fast_store.get_by_path("/batch/0.md").content == "batch 0"
+
+
 def test_packers_racing_writers_lose_no_object(fast_store: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(store_module, "PACK_EVERY_WRITES", 3)  # background packs all the time, too
     stop = threading.Event()
