@@ -4,9 +4,10 @@ A write leaves new objects behind (loose files today; small packs once writes ar
 commit writes a new tree for the folder it touches, as large as that folder: in a folder of 10,000
 notes a loose tree is ~250 KB, so counting writes says little about disk. The policy, per store:
 
-* **While written:** after a write, :func:`after_write` looks at the loose objects' bytes and count and
-  at the number of packs, but only every few writes (it predicts from the bytes per write when the
-  limit will be near). Past :data:`LOOSE_BYTES_LIMIT`, :data:`LOOSE_OBJECTS_LIMIT` or :data:`MAX_PACKS`
+* **While written:** after a write, :func:`after_write` looks at the bytes written since the last
+  pack run (loose objects, or the small packs a batched writer leaves), the loose objects' count and
+  the number of packs, but only every few writes (it predicts from the bytes per write when the limit
+  will be near). Past :data:`UNPACKED_BYTES_LIMIT`, :data:`LOOSE_OBJECTS_LIMIT` or :data:`MAX_PACKS`
   it starts a background ``geometric`` pack: loose objects into a new pack, small packs rolled up so
   pack sizes grow geometrically (few packs, and little rewritten each time).
 * **When quiet:** once ``main`` has not moved for :data:`QUIET_SECONDS` and enough was written since
@@ -46,7 +47,7 @@ log = logging.getLogger(__name__)
 PackMode = Literal["geometric", "full"]
 MODES: tuple[PackMode, ...] = ("geometric", "full")
 
-LOOSE_BYTES_LIMIT = 4 << 20  # loose objects of a store on disk before they are packed
+UNPACKED_BYTES_LIMIT = 4 << 20  # objects written since the last pack run (loose, or in batch packs)
 LOOSE_OBJECTS_LIMIT = 256
 MAX_PACKS = 12  # geometric packs stay few (log2 of the store's size); many small ones mean batched writes
 NEW_PACKS_BEFORE_ROLL_UP = 4
@@ -146,8 +147,10 @@ def pack(repo_path: Path, mode: PackMode = "geometric") -> bool:
             log.warning("git repack (%s) failed for %s: %s", mode, repo_path.name,
                         proc.stderr.decode(errors="replace").strip())
             raise subprocess.CalledProcessError(proc.returncode, proc.args, proc.stdout, proc.stderr)
+        size = objects_bytes(repo_path)
+        _set_size_mark(repo_path, AFTER_ANY_PACK, size)
         if mode == "full":
-            _Marks(repo_path).consolidated(objects_bytes(repo_path))
+            _set_size_mark(repo_path, AFTER_FULL_PACK, size)
         return True
 
 
@@ -198,29 +201,35 @@ def objects_bytes(repo_path: Path) -> int:
     return total
 
 
-class _Marks:
-    """The size of the objects right after the last consolidation, in ``gitmem/consolidated``
-    (shared by every process that writes the store)."""
+# The objects' size on disk right after the last pack run of each kind, in ``gitmem/packed-size`` and
+# ``gitmem/consolidated-size``: shared by every process that writes the store.
+AFTER_ANY_PACK = "packed-size"
+AFTER_FULL_PACK = "consolidated-size"
 
-    def __init__(self, repo_path: Path) -> None:
-        self.path = repo_path / "gitmem" / "consolidated"
 
-    def size(self) -> int | None:
-        try:
-            return int(self.path.read_text())
-        except (FileNotFoundError, ValueError):
-            return None
+def _size_mark(repo_path: Path, name: str) -> int | None:
+    try:
+        return int((repo_path / "gitmem" / name).read_text())
+    except (FileNotFoundError, ValueError):
+        return None
 
-    def consolidated(self, size: int) -> None:
-        temp = self.path.with_name(f".consolidated.{os.getpid()}")
-        temp.write_text(str(size))
-        os.replace(temp, self.path)
+
+def _set_size_mark(repo_path: Path, name: str, size: int) -> None:
+    temp = repo_path / "gitmem" / f".{name}.{os.getpid()}"
+    temp.write_text(str(size))
+    os.replace(temp, repo_path / "gitmem" / name)
+
+
+def written_since_pack(repo_path: Path) -> int:
+    """Bytes of objects written since the last pack run: loose objects, or the small packs that a
+    batched writer leaves (each holding whole copies of the trees it changed)."""
+    return max(0, objects_bytes(repo_path) - (_size_mark(repo_path, AFTER_ANY_PACK) or 0))
 
 
 def worth_consolidating(repo_path: Path) -> bool:
     if pack_count(repo_path) <= 1 and loose_objects(repo_path).count == 0:
         return False
-    last = _Marks(repo_path).size()
+    last = _size_mark(repo_path, AFTER_FULL_PACK)
     grown = objects_bytes(repo_path) - (last or 0)
     return grown >= max(CONSOLIDATE_MIN_BYTES, CONSOLIDATE_GROWTH * (last or 0))
 
@@ -246,12 +255,13 @@ class _StorePolicy:
     def due(self, max_writes: int) -> bool:
         """Whether to pack now; if not, when to look again (predicted from the bytes per write so far)."""
         loose = loose_objects(self.repo_path)
+        written = written_since_pack(self.repo_path)
         packs = pack_count(self.repo_path)
         if packs <= MAX_PACKS:
             self.packs_when_asked = 0
         # Geometric packs may legitimately stay above MAX_PACKS: then roll up only once more came.
         many_packs = packs > max(MAX_PACKS, self.packs_when_asked + NEW_PACKS_BEFORE_ROLL_UP)
-        if (self.writes_since_pack >= max_writes or loose.bytes >= LOOSE_BYTES_LIMIT
+        if (self.writes_since_pack >= max_writes or written >= UNPACKED_BYTES_LIMIT
                 or loose.count >= LOOSE_OBJECTS_LIMIT or many_packs):
             if many_packs:
                 self.packs_when_asked = packs
@@ -259,7 +269,7 @@ class _StorePolicy:
             self.writes_until_look = WRITES_WHILE_PACKING  # a packer takes a while: no look each write
             return True
         writes = max(1, self.writes_since_pack)
-        room = min((LOOSE_BYTES_LIMIT - loose.bytes) / max(loose.bytes / writes, 1.0),
+        room = min((UNPACKED_BYTES_LIMIT - written) / max(written / writes, 1.0),
                    (LOOSE_OBJECTS_LIMIT - loose.count) / max(loose.count / writes, 1.0))
         self.writes_until_look = int(max(1, min(MAX_WRITES_BETWEEN_LOOKS, room / 2)))
         return False

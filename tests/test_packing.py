@@ -29,28 +29,27 @@ def temporary_packs(repo_path: Path) -> list[str]:
     return sorted(p.name for p in (repo_path / "objects" / "pack").iterdir() if "tmp" in p.name)
 
 
-def wait_for_quiet_packer(repo_path: Path, timeout: float = 60.0) -> None:
-    """Until the quiet watcher has consolidated the store (one pack, nothing loose)."""
+def wait_for_consolidation(asked: list[bool], count: int = 1, timeout: float = 60.0) -> None:
+    """Until the quiet watcher has asked for ``count`` full packs (run at once by ``quick_policy``)."""
     deadline = time.monotonic() + timeout
-    while len(packs(repo_path)) != 1 or maintenance.loose_objects(repo_path).count:
+    while asked.count(True) < count:
         assert time.monotonic() < deadline, "the store was never consolidated"
-        time.sleep(0.1)
-    repository.wait_for_background_packer(repo_path)
+        time.sleep(0.05)
 
 
 @pytest.fixture
 def quick_policy(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bool]]:
     """The policy's limits scaled down to test sizes, and its packs run at once (not in another
-    process), so what is on disk after each write does not depend on timing. Yields the packs asked
-    for (True for a full one)."""
-    monkeypatch.setattr(maintenance, "LOOSE_BYTES_LIMIT", 256 << 10)
+    process), so what is on disk after each write does not depend on timing. Yields the packs made
+    (True for a full one)."""
+    monkeypatch.setattr(maintenance, "UNPACKED_BYTES_LIMIT", 256 << 10)
     monkeypatch.setattr(maintenance, "QUIET_SECONDS", 0.3)
     monkeypatch.setattr(maintenance, "CONSOLIDATE_MIN_BYTES", 32 << 10)
     asked: list[bool] = []
 
     def pack_now(repo_path: Path, *, full: bool = False) -> None:
-        asked.append(full)
         repository.pack(repo_path, full=full)
+        asked.append(full)
 
     monkeypatch.setattr(repository, "pack_in_background", pack_now)
     yield asked
@@ -59,18 +58,18 @@ def quick_policy(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bool]]:
 def test_a_big_folder_stays_near_its_packed_size(fast_store: MemoryStore, quick_policy: list[bool]) -> None:
     seed_notes(fast_store.path, {f"/notes/n-{i:04d}.md": f"note {i}" for i in range(2000)})
     repository.pack(fast_store.path, full=True)
-    peak_loose, per_write = 0, []
+    peak, per_write = 0, 0
     for i in range(60):
-        before = maintenance.loose_objects(fast_store.path).bytes
+        before = maintenance.objects_bytes(fast_store.path)
         fast_store.create(f"/notes/new-{i:03d}.md", f"new note {i}")
-        after = maintenance.loose_objects(fast_store.path).bytes
-        per_write.append(after - before)
-        peak_loose = max(peak_loose, after)
-    # A write leaves ~50 KB of loose tree: packed every few writes, not every 256.
-    assert quick_policy.count(False) >= 60 * min(w for w in per_write if w > 0) // maintenance.LOOSE_BYTES_LIMIT
-    assert peak_loose < maintenance.LOOSE_BYTES_LIMIT + max(per_write)
-    wait_for_quiet_packer(fast_store.path)
-    assert quick_policy[-1] is True  # consolidated when quiet
+        per_write = max(per_write, maintenance.objects_bytes(fast_store.path) - before)
+        peak = max(peak, maintenance.written_since_pack(fast_store.path))
+    # A write leaves a whole copy of the folder's tree (~50 KB, loose or in a batch's pack): packed
+    # every few writes, not every 256; and what waits to be packed stays near the limit.
+    assert quick_policy.count(False) >= 2
+    assert peak <= maintenance.UNPACKED_BYTES_LIMIT + per_write
+    wait_for_consolidation(quick_policy)  # when quiet
+    assert len(packs(fast_store.path)) == 1 and maintenance.loose_objects(fast_store.path).count == 0
     consolidated = maintenance.objects_bytes(fast_store.path)
     # Stock git's best effort on the same objects: every delta searched again.
     git(fast_store.path, "repack", "-a", "-d", "-f", "-q", "--depth=4095", "--window=10")
@@ -80,13 +79,14 @@ def test_a_big_folder_stays_near_its_packed_size(fast_store: MemoryStore, quick_
 
 def test_a_lone_write_to_a_quiet_store_does_not_repack_it(fast_store: MemoryStore,
                                                           quick_policy: list[bool]) -> None:
-    fast_store.create("/a.md", secrets.token_hex(30_000))  # past the consolidation minimum
-    wait_for_quiet_packer(fast_store.path)
+    for name in ("a", "b"):  # past the consolidation minimum, in more than one pack or loose
+        fast_store.create(f"/{name}.md", secrets.token_hex(15_000))
+    wait_for_consolidation(quick_policy)
     assert quick_policy == [True]
-    fast_store.create("/b.md", "a small note")
+    note = fast_store.create("/c.md", "a small note")
     time.sleep(maintenance.QUIET_SECONDS * 4)
     assert quick_policy == [True]  # too little grew to be worth a repack
-    assert maintenance.loose_objects(fast_store.path).count == 3  # blob, tree, commit
+    assert fast_store.get(note.id).content == "a small note"
 
 
 def test_many_small_packs_are_rolled_up(fast_store: MemoryStore, quick_policy: list[bool]) -> None:
