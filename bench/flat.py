@@ -158,6 +158,17 @@ def one_round(subject: Subject, rng: random.Random, text: str) -> None:
     subject.timed("rename", lambda: subject.store.update(memory_id, path=new_path))
 
 
+def timed_listing(store: MemoryStore) -> float:
+    """Seconds to list every note, 1,000 a page (the API's largest page)."""
+    start = time.perf_counter()
+    page = None
+    while True:
+        result = store.list("/", limit=1000, page=page)
+        page = result.next_page
+        if page is None:
+            return time.perf_counter() - start
+
+
 def git_checks(repo_path: Path, scratch: Path, notes: int) -> dict[str, float]:
     """Stock ``git``: a clone (over the pack protocol, checked out) and ``git log -p`` work; timed."""
     clone = scratch / f"clone-{repo_path.stem}"
@@ -255,6 +266,7 @@ def main(argv: list[str] | None = None) -> None:
             repository.pack(s.store.path, full=True)
             s.store.index.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         maintained = {s.name: disk(s.store) for s in (flat, folders)}
+        listing = {s.name: min(timed_listing(s.store) for _ in range(3)) for s in (flat, folders)}
         progress("git clone and git log -p")
         git_times = {s.name: git_checks(s.store.path, root, n) for s in (flat, folders)}
 
@@ -277,6 +289,8 @@ def main(argv: list[str] | None = None) -> None:
                          f"   objects alone {f['objects'] / g['objects']:.2f}x; packs {f['packs']}/{g['packs']},"
                          f" loose objects {f['loose']}/{g['loose']}")
         lines.append("")
+        f, g = listing["flat"], listing["folders"]
+        lines.append(f"{'list every note, 1,000 a page (ms)':<34}{f * 1e3:12.1f}{g * 1e3:14.1f}   {f / g:5.2f}x")
         for what in ("clone", "log -p"):
             f, g = git_times["flat"][what], git_times["folders"][what]
             lines.append(f"{'git ' + what + ' (s), stock git':<34}{f:12.2f}{g:14.2f}   {f / g:5.2f}x (works)")
