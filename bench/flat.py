@@ -26,7 +26,6 @@ Timings on a shared machine are noisy; the ratios are what to read.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import cProfile
 import datetime as dt
 import hashlib
@@ -44,6 +43,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.engine import du
 from gitmem import ids, repository
 from gitmem.clock import system_clock
 from gitmem.commits import VersionRecord, format_message
@@ -103,16 +103,6 @@ def seed_notes(repo_path: Path, notes: Mapping[str, str], when: dt.datetime | No
 
 
 # -- measuring ----------------------------------------------------------------------------------------
-
-
-def du(path: Path) -> int:
-    """Bytes allocated on disk under ``path`` (whole blocks, as ``du`` counts)."""
-    total = 0
-    for root, _, files in os.walk(path):
-        for name in files:
-            with contextlib.suppress(FileNotFoundError):
-                total += os.lstat(os.path.join(root, name)).st_blocks * 512
-    return total
 
 
 def p50(values: list[float]) -> float:
