@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import pygit2
 
-from gitmem import ids, paths, repository
+from gitmem import ids, maintenance, paths, repository
 from gitmem.clock import Clock, system_clock
 from gitmem.commits import VersionRecord, author_for, format_message
 from gitmem.crypto import ContentCodec, PlainCodec
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_CAS_ATTEMPTS = 50
-PACK_EVERY_WRITES = 256
+PACK_EVERY_WRITES = 256  # at most, between background packs (gitmem.maintenance decides sooner)
 MAX_NOTES_PAGE = 1000
 MAX_VERSIONS_PAGE = 100
 MAX_FULL_PAGE = 20
@@ -74,7 +74,6 @@ class MemoryStore:
         self._on_redact = on_redact
         self.repo = pygit2.Repository(str(repo_path))
         self.index = StoreIndex(self.repo)
-        self._writes_since_pack = 0
 
     def close(self) -> None:
         self.index.close()
@@ -305,10 +304,7 @@ class MemoryStore:
         raise StoreBusy(f"store {self.id} kept changing; the write was not made")
 
     def _after_write(self) -> None:
-        self._writes_since_pack += 1
-        if self._writes_since_pack >= PACK_EVERY_WRITES:
-            self._writes_since_pack = 0
-            repository.pack_in_background(self.path)
+        maintenance.after_write(self.path, max_writes=PACK_EVERY_WRITES)
 
     def redact(self, version_id: str, actor: Actor | None = None) -> Version:
         from gitmem.rewrite import redact_version  # history rewriting lives in its own module
