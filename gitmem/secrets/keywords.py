@@ -1,0 +1,191 @@
+"""Secrets anchored by a keyword: ``password: hunter2``, ``--api-key X``, ``Authorization: Bearer X``.
+
+Where a keyword appears, the *key* around it (``DB_PASSWORD``, ``clientSecret``, ``x-api-key``) is
+read and split into words; it names a secret only when its last word does (so ``password_policy``,
+``token_url`` and ``max_tokens`` do not). What follows the key decides the syntax: an assignment in
+any config language (``=``, ``:``, ``:=``, ``=>``), an XML element, a command-line flag, a Dockerfile
+``ENV``, or prose ("the password is ..."). The value is then judged by :mod:`gitmem.secrets.values`.
+Fixed forms with their own shape (``.netrc``, ``curl -u``, ``docker login -p``, headers, URLs with
+credentials, ``NetworkCredential("u", "p")``) have rules of their own below.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+
+from gitmem.secrets import values
+from gitmem.secrets.engine import Rule, regex_rule
+
+PASSWORD_WORDS = frozenset({"password", "passwd", "pass", "pwd", "pw", "passphrase", "passcode", "passwort"})
+SECRET_WORDS = frozenset({"secret", "token", "credential", "credentials", "creds", "cred", "auth", "apikey",
+                          "accesskey", "secretkey", "privatekey", "accountkey", "masterkey", "authkey",
+                          "clientsecret", "authtoken", "accesstoken", "refreshtoken", "sessiontoken"})
+KEY_QUALIFIERS = frozenset(["api", "access", "secret", "private", "account", "master", "auth", "app", "client", "encryption", "signing", "license", "shared", "service", "subscription", "consumer", "webhook", "storage", "admin", "sas", "primary", "secondary", "write", "deploy", "integration", "server", "preshared", "session", "hmac", "jwt", "decryption", "root", "personal", "management", "bot"])
+# Tokens that are not credentials: paging cursors, CSRF nonces, a language model's tokens.
+NOT_SECRET_QUALIFIERS = frozenset(["page", "next", "continuation", "pagination", "cursor", "sync", "resume", "csrf", "xsrf", "idempotency", "cancel", "cancellation", "max", "num", "count", "lexer", "parse", "input", "output", "prompt", "completion", "stop", "bos", "eos", "pad", "unk", "special", "sep", "cls", "mask", "start", "end"])
+_NEUTRAL_SUFFIXES = frozenset({"value", "val", "str", "string", "plain", "plaintext", "raw", "text", "b64",
+                               "base64", "hex", "literal"})
+_LONG_ENDINGS = ("password", "passwd", "passphrase", "secret", "token", "apikey", "secretkey", "accesskey")
+_SPLIT = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+
+
+def key_family(key: str) -> str | None:
+    """``"password"`` or ``"secret"`` if the key names one (by its last word), else None."""
+    words = [w.lower() for w in _SPLIT.findall(key)]
+    while len(words) > 1 and words[-1] in _NEUTRAL_SUFFIXES:
+        words.pop()
+    if not words:
+        return None
+    last, before = words[-1], words[-2] if len(words) > 1 else ""
+    if before in NOT_SECRET_QUALIFIERS or last in NOT_SECRET_QUALIFIERS:
+        return None
+    if last in PASSWORD_WORDS:
+        return "password"
+    if last in SECRET_WORDS or (last == "key" and before in KEY_QUALIFIERS):
+        return "secret"
+    for ending in _LONG_ENDINGS:  # PGPASSWORD, MYSQLPWD-style run-together names
+        if last.endswith(ending) and last[: -len(ending)] not in NOT_SECRET_QUALIFIERS:
+            return "password" if ending.startswith("pass") else "secret"
+    return None
+
+
+def value_is_secret(family: str, raw: str, rest: str, *, key: str = "", prose: bool = False) -> bool:
+    if family == "password":
+        if "phrase" in key.lower() and raw[:1] not in "\"'`":  # an unquoted passphrase runs to the line's end
+            return values.looks_like_password((raw + rest).strip(), multiword=True)
+        return values.looks_like_password(raw, rest, strict=prose)
+    bare_key = key.lower().strip("-_.\"'") in {"key", "auth"}
+    if values.looks_like_token(raw, min_length=16 if bare_key else 8):
+        return True
+    pair = values.credential_pair_password(raw) if "cred" in key.lower() else None
+    return pair is not None and values.looks_like_password(pair)
+
+
+_KEY_LEFT = re.compile(r"[\w.\-]{0,64}$")
+_KEY_RIGHT = re.compile(r"[\w.\-]{0,64}")
+_VALUE = r"""(?P<value>"[^"\n]{0,300}"|'[^'\n]{0,300}'|`[^`\n]{0,300}`|[^\s"'`<>;,|&]{1,300})(?P<rest>[^\n]{0,120})"""
+_ASSIGNED = re.compile(r"""["']?[ \t]*(?::=|=>|==|[:=])[ \t]*""" + _VALUE)
+_PROSE = re.compile(r"""(?:[ \t]+(?:for|to|of|on|at)[ \t]+(?:the[ \t]+|my[ \t]+|our[ \t]+|this[ \t]+)?[\w.@\-]{1,40}"""
+                    r"""(?:[ \t]+[\w.@\-]{1,40})?)?[ \t]+(?:is|was|are|=)[ \t]+(?:now[ \t]+|still[ \t]+|set[ \t]+to[ \t]+"""
+                    r"""|just[ \t]+)?""" + _VALUE)
+_SPACED = re.compile(r"[ \t]+" + _VALUE)
+_XML_VALUE = re.compile(r">(?P<value>[^<\n]{1,300})</")
+_USED_WITH = re.compile(r"(?:\bwith|\busing|\buse)[ \t]+(?:the[ \t]+)?$", re.IGNORECASE)
+_ENV = re.compile(r"(?:^|\n)[ \t]*ENV[ \t]+$")
+
+
+def _keyword_locator(family: str):  # type: ignore[no-untyped-def]
+    def locate(text: str, start: int, end: int, floor: int) -> tuple[int | None, int]:
+        left = _KEY_LEFT.search(text, max(0, start - 64), start)
+        key_start = left.start() if left else start
+        right = _KEY_RIGHT.match(text, end)
+        key_end = right.end() if right else end
+        if key_end <= floor:  # another trigger inside this same key was already read
+            return None, floor
+        flag = text[key_start:key_start + 1] == "-"
+        key = text[key_start:key_end].lstrip("-.")
+        if key_family(key) != family:
+            return None, key_end
+        before = text[max(0, key_start - 12):key_start]
+        if before.endswith("<") and text.startswith(">", key_end):
+            xml = _XML_VALUE.match(text, key_end)
+            found = xml is not None and value_is_secret(family, xml["value"], "", key=key)
+            return (key_start if found else None), key_end
+        match = _ASSIGNED.match(text, key_end)
+        prose = False
+        if match is None:
+            if flag or _ENV.search(before) or _USED_WITH.search(before):
+                match = _SPACED.match(text, key_end)
+                prose = not flag and not _ENV.search(before)
+            else:
+                match = _PROSE.match(text, key_end)
+                prose = True
+        if match is None:
+            return None, key_end
+        found = value_is_secret(family, match["value"], match["rest"], key=key, prose=prose)
+        return (key_start if found else None), key_end
+
+    return locate
+
+
+def _judged(family_of_key: str | None = None, *, quoted_only: bool = False):  # type: ignore[no-untyped-def]
+    """Accept a match whose ``value`` group is a secret (of the family the match's ``key`` names)."""
+    def accept(match: re.Match[str]) -> bool:
+        raw = match["value"]
+        if quoted_only and raw[:1] not in "\"'":
+            return False
+        family = family_of_key or key_family(match["key"])
+        return family is not None and value_is_secret(family, raw, "", key=match.groupdict().get("key") or "")
+
+    return accept
+
+
+def _basic_credentials(match: re.Match[str]) -> bool:
+    """``Basic dXNlcjpwYXNz``: base64 of ``user:password`` with a real password."""
+    encoded = match["value"]
+    try:
+        decoded = base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return False
+    user, sep, password = decoded.partition(":")
+    return bool(sep and user and password.isprintable()) and values.looks_like_password(password)
+
+
+def _url_credentials(match: re.Match[str]) -> bool:
+    return values.looks_like_password(match["value"]) or values.looks_like_token(match["user"], min_length=20)
+
+
+_QUOTED = r"""(?P<value>"[^"\n]{1,200}"|'[^'\n]{1,200}')"""
+_ANY = r"""(?P<value>"[^"\n]{1,200}"|'[^'\n]{1,200}'|[^\s"'|;&]{1,200})"""
+
+KEYWORD_RULES: tuple[Rule, ...] = (
+    Rule("password-assignment", "a saved password", ("pass", "pw"), _keyword_locator("password")),
+    Rule("secret-assignment", "a secret (token, API key or credential)", ("secret", "token", "key", "auth", "cred"),
+         _keyword_locator("secret")),
+    regex_rule("netrc-password", "a saved password (.netrc)", ["login"],
+               r"\blogin[ \t]+\S{1,100}\s{1,20}password[ \t]+(?P<value>\S{1,200})", ahead=330,
+               accept=_judged("password")),
+    regex_rule("cli-login-password", "a saved password (command line)", ["login"],
+               r"\blogin\b[^\n|;&]{0,200}?[ \t](?:-p|--password)(?:[ \t]+|=)" + _ANY, ahead=420,
+               accept=_judged("password")),
+    regex_rule("mysql-password", "a saved password (command line)", ["mysql", "mariadb"],
+               r"\b(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n|;&]{0,200}?[ \t]-p(?P<value>[^\s\"'|;&-][^\s\"'|;&]{2,200})",
+               ahead=420, accept=_judged("password")),
+    regex_rule("sshpass-password", "a saved password (command line)", ["sshpass"],
+               r"\bsshpass[ \t]+-p[ \t]*" + _ANY, ahead=220, accept=_judged("password")),
+    regex_rule("redis-password", "a saved password (command line)", ["redis-cli"],
+               r"\bredis-cli\b[^\n|;&]{0,200}?[ \t]-a[ \t]+" + _ANY, ahead=420, accept=_judged("password")),
+    regex_rule("cli-user-password", "a saved password (command line)", ["-u", "--user", "--proxy-user"],
+               r"""(?<![\w-])(?:-u|-U|--user|--proxy-user)(?:[ \t]+|=|(?=["']))["']?[^\s:"'$]{1,100}:"""
+               r"""(?P<value>[^\s"'@]{1,200})""", ahead=320, accept=_judged("password")),
+    regex_rule("bearer-token", "a token (Authorization header)", ["bearer"],
+               r"(?i:bearer)[ \t]+(?P<value>[A-Za-z0-9._~+/\-]{16,2000}=*)", ahead=2030,
+               accept=lambda m: values.looks_like_token(m["value"], min_length=16)),
+    regex_rule("basic-auth-header", "a saved password (Basic authorization)", ["basic"],
+               r"(?i:basic)[ \t]+(?P<value>[A-Za-z0-9+/]{8,500}={0,2})(?![A-Za-z0-9+/=])", ahead=520,
+               accept=_basic_credentials),
+    regex_rule("authorization-header", "a token (Authorization header)", ["authorization"],
+               r"""(?i:authorization)["']?[ \t]*[:=][ \t]*["']?(?:[A-Za-z][A-Za-z0-9_-]{1,20}[ \t]+)?"""
+               r"""(?P<value>[A-Za-z0-9._~+/:=\-]{12,2000})""", ahead=2060,
+               accept=lambda m: values.looks_like_token(m["value"], min_length=12)),
+    regex_rule("credential-constructor", "a saved password (in code)",
+               ["networkcredential", "basicauth", "digestauth", "usernamepassword", "passwordauthentication",
+                "passwordcredential", "auth=(", "auth = (", ".login(", "credentials("],
+               r"""(?:NetworkCredential|HTTP(?:Basic|Digest)Auth|BasicAuth|UsernamePasswordCredentials?|"""
+               r"""PasswordAuthentication|PasswordCredential|UsernamePasswordAuthenticationToken|\.login|\bauth|"""
+               r"""Credentials)[ \t]*(?:=[ \t]*)?\([ \t]*(?:\([ \t]*)?(?:"[^"\n]{0,100}"|'[^'\n]{0,100}'|"""
+               r"""[\w.$\[\]"']{1,64})[ \t]*,[ \t]*""" + _QUOTED, back=40, ahead=420,
+               accept=_judged("password")),
+    regex_rule("powershell-securestring", "a saved password (PowerShell)", ["asplaintext"],
+               r"""ConvertTo-SecureString[ \t]+(?:-String[ \t]+)?""" + _QUOTED + r"""[ \t]+-AsPlainText""",
+               back=300, ahead=20, accept=_judged("password")),
+    regex_rule("named-secret-value", "a saved password or secret (name/value pair)", ["value"],
+               r"""(?i:name|key)["']?[ \t]*[:=][ \t]*["']?(?P<key>[\w.\-]{1,64})["']?[ \t]*,?[ \t]*(?:\r?\n[ \t]*)?"""
+               r"""(?:-[ \t]*)?["']?(?i:value)["']?[ \t]*[:=][ \t]*(?P<value>"[^"\n]{1,300}"|'[^'\n]{1,300}'|"""
+               r"""[^\s"'<>,}]{1,300})""", back=120, ahead=320, accept=_judged()),
+    regex_rule("url-credentials", "a saved password (in a URL)", ["://"],
+               r"""[A-Za-z][A-Za-z0-9+.\-]{1,20}://(?P<user>[^\s:/@"'<>]{0,100}):(?P<value>[^\s/@"'<>]{1,200})@"""
+               r"""(?=[\w\[])""", back=22, ahead=330, accept=_url_credentials),
+)
