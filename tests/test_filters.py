@@ -26,7 +26,7 @@ SECRETS = {
     "pwd": "pwd: abcd1234",
     "passphrase": "passphrase: open sesame",
     "secret_key": "secret_key = 'abc123def456'",
-    "client-secret JSON": '{"client-secret": "0123456789abcdef"}',
+    "client-secret JSON": '{"client-secret": "8f3a9c1e7b2d4f60"}',
     "RSA private key": "-----BEGIN RSA PRIVATE KEY-----\n" + KEY_BODY + "-----END RSA PRIVATE KEY-----",
     "OpenSSH private key": "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEA" + KEY_BODY,
     "PKCS8 private key": "key:\n-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBg" + KEY_BODY,

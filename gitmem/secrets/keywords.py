@@ -27,7 +27,8 @@ KEY_QUALIFIERS = frozenset(["api", "access", "secret", "private", "account", "ma
 NOT_SECRET_QUALIFIERS = frozenset(["page", "next", "continuation", "pagination", "cursor", "sync", "resume", "csrf", "xsrf", "idempotency", "cancel", "cancellation", "max", "num", "count", "lexer", "parse", "input", "output", "prompt", "completion", "stop", "bos", "eos", "pad", "unk", "special", "sep", "cls", "mask", "start", "end"])
 _NEUTRAL_SUFFIXES = frozenset({"value", "val", "str", "string", "plain", "plaintext", "raw", "text", "b64",
                                "base64", "hex", "literal"})
-_LONG_ENDINGS = ("password", "passwd", "passphrase", "secret", "token", "apikey", "secretkey", "accesskey")
+_LONG_ENDINGS = ("password", "passwd", "passphrase", "pwd", "pw", "secret", "token", "apikey", "secretkey",
+                 "accesskey")
 _SPLIT = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 
 
@@ -47,7 +48,7 @@ def key_family(key: str) -> str | None:
         return "secret"
     for ending in _LONG_ENDINGS:  # PGPASSWORD, MYSQLPWD-style run-together names
         if last.endswith(ending) and last[: -len(ending)] not in NOT_SECRET_QUALIFIERS:
-            return "password" if ending.startswith("pass") else "secret"
+            return "password" if ending.startswith("p") else "secret"
     return None
 
 
@@ -73,6 +74,8 @@ _PROSE = re.compile(r"""(?:[ \t]+(?:for|to|of|on|at)[ \t]+(?:the[ \t]+|my[ \t]+|
 _SPACED = re.compile(r"[ \t]+" + _VALUE)
 _XML_VALUE = re.compile(r">(?P<value>[^<\n]{1,300})</")
 _USED_WITH = re.compile(r"(?:\bwith|\busing|\buse)[ \t]+(?:the[ \t]+)?$", re.IGNORECASE)
+_QUALIFIER_BEFORE = re.compile(r"([A-Za-z]{2,20})[ \t]$")
+_ARN = re.compile(r"\barn:[\w\-:/]*$")
 _ENV = re.compile(r"(?:^|\n)[ \t]*ENV[ \t]+$")
 
 
@@ -86,9 +89,16 @@ def _keyword_locator(family: str):  # type: ignore[no-untyped-def]
             return None, floor
         flag = text[key_start:key_start + 1] == "-"
         key = text[key_start:key_end].lstrip("-.")
-        if key_family(key) != family:
+        family_found = key_family(key)
+        if family_found is None:  # prose names a secret in two words: "the API key is ..."
+            qualifier = _QUALIFIER_BEFORE.search(text, max(0, key_start - 24), key_start)
+            if qualifier is not None:
+                family_found = key_family(f"{qualifier[1]}_{key}")
+        if family_found != family:
             return None, key_end
         before = text[max(0, key_start - 12):key_start]
+        if before.endswith(":") and _ARN.search(text, max(0, key_start - 120), key_start):
+            return None, key_end  # arn:aws:secretsmanager:...:secret:name names a secret, holds none
         if before.endswith("<") and text.startswith(">", key_end):
             xml = _XML_VALUE.match(text, key_end)
             found = xml is not None and value_is_secret(family, xml["value"], "", key=key)
@@ -130,7 +140,8 @@ def _basic_credentials(match: re.Match[str]) -> bool:
     except (binascii.Error, UnicodeDecodeError, ValueError):
         return False
     user, sep, password = decoded.partition(":")
-    return bool(sep and user and password.isprintable()) and values.looks_like_password(password)
+    # Any real password counts here, even a word: the header exists only to carry it.
+    return bool(sep and user and password.isprintable() and len(password) >= 4) and not values.is_placeholder(password)
 
 
 def _url_credentials(match: re.Match[str]) -> bool:
@@ -157,6 +168,12 @@ KEYWORD_RULES: tuple[Rule, ...] = (
                r"\bsshpass[ \t]+-p[ \t]*" + _ANY, ahead=220, accept=_judged("password")),
     regex_rule("redis-password", "a saved password (command line)", ["redis-cli"],
                r"\bredis-cli\b[^\n|;&]{0,200}?[ \t]-a[ \t]+" + _ANY, ahead=420, accept=_judged("password")),
+    regex_rule("chpasswd-password", "a saved password (command line)", ["chpasswd"],
+               r"""echo[ \t]+["']?[\w.-]{1,32}:(?P<value>[^\s"':]{1,100})["']?[ \t]*\|[ \t]*(?:sudo[ \t]+)?chpasswd""",
+               back=160, ahead=10, accept=_judged("password")),
+    regex_rule("htpasswd-password", "a saved password (command line)", ["htpasswd"],
+               r"""\bhtpasswd[ \t]+-[a-zA-Z]*b[a-zA-Z]*(?:[ \t]+-\w+)*[ \t]+\S{1,200}[ \t]+\S{1,64}[ \t]+""" + _ANY,
+               ahead=500, accept=_judged("password")),
     regex_rule("cli-user-password", "a saved password (command line)", ["-u", "--user", "--proxy-user"],
                r"""(?<![\w-])(?:-u|-U|--user|--proxy-user)(?:[ \t]+|=|(?=["']))["']?[^\s:"'$]{1,100}:"""
                r"""(?P<value>[^\s"'@]{1,200})""", ahead=320, accept=_judged("password")),

@@ -37,14 +37,17 @@ _REFERENCE = re.compile(
     System\.getenv|Environment\.GetEnvironmentVariable|secrets?\.|vault\b|getpass|keyring\.|input\(|
     \$_(?:POST|GET|ENV|SERVER|REQUEST|COOKIE)|request\.|req\.|params\b|config\b|settings\b|self\.|this\.|
     ssm:|arn:aws|secretkeyref|valuefrom|!ref\b|!sub\b|op://|awssm:|vault:|file:|@microsoft\.keyvault|
-    credstash|sops\b|kms:|\{\{\s*resolve|read_secret|get_secret|load_secret|fetch_secret)""")
-_PATH = re.compile(r"^(?:~?/|\.{1,2}/|[A-Za-z]:\\|\\\\)|\.(?:pem|key|txt|json|env|crt|p12|pfx|jks|kdbx|gpg|age)$")
+    credstash|sops\b|kms:|\{\{\s*resolve|read_secret|get_secret|load_secret|fetch_secret|
+    !\w+|ENC[(\[]|enc:|vault:v\d:)""")
+_PATH = re.compile(r"(?:^|[:=])(?:~|\.{1,2})?/[\w.-]+(?:/[\w.-]+)*$|^(?:[A-Za-z]:\\|\\\\)"
+                   r"|\.(?:pem|key|txt|json|env|crt|p12|pfx|jks|kdbx|gpg|age)$")
 _URL = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)
 # Identifiers in code (a variable, an attribute, a call): ``password = user_password``.
 _EXPRESSION = re.compile(r"^[A-Za-z_$][\w$]*(?:(?:\.|::|->)[A-Za-z_$][\w$]*)*(?:\(.*\)?|\[.*\]?)?$")
 _SNAKE = re.compile(r"^[a-z]+(?:_[a-z]+)+$")
 _CONSTANT = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$")
 _CAMEL = re.compile(r"^[a-z]+(?:[A-Z][a-z]+)+$")
+_PASCAL = re.compile(r"^[A-Z][a-z]+(?:[A-Z][a-z]+)+$")  # a type: ``password: SecretStr``
 # Password hashes are what systems are meant to store: they are not credentials (see the module docs).
 _PASSWORD_HASH = re.compile(r"^(?:\$2[abxy]?\$\d\d\$|\$argon2|\$[1567]\$|\$apr1\$|\$scrypt\$|\{S?SHA\d*\}|"
                             r"(?:pbkdf2_sha\d+|bcrypt_sha256|argon2|sha\d+)\$|md5[0-9a-f]{32}$|SCRAM-SHA-)")
@@ -62,6 +65,8 @@ def strip_quotes(raw: str) -> tuple[str, bool]:
         return raw[1:-1], True
     if raw[:1] in "\"'`":
         return raw[1:], True
+    if raw.endswith(("...", "…")):  # an elided example: is_placeholder must see the ellipsis
+        return raw, False
     return raw.rstrip(".,;:!?)]}>\"'`"), False
 
 
@@ -70,7 +75,7 @@ def is_placeholder(value: str) -> bool:
     if lowered in PLACEHOLDER_VALUES or not value.strip():
         return True
     compact = re.sub(r"[\s\-_.:/]", "", value)
-    if len(set(compact)) <= 2:  # ********, xxxxxxxx, 00000000, abababab
+    if len(set(compact)) <= 2 or ascending_run(compact):  # ********, xxxxxxxx, abababab, 12345678
         return True
     if _TEMPLATE.search(value) or _WRAPPED.match(value) or _MASK.search(value):
         return True
@@ -80,16 +85,31 @@ def is_placeholder(value: str) -> bool:
     return False
 
 
+def ascending_run(value: str, length: int = 8) -> bool:
+    """``12345678``, ``abcdefgh``: typed by a person writing an example."""
+    run = 1
+    for a, b in zip(value, value[1:], strict=False):
+        run = run + 1 if ord(b) == ord(a) + 1 else 1
+        if run >= length:
+            return True
+    return False
+
+
 def is_reference(value: str, quoted: bool) -> bool:
     """A pointer to a secret (an env var, a file, a vault path, a call), not the secret itself."""
     if _REFERENCE.match(value) or _PATH.search(value) or _URL.match(value) or _PASSWORD_HASH.match(value):
         return True
     if quoted:
         return False
-    if not _EXPRESSION.match(value):
+    if not _EXPRESSION.match(value) or any(_random_word(w) for w in re.split(r"[.(\[:]", value)):
         return False
     return any(ch in value for ch in ".([:") or bool(_SNAKE.match(value) or _CONSTANT.match(value)
-                                                     or _CAMEL.match(value))
+                                                     or _CAMEL.match(value) or _PASCAL.match(value))
+
+
+def _random_word(word: str) -> bool:
+    """``Zg4yGrpQhqaptZzXXLioyylv`` is no name a person gives a variable."""
+    return len(word) >= 12 and char_classes(word) >= 3
 
 
 def entropy(value: str) -> float:
@@ -112,9 +132,9 @@ def _is_prose_word(word: str) -> bool:
 def _identifier_like(value: str) -> bool:
     """``min-length-12``, ``prod_db_creds``: words joined by separators, a name rather than a secret."""
     parts = [p for p in re.split(r"[-_.]", value) if p]
-    if len(parts) < 2 or not all(p.isdigit() or (p.isalpha() and (p.islower() or p.isupper())) for p in parts):
+    if len(parts) < 2 or not all(p.isdigit() or is_plain_word(p) for p in parts):
         return False
-    return sum(len(p) >= 3 and p.isalpha() for p in parts) >= 2
+    return any(len(p) >= 3 and p.isalpha() for p in parts)
 
 
 def is_plain_word(value: str) -> bool:

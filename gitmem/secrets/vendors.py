@@ -10,18 +10,10 @@ import re
 from collections.abc import Callable
 
 from gitmem.secrets.engine import Rule, regex_rule
+from gitmem.secrets.values import ascending_run
 
 _B = r"(?<![A-Za-z0-9_])"  # a token starts at a boundary
 _E = r"(?![A-Za-z0-9_])"  # ... and ends at one
-
-
-def _ascending_run(body: str, length: int = 8) -> bool:
-    run = 1
-    for a, b in zip(body, body[1:], strict=False):
-        run = run + 1 if ord(b) == ord(a) + 1 else 1
-        if run >= length:
-            return True
-    return False
 
 
 def placeholder_body(token: str) -> bool:
@@ -29,7 +21,7 @@ def placeholder_body(token: str) -> bool:
     body = re.sub(r"^[A-Za-z]{1,12}[_-](?:v1_|live_|test_|api\d\d-|proj-)?", "", token)
     if "xxxx" in body.lower() or len(set(body)) <= 4:
         return True
-    return bool(re.search(r"(.)\1{5}", body)) or _ascending_run(body)
+    return bool(re.search(r"(.)\1{5}", body)) or ascending_run(body)
 
 
 def _real(match: re.Match[str]) -> bool:
@@ -52,7 +44,7 @@ VENDOR_RULES: tuple[Rule, ...] = (
     _vendor("aws-access-key-id", "AWS access key id", "akia asia abia acca",
             _B + r"(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}" + _E),
     _vendor("aws-secret-access-key", "AWS secret access key", "aws_secret secretaccesskey aws-secret",
-            r"(?i)(?:aws_?secret(?:_access)?_?key|secretaccesskey|aws-secret-access-key)[\"']?\s*[:=>]+\s*[\"']?"
+            r"(?i)(?:aws_?secret(?:_access)?_?key|secretaccesskey|aws-secret-access-key)[\"']?(?:\s*[:=>]+\s*|[ \t]+)[\"']?"
             r"(?-i:[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])", back=40),
     _vendor("github-token", "GitHub token", "ghp_ gho_ ghu_ ghs_ ghr_", _B + r"gh[pousr]_[A-Za-z0-9]{36,251}" + _E),
     _vendor("github-fine-grained-token", "GitHub token", "github_pat_", _B + r"github_pat_[A-Za-z0-9_]{50,251}" + _E),
@@ -118,7 +110,7 @@ VENDOR_RULES: tuple[Rule, ...] = (
             r"access_token\$(?:production|sandbox)\$[0-9a-z]{16}\$[0-9a-f]{32}"),
     _vendor("heroku-key", "Heroku API key", "hrku-", _B + r"HRKU-[A-Za-z0-9_-]{20,100}"),
     _vendor("doppler-token", "Doppler token", "dp.pt. dp.st. dp.sa. dp.ct. dp.scim. dp.audit.",
-            _B + r"dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,44}" + _E),
+            _B + r"dp\.(?:pt|st|sa|ct|scim|audit)\.(?:[a-z0-9_-]{1,40}\.)?[A-Za-z0-9]{40,44}" + _E),
     _vendor("pulumi-token", "Pulumi token", "pul-", _B + r"pul-[a-f0-9]{40}" + _E),
     _vendor("linear-key", "Linear API key", "lin_api_ lin_oauth_", _B + r"lin_(?:api|oauth)_[A-Za-z0-9]{40}" + _E),
     _vendor("postman-key", "Postman API key", "pmak-", _B + r"PMAK-[a-f0-9]{24}-[a-f0-9]{34}" + _E),
