@@ -277,7 +277,7 @@ def unchanged(world: Pusher):  # noqa: ANN201
     ({"people/cafe\u0301.md": "x"}, "Normalization Form C"),
     ({"/".join(["d"] * 21) + ".md": "x"}, "more than 20 segments"),
     ({"people/big.md": "x" * 102_401}, "at most 102400"),
-    ({"people/key.md": "-----BEGIN RSA PRIVATE KEY-----\nMIIE\n"}, "private key"),
+    ({"people/key.md": "-----BEGIN RSA PRIVATE KEY-----\nMIIEkMekS0CEEMHT2Yat0ML8xMxdVmmCOIkbt5xGn2wMnRUGV2RTZJdhXp8LNLr/ZuUy\n"}, "private key"),
     ({"people/pw.md": "db password: hunter2hunter2\n"}, "saved password"),
     ({"people/bin.md": b"\xff\xfe\x00binary"}, "not UTF-8"),
     ({".gitattributes": "*.md filter=x\n"}, "'.gitattributes' is a name Git reserves"),
@@ -361,7 +361,7 @@ def test_commits_that_borrow_gitmem_trailers_or_identities_are_refused(unchanged
 def test_one_bad_commit_refuses_the_whole_push(unchanged: Pusher) -> None:
     unchanged.write("people/fine.md", "fine\n")
     unchanged.commit("fine")
-    unchanged.write("people/token.md", "token: AKIAABCDEFGHIJKLMNOP\n")
+    unchanged.write("people/token.md", "token: AKIAJ7Q2WZ3XK5M4HPRT\n")
     bad = unchanged.commit("bad")
     _assert_refused(unchanged, unchanged.push(), f"refused: {bad[:7]} /people/token.md", "access token",
                     "the store is unchanged; fix those commits")

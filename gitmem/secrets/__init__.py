@@ -41,6 +41,7 @@ from gitmem.secrets.vendors import VENDOR_RULES
 
 RULES: tuple[Rule, ...] = (*VENDOR_RULES, *KEY_RULES, *KEYWORD_RULES)
 RULE_IDS = frozenset(rule.id for rule in RULES)
+_KEYWORD_RULE_IDS = frozenset(rule.id for rule in KEYWORD_RULES)
 ALLOW_SETTING = "GITMEM_SECRETS_ALLOW"
 
 
@@ -82,14 +83,16 @@ class SecretDetector:
     allow: frozenset[str] = frozenset()
 
     def findings(self, text: str) -> list[Finding]:
-        """Every secret found, in the order they appear."""
-        hits = sorted(_scanner(self.allow).hits(text), key=lambda hit: hit.offset)
-        return [Finding(h.rule.id, h.rule.kind, text.count("\n", 0, h.offset) + 1) for h in hits]
+        """Every secret found, by line; on a line, a vendor's or a key's rule before a keyword's."""
+        hits = sorted(_scanner(self.allow).hits(text),
+                      key=lambda hit: (hit.offset, hit.rule.id in _KEYWORD_RULE_IDS))
+        found = [Finding(h.rule.id, h.rule.kind, text.count("\n", 0, h.offset) + 1) for h in hits]
+        return sorted(found, key=lambda f: (f.line, f.rule_id in _KEYWORD_RULE_IDS))
 
     def first(self, text: str) -> Finding | None:
-        for hit in _scanner(self.allow).hits(text):
-            return Finding(hit.rule.id, hit.rule.kind, text.count("\n", 0, hit.offset) + 1)
-        return None
+        """The finding a refusal names (``token: AKIA…`` names the AWS key rather than the keyword)."""
+        found = self.findings(text)
+        return found[0] if found else None
 
     def __call__(self, path: str, text: str) -> str | None:
         finding = self.first(text)
