@@ -19,12 +19,21 @@ from dataclasses import dataclass, field
 Locator = Callable[[str, int, int, int], "tuple[int | None, int]"]
 
 
+# (text, floor) -> offsets of every secret the rule finds from the floor on: one linear pass.
+Sweeper = Callable[[str, int], Iterator[int]]
+# A rule woken more often than this in one note (hostile input, or a note of hundreds of "login")
+# stops searching windows and sweeps the rest of the note once instead: either way each character is
+# looked at a bounded number of times, and padding with triggers cannot hide a secret.
+WINDOWED_WAKES = 16
+
+
 @dataclass(frozen=True)
 class Rule:
     id: str
     kind: str  # what a refusal says was found: "a GitHub token", "a saved password"
     triggers: tuple[str, ...]
     locate: Locator = field(compare=False)
+    sweep: Sweeper | None = field(default=None, compare=False)
 
 
 def regex_rule(rule_id: str, kind: str, triggers: Iterable[str], pattern: str, *, back: int = 0,
@@ -46,7 +55,12 @@ def regex_rule(rule_id: str, kind: str, triggers: Iterable[str], pattern: str, *
                 return match.start(), window_end - overlap
         return None, window_end - overlap
 
-    return Rule(rule_id, kind, tuple(t.lower() for t in triggers), locate)
+    def sweep(text: str, floor: int) -> Iterator[int]:
+        for match in compiled.finditer(text, max(0, floor)):
+            if accept is None or accept(match):
+                yield match.start()
+
+    return Rule(rule_id, kind, tuple(t.lower() for t in triggers), locate, sweep)
 
 
 def _trie_pattern(words: Iterable[str]) -> str:
@@ -106,10 +120,21 @@ class Scanner:
         """Secrets found, in the order their triggers appear (a rule reports a given offset once)."""
         seen: set[tuple[str, int]] = set()
         floors: dict[str, int] = {}
+        wakes: dict[str, int] = {}
+        swept: set[str] = set()
         for match in self._triggers.finditer(_lower_same_length(text)):
             start, end = match.span()
             for rule in self._wakes[match.group()]:
-                offset, floors[rule.id] = rule.locate(text, start, end, floors.get(rule.id, 0))
-                if offset is not None and (rule.id, offset) not in seen:
-                    seen.add((rule.id, offset))
-                    yield Hit(rule, offset)
+                if rule.id in swept:
+                    continue
+                wakes[rule.id] = wakes.get(rule.id, 0) + 1
+                if rule.sweep is not None and wakes[rule.id] > WINDOWED_WAKES:
+                    swept.add(rule.id)
+                    offsets: Iterable[int] = rule.sweep(text, floors.get(rule.id, 0))
+                else:
+                    offset, floors[rule.id] = rule.locate(text, start, end, floors.get(rule.id, 0))
+                    offsets = () if offset is None else (offset,)
+                for offset in offsets:
+                    if (rule.id, offset) not in seen:
+                        seen.add((rule.id, offset))
+                        yield Hit(rule, offset)

@@ -17,15 +17,19 @@ MIN_BODY_CHARS = 40  # a real key's body is hundreds of characters; a line of on
 
 _PEM_HEADER = r"-----BEGIN[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----"
 _BODY_LINES = re.compile(r"(?:\\[rn]|\s)+")
-_HEADER_LINE = re.compile(r"[A-Za-z-]{2,40}:[^\n\\]*")
+_HEADER_LINE = re.compile(r"(?:\\[rn]|\s)*[A-Za-z][A-Za-z-]{1,39}:[^\n\\]*")  # Proc-Type:, Version:, Comment:
 _BASE64 = re.compile(r"[A-Za-z0-9+/=]+")
 
 
 def real_body(after_header: str) -> bool:
     """Whether the text after a BEGIN line starts with a key body and not with ``xxx``, ``...`` or nothing."""
-    body = _HEADER_LINE.sub("", after_header[:2000].split("-----END", 1)[0])  # Proc-Type:, Version:, Comment:
-    body = _BODY_LINES.sub("", body)
-    run = _BASE64.match(body)
+    rest = after_header[:1200]
+    for _ in range(6):
+        header = _HEADER_LINE.match(rest)
+        if header is None:
+            break
+        rest = rest[header.end():]
+    run = _BASE64.match(_BODY_LINES.sub("", rest[:400]))
     if run is None:
         return False
     chars = run.group().rstrip("=")

@@ -17,14 +17,23 @@ import re
 
 from gitmem.secrets import values
 from gitmem.secrets.engine import Rule, regex_rule
+from gitmem.secrets.values import words
 
 PASSWORD_WORDS = frozenset({"password", "passwd", "pass", "pwd", "pw", "passphrase", "passcode", "passwort"})
 SECRET_WORDS = frozenset({"secret", "token", "credential", "credentials", "creds", "cred", "auth", "apikey",
                           "accesskey", "secretkey", "privatekey", "accountkey", "masterkey", "authkey",
                           "clientsecret", "authtoken", "accesstoken", "refreshtoken", "sessiontoken"})
-KEY_QUALIFIERS = frozenset(["api", "access", "secret", "private", "account", "master", "auth", "app", "client", "encryption", "signing", "license", "shared", "service", "subscription", "consumer", "webhook", "storage", "admin", "sas", "primary", "secondary", "write", "deploy", "integration", "server", "preshared", "session", "hmac", "jwt", "decryption", "root", "personal", "management", "bot"])
+KEY_QUALIFIERS = frozenset(words("""
+    api access secret private account master auth app client encryption signing license shared service
+    subscription consumer webhook storage admin sas primary secondary write deploy integration server
+    preshared session hmac jwt decryption root personal management bot
+"""))
 # Tokens that are not credentials: paging cursors, CSRF nonces, a language model's tokens.
-NOT_SECRET_QUALIFIERS = frozenset(["page", "next", "continuation", "pagination", "cursor", "sync", "resume", "csrf", "xsrf", "idempotency", "cancel", "cancellation", "max", "num", "count", "lexer", "parse", "input", "output", "prompt", "completion", "stop", "bos", "eos", "pad", "unk", "special", "sep", "cls", "mask", "start", "end"])
+NOT_SECRET_QUALIFIERS = frozenset(words("""
+    page next continuation pagination cursor sync resume csrf xsrf idempotency cancel cancellation max
+    num count lexer parse input output prompt completion stop bos eos pad unk special sep cls mask start
+    end
+"""))
 _NEUTRAL_SUFFIXES = frozenset({"value", "val", "str", "string", "plain", "plaintext", "raw", "text", "b64",
                                "base64", "hex", "literal"})
 _LONG_ENDINGS = ("password", "passwd", "passphrase", "pwd", "pw", "secret", "token", "apikey", "secretkey",
@@ -64,19 +73,20 @@ def value_is_secret(family: str, raw: str, rest: str, *, key: str = "", prose: b
     return pair is not None and values.looks_like_password(pair)
 
 
-_KEY_LEFT = re.compile(r"[\w.\-]{0,64}$")
+_KEY_LEFT = re.compile(r"(?<![\w.\-])[\w.\-]{1,64}\Z")  # the lookbehind: one try per start
 _KEY_RIGHT = re.compile(r"[\w.\-]{0,64}")
 _VALUE = r"""(?P<value>"[^"\n]{0,300}"|'[^'\n]{0,300}'|`[^`\n]{0,300}`|[^\s"'`<>;,|&]{1,300})(?P<rest>[^\n]{0,120})"""
 _ASSIGNED = re.compile(r"""["']?[ \t]*(?::=|=>|==|[:=])[ \t]*""" + _VALUE)
 _PROSE = re.compile(r"""(?:[ \t]+(?:for|to|of|on|at)[ \t]+(?:the[ \t]+|my[ \t]+|our[ \t]+|this[ \t]+)?[\w.@\-]{1,40}"""
-                    r"""(?:[ \t]+[\w.@\-]{1,40})?)?[ \t]+(?:is|was|are|=)[ \t]+(?:now[ \t]+|still[ \t]+|set[ \t]+to[ \t]+"""
+                    r"""(?:[ \t]+[\w.@\-]{1,40})?)?[ \t]+(?:is|was|are|=)[ \t]+"""
+                    r"""(?:now[ \t]+|still[ \t]+|set[ \t]+to[ \t]+"""
                     r"""|just[ \t]+)?""" + _VALUE)
 _SPACED = re.compile(r"[ \t]+" + _VALUE)
 _XML_VALUE = re.compile(r">(?P<value>[^<\n]{1,300})</")
-_USED_WITH = re.compile(r"(?:\bwith|\busing|\buse)[ \t]+(?:the[ \t]+)?$", re.IGNORECASE)
-_QUALIFIER_BEFORE = re.compile(r"([A-Za-z]{2,20})[ \t]$")
-_ARN = re.compile(r"\barn:[\w\-:/]*$")
-_ENV = re.compile(r"(?:^|\n)[ \t]*ENV[ \t]+$")
+_USED_WITH = re.compile(r"(?:\bwith|\busing|\buse)[ \t]+(?:the[ \t]+)?\Z", re.IGNORECASE)
+_QUALIFIER_BEFORE = re.compile(r"(?<![A-Za-z])([A-Za-z]{2,20})[ \t]\Z")
+_ARN = re.compile(r"\barn:[\w\-:/]*\Z")
+_ENV = re.compile(r"(?:^|\n)[ \t]*ENV[ \t]+\Z")
 
 
 def _keyword_locator(family: str):  # type: ignore[no-untyped-def]
@@ -115,7 +125,8 @@ def _keyword_locator(family: str):  # type: ignore[no-untyped-def]
         if match is None:
             return None, key_end
         found = value_is_secret(family, match["value"], match["rest"], key=key, prose=prose)
-        return (key_start if found else None), key_end
+        # The value was judged whole: keys inside it ("password=password=...") need no second look.
+        return (key_start if found else None), match.end("value")
 
     return locate
 
@@ -156,13 +167,14 @@ KEYWORD_RULES: tuple[Rule, ...] = (
     Rule("secret-assignment", "a secret (token, API key or credential)", ("secret", "token", "key", "auth", "cred"),
          _keyword_locator("secret")),
     regex_rule("netrc-password", "a saved password (.netrc)", ["login"],
-               r"\blogin[ \t]+\S{1,100}\s{1,20}password[ \t]+(?P<value>\S{1,200})", ahead=330,
+               r"login(?<!\wlogin)[ \t]+\S{1,100}\s{1,20}password[ \t]+(?P<value>\S{1,200})", ahead=330,
                accept=_judged("password")),
     regex_rule("cli-login-password", "a saved password (command line)", ["login"],
-               r"\blogin\b[^\n|;&]{0,200}?[ \t](?:-p|--password)(?:[ \t]+|=)" + _ANY, ahead=420,
+               r"login(?<!\wlogin)\b[^\n|;&]{0,200}?[ \t](?:-p|--password)(?:[ \t]+|=)" + _ANY, ahead=420,
                accept=_judged("password")),
     regex_rule("mysql-password", "a saved password (command line)", ["mysql", "mariadb"],
-               r"\b(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n|;&]{0,200}?[ \t]-p(?P<value>[^\s\"'|;&-][^\s\"'|;&]{2,200})",
+               r"\b(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n|;&]{0,200}?[ \t]-p"
+               r"(?P<value>[^\s\"'|;&-][^\s\"'|;&]{2,200})",
                ahead=420, accept=_judged("password")),
     regex_rule("sshpass-password", "a saved password (command line)", ["sshpass"],
                r"\bsshpass[ \t]+-p[ \t]*" + _ANY, ahead=220, accept=_judged("password")),

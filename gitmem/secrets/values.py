@@ -13,8 +13,20 @@ import math
 import re
 from collections import Counter
 
+
+def words(text: str) -> list[str]:
+    """The words of a block of text (keeps long word lists readable)."""
+    return text.split()
+
+
 # Values that name or stand for a secret rather than hold one (compared lower-cased, whole value).
-PLACEHOLDER_VALUES = frozenset(["password", "passwd", "pass", "pwd", "pw", "passphrase", "secret", "secrets", "token", "tokens", "key", "apikey", "api_key", "api-key", "credential", "credentials", "creds", "auth", "none", "null", "nil", "undefined", "empty", "true", "false", "yes", "no", "on", "off", "required", "optional", "hidden", "masked", "unset", "unknown", "default", "same", "n/a", "na", "tbd", "todo", "fixme", "test", "testing", "string", "str", "value", "username", "user", "login", "example", "sample", "dummy", "redacted", "placeholder", "changeme", "secret_key", "access_key", "private_key", "client_secret", "bearer", "basic", "token_here", "password_here"])
+PLACEHOLDER_VALUES = frozenset(words("""
+    password passwd pass pwd pw passphrase secret secrets token tokens key apikey api_key api-key
+    credential credentials creds auth none null nil undefined empty true false yes no on off required
+    optional hidden masked unset unknown default same n/a na tbd todo fixme test testing string str
+    value username user login example sample dummy redacted placeholder changeme secret_key access_key
+    private_key client_secret bearer basic token_here password_here
+"""))
 
 # Words whose presence marks a template or documentation value (``your-api-key``, ``changeme123``).
 PLACEHOLDER_WORDS = ("changeme", "change_me", "change-me", "example", "sample", "dummy", "redacted",
@@ -54,7 +66,12 @@ _PASSWORD_HASH = re.compile(r"^(?:\$2[abxy]?\$\d\d\$|\$argon2|\$[1567]\$|\$apr1\
 _WORDS = re.compile(r"[A-Za-z]+")
 
 # Words that, opening an unquoted value, show that a sentence goes on rather than a password.
-STOPWORDS = frozenset(["a", "an", "the", "is", "are", "was", "were", "be", "been", "being", "to", "of", "in", "on", "at", "for", "from", "with", "by", "via", "as", "and", "or", "not", "no", "every", "each", "all", "any", "some", "must", "should", "will", "can", "may", "might", "never", "always", "only", "see", "use", "using", "set", "stored", "kept", "managed", "saved", "rotated", "required", "needed", "provided", "changed", "reset", "expires", "expired", "our", "your", "their", "its", "this", "that", "these", "those", "it", "them", "we", "you", "they", "if", "when", "then", "than", "after", "before"])
+STOPWORDS = frozenset(words("""
+    a an the is are was were be been being to of in on at for from with by via as and or not no every
+    each all any some must should will can may might never always only see use using set stored kept
+    managed saved rotated required needed provided changed reset expires expired our your their its this
+    that these those it them we you they if when then than after before
+"""))
 _PROSE_SUFFIXES = ("ed", "ing", "ly", "tion", "sion", "ment", "ness", "able", "ible", "ive", "ous")
 
 
@@ -88,6 +105,7 @@ def is_placeholder(value: str) -> bool:
 def ascending_run(value: str, length: int = 8) -> bool:
     """``12345678``, ``abcdefgh``: typed by a person writing an example."""
     run = 1
+    value = value[:64]  # a person types a short run; a long value is judged by its start
     for a, b in zip(value, value[1:], strict=False):
         run = run + 1 if ord(b) == ord(a) + 1 else 1
         if run >= length:
@@ -119,9 +137,12 @@ def entropy(value: str) -> float:
     return -sum(n / total * math.log2(n / total) for n in counts.values())
 
 
+_CLASSES = (re.compile(r"[a-z]"), re.compile(r"[A-Z]"), re.compile(r"[0-9]"), re.compile(r"[^A-Za-z0-9]"))
+
+
 def char_classes(value: str) -> int:
-    return (any(c.islower() for c in value) + any(c.isupper() for c in value) + any(c.isdigit() for c in value)
-            + any(not c.isalnum() for c in value))
+    """How many of lower-case, upper-case, digits and other characters ``value`` mixes."""
+    return sum(1 for pattern in _CLASSES if pattern.search(value))
 
 
 def _is_prose_word(word: str) -> bool:

@@ -5,7 +5,8 @@ that no real credential is ever committed, random parts are written as templates
 seeded generator: ``{an:36}`` letters and digits, ``{lo:N}`` lower-case letters and digits,
 ``{hex:N}``, ``{HEX:N}``, ``{up:N}`` upper-case letters and digits, ``{dig:N}``, ``{b64:N}``,
 ``{url:N}`` (base64url), ``{b32:N}`` (bech32, as in age keys), ``{uuid}``, ``{pem}`` (a key body of
-five lines), ``{pemj}`` (the same with JSON ``\\n`` escapes), ``{pem64}`` (a whole PEM file in base64), ``{wg}`` (a WireGuard key), ``{jwt}``,
+five lines), ``{pemj}`` (the same with JSON ``\\n`` escapes),
+``{pem64}`` (a whole PEM file in base64), ``{wg}`` (a WireGuard key), ``{jwt}``,
 and ``{basic:user:password}`` (base64 of ``user:password``).
 """
 
@@ -31,7 +32,8 @@ _ALPHABETS = {
     "url": string.ascii_letters + string.digits + "_-",
     "b32": "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L",
 }
-_TEMPLATE = re.compile(r"\{(an|lo|hex|HEX|up|dig|b64|url|b32):(\d+)\}|\{(uuid|pem|pemj|pem64|wg|jwt)\}|\{basic:([^}]*)\}")
+_TEMPLATE = re.compile(r"\{(an|lo|hex|HEX|up|dig|b64|url|b32):(\d+)\}|\{(uuid|pem|pemj|pem64|wg|jwt)\}"
+                       r"|\{basic:([^}]*)\}")
 
 
 def _fill(text: str, rng: random.Random) -> str:
