@@ -1,10 +1,12 @@
 """The scanning engine: one pass finds trigger words, then only the rules they wake look nearby.
 
 Running ~150 regular expressions over a 100 KB note would cost tens of milliseconds. Instead every
-rule names short lower-case *triggers* (``ghp_``, ``password``, ``-----begin``); one regular
-expression, built as a trie of all triggers so it does not backtrack, finds them in a lower-cased copy
-of the note; each hit runs only its rules, and only on a bounded window around the hit. Every rule's
-pattern is built from bounded repeats, so the cost stays linear in the note's length whatever it holds.
+rule names short lower-case *triggers* (``ghp_``, ``password``, ``-----begin``); one Aho-Corasick pass
+(pyahocorasick, in C) finds them all in a lower-cased copy of the note; a rule may also require its
+*anchor* pattern to match at the trigger (``password`` only where a value can follow); each hit runs
+only its rules, and only on a bounded window around the hit. Every rule's pattern is built from
+bounded repeats, so the cost stays linear in the note's length whatever the note holds. Without
+pyahocorasick a regular expression built as a trie of the triggers does the first pass, slower.
 """
 
 from __future__ import annotations
@@ -12,6 +14,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+
+try:
+    import ahocorasick  # type: ignore[import-not-found]
+except ImportError:  # pragma: no cover - the trie regex below does the same, slower
+    ahocorasick = None
 
 # (text, hit start, hit end, floor) -> (offset of a secret found near the hit or None, next floor).
 # The floor is where the rule's previous search left off: a rule woken many times in a row (a note
@@ -34,11 +41,15 @@ class Rule:
     triggers: tuple[str, ...]
     locate: Locator = field(compare=False)
     sweep: Sweeper | None = field(default=None, compare=False)
+    # A regular expression that must match (in the lower-cased note) where a trigger starts: a
+    # keyword counts only where a value can follow it ("password:", "token is"), so prose about
+    # passwords costs one C-level check per mention.
+    anchor: str | None = None
 
 
 def regex_rule(rule_id: str, kind: str, triggers: Iterable[str], pattern: str, *, back: int = 0,
                ahead: int = 300, longest: int | None = None, flags: int = 0,
-               accept: Callable[[re.Match[str]], bool] | None = None) -> Rule:
+               accept: Callable[[re.Match[str]], bool] | None = None, anchor: str | None = None) -> Rule:
     """A rule whose ``pattern`` is searched from ``back`` characters before a trigger to ``ahead`` after it.
 
     ``accept`` judges a match (a placeholder body, a value that is only a reference); a match it
@@ -60,7 +71,7 @@ def regex_rule(rule_id: str, kind: str, triggers: Iterable[str], pattern: str, *
             if accept is None or accept(match):
                 yield match.start()
 
-    return Rule(rule_id, kind, tuple(t.lower() for t in triggers), locate, sweep)
+    return Rule(rule_id, kind, tuple(t.lower() for t in triggers), locate, sweep, anchor)
 
 
 def _trie_pattern(words: Iterable[str]) -> str:
@@ -114,7 +125,22 @@ class Scanner:
         for trigger in by_trigger:
             woken = {r.id: r for t, rs in by_trigger.items() if t in trigger for r in rs}
             self._wakes[trigger] = tuple(woken.values())
-        self._triggers = re.compile(_trie_pattern(by_trigger))
+        self._anchors = {rule.id: re.compile(rule.anchor) for rule in self.rules if rule.anchor is not None}
+        if ahocorasick is not None:
+            self._automaton = ahocorasick.Automaton()
+            for trigger in by_trigger:
+                self._automaton.add_word(trigger, trigger)
+            self._automaton.make_automaton()
+        else:
+            self._triggers = re.compile(_trie_pattern(by_trigger))
+
+    def _trigger_hits(self, lowered: str) -> Iterator[tuple[int, int, str]]:
+        if ahocorasick is None:
+            for match in self._triggers.finditer(lowered):
+                yield match.start(), match.end(), match.group()
+        elif self.rules:
+            for last, trigger in self._automaton.iter(lowered):
+                yield last + 1 - len(trigger), last + 1, trigger
 
     def hits(self, text: str) -> Iterator[Hit]:
         """Secrets found, in the order their triggers appear (a rule reports a given offset once)."""
@@ -122,10 +148,13 @@ class Scanner:
         floors: dict[str, int] = {}
         wakes: dict[str, int] = {}
         swept: set[str] = set()
-        for match in self._triggers.finditer(_lower_same_length(text)):
-            start, end = match.span()
-            for rule in self._wakes[match.group()]:
+        lowered = _lower_same_length(text)
+        for start, end, trigger in self._trigger_hits(lowered):
+            for rule in self._wakes[trigger]:
                 if rule.id in swept:
+                    continue
+                anchor = self._anchors.get(rule.id)
+                if anchor is not None and anchor.match(lowered, start) is None:
                     continue
                 wakes[rule.id] = wakes.get(rule.id, 0) + 1
                 if rule.sweep is not None and wakes[rule.id] > WINDOWED_WAKES:

@@ -14,9 +14,11 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from dataclasses import dataclass
+from functools import lru_cache
 
 from gitmem.secrets import values
-from gitmem.secrets.engine import Rule, regex_rule
+from gitmem.secrets.engine import Locator, Rule, regex_rule
 from gitmem.secrets.values import words
 
 PASSWORD_WORDS = frozenset({"password", "passwd", "pass", "pwd", "pw", "passphrase", "passcode", "passwort"})
@@ -73,8 +75,7 @@ def value_is_secret(family: str, raw: str, rest: str, *, key: str = "", prose: b
     return pair is not None and values.looks_like_password(pair)
 
 
-_KEY_LEFT = re.compile(r"(?<![\w.\-])[\w.\-]{1,64}\Z")  # the lookbehind: one try per start
-_KEY_RIGHT = re.compile(r"[\w.\-]{0,64}")
+_KEY_CHARS = re.compile(r"[\w.\-]{0,64}")  # a key's characters, read forwards (and backwards, reversed)
 _VALUE = r"""(?P<value>"[^"\n]{0,300}"|'[^'\n]{0,300}'|`[^`\n]{0,300}`|[^\s"'`<>;,|&]{1,300})(?P<rest>[^\n]{0,120})"""
 _ASSIGNED = re.compile(r"""["']?[ \t]*(?::=|=>|==|[:=])[ \t]*""" + _VALUE)
 _PROSE = re.compile(r"""(?:[ \t]+(?:for|to|of|on|at)[ \t]+(?:the[ \t]+|my[ \t]+|our[ \t]+|this[ \t]+)?[\w.@\-]{1,40}"""
@@ -83,50 +84,58 @@ _PROSE = re.compile(r"""(?:[ \t]+(?:for|to|of|on|at)[ \t]+(?:the[ \t]+|my[ \t]+|
                     r"""|just[ \t]+)?""" + _VALUE)
 _SPACED = re.compile(r"[ \t]+" + _VALUE)
 _XML_VALUE = re.compile(r">(?P<value>[^<\n]{1,300})</")
-_USED_WITH = re.compile(r"(?:\bwith|\busing|\buse)[ \t]+(?:the[ \t]+)?\Z", re.IGNORECASE)
 _QUALIFIER_BEFORE = re.compile(r"(?<![A-Za-z])([A-Za-z]{2,20})[ \t]\Z")
 _ARN = re.compile(r"\barn:[\w\-:/]*\Z")
-_ENV = re.compile(r"(?:^|\n)[ \t]*ENV[ \t]+\Z")
 
 
-def _keyword_locator(family: str):  # type: ignore[no-untyped-def]
+@dataclass(frozen=True)
+class _Reading:
+    key_start: int
+    family: str | None
+    secret: bool
+    read_to: int  # where the next keyword may start without being read again
+
+
+@lru_cache(maxsize=16)  # both keyword rules read the same key; a str caches its hash, so this is cheap
+def _read_key(text: str, start: int) -> _Reading:
+    """The key around the keyword at ``start``, what it names, and whether a secret follows it."""
+    behind = _KEY_CHARS.match(text[max(0, start - 64):start][::-1])
+    key_start = start - (behind.end() if behind else 0)
+    key_end = _KEY_CHARS.match(text, start).end()  # type: ignore[union-attr]  # [..]* always matches
+    flag = text.startswith("-", key_start)
+    key = text[key_start:key_end].lstrip("-.")
+    family = key_family(key)
+    if family is None:  # prose names a secret in two words: "the API key is ..."
+        qualifier = _QUALIFIER_BEFORE.search(text, max(0, key_start - 24), key_start)
+        if qualifier is not None:
+            family = key_family(f"{qualifier[1]}_{key}")
+    if family is None:
+        return _Reading(key_start, None, False, key_end)
+    if text.startswith(":", key_start - 1) and _ARN.search(text, max(0, key_start - 120), key_start):
+        return _Reading(key_start, None, False, key_end)  # arn:...:secret:name names a secret, holds none
+    if text.startswith("<", key_start - 1) and text.startswith(">", key_end):
+        xml = _XML_VALUE.match(text, key_end)
+        return _Reading(key_start, family, xml is not None and value_is_secret(family, xml["value"], "", key=key),
+                        key_end)
+    match = _ASSIGNED.match(text, key_end)
+    prose = False
+    if match is None:
+        match = _SPACED.match(text, key_end) if flag else _PROSE.match(text, key_end)
+        prose = not flag
+    if match is None:
+        return _Reading(key_start, family, False, key_end)
+    secret = value_is_secret(family, match["value"], match["rest"], key=key, prose=prose)
+    # The value was judged whole: keys inside it ("password=password=...") need no second look.
+    return _Reading(key_start, family, secret, match.end("value"))
+
+
+def _keyword_locator(family: str) -> Locator:
     def locate(text: str, start: int, end: int, floor: int) -> tuple[int | None, int]:
-        left = _KEY_LEFT.search(text, max(0, start - 64), start)
-        key_start = left.start() if left else start
-        right = _KEY_RIGHT.match(text, end)
-        key_end = right.end() if right else end
-        if key_end <= floor:  # another trigger inside this same key was already read
+        if start < floor:  # inside a key or value already read
             return None, floor
-        flag = text[key_start:key_start + 1] == "-"
-        key = text[key_start:key_end].lstrip("-.")
-        family_found = key_family(key)
-        if family_found is None:  # prose names a secret in two words: "the API key is ..."
-            qualifier = _QUALIFIER_BEFORE.search(text, max(0, key_start - 24), key_start)
-            if qualifier is not None:
-                family_found = key_family(f"{qualifier[1]}_{key}")
-        if family_found != family:
-            return None, key_end
-        before = text[max(0, key_start - 12):key_start]
-        if before.endswith(":") and _ARN.search(text, max(0, key_start - 120), key_start):
-            return None, key_end  # arn:aws:secretsmanager:...:secret:name names a secret, holds none
-        if before.endswith("<") and text.startswith(">", key_end):
-            xml = _XML_VALUE.match(text, key_end)
-            found = xml is not None and value_is_secret(family, xml["value"], "", key=key)
-            return (key_start if found else None), key_end
-        match = _ASSIGNED.match(text, key_end)
-        prose = False
-        if match is None:
-            if flag or _ENV.search(before) or _USED_WITH.search(before):
-                match = _SPACED.match(text, key_end)
-                prose = not flag and not _ENV.search(before)
-            else:
-                match = _PROSE.match(text, key_end)
-                prose = True
-        if match is None:
-            return None, key_end
-        found = value_is_secret(family, match["value"], match["rest"], key=key, prose=prose)
-        # The value was judged whole: keys inside it ("password=password=...") need no second look.
-        return (key_start if found else None), match.end("value")
+        reading = _read_key(text, start)
+        found = reading.secret and reading.family == family
+        return (reading.key_start if found else None), reading.read_to
 
     return locate
 
@@ -162,10 +171,26 @@ def _url_credentials(match: re.Match[str]) -> bool:
 _QUOTED = r"""(?P<value>"[^"\n]{1,200}"|'[^'\n]{1,200}')"""
 _ANY = r"""(?P<value>"[^"\n]{1,200}"|'[^'\n]{1,200}'|[^\s"'|;&]{1,200})"""
 
+# Where a keyword can be followed by a value: an assignment or an XML element (``password:``,
+# ``apiKey =``, ``"token":``, ``<password>``) or prose (``password is``, ``password for the db is``).
+# Command-line flags (``--password X``) wake the rules through their triggers.
+_KEYWORDS = ("pass", "pw", "secret", "token", "key", "auth", "cred")
+KEYWORD_ANCHOR = (r"""-+[a-z0-9_.\-]{0,40}+[ \t=]"""  # --password X, -Password X, --api-key=X
+                  r"""|[a-z0-9_.\-]{0,40}+["']?[ \t]*+(?:[:=>]|(?:is|was|are|for|to|of|on|at)[ \t])""")
+_KEYWORD_TRIGGERS = _KEYWORDS + tuple("-" + k for k in _KEYWORDS)
+
 KEYWORD_RULES: tuple[Rule, ...] = (
-    Rule("password-assignment", "a saved password", ("pass", "pw"), _keyword_locator("password")),
-    Rule("secret-assignment", "a secret (token, API key or credential)", ("secret", "token", "key", "auth", "cred"),
-         _keyword_locator("secret")),
+    Rule("password-assignment", "a saved password", _KEYWORD_TRIGGERS, _keyword_locator("password"),
+         anchor=KEYWORD_ANCHOR),
+    Rule("secret-assignment", "a secret (token, API key or credential)", _KEYWORD_TRIGGERS,
+         _keyword_locator("secret"), anchor=KEYWORD_ANCHOR),
+    regex_rule("with-password", "a saved password (prose)", ["with ", "using ", "use "],
+               r"(?i:with|using|use)[ \t]+(?i:the[ \t]+)?(?i:password|passwd|pw|passphrase)[ \t]+(?P<value>\S{1,100})",
+               ahead=130, accept=lambda m: values.looks_like_password(m["value"], strict=True),
+               anchor=r"(?:with|using|use)[ \t]+(?:the[ \t]+)?(?:password|passwd|pw|passphrase)[ \t]"),
+    regex_rule("dockerfile-env", "a saved password or secret (Dockerfile ENV)", ["env "],
+               r"(?m)^[ \t]*ENV[ \t]+(?P<key>[\w.\-]{1,64})[ \t]+(?P<value>[^\s\"'=][^\n]{0,200})", back=20,
+               ahead=300, accept=_judged()),
     regex_rule("netrc-password", "a saved password (.netrc)", ["login"],
                r"login(?<!\wlogin)[ \t]+\S{1,100}\s{1,20}password[ \t]+(?P<value>\S{1,200})", ahead=330,
                accept=_judged("password")),
@@ -215,6 +240,6 @@ KEYWORD_RULES: tuple[Rule, ...] = (
                r"""(?:-[ \t]*)?["']?(?i:value)["']?[ \t]*[:=][ \t]*(?P<value>"[^"\n]{1,300}"|'[^'\n]{1,300}'|"""
                r"""[^\s"'<>,}]{1,300})""", back=120, ahead=320, accept=_judged()),
     regex_rule("url-credentials", "a saved password (in a URL)", ["://"],
-               r"""[A-Za-z][A-Za-z0-9+.\-]{1,20}://(?P<user>[^\s:/@"'<>]{0,100}):(?P<value>[^\s/@"'<>]{1,200})@"""
-               r"""(?=[\w\[])""", back=22, ahead=330, accept=_url_credentials),
+               r"""://(?<=[A-Za-z0-9]://)(?P<user>[^\s:/@"'<>]{0,100}):(?P<value>[^\s/@"'<>]{1,200})@"""
+               r"""(?=[\w\[])""", ahead=310, accept=_url_credentials),
 )

@@ -38,8 +38,9 @@ _FILLER = re.compile("|".join(PLACEHOLDER_WORDS + ("password", "passwd", "secret
                      re.IGNORECASE)
 
 # Templating and indirection: shell/compose ${X} and $(cmd), Jinja/Helm {{x}}, Python %(x)s and %s,
-# ERB <%= %>, Ruby #{x}, Windows %X%, and a leading $NAME.
-_TEMPLATE = re.compile(r"\$\{|\$\(|\{\{|\}\}|%\(\w*\)s|%s\b|<%|#\{|^%\w+%$|^\$[A-Za-z_]\w*$|^@\w+@$|^\{\w+\}$")
+# ERB <%= %>, Ruby #{x}, Windows %X%, a leading $NAME, and SQL bind variables.
+_TEMPLATE = re.compile(r"\$\{|\$\(|\{\{|\}\}|%\(\w*\)s|%s\b|<%|#\{|^%\w+%$|^\$[A-Za-z_]\w*$|^@\w+@$|^\{\w+\}$"
+                       r"|^:['\"]?[A-Za-z_]\w*['\"]?$")  # psql :'var', SQL :name
 _WRAPPED = re.compile(r"^(?:<[^<>]*>|\[[^\[\]]*\]|\{[^{}]*\}|\([^()]*\))$")
 _MASK = re.compile(r"\*{3}|•|…|\.\.\.|x{4}|X{4}|_{4}|#{4}")
 
