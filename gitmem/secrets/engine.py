@@ -104,6 +104,10 @@ def _lower_same_length(text: str) -> str:
     return lowered if len(lowered) == len(text) else text.translate(_ASCII_LOWER)
 
 
+# Per trigger: groups of rules it wakes, each with the anchor (if any) that must match there first.
+_Plan = tuple[tuple["re.Pattern[str] | None", tuple[Rule, ...]], ...]
+
+
 @dataclass(frozen=True)
 class Hit:
     rule: Rule
@@ -119,28 +123,32 @@ class Scanner:
         for rule in self.rules:
             for trigger in rule.triggers:
                 by_trigger.setdefault(trigger, []).append(rule)
-        # The trie reports the longest trigger at a position; a shorter trigger inside it
+        # The trie regex reports the longest trigger at a position; a shorter trigger inside it
         # ("token" in "access_token$") must still wake its rules.
-        self._wakes: dict[str, tuple[Rule, ...]] = {}
+        compiled = {a: re.compile(a) for a in {rule.anchor for rule in self.rules if rule.anchor is not None}}
+        self._plans: dict[str, tuple[int, _Plan]] = {}
         for trigger in by_trigger:
-            woken = {r.id: r for t, rs in by_trigger.items() if t in trigger for r in rs}
-            self._wakes[trigger] = tuple(woken.values())
-        self._anchors = {rule.id: re.compile(rule.anchor) for rule in self.rules if rule.anchor is not None}
+            woken = {r.id: r for t, rs in by_trigger.items() if t in trigger for r in rs}.values()
+            groups: dict[str | None, list[Rule]] = {}
+            for rule in woken:
+                groups.setdefault(rule.anchor, []).append(rule)
+            plan = tuple((None if a is None else compiled[a], tuple(rs)) for a, rs in groups.items())
+            self._plans[trigger] = (len(trigger), plan)
         if ahocorasick is not None:
             self._automaton = ahocorasick.Automaton()
-            for trigger in by_trigger:
-                self._automaton.add_word(trigger, trigger)
+            for trigger, plan_of_trigger in self._plans.items():
+                self._automaton.add_word(trigger, plan_of_trigger)
             self._automaton.make_automaton()
         else:
             self._triggers = re.compile(_trie_pattern(by_trigger))
 
-    def _trigger_hits(self, lowered: str) -> Iterator[tuple[int, int, str]]:
+    def _trigger_hits(self, lowered: str) -> Iterator[tuple[int, tuple[int, _Plan]]]:
+        """(index of a trigger's last character, (its length, its plan)) for every trigger in the note."""
         if ahocorasick is None:
             for match in self._triggers.finditer(lowered):
-                yield match.start(), match.end(), match.group()
-        elif self.rules:
-            for last, trigger in self._automaton.iter(lowered):
-                yield last + 1 - len(trigger), last + 1, trigger
+                yield match.end() - 1, self._plans[match.group()]
+        elif self._plans:
+            yield from self._automaton.iter(lowered)
 
     def hits(self, text: str) -> Iterator[Hit]:
         """Secrets found, in the order their triggers appear (a rule reports a given offset once)."""
@@ -149,21 +157,22 @@ class Scanner:
         wakes: dict[str, int] = {}
         swept: set[str] = set()
         lowered = _lower_same_length(text)
-        for start, end, trigger in self._trigger_hits(lowered):
-            for rule in self._wakes[trigger]:
-                if rule.id in swept:
-                    continue
-                anchor = self._anchors.get(rule.id)
+        for last, (length, plan) in self._trigger_hits(lowered):
+            start, end = last + 1 - length, last + 1
+            for anchor, rules in plan:
                 if anchor is not None and anchor.match(lowered, start) is None:
                     continue
-                wakes[rule.id] = wakes.get(rule.id, 0) + 1
-                if rule.sweep is not None and wakes[rule.id] > WINDOWED_WAKES:
-                    swept.add(rule.id)
-                    offsets: Iterable[int] = rule.sweep(text, floors.get(rule.id, 0))
-                else:
-                    offset, floors[rule.id] = rule.locate(text, start, end, floors.get(rule.id, 0))
-                    offsets = () if offset is None else (offset,)
-                for offset in offsets:
-                    if (rule.id, offset) not in seen:
-                        seen.add((rule.id, offset))
-                        yield Hit(rule, offset)
+                for rule in rules:
+                    if rule.id in swept:
+                        continue
+                    wakes[rule.id] = wakes.get(rule.id, 0) + 1
+                    if rule.sweep is not None and wakes[rule.id] > WINDOWED_WAKES:
+                        swept.add(rule.id)
+                        offsets: Iterable[int] = rule.sweep(text, floors.get(rule.id, 0))
+                    else:
+                        offset, floors[rule.id] = rule.locate(text, start, end, floors.get(rule.id, 0))
+                        offsets = () if offset is None else (offset,)
+                    for offset in offsets:
+                        if (rule.id, offset) not in seen:
+                            seen.add((rule.id, offset))
+                            yield Hit(rule, offset)

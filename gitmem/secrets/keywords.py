@@ -43,6 +43,7 @@ _LONG_ENDINGS = ("password", "passwd", "passphrase", "pwd", "pw", "secret", "tok
 _SPLIT = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 
 
+@lru_cache(maxsize=4096)  # notes repeat their keys
 def key_family(key: str) -> str | None:
     """``"password"`` or ``"secret"`` if the key names one (by its last word), else None."""
     words = [w.lower() for w in _SPLIT.findall(key)]
@@ -175,8 +176,12 @@ _ANY = r"""(?P<value>"[^"\n]{1,200}"|'[^'\n]{1,200}'|[^\s"'|;&]{1,200})"""
 # ``apiKey =``, ``"token":``, ``<password>``) or prose (``password is``, ``password for the db is``).
 # Command-line flags (``--password X``) wake the rules through their triggers.
 _KEYWORDS = ("pass", "pw", "secret", "token", "key", "auth", "cred")
+# A value that cannot be a secret fails here already: a template or reference (``$``, ``{``, ``<``,
+# ``(``, ``[``, ``%``, ``*``), an empty string, or fewer than three characters.
+_VALUE_MAY_FOLLOW = r"""[ \t]*+["'`]?(?![$<{\[(%*"'`]|os\.|process\.|true\b|false\b|null\b|none\b)[^\s"'`]{3}"""
 KEYWORD_ANCHOR = (r"""-+[a-z0-9_.\-]{0,40}+[ \t=]"""  # --password X, -Password X, --api-key=X
-                  r"""|[a-z0-9_.\-]{0,40}+["']?[ \t]*+(?:[:=>]|(?:is|was|are|for|to|of|on|at)[ \t])""")
+                  r"""|[a-z0-9_.\-]{0,40}+["']?[ \t]*+(?:(?::=|=>|==|[:=>])""" + _VALUE_MAY_FOLLOW
+                  + r"""|(?:is|was|are|for|to|of|on|at)[ \t])""")
 _KEYWORD_TRIGGERS = _KEYWORDS + tuple("-" + k for k in _KEYWORDS)
 
 KEYWORD_RULES: tuple[Rule, ...] = (

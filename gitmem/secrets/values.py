@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+import string
 from collections import Counter
 
 
@@ -103,15 +104,15 @@ def is_placeholder(value: str) -> bool:
     return False
 
 
-def ascending_run(value: str, length: int = 8) -> bool:
+_RUN = 8
+_ASCENDING = re.compile("|".join(alphabet[i:i + _RUN] for alphabet in (string.digits, string.ascii_lowercase,
+                                                                        string.ascii_uppercase)
+                                 for i in range(len(alphabet) - _RUN + 1)))
+
+
+def ascending_run(value: str) -> bool:
     """``12345678``, ``abcdefgh``: typed by a person writing an example."""
-    run = 1
-    value = value[:64]  # a person types a short run; a long value is judged by its start
-    for a, b in zip(value, value[1:], strict=False):
-        run = run + 1 if ord(b) == ord(a) + 1 else 1
-        if run >= length:
-            return True
-    return False
+    return _ASCENDING.search(value) is not None
 
 
 def is_reference(value: str, quoted: bool) -> bool:
