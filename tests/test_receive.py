@@ -362,7 +362,7 @@ def test_commits_that_borrow_gitmem_trailers_or_identities_are_refused(unchanged
 def test_one_bad_commit_refuses_the_whole_push(unchanged: Pusher) -> None:
     unchanged.write("people/fine.md", "fine\n")
     unchanged.commit("fine")
-    unchanged.write("people/token.md", "token: AKIAJ7Q2WZ3XK5M4HPRT\n")
+    unchanged.write("people/token.md", "token: AKIAABCDEFGHIJKLMNOP\n")
     bad = unchanged.commit("bad")
     _assert_refused(unchanged, unchanged.push(), f"refused: {bad[:7]} /people/token.md", "access token",
                     "the store is unchanged; fix those commits")

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from gitmem.errors import SecretRefused
 from gitmem.filters import FilterChain, load_filters
 from gitmem.home import Gitmem
-from gitmem.secrets import RULE_IDS, Finding, SecretDetector, allowed_rules, find_secrets
+from gitmem.secrets import RULE_IDS, RULES, Finding, SecretDetector, allowed_rules, engine, find_secrets
 from tests.secrets_corpus import load
 
 POSITIVES = load("positives")
@@ -76,6 +76,15 @@ def test_lines_are_counted_from_one() -> None:
 def test_a_vendor_finding_is_named_before_the_keyword_on_its_line() -> None:
     finding = SecretDetector().first("token: AKIAJ7Q2WZ3XK5M4HPRT")
     assert finding is not None and finding.rule_id == "aws-access-key-id"
+
+
+def test_without_pyahocorasick_the_trie_regex_finds_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    fast = engine.Scanner(RULES)
+    monkeypatch.setattr(engine, "ahocorasick", None)
+    slow = engine.Scanner(RULES)
+    for _, text in POSITIVES + NEGATIVES:
+        # The same rules fire (an offset may differ by where overlapping triggers woke them).
+        assert {h.rule.id for h in fast.hits(text)} == {h.rule.id for h in slow.hits(text)}
 
 
 # -- allow-listing ---------------------------------------------------------------------------------------

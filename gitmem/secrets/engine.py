@@ -74,16 +74,19 @@ def regex_rule(rule_id: str, kind: str, triggers: Iterable[str], pattern: str, *
     return Rule(rule_id, kind, tuple(t.lower() for t in triggers), locate, sweep, anchor)
 
 
+_Trie = dict[str, "_Trie"]
+
+
 def _trie_pattern(words: Iterable[str]) -> str:
     """An alternation of literal words as a trie (``p(?:ass|w)``): one branch per character, no backtracking."""
-    root: dict[str, dict] = {}
+    root: _Trie = {}
     for word in words:
         node = root
         for ch in word:
             node = node.setdefault(ch, {})
         node[""] = {}
 
-    def build(node: dict[str, dict]) -> str:
+    def build(node: _Trie) -> str:
         branches = [re.escape(ch) + build(child) for ch, child in sorted(node.items()) if ch]
         if not branches:
             return ""
@@ -134,6 +137,8 @@ class Scanner:
                 groups.setdefault(rule.anchor, []).append(rule)
             plan = tuple((None if a is None else compiled[a], tuple(rs)) for a, rs in groups.items())
             self._plans[trigger] = (len(trigger), plan)
+        self._automaton = None
+        self._triggers = None
         if ahocorasick is not None:
             self._automaton = ahocorasick.Automaton()
             for trigger, plan_of_trigger in self._plans.items():
@@ -144,10 +149,10 @@ class Scanner:
 
     def _trigger_hits(self, lowered: str) -> Iterator[tuple[int, tuple[int, _Plan]]]:
         """(index of a trigger's last character, (its length, its plan)) for every trigger in the note."""
-        if ahocorasick is None:
+        if self._triggers is not None:
             for match in self._triggers.finditer(lowered):
                 yield match.end() - 1, self._plans[match.group()]
-        elif self._plans:
+        elif self._automaton is not None and self._plans:
             yield from self._automaton.iter(lowered)
 
     def hits(self, text: str) -> Iterator[Hit]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -141,12 +142,10 @@ def _keyword_locator(family: str) -> Locator:
     return locate
 
 
-def _judged(family_of_key: str | None = None, *, quoted_only: bool = False):  # type: ignore[no-untyped-def]
+def _judged(family_of_key: str | None = None) -> Callable[[re.Match[str]], bool]:
     """Accept a match whose ``value`` group is a secret (of the family the match's ``key`` names)."""
     def accept(match: re.Match[str]) -> bool:
         raw = match["value"]
-        if quoted_only and raw[:1] not in "\"'":
-            return False
         family = family_of_key or key_family(match["key"])
         return family is not None and value_is_secret(family, raw, "", key=match.groupdict().get("key") or "")
 
