@@ -33,7 +33,7 @@ PLACEHOLDER_VALUES = frozenset(words("""
 PLACEHOLDER_WORDS = ("changeme", "change_me", "change-me", "example", "sample", "dummy", "redacted",
                      "placeholder", "your", "replace", "insert", "fixme", "todo", "fake", "xxx", "here")
 # Remove these from a value; what is left decides whether anything secret remains.
-_FILLER = re.compile("|".join(PLACEHOLDER_WORDS + ("password", "passwd", "secret", "token", "apikey",
+_FILLER = re.compile("|".join(PLACEHOLDER_WORDS + ("test", "password", "passwd", "secret", "token", "apikey",
                                                    "api", "key", "pass", "my", "the", "value", "user",
                                                    "name", "access", "private", "client", "auth")),
                      re.IGNORECASE)
@@ -98,7 +98,7 @@ def is_placeholder(value: str) -> bool:
         return True
     if _TEMPLATE.search(value) or _WRAPPED.match(value) or _MASK.search(value):
         return True
-    if any(word in lowered for word in PLACEHOLDER_WORDS):
+    if any(word in lowered for word in PLACEHOLDER_WORDS) or lowered.startswith("test"):  # test123, testpass
         residue = re.sub(r"[\W_\d]", "", _FILLER.sub("", value))
         return len(residue) < 6
     return False
