@@ -69,7 +69,7 @@ _SCANNERS: dict[frozenset[str], Scanner] = {}
 
 
 def _scanner(allow: frozenset[str]) -> Scanner:
-    # Building a scanner compiles the trigger trie; one per allow-list, shared (it holds no state).
+    # Building a scanner builds its automaton; one per allow-list, shared by threads (it holds no state).
     scanner = _SCANNERS.get(allow)
     if scanner is None:
         scanner = _SCANNERS.setdefault(allow, Scanner([r for r in RULES if r.id not in allow]))
@@ -84,10 +84,13 @@ class SecretDetector:
 
     def findings(self, text: str) -> list[Finding]:
         """Every secret found, by line; on a line, a vendor's or a key's rule before a keyword's."""
-        hits = sorted(_scanner(self.allow).hits(text),
-                      key=lambda hit: (hit.offset, hit.rule.id in _KEYWORD_RULE_IDS))
-        found = [Finding(h.rule.id, h.rule.kind, text.count("\n", 0, h.offset) + 1) for h in hits]
-        return sorted(found, key=lambda f: (f.line, f.rule_id in _KEYWORD_RULE_IDS))
+        rows = []
+        line, counted_to = 1, 0
+        for hit in sorted(_scanner(self.allow).hits(text), key=lambda h: h.offset):
+            line += text.count("\n", counted_to, hit.offset)  # lines counted once, however many hits
+            counted_to = hit.offset
+            rows.append((line, hit.rule.id in _KEYWORD_RULE_IDS, hit.offset, hit.rule))
+        return [Finding(rule.id, rule.kind, line) for line, _, _, rule in sorted(rows, key=lambda r: r[:3])]
 
     def first(self, text: str) -> Finding | None:
         """The finding a refusal names (``token: AKIA…`` names the AWS key rather than the keyword)."""
