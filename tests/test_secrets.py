@@ -193,6 +193,8 @@ PATHOLOGICAL = {
     "equals": "=" * 100_000,
     "password=": "password=" * 11_000,
     "password: ": "password: " * 10_000,
+    "password, no separators": "password" * 12_500,
+    "password and a strong shape": "password Ab1!" * 7_500,
     "base64 run": ("QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo0NTY3" * 2_500),
     "BEGIN": "-----BEGIN" * 10_000,
     "BEGIN PRIVATE KEY": "-----BEGIN PRIVATE KEY-----" * 3_700,

@@ -124,11 +124,21 @@ def _read_key(text: str, start: int) -> _Reading:
     if match is None:
         match = _SPACED.match(text, key_end) if flag else _PROSE.match(text, key_end)
         prose = not flag
+    if match is None and family == "password":  # "passphrase Corr3ct-H0rse!": no verb, so only a strong shape
+        spaced = _SPACED.match(text, key_end)
+        if spaced is not None and _strong(spaced["value"]):
+            return _Reading(key_start, family, True, spaced.end("value"))
     if match is None:
         return _Reading(key_start, family, False, key_end)
     secret = value_is_secret(family, match["value"], match["rest"], key=key, prose=prose)
     # The value was judged whole: keys inside it ("password=password=...") need no second look.
     return _Reading(key_start, family, secret, match.end("value"))
+
+
+def _strong(raw: str) -> bool:
+    """Mixes upper and lower case, digits and symbols, at eight characters or more: no word of prose."""
+    value, _ = values.strip_quotes(raw)
+    return len(value) >= 8 and values.char_classes(value) == 4 and values.looks_like_password(value)
 
 
 def _keyword_locator(family: str) -> Locator:
@@ -180,7 +190,8 @@ _KEYWORDS = ("pass", "pw", "secret", "token", "key", "auth", "cred")
 _VALUE_MAY_FOLLOW = r"""[ \t]*+["'`]?(?![$<{\[(%*"'`]|os\.|process\.|true\b|false\b|null\b|none\b)[^\s"'`]{3}"""
 KEYWORD_ANCHOR = (r"""-+[a-z0-9_.\-]{0,40}+[ \t=]"""  # --password X, -Password X, --api-key=X
                   r"""|[a-z0-9_.\-]{0,40}+["']?[ \t]*+(?:(?::=|=>|==|[:=>])""" + _VALUE_MAY_FOLLOW
-                  + r"""|(?:is|was|are|for|to|of|on|at)[ \t])""")
+                  + r"""|(?:is|was|are|for|to|of|on|at)[ \t]"""
+                  + r"""|(?=\S{0,60}[0-9])(?=\S{0,60}[^\sa-z0-9])\S{8})""")  # "passphrase Corr3ct-H0rse!"
 _KEYWORD_TRIGGERS = _KEYWORDS + tuple("-" + k for k in _KEYWORDS)
 
 KEYWORD_RULES: tuple[Rule, ...] = (
@@ -207,6 +218,10 @@ KEYWORD_RULES: tuple[Rule, ...] = (
                ahead=420, accept=_judged("password")),
     regex_rule("sshpass-password", "a saved password (command line)", ["sshpass"],
                r"\bsshpass[ \t]+-p[ \t]*" + _ANY, ahead=220, accept=_judged("password")),
+    regex_rule("archive-password", "a saved password (command line)", ["zip ", "7z ", "7za ", "openssl "],
+               r"\b(?:(?:un)?zip\b[^\n|;&]{0,200}?[ \t]-P[ \t]+|7za?\b[^\n|;&]{0,200}?[ \t]-p"
+               r"|openssl\b[^\n|;&]{0,200}?[ \t](?:-k[ \t]+|-pass(?:in|out)?[ \t]+pass:))" + _ANY,
+               back=6, ahead=420, accept=_judged("password")),
     regex_rule("redis-password", "a saved password (command line)", ["redis-cli"],
                r"\bredis-cli\b[^\n|;&]{0,200}?[ \t]-a[ \t]+" + _ANY, ahead=420, accept=_judged("password")),
     regex_rule("chpasswd-password", "a saved password (command line)", ["chpasswd"],

@@ -52,7 +52,7 @@ _REFERENCE = re.compile(
     \$_(?:POST|GET|ENV|SERVER|REQUEST|COOKIE)|request\.|req\.|params\b|config\b|settings\b|self\.|this\.|
     ssm:|arn:aws|secretkeyref|valuefrom|!ref\b|!sub\b|op://|awssm:|vault:|file:|@microsoft\.keyvault|
     credstash|sops\b|kms:|\{\{\s*resolve|read_secret|get_secret|load_secret|fetch_secret|
-    !\w+|ENC[(\[]|enc:|vault:v\d:)""")
+    !+\w+|ENC[(\[]|enc:|vault:v\d:)""")
 _PATH = re.compile(r"(?:^|[:=])(?:~|\.{1,2})?/[\w.-]+(?:/[\w.-]+)*$|^(?:[A-Za-z]:\\|\\\\)"
                    r"|\.(?:pem|key|txt|json|env|crt|p12|pfx|jks|kdbx|gpg|age)$")
 _URL = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)
