@@ -7,9 +7,7 @@ and Git's own locks.
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
-import json
 import logging
 import os
 import shutil
@@ -25,6 +23,7 @@ from gitmem.crypto import ContentCodec, KeyRing, PlainCodec, load_master_key
 from gitmem.errors import ArchivedStore, Conflict, InvalidRequest, NotFound
 from gitmem.filters import FilterChain, load_filters
 from gitmem.model import Page, StoreInfo, StoreKind
+from gitmem.pagetoken import PageTokens, tokens_for
 from gitmem.policy import MAX_SHARED_STORES, check_store_fields, policy_for
 from gitmem.store import MemoryStore, check_limit
 
@@ -47,19 +46,6 @@ def fsync_setting() -> bool:
     if value not in ("always", "never"):
         raise InvalidRequest("GITMEM_FSYNC must be 'always' or 'never'")
     return value == "always"
-
-
-def _store_token(info: StoreInfo) -> str:
-    raw = json.dumps([to_micros(info.created_at), info.id]).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _read_store_token(token: str) -> tuple[int, str]:
-    try:
-        micros, store_id = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-        return int(micros), str(store_id)
-    except (ValueError, TypeError):
-        raise InvalidRequest("invalid page token") from None
 
 
 class HomeTables:
@@ -115,6 +101,11 @@ class Gitmem:
             self._keyring = KeyRing(self.home / "keys.json", load_master_key(self.home), clock=self.clock)
         return self._keyring
 
+    @property
+    def page_tokens(self) -> PageTokens:
+        """The codec of the catalog's listings (stores, workers, tasks, dreams)."""
+        return tokens_for(self.home)
+
     def codec_for(self, info: StoreInfo) -> ContentCodec:
         """Each encrypted store has its own data key (owner = the store), so deleting the store, or
         the profile whose bank it is, destroys exactly that key."""
@@ -154,13 +145,14 @@ class Gitmem:
                     created_gte: dt.datetime | None = None, created_lte: dt.datetime | None = None,
                     limit: int = 20, page: str | None = None) -> Page[StoreInfo]:
         check_limit(limit, MAX_STORES_PAGE, full=False)
-        after = _read_store_token(page) if page else None
+        after = tuple(self.page_tokens.decode(page, "stores", int, str)) if page else None
         rows = self.catalog.list_stores(workspace_id, include_archived=include_archived,
                                         created_gte=created_gte, created_lte=created_lte, after=after,
                                         limit=limit + 1)
         if len(rows) <= limit:
             return Page(rows, None)
-        return Page(rows[:limit], _store_token(rows[limit - 1]))
+        last = rows[limit - 1]
+        return Page(rows[:limit], self.page_tokens.encode("stores", to_micros(last.created_at), last.id))
 
     def update_store(self, workspace_id: str, store_id: str, name: str | None = None,
                      description: str | None = None,

@@ -7,7 +7,6 @@ nothing), and if ``main`` was rewritten it rebuilds from the history alone.
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import json
 import logging
@@ -20,8 +19,8 @@ import pygit2
 
 from gitmem.clock import from_micros, to_micros
 from gitmem.commits import VersionRecord, parse_message
-from gitmem.errors import InvalidRequest
 from gitmem.model import Actor, MemoryPrefix
+from gitmem.pagetoken import tokens_for
 from gitmem.paths import api_path, git_path
 from gitmem.repository import NOTES_REF, read_tip
 
@@ -76,22 +75,6 @@ class VersionRow:
     commit_id: str
 
 
-def _encode_token(kind: str, value: object) -> str:
-    raw = json.dumps([kind, value], separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def decode_token(kind: str, token: str) -> object:
-    try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        found_kind, value = json.loads(raw)
-    except (ValueError, TypeError):
-        raise InvalidRequest("invalid page token") from None
-    if found_kind != kind:
-        raise InvalidRequest("invalid page token: it belongs to another listing")
-    return value
-
-
 def _upper_bound(prefix: str) -> str:
     """The smallest string greater than every string that starts with ``prefix`` (prefix ends in '/')."""
     return prefix[:-1] + "0"  # '0' is the character after '/'
@@ -122,6 +105,7 @@ class StoreIndex:
         self.repo = repo
         self.path = db_path or Path(repo.path) / "gitmem" / "index.sqlite3"
         self.path.parent.mkdir(exist_ok=True)
+        self.tokens = tokens_for(self.path.parent)
         self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
         self.db.row_factory = sqlite3.Row
         self.db.execute("PRAGMA journal_mode=WAL")
@@ -283,7 +267,7 @@ class StoreIndex:
         lower, upper = prefix, _upper_bound(prefix) if prefix != "/" else "0"
         after: str | None = None
         if page is not None:
-            after = str(decode_token("notes", page))
+            (after,) = self.tokens.decode(page, "notes", str)
             lower = _upper_bound(after) if after.endswith("/") else after
         items: list[NoteRow | MemoryPrefix] = []
         exhausted = False
@@ -310,7 +294,7 @@ class StoreIndex:
             return items, None
         items = items[:limit]
         last = items[-1]
-        return items, _encode_token("notes", last.path)
+        return items, self.tokens.encode("notes", last.path)
 
     def version(self, version_id: str) -> VersionRow | None:
         row = self.db.execute("SELECT * FROM versions WHERE version_id=?", (version_id,)).fetchone()
@@ -344,13 +328,13 @@ class StoreIndex:
             args.append(to_micros(created_lte))
         if page is not None:
             where.append("seq<?")
-            args.append(int(decode_token("versions", page)))  # type: ignore[arg-type]
+            args += self.tokens.decode(page, "versions", int)
         sql = "SELECT * FROM versions" + (" WHERE " + " AND ".join(where) if where else "")
         rows = [_version_row(r) for r in
                 self.db.execute(sql + " ORDER BY seq DESC LIMIT ?", (*args, limit + 1))]
         if len(rows) <= limit:
             return rows, None
-        return rows[:limit], _encode_token("versions", rows[limit - 1].seq)
+        return rows[:limit], self.tokens.encode("versions", rows[limit - 1].seq)
 
 
-__all__ = ["NoteRow", "StoreIndex", "VersionRow", "api_path", "decode_token"]
+__all__ = ["NoteRow", "StoreIndex", "VersionRow", "api_path"]

@@ -50,6 +50,7 @@ from gitmem.errors import (
     TooLarge,
 )
 from gitmem.model import Actor, Note
+from gitmem.policy import has_lone_surrogate
 
 if TYPE_CHECKING:
     from gitmem.store import MemoryStore
@@ -319,6 +320,11 @@ def _path_in_question(command: Mapping[str, Any], error: GitmemError) -> str:
 # --- the handler -------------------------------------------------------------------------------------
 
 
+def printable(text: str) -> str:
+    """``text`` with any lone surrogate written as its escape, so it encodes as UTF-8."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 class MemoryToolHandler:
     """Runs memory-tool commands against one store, as one actor.
 
@@ -341,7 +347,15 @@ class MemoryToolHandler:
         }
 
     def execute(self, command: Mapping[str, Any]) -> ToolResult:
-        """Run one tool input (``{"command": "view", "path": "/memories"}``); never raises for bad input."""
+        """Run one tool input (``{"command": "view", "path": "/memories"}``); never raises for bad input.
+        An answer that echoes a lone surrogate from the input shows it escaped (``\\udc80``), so it
+        can always be sent as UTF-8 JSON."""
+        result = self._execute(command)
+        if has_lone_surrogate(result.content):
+            return ToolResult(printable(result.content), result.is_error)
+        return result
+
+    def _execute(self, command: Mapping[str, Any]) -> ToolResult:
         if not isinstance(command, Mapping):
             return ToolResult("The memory tool input must be an object with a `command` field.", True)
         name = command.get("command")
