@@ -21,7 +21,7 @@ from gitmem.clock import from_micros, to_micros
 from gitmem.commits import VersionRecord, parse_message
 from gitmem.model import Actor, MemoryPrefix
 from gitmem.pagetoken import tokens_for
-from gitmem.paths import api_path, git_path
+from gitmem.paths import api_path, fold, git_path, levels
 from gitmem.repository import NOTES_REF, read_tip
 
 log = logging.getLogger(__name__)
@@ -40,6 +40,9 @@ CREATE TABLE IF NOT EXISTS versions (
 CREATE INDEX IF NOT EXISTS versions_memory ON versions (memory_id, seq);
 CREATE INDEX IF NOT EXISTS versions_actor ON versions (actor_type, actor_id, seq);
 CREATE INDEX IF NOT EXISTS versions_created ON versions (created_at);
+-- Finds a path's case-only twins (paths.fold) without a scan; lower() folds ASCII, the rest is checked
+-- in Python.
+CREATE INDEX IF NOT EXISTS notes_lower ON notes (lower(path));
 -- Count and bytes of the notes, kept by triggers: every write checks the limits, and a scan of the
 -- notes on each write grew with the store.
 CREATE TABLE IF NOT EXISTS totals (id INTEGER PRIMARY KEY CHECK (id = 1), notes INTEGER NOT NULL,
@@ -251,6 +254,27 @@ class StoreIndex:
         row = self.db.execute("SELECT * FROM notes WHERE path>=? AND path<? AND memory_id IS NOT ?"
                               " ORDER BY path LIMIT 1", (prefix, _upper_bound(prefix), other_than)).fetchone()
         return _note_row(row) if row else None
+
+    def case_twin(self, path: str, *, other_than: str | None = None) -> NoteRow | None:
+        """A note whose path, or a folder above it, differs from ``path`` or a folder above it only in
+        case (``/Dir/a.md`` for ``/dir/b.md``); ``other_than`` (a note being renamed) does not count."""
+        for level in levels(path):
+            if level.isascii():
+                lowered = level.lower()
+                rows = self.db.execute(
+                    "SELECT * FROM notes WHERE (lower(path)=? OR (lower(path)>=? AND lower(path)<?))"
+                    " AND substr(path, 1, ?) IS NOT ? AND memory_id IS NOT ?",
+                    (lowered, lowered + "/", lowered + "0", len(level), level, other_than))
+            else:  # lower() leaves non-ASCII letters alone: compare every note (rare, and bounded)
+                rows = self.db.execute("SELECT * FROM notes WHERE memory_id IS NOT ?", (other_than,))
+            folded = fold(level)
+            for row in rows:
+                other = row["path"]
+                if (other == level or other.startswith(level + "/")) or len(other) < len(level):
+                    continue
+                if fold(other[:len(level)]) == folded and other[len(level):len(level) + 1] in ("", "/"):
+                    return _note_row(row)
+        return None
 
     def totals(self) -> tuple[int, int]:
         count, size = self.db.execute("SELECT notes, bytes FROM totals").fetchone()

@@ -50,6 +50,7 @@ from gitmem.errors import (
     TooLarge,
 )
 from gitmem.model import Actor, Note
+from gitmem.paths import SEPARATOR_LOOKALIKES
 from gitmem.policy import has_lone_surrogate
 
 if TYPE_CHECKING:
@@ -73,8 +74,6 @@ _LIST_PAGE_SIZE = 1000
 # Enough rounds to unwrap any encoding a path could plausibly be smuggled through (%252e is two).
 _MAX_DECODE_ROUNDS = 4
 _IIS_UNICODE_ESCAPE = re.compile(r"%u([0-9a-fA-F]{4})")
-# Characters some layer below might read as a path separator.
-_SEPARATOR_LOOKALIKES = frozenset("\\\u2044\u2215\u2216\u29f5\u29f8\u29f9\ufe68\uff0f\uff3c")
 
 
 @dataclass(frozen=True)
@@ -155,7 +154,7 @@ def _looks_like_traversal(path: str) -> bool:
     if forms is None:
         return True
     for form in forms:
-        if any(ch in _SEPARATOR_LOOKALIKES for ch in form):
+        if any(ch in SEPARATOR_LOOKALIKES for ch in form):  # the store's own rule, per decoded form
             return True
         if any(unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") for ch in form):  # NUL and its kin
             return True

@@ -128,6 +128,7 @@ class NoteState:
         self.by_path: dict[str, tuple[str, int]] = {}
         self.path_of: dict[str, str] = {}
         self.folders: Counter[str] = Counter()
+        self.spellings: dict[str, Counter[str]] = {}  # paths.fold(level) -> the levels so spelled
         self.total = 0
         for path, memory_id, size in rows:
             self._add(path, memory_id, size)
@@ -136,12 +137,16 @@ class NoteState:
         self.by_path[path] = (memory_id, size)
         self.path_of[memory_id] = path
         self.folders.update(paths.ancestors(path))
+        for level in paths.levels(path):
+            self.spellings.setdefault(paths.fold(level), Counter())[level] += 1
         self.total += size
 
     def _remove(self, path: str) -> None:
         memory_id, size = self.by_path.pop(path)
         self.path_of.pop(memory_id, None)
         self.folders.subtract(paths.ancestors(path))
+        for level in paths.levels(path):
+            self.spellings[paths.fold(level)][level] -= 1
         self.total -= size
 
     def note_id_at(self, path: str) -> str | None:
@@ -156,6 +161,15 @@ class NoteState:
             if record.path in self.by_path:
                 self._remove(record.path)
             self._add(record.path, record.memory_id, record.content_size or 0)
+
+    def case_twin(self, path: str) -> str | None:
+        """A note or folder whose path differs from ``path`` or a folder above it only in case."""
+        for level in paths.levels(path):
+            spelled = self.spellings.get(paths.fold(level), Counter())
+            twin = next((other for other, count in spelled.items() if count > 0 and other != level), None)
+            if twin is not None:
+                return twin
+        return None
 
     def collision(self, path: str) -> str | None:
         """The path of a note at, above or below ``path`` (other than the one at ``path``), if any."""
@@ -234,6 +248,10 @@ class PushCheck:
             if clash is not None:
                 verdict.refuse(commit, version.path, f"a note may not sit at, above or below another note's"
                                f" path; it collides with {clash}")
+            twin = notes.case_twin(version.path)  # type: ignore[arg-type]
+            if twin is not None:
+                verdict.refuse(commit, version.path, f"it differs only in case from {twin}; on a"
+                               " case-insensitive file system they would be one file")
         try:
             self.policy.check_counts(len(notes.by_path), notes.total)
         except GitmemError as exc:
