@@ -32,6 +32,7 @@ import json
 import logging
 import os
 import re
+import shlex
 import sys
 import time
 from collections import Counter
@@ -65,7 +66,6 @@ MODE_TREE = 0o040000
 MODE_LINK = 0o120000
 MODE_GITLINK = 0o160000
 _COMMIT_REASON = re.compile(r"[0-9a-f]{7}[ :]")
-_GITMEM_EMAIL_DOMAINS = ("@task.gitmem", "@api.gitmem", "@user.gitmem")
 
 
 class Refused(Exception):
@@ -186,11 +186,12 @@ class PushCheck:
     """Apply section 5 to every commit of one push of ``refs/heads/main``."""
 
     def __init__(self, repo: pygit2.Repository, info: StoreInfo, policy: StorePolicy, user_id: str,
-                 decode: pushes.Decode | None, now: dt.datetime) -> None:
+                 decode: pushes.Decode | None, now: dt.datetime, user_name: str = "") -> None:
         self.repo = repo
         self.info = info
         self.policy = policy
         self.user_id = user_id
+        self.pusher = pusher_identity(user_id, user_name)
         self.decode = decode
         self.now = now
         self.verdict = Verdict()
@@ -262,12 +263,14 @@ class PushCheck:
         verdict.commits.append(str(commit.id))
 
     def _check_identity(self, commit: pygit2.Commit, role: str, sig: pygit2.Signature) -> None:
-        """A person's own Git identity is fine; gitmem's actor identities may not be borrowed."""
-        email = (sig.email or "").lower()
-        own = f"{self.user_id}@user.gitmem".lower()
-        if (email.endswith(_GITMEM_EMAIL_DOMAINS) and email != own) or email == "gitmem@localhost":
-            self.verdict.refuse(commit, None, f"the {role} {sig.name} <{sig.email}> is one of gitmem's own"
-                                " identities; commit as yourself")
+        """The author and committer are the pusher, name and e-mail, so ``git log`` in any clone is a
+        true audit: nobody can push a commit that says someone else (or gitmem) wrote it."""
+        name, email = self.pusher
+        if sig.name != name or (sig.email or "").lower() != email.lower():
+            self.verdict.refuse(commit, None, f"the {role} {sig.name} <{sig.email}> is not you, the pusher;"
+                                f" commit as {name} <{email}> (git config user.name {shlex.quote(name)};"
+                                f" git config user.email {email}; then git commit --amend --reset-author,"
+                                " or git rebase -r --exec 'git commit --amend --no-edit --reset-author')")
 
     def _changed_blobs(self, commit: pygit2.Commit, tree: pygit2.Tree, old: pygit2.Tree | None,
                        prefix: str) -> Iterator[tuple[str, pygit2.Object]]:
@@ -345,7 +348,12 @@ class PushCheck:
         self.policy.validate_path(api)
 
 
-def _store_and_policy(push: PushEnv) -> tuple[Catalog, StoreInfo, StorePolicy, pushes.Decode | None]:
+def pusher_identity(user_id: str, user_name: str) -> tuple[str, str]:
+    """The Git identity (name, e-mail) a user's pushed commits must carry: their gitmem name and id."""
+    return user_name or user_id, f"{user_id}@user.gitmem"
+
+
+def _store_and_policy(push: PushEnv) -> tuple[Catalog, StoreInfo, StorePolicy, pushes.Decode | None, str]:
     catalog_path = push.home / "catalog.sqlite3"
     if not catalog_path.is_file():
         raise Refused(f"no gitmem catalog at {push.home}: pushes go through the gitmem server")
@@ -374,7 +382,7 @@ def _store_and_policy(push: PushEnv) -> tuple[Catalog, StoreInfo, StorePolicy, p
         except GitmemError as exc:
             raise Refused(f"memory store {info.id} is encrypted and its key cannot be loaded here"
                           f" ({exc.message}); write to it through the API") from None
-    return catalog, info, policy, decode
+    return catalog, info, policy, decode, user.name
 
 
 def pre_receive(lines: list[str], env: Mapping[str, str], git_dir: Path, *,
@@ -388,7 +396,7 @@ def pre_receive(lines: list[str], env: Mapping[str, str], git_dir: Path, *,
         if not ids.has_prefix(push.user_id, ids.USER):
             raise Refused("pushes are attributed to a gitmem user (GITMEM_USER_ID); push through the gitmem"
                           " server")
-        catalog, info, policy, decode = _store_and_policy(push)
+        catalog, info, policy, decode, user_name = _store_and_policy(push)
         if len(updates) != 1 or any(len(u) != 3 for u in updates):
             bad = [u[2] for u in updates if len(u) == 3 and u[2] != repository.MAIN]
             raise Refused(f"only {repository.MAIN} may be pushed" + (f" (not {', '.join(bad)})" if bad else ""))
@@ -415,7 +423,7 @@ def pre_receive(lines: list[str], env: Mapping[str, str], git_dir: Path, *,
     except Refused as refused:
         return [str(refused)]
     now = (clock or (lambda: dt.datetime.now(dt.UTC)))()
-    verdict = PushCheck(repo, info, policy, push.user_id, decode, now).run(old, new, notes)
+    verdict = PushCheck(repo, info, policy, push.user_id, decode, now, user_name).run(old, new, notes)
     if verdict.reasons:
         return verdict.reasons
     write_spool(repo, push, old, new, verdict)
