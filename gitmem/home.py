@@ -125,10 +125,10 @@ class Gitmem:
         check_store_fields(name, description, metadata)
         self.catalog.workspace(workspace_id)
         store_id = ids.new_id(ids.STORE)
-        repository.init_bare(self.repo_path(store_id))
-        if encrypted:
-            self.keyring.ensure(store_id)
-        try:
+        try:  # a failure anywhere (a full disk) leaves no half-made folder behind
+            repository.init_bare(self.repo_path(store_id))
+            if encrypted:
+                self.keyring.ensure(store_id)
             return self.catalog.insert_store(workspace_id, store_id, name, description or "", metadata, kind,
                                              encrypted, MAX_SHARED_STORES)
         except BaseException:

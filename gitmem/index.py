@@ -10,7 +10,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import os
 import sqlite3
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,17 +105,64 @@ def _version_row(row: sqlite3.Row) -> VersionRow:
     return VersionRow(row["seq"], record, row["blob_id"], row["commit_id"])
 
 
+_DAMAGED = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}  # not "locked" or "busy": those are not damage
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+    try:
+        db.row_factory = sqlite3.Row
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")  # the index is rebuildable; Git holds durability
+        db.executescript(SCHEMA)
+        damage = [row[0] for row in db.execute("PRAGMA quick_check")]
+        if damage != ["ok"]:
+            raise sqlite3.DatabaseError("; ".join(map(str, damage[:3])))
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def open_index_db(path: Path) -> tuple[sqlite3.Connection, Path | None]:
+    """Open (or make) a store's index database. The index is derived from Git, so a damaged one
+    (garbage bytes, a file cut short) is moved aside as ``index.sqlite3.corrupt-<time>`` and an empty
+    one made in its place, which ``catch_up`` fills from history. Returns the connection and where a
+    damaged file was set aside (``None`` if it was sound)."""
+    try:
+        found = path.stat().st_ino
+    except FileNotFoundError:
+        found = None
+    try:
+        return _connect(path), None
+    except sqlite3.DatabaseError as exc:
+        code = getattr(exc, "sqlite_errorcode", None)
+        if isinstance(exc, sqlite3.OperationalError) or (code is not None and code not in _DAMAGED):
+            raise
+        reason = str(exc)
+    aside = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
+    try:
+        # Only the file found damaged: another process may already have set it aside and made a new one.
+        if found is not None and path.stat().st_ino == found:
+            path.rename(aside)
+            for suffix in ("-wal", "-shm"):  # a stale log must never be replayed into the new file
+                sidecar = path.with_name(path.name + suffix)
+                if sidecar.exists():
+                    sidecar.rename(aside.with_name(aside.name + suffix))
+            log.warning("index %s was damaged (%s); set aside as %s and rebuilt from history", path, reason,
+                        aside.name)
+    except FileNotFoundError:
+        pass
+    return _connect(path), aside
+
+
 class StoreIndex:
     def __init__(self, repo: pygit2.Repository, db_path: Path | None = None) -> None:
         self.repo = repo
         self.path = db_path or Path(repo.path) / "gitmem" / "index.sqlite3"
         self.path.parent.mkdir(exist_ok=True)
         self.tokens = tokens_for(self.path.parent)
-        self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-        self.db.row_factory = sqlite3.Row
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")  # the index is rebuildable; Git holds durability
-        self.db.executescript(SCHEMA)
+        self.db, self.set_aside = open_index_db(self.path)
 
     def close(self) -> None:
         self.db.close()

@@ -37,6 +37,7 @@ from anthropic.types.beta import (
 from typing_extensions import override
 
 from gitmem.errors import (
+    STORAGE_ERRORS,
     ArchivedStore,
     GitmemError,
     InvalidRequest,
@@ -48,6 +49,7 @@ from gitmem.errors import (
     SecretRefused,
     StoreBusy,
     TooLarge,
+    as_insufficient_storage,
 )
 from gitmem.model import Actor, Note
 from gitmem.paths import SEPARATOR_LOOKALIKES
@@ -370,6 +372,12 @@ class MemoryToolHandler:
         except GitmemError as error:
             log.info("memory tool %s refused by the store: %s", name, error.message)
             return ToolResult(_describe_engine_error(error, _path_in_question(command, error)), True)
+        except STORAGE_ERRORS as error:
+            full = as_insufficient_storage(error, self.store.path)
+            if full is None:
+                raise
+            log.error("memory tool %s: the disk is full: %s", name, error)
+            return ToolResult(full.message, True)
 
     def clear_all(self) -> ToolResult:
         """Delete every note (one version each), like the local implementation's ``clear_all_memory``."""
