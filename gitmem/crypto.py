@@ -44,6 +44,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from gitmem.clock import Clock, iso, system_clock
 from gitmem.errors import GitmemError
 from gitmem.repository import fsync_dir
+from gitmem.settings import GitmemSettings, load_settings
 
 log = logging.getLogger(__name__)
 
@@ -206,17 +207,34 @@ def _write_private_file(path: Path, data: bytes) -> bool:
             os.unlink(tmp)
 
 
-def load_master_key(home: Path) -> MasterKey:
+def check_master_key_text(text: str) -> None:
+    """Raise ``ValueError`` (a settings error) unless ``text`` is a usable master key."""
+    try:
+        MasterKey(_decode_key_text(text))
+    except InvalidKey as exc:
+        raise ValueError(exc.message) from None
+
+
+def check_master_key_file(path: Path) -> None:
+    """Raise ``ValueError`` (a settings error) unless ``path`` holds a usable master key."""
+    try:
+        MasterKey(_read_key_file(path))
+    except OSError as exc:
+        raise ValueError(f"cannot read it ({exc.strerror or exc})") from None
+    except InvalidKey as exc:
+        raise ValueError(exc.message) from None
+
+
+def load_master_key(home: Path, settings: GitmemSettings | None = None) -> MasterKey:
     """From ``$GITMEM_MASTER_KEY``, else the file named by ``$GITMEM_MASTER_KEY_FILE``, else
     ``home/master.key``, generated (0600) on first use."""
-    text = os.environ.get(MASTER_KEY_ENV)
-    if text:
+    settings = settings or load_settings()
+    if settings.MASTER_KEY is not None:
         log.info("master key taken from $%s", MASTER_KEY_ENV)
-        return MasterKey(_decode_key_text(text))
-    named = os.environ.get(MASTER_KEY_FILE_ENV)
-    if named:
-        log.info("master key read from %s", named)
-        return MasterKey(_read_key_file(Path(named)))
+        return MasterKey(_decode_key_text(settings.MASTER_KEY.get_secret_value()))
+    if settings.MASTER_KEY_FILE is not None:
+        log.info("master key read from %s", settings.MASTER_KEY_FILE)
+        return MasterKey(_read_key_file(settings.MASTER_KEY_FILE))
     path = Path(home) / MASTER_KEY_FILENAME
     if not path.exists():
         encoded = base64.urlsafe_b64encode(secrets.token_bytes(32)) + b"\n"

@@ -39,6 +39,7 @@ from gitmem.errors import (
 )
 from gitmem.home import HomeTables
 from gitmem.model import Actor, Note, Page
+from gitmem.settings import load_settings
 from gitmem.tasks import tasks_for
 from gitmem.tidier import Dreamer, DreamerError, DreamRequest, DreamResult, InputNote, TaskLog, Usage, dreamer_from_env
 
@@ -132,15 +133,7 @@ def _text(value: Any, what: str, *, min_len: int = 0, max_len: int | None = None
 
 def timeout_setting(environ: Mapping[str, str] | None = None) -> float:
     """``GITMEM_DREAM_TIMEOUT``: seconds a dream may run (default 12 hours)."""
-    env = os.environ if environ is None else environ
-    raw = env.get("GITMEM_DREAM_TIMEOUT")
-    try:
-        value = float(raw) if raw else DEFAULT_TIMEOUT_SECONDS
-    except ValueError:
-        raise InvalidRequest("GITMEM_DREAM_TIMEOUT must be a number of seconds") from None
-    if not value > 0:
-        raise InvalidRequest("GITMEM_DREAM_TIMEOUT must be positive")
-    return value
+    return load_settings(environ).DREAM_TIMEOUT
 
 
 class _Stop(Exception):

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import importlib
 import logging
-import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from gitmem.errors import SecretRefused
+from gitmem.settings import load_settings
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ class FilterChain:
 
 def load_filters(spec: str | None = None) -> FilterChain:
     """The default chain plus whatever ``GITMEM_FILTERS`` names."""
-    spec = os.environ.get("GITMEM_FILTERS", "") if spec is None else spec
+    spec = load_settings().FILTERS if spec is None else spec
     extra: list[ContentFilter] = []
     for name in filter(None, (s.strip() for s in spec.split(","))):
         module_name, _, attr = name.partition(":")

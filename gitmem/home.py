@@ -20,11 +20,12 @@ from gitmem import ids, repository
 from gitmem.catalog import Catalog
 from gitmem.clock import Clock, system_clock, to_micros
 from gitmem.crypto import ContentCodec, KeyRing, PlainCodec, load_master_key
-from gitmem.errors import ArchivedStore, Conflict, InvalidRequest, NotFound
+from gitmem.errors import ArchivedStore, Conflict, NotFound
 from gitmem.filters import FilterChain, load_filters
 from gitmem.model import Page, StoreInfo, StoreKind
 from gitmem.pagetoken import PageTokens, tokens_for
 from gitmem.policy import MAX_SHARED_STORES, check_store_fields, policy_for
+from gitmem.settings import load_settings
 from gitmem.store import MemoryStore, check_limit
 
 log = logging.getLogger(__name__)
@@ -33,19 +34,16 @@ MAX_STORES_PAGE = 100  # stores a page of a listing
 
 
 def default_home() -> Path:
-    env = os.environ.get("GITMEM_HOME")
-    if env:
-        return Path(env)
+    configured = load_settings().HOME
+    if configured is not None:
+        return configured
     data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(data) / "gitmem"
 
 
 def fsync_setting() -> bool:
     """``GITMEM_FSYNC``: ``always`` (default: a write is on disk when the call returns) or ``never``."""
-    value = os.environ.get("GITMEM_FSYNC", "always").lower()
-    if value not in ("always", "never"):
-        raise InvalidRequest("GITMEM_FSYNC must be 'always' or 'never'")
-    return value == "always"
+    return load_settings().FSYNC == "always"
 
 
 class HomeTables:

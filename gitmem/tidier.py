@@ -13,13 +13,13 @@ A dreamer only proposes notes; ``gitmem.dreams`` writes them, as the dream's tas
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gitmem.errors import GitmemError, InvalidRequest
+from gitmem.settings import load_settings
 
 INDEX_PATH = "/INDEX.md"
 MAX_NOTE_BYTES = 102_400
@@ -246,15 +246,11 @@ class ModelDreamer:
 def dreamer_from_env(environ: Mapping[str, str] | None = None) -> Dreamer:
     """``GITMEM_DREAMER``: ``offline`` (default) or ``anthropic`` (the SDK, configured from its own
     environment: ``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``)."""
-    env = os.environ if environ is None else environ
-    kind = (env.get("GITMEM_DREAMER") or "offline").strip().lower()
-    if kind == "offline":
-        return OfflineTidier()
-    if kind == "anthropic":
+    if load_settings(environ).DREAMER == "anthropic":
         import anthropic
 
         return ModelDreamer(anthropic.Anthropic())
-    raise InvalidRequest("GITMEM_DREAMER must be 'offline' or 'anthropic'")
+    return OfflineTidier()
 
 
 __all__ = [
