@@ -32,7 +32,7 @@ import secrets
 import tempfile
 import urllib.parse
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -513,6 +513,22 @@ class KeyRing:
                 owners.pop(owner_id, None)
             self._save(owners, shred_old=True)
             log.info("retired %d data key(s) of %s", len(recs) - len(kept), owner_id)
+
+    def rewrap(self, new_master: MasterKey) -> int:
+        """Wrap every data key again under ``new_master`` (one atomic rewrite of the ring; the old file's
+        blocks are overwritten). Every key is unwrapped first, so a ring this master cannot fully open
+        is left as it was. Returns how many keys were re-wrapped."""
+        with self._locked():
+            owners = self._load()
+            keys = {owner: [(rec, self.master.unwrap(owner, rec.wrapped)) for rec in recs]
+                    for owner, recs in owners.items()}
+            rewrapped = {owner: [replace(rec, wrapped=new_master.wrap(owner, key), master_key_id=new_master.key_id)
+                                 for rec, key in pairs] for owner, pairs in keys.items()}
+            self._save(rewrapped, shred_old=True)
+            self.master = new_master
+        count = sum(len(recs) for recs in rewrapped.values())
+        log.info("re-wrapped %d data key(s) under master key %s", count, new_master.key_id)
+        return count
 
     def destroy(self, owner_id: str) -> None:
         """Forget every key of ``owner_id``: overwrite and delete, so no old blob can be decrypted."""
