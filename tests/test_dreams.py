@@ -23,6 +23,7 @@ from gitmem.dreams import Dream, DreamRunner, Dreams, dreams_for
 from gitmem.errors import ArchivedStore, Conflict, InvalidRequest, NotFound
 from gitmem.home import Gitmem
 from gitmem.model import Actor, Note, StoreInfo
+from gitmem.settings import SettingsError
 from gitmem.store import MemoryStore
 from gitmem.tasks import tasks_for
 from gitmem.tidier import (
@@ -106,7 +107,7 @@ def test_tidier_is_deterministic_and_exact() -> None:
 def test_dreamer_from_env() -> None:
     assert isinstance(dreamer_from_env({}), OfflineTidier)
     assert isinstance(dreamer_from_env({"GITMEM_DREAMER": "offline"}), OfflineTidier)
-    with pytest.raises(InvalidRequest):
+    with pytest.raises(SettingsError, match="GITMEM_DREAMER"):
         dreamer_from_env({"GITMEM_DREAMER": "nope"})
 
 
