@@ -28,7 +28,7 @@ def _setting(default: Any, description: str, expected: str, *, group: str = "ser
              shown_default: str | None = None) -> Any:
     """A field with what the README says about it (in the table's ``group``, with ``shown_default`` when the
     default is not a plain value) and the form an error message asks for."""
-    extra = {"expected": expected, "group": group, "shown_default": shown_default}
+    extra: dict[str, Any] = {"expected": expected, "group": group, "shown_default": shown_default}
     return Field(default, description=description, json_schema_extra=extra)
 
 
