@@ -312,10 +312,10 @@ class StoreIndex:
                 lowered = level.lower()
                 rows = self.db.execute(
                     "SELECT * FROM notes WHERE (lower(path)=? OR (lower(path)>=? AND lower(path)<?))"
-                    " AND substr(path, 1, ?) IS NOT ? AND memory_id IS NOT ?",
+                    " AND substr(path, 1, ?) IS NOT ? AND memory_id IS NOT ? ORDER BY path",
                     (lowered, lowered + "/", lowered + "0", len(level), level, other_than))
             else:  # lower() leaves non-ASCII letters alone: compare every note (rare, and bounded)
-                rows = self.db.execute("SELECT * FROM notes WHERE memory_id IS NOT ?", (other_than,))
+                rows = self.db.execute("SELECT * FROM notes WHERE memory_id IS NOT ? ORDER BY path", (other_than,))
             folded = fold(level)
             for row in rows:
                 other = row["path"]
