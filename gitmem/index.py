@@ -315,23 +315,33 @@ class StoreIndex:
 
     def case_twin(self, path: str, *, other_than: str | None = None) -> NoteRow | None:
         """A note whose path, or a folder above it, differs from ``path`` or a folder above it only in
-        case (``/Dir/a.md`` for ``/dir/b.md``); ``other_than`` (a note being renamed) does not count."""
+        case (``/Dir/a.md`` for ``/dir/b.md``); ``other_than`` (a note being renamed) does not count.
+        Folders that already exist as spelled were checked when they were made, so only the first new
+        level is compared, through the ``lower(path)`` index (or a LIKE scan for non-ASCII names)."""
         for level in levels(path):
-            if level.isascii():
-                lowered = level.lower()
-                rows = self.db.execute(
-                    "SELECT * FROM notes WHERE (lower(path)=? OR (lower(path)>=? AND lower(path)<?))"
-                    " AND substr(path, 1, ?) IS NOT ? AND memory_id IS NOT ? ORDER BY path",
-                    (lowered, lowered + "/", lowered + "0", len(level), level, other_than))
-            else:  # lower() leaves non-ASCII letters alone: compare every note (rare, and bounded)
-                rows = self.db.execute("SELECT * FROM notes WHERE memory_id IS NOT ? ORDER BY path", (other_than,))
-            folded = fold(level)
-            for row in rows:
-                other = row["path"]
-                if (other == level or other.startswith(level + "/")) or len(other) < len(level):
-                    continue
-                if fold(other[:len(level)]) == folded and other[len(level):len(level) + 1] in ("", "/"):
-                    return _note_row(row)
+            exists = self.db.execute("SELECT 1 FROM notes WHERE (path=? OR (path>? AND path<?)) AND memory_id IS NOT ?"
+                                     " LIMIT 1", (level, level + "/", level + "0", other_than)).fetchone()
+            if exists is None:
+                return self._first_twin(level, other_than)
+        return None
+
+    def _first_twin(self, level: str, other_than: str | None) -> NoteRow | None:
+        if level.isascii():
+            lowered = level.lower()
+            rows = self.db.execute("SELECT * FROM notes WHERE (lower(path)=? OR (lower(path)>? AND lower(path)<?))"
+                                   " AND memory_id IS NOT ? ORDER BY path",
+                                   (lowered, lowered + "/", lowered + "0", other_than))
+        else:  # lower() and LIKE fold ASCII only: a non-ASCII letter matches anything, then Python decides
+            pattern = "".join(ch if ch.isascii() and ch not in "%_\\" else ("\\" + ch if ch.isascii() else "_")
+                              for ch in level)
+            rows = self.db.execute("SELECT * FROM notes WHERE (path LIKE ? ESCAPE '\\' OR path LIKE ? ESCAPE '\\')"
+                                   " AND memory_id IS NOT ? ORDER BY path", (pattern, pattern + "/%", other_than))
+        folded = fold(level)
+        for row in rows:
+            other = row["path"]
+            head, rest = other[:len(level)], other[len(level):]
+            if head != level and fold(head) == folded and rest[:1] in ("", "/"):
+                return _note_row(row)
         return None
 
     def totals(self) -> tuple[int, int]:
