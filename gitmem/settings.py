@@ -72,15 +72,34 @@ class GitmemSettings(BaseSettings):
     PRUNE_INTERVAL: Annotated[float, Field(ge=0)] = _setting(
         3600.0, "Seconds between the server's retention rounds; 0 turns the schedule off.",
         "a number of seconds >= 0")
-    DREAMER: Literal["offline", "anthropic"] = _setting(
-        "offline", "`offline` (a deterministic tidier, no network) or `anthropic` (the SDK against a real"
-        " model, configured by `ANTHROPIC_API_KEY`/`ANTHROPIC_BASE_URL`).", "'offline' or 'anthropic'")
+    DREAMER: Literal["offline", "anthropic", "offline-hold"] = _setting(
+        "offline", "`offline` (a deterministic tidier, no network), `anthropic` (the SDK against a real"
+        " model, configured by `ANTHROPIC_API_KEY`/`ANTHROPIC_BASE_URL`) or `offline-hold` (tests: the"
+        " offline tidier holding each dream `GITMEM_DREAM_HOLD` seconds).", "'offline', 'anthropic' or 'offline-hold'")
     DREAM_RUNNER: bool = _setting(
         True, "Run dreams in this server process (`off` leaves them to other processes).", "'on' or 'off'")
     DREAM_POLL: Annotated[float, Field(gt=0)] = _setting(
         1.0, "Seconds between the dream runner's looks for pending dreams.", "a number of seconds > 0")
     DREAM_TIMEOUT: Annotated[float, Field(gt=0)] = _setting(
         12 * 3600.0, "Seconds a dream may run.", "a number of seconds > 0")
+    DREAM_HOLD: Annotated[float, Field(ge=0)] = _setting(
+        30.0, "Tests only: seconds the `offline-hold` dreamer holds a dream.", "a number of seconds >= 0")
+    SECRETS_ALLOW: str = _setting(
+        "", "Secret-detector rule ids a deployment does not enforce, comma-separated (e.g."
+        " `jwt,url-credentials`).", "comma-separated rule ids")
+    WEBHOOKS: bool = _setting(
+        True, "Deliver webhooks from this server process (one process at a time holds the lease; `off`"
+        " leaves delivery to others).", "'on' or 'off'")
+    WEBHOOK_POLL: Annotated[float, Field(gt=0)] = _setting(
+        1.0, "Seconds between the webhook deliverer's looks at the outbox.", "a number of seconds > 0")
+    WEBHOOK_FIRST_RETRY: Annotated[float, Field(gt=0)] = _setting(
+        5.0, "Seconds before a failed webhook delivery is first retried.", "a number of seconds > 0")
+    WEBHOOK_MAX_RETRY: Annotated[float, Field(gt=0)] = _setting(
+        3600.0, "The longest wait between webhook retries, in seconds.", "a number of seconds > 0")
+    WEBHOOK_GIVE_UP_AFTER: Annotated[float, Field(gt=0)] = _setting(
+        3 * 86400.0, "Seconds after which an undelivered webhook is given up.", "a number of seconds > 0")
+    WEBHOOK_TIMEOUT: Annotated[float, Field(gt=0)] = _setting(
+        10.0, "Seconds a webhook delivery may take.", "a number of seconds > 0")
     LOG_LEVEL: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] | None = _setting(
         None, "Log level of the server app (default INFO) and of the agent hooks' bank mount (default WARNING).",
         "DEBUG, INFO, WARNING, ERROR or CRITICAL")
@@ -108,7 +127,7 @@ class GitmemSettings(BaseSettings):
     REWRITE_CRASH_AT: str | None = _setting(None, "Tests only: the rewrite step at which to simulate a crash.",
                                             "a step name", group="hook")
 
-    @field_validator("DREAM_RUNNER", mode="before")
+    @field_validator("DREAM_RUNNER", "WEBHOOKS", mode="before")
     @classmethod
     def _on_off(cls, value: object) -> object:
         if isinstance(value, str):
