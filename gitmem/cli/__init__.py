@@ -25,6 +25,7 @@ COMMAND_MODULES = [
     "gitmem.cli.dreams",
     "gitmem.cli.find",
     "gitmem.cli.mcp",
+    "gitmem.cli.settings",
 ]
 
 for _module in COMMAND_MODULES:
