@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import copy
+import importlib.util
 import logging
 import os
 import sys
+from typing import Any
 
 import click
 
@@ -13,6 +16,39 @@ from gitmem.setup import ensure_admin_key
 
 log = logging.getLogger(__name__)
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+class DropQueryString(logging.Filter):
+    """Keeps query strings out of uvicorn's access log: a client may put a secret there (``?api_key=``),
+    and uvicorn logs the path with its query. Headers (``x-api-key``, ``Authorization``) are never in
+    the access line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) >= 3 and isinstance(args[2], str):
+            record.args = (*args[:2], args[2].split("?", 1)[0], *args[3:])
+        return True
+
+
+def uvicorn_options() -> dict[str, Any]:
+    """How ``gitmem serve`` runs uvicorn (the HTTP benchmark runs its naive server the same way).
+
+    The fast HTTP parser (httptools) and event loop (uvloop) when installed, uvicorn's pure-Python
+    ones otherwise; an access log without query strings."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    log_config = copy.deepcopy(LOGGING_CONFIG)
+    log_config.setdefault("filters", {})["drop_query"] = {"()": f"{__name__}.DropQueryString"}
+    log_config["handlers"]["access"]["filters"] = ["drop_query"]
+    return {
+        "loop": "uvloop" if _installed("uvloop") else "asyncio",
+        "http": "httptools" if _installed("httptools") else "h11",
+        "log_config": log_config,
+    }
+
+
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
 
 
 @main.command("serve")
@@ -34,5 +70,5 @@ def serve(ctx: Context, host: str, port: int, workers: int) -> None:
                    err=True)
     os.environ["GITMEM_HOME"] = str(ctx.home.resolve())
     click.echo(f"gitmem serving {ctx.home} on http://{host}:{port}", err=True)
-    uvicorn.run("api.app:app", host=host, port=port, workers=workers, log_level="info")
+    uvicorn.run("api.app:app", host=host, port=port, workers=workers, log_level="info", **uvicorn_options())
     sys.exit(0)
