@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
 
 from gitmem.access import require_access
 from gitmem.catalog import Principal
@@ -29,21 +30,24 @@ def is_write(request: Request) -> bool:
     return request.method not in READ_METHODS and not request.url.path.endswith("/memory_tool")
 
 
-def get_gm(request: Request) -> Gitmem:
+async def get_gm(request: Request) -> Gitmem:
     return request.app.state.gm
 
 
-def get_principal(
+async def get_principal(
     request: Request,
     api_key: str | None = Security(_api_key),
     bearer: HTTPAuthorizationCredentials | None = Security(_bearer),
 ) -> Principal:
-    """Authenticate with ``x-api-key`` or ``Authorization: Bearer``; a read-only key may only read."""
+    """Authenticate with ``x-api-key`` or ``Authorization: Bearer``; a read-only key may only read.
+
+    Runs on the event loop: the key lookup is one indexed SQLite read that never waits for a lock, so
+    it costs less than the hop to a worker thread; only if SQLite is busy does it wait in a thread."""
     secret = api_key or (bearer.credentials if bearer else None)
     if not secret:
         raise AuthenticationFailed("missing API key: send it in x-api-key or Authorization: Bearer")
     gm: Gitmem = request.app.state.gm
-    principal = gm.catalog.authenticate(secret)
+    principal = gm.catalog.authenticate_now(secret) or await run_in_threadpool(gm.catalog.authenticate, secret)
 
     # The SDK's optional workspace header: a key belongs to one workspace, so it must name that one.
     wanted = request.headers.get("anthropic-workspace-id")

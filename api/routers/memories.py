@@ -7,6 +7,7 @@ precondition on the note's current blob, beside the SDK's ``content_sha256`` pre
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 
 from fastapi import APIRouter, Header, Query, Response
@@ -25,9 +26,10 @@ from api.schemas import (
 )
 from gitmem.errors import InvalidRequest
 from gitmem.model import Note
-from gitmem.store import MAX_FULL_PAGE
+from gitmem.store import MAX_FULL_PAGE, MemoryStore
 from gitmem.store import MAX_NOTES_PAGE as MAX_PAGE
 
+log = logging.getLogger("gitmem.api")
 _BLOB_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 router = APIRouter(
@@ -100,7 +102,7 @@ def update_memory(
         actor=principal.actor,
     )
     if view == "full" and note.content is None:
-        note = store.get(note.id, with_content=True)
+        note = _with_content(store, note, body.content)
     return _answer(note, view, response)
 
 
@@ -119,6 +121,19 @@ def delete_memory(
         actor=principal.actor,
     )
     return DeletedMemory(id=memory_id)
+
+
+def _with_content(store: MemoryStore, note: Note, sent: str | None) -> Note:
+    """The written note with its text, for ``view=full``. The write is on ``main`` already, so a failing
+    re-read (a path-only move, then a concurrent delete) must not turn its answer into an error: the
+    answer then leaves the content out."""
+    if sent is not None:
+        return dataclasses.replace(note, content=sent)
+    try:
+        return store.get(note.id, with_content=True)
+    except Exception:
+        log.warning("memory %s was written but could not be read back", note.id, exc_info=True)
+        return note
 
 
 def _answer(note: Note, view: View, response: Response) -> Memory:
