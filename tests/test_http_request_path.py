@@ -23,7 +23,7 @@ from gitmem.home import Gitmem
 from tests.server import free_port
 
 THREADS = 12
-ROUNDS = 6
+ROUNDS = 10
 
 
 @pytest.fixture
