@@ -13,6 +13,7 @@ import re
 from fastapi import APIRouter, Header, Query, Response
 
 from api.deps import Caller, Store
+from api.responses import json_response
 from api.schemas import (
     ERROR_RESPONSES,
     DeletedMemory,
@@ -49,14 +50,12 @@ IfMatch = Header(
 
 
 @router.post("", response_model=Memory, summary="Create a memory", responses=WITH_ETAG)
-def create_memory(
-    body: MemoryCreate, response: Response, store: Store, principal: Caller, view: View = Query("basic")
-) -> Memory:
+def create_memory(body: MemoryCreate, store: Store, principal: Caller, view: View = Query("basic")) -> Response:
     content = body.content or ""
     note = store.create(body.path, content, actor=principal.actor)
     if note.content is None:
         note = dataclasses.replace(note, content=content)
-    return _answer(note, view, response)
+    return _answer(note, view)
 
 
 @router.get("", response_model=MemoryList, summary="List memories")
@@ -67,18 +66,18 @@ def list_memories(
     view: View = Query("basic"),
     limit: int = Query(20, ge=1, le=MAX_PAGE, description=f"With view=full, at most {MAX_FULL_PAGE}"),
     page: str | None = Query(None),
-) -> MemoryList:
+) -> Response:
     if view == "full":
         limit = min(limit, MAX_FULL_PAGE)
     result = store.list(
         path_prefix=path_prefix or None, depth=depth, limit=limit, page=page or None, with_content=view == "full"
     )
-    return MemoryList(data=[memory_item(i, view) for i in result.items], next_page=result.next_page)
+    return json_response(MemoryList(data=[memory_item(i, view) for i in result.items], next_page=result.next_page))
 
 
 @router.get("/{memory_id}", response_model=Memory, summary="Retrieve a memory", responses=WITH_ETAG)
-def retrieve_memory(memory_id: str, response: Response, store: Store, view: View = Query("full")) -> Memory:
-    return _answer(store.get(memory_id, with_content=view == "full"), view, response)
+def retrieve_memory(memory_id: str, store: Store, view: View = Query("full")) -> Response:
+    return _answer(store.get(memory_id, with_content=view == "full"), view)
 
 
 @router.post(
@@ -87,12 +86,11 @@ def retrieve_memory(memory_id: str, response: Response, store: Store, view: View
 def update_memory(
     memory_id: str,
     body: MemoryUpdate,
-    response: Response,
     store: Store,
     principal: Caller,
     view: View = Query("basic"),
     if_match: str | None = IfMatch,
-) -> Memory:
+) -> Response:
     note = store.update(
         memory_id,
         content=body.content,
@@ -103,7 +101,7 @@ def update_memory(
     )
     if view == "full" and note.content is None:
         note = _with_content(store, note, body.content)
-    return _answer(note, view, response)
+    return _answer(note, view)
 
 
 @router.delete("/{memory_id}", response_model=DeletedMemory, summary="Delete a memory")
@@ -113,14 +111,14 @@ def delete_memory(
     principal: Caller,
     expected_content_sha256: Sha256Hex | None = Query(None),
     if_match: str | None = IfMatch,
-) -> DeletedMemory:
+) -> Response:
     store.delete(
         memory_id,
         expected_sha256=expected_content_sha256,
         expected_blob_id=_blob_precondition(if_match),
         actor=principal.actor,
     )
-    return DeletedMemory(id=memory_id)
+    return json_response(DeletedMemory(id=memory_id))
 
 
 def _with_content(store: MemoryStore, note: Note, sent: str | None) -> Note:
@@ -136,9 +134,8 @@ def _with_content(store: MemoryStore, note: Note, sent: str | None) -> Note:
         return note
 
 
-def _answer(note: Note, view: View, response: Response) -> Memory:
-    response.headers["ETag"] = f'"{note.blob_id}"'
-    return Memory.of(note, view)
+def _answer(note: Note, view: View) -> Response:
+    return json_response(Memory.of(note, view), headers={"ETag": f'"{note.blob_id}"'})
 
 
 def _blob_precondition(if_match: str | None) -> str | None:
