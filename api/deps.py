@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, Request, Security
@@ -9,7 +10,7 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 from starlette.concurrency import run_in_threadpool
 
 from gitmem.access import require_access
-from gitmem.catalog import Principal
+from gitmem.catalog import CatalogBusy, Principal
 from gitmem.errors import AuthenticationFailed, PermissionDenied, RateLimited
 from gitmem.home import Gitmem
 from gitmem.store import MemoryStore
@@ -75,3 +76,31 @@ def get_store(memory_store_id: str, request: Request, principal: Caller, gm: Eng
 
 
 Store = Annotated[MemoryStore, Depends(get_store)]
+
+
+@dataclass(frozen=True)
+class StoreRef:
+    """A store the caller may use, opened by the handler in its own thread (:meth:`open`): the engine's
+    store objects belong to one thread each."""
+
+    gm: Gitmem
+    workspace_id: str
+    store_id: str
+
+    def open(self) -> MemoryStore:
+        return self.gm.store(self.workspace_id, self.store_id)
+
+
+async def get_store_ref(memory_store_id: str, request: Request, principal: Caller, gm: Engine) -> StoreRef:
+    """:func:`get_store`'s checks, on the event loop with catalog reads that never wait (in a worker
+    thread only if SQLite is busy), so the request makes one thread hop: the handler's."""
+    write = is_write(request)
+    try:
+        with gm.catalog.without_waiting():
+            require_access(gm, principal, memory_store_id, write=write)
+    except CatalogBusy:
+        await run_in_threadpool(require_access, gm, principal, memory_store_id, write=write)
+    return StoreRef(gm, principal.workspace_id, memory_store_id)
+
+
+OpenStore = Annotated[StoreRef, Depends(get_store_ref)]

@@ -99,6 +99,10 @@ def store_info(row: sqlite3.Row) -> StoreInfo:
         kind=row["kind"], encrypted=bool(row["encrypted"]))
 
 
+class CatalogBusy(Exception):
+    """Raised inside :meth:`Catalog.without_waiting` where the work would have had to wait."""
+
+
 class Catalog:
     def __init__(self, path: Path, clock: Clock = system_clock) -> None:
         self.path = path
@@ -109,6 +113,8 @@ class Catalog:
     @property
     def db(self) -> sqlite3.Connection:
         """One connection per thread (sqlite3 connections are not shared across threads)."""
+        if getattr(self._local, "no_wait", False):
+            return self._local.quick
         conn = getattr(self._local, "conn", None)
         if conn is None:
             conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
@@ -233,7 +239,14 @@ class Catalog:
     def authenticate(self, secret: str | None) -> Principal:
         if not secret:
             raise AuthenticationFailed("an API key is required: send x-api-key or Authorization: Bearer")
-        return self._principal(self.db, secret)
+        row = self.db.execute("SELECT * FROM credentials WHERE secret_hash=?",
+                              (hash_secret(secret),)).fetchone()
+        if row is None or row["revoked_at"] is not None:
+            raise AuthenticationFailed("invalid API key")
+        kind = row["kind"]
+        actor_type = {"api_key": "api_actor", "user": "user_actor", "task": "task_actor"}[kind]
+        return Principal(row["workspace_id"], Actor(actor_type, row["id"]), row["role"], row["id"],  # type: ignore[arg-type]
+                         row["task_id"])
 
     def authenticate_now(self, secret: str) -> Principal | None:
         """:meth:`authenticate` that never waits: ``None`` if SQLite is busy (then call
@@ -241,25 +254,29 @@ class Catalog:
 
         No cache: the lookup is one indexed read of a committed row, as cheap as checking a revocation
         counter would be, so a key revoked by any process fails at once in every other."""
-        conn = getattr(self._local, "quick", None)
-        if conn is None:
+        try:
+            with self.without_waiting():
+                return self.authenticate(secret)
+        except CatalogBusy:
+            return None
+
+    @contextlib.contextmanager
+    def without_waiting(self) -> Iterator[None]:
+        """Within it, this thread's catalog reads (``db``) use a read-only connection that never waits
+        for a lock; SQLite being busy, or an attempt to write, raises :class:`CatalogBusy`: redo the work
+        outside, where it may wait."""
+        if getattr(self._local, "quick", None) is None:
             conn = sqlite3.connect(self.path, timeout=0, isolation_level=None)
             conn.row_factory = sqlite3.Row
             conn.execute("PRAGMA query_only=ON")
             self._local.quick = conn
+        self._local.no_wait = True
         try:
-            return self._principal(conn, secret)
-        except sqlite3.OperationalError:  # busy or locked: the waiting path decides
-            return None
-
-    def _principal(self, db: sqlite3.Connection, secret: str) -> Principal:
-        row = db.execute("SELECT * FROM credentials WHERE secret_hash=?", (hash_secret(secret),)).fetchone()
-        if row is None or row["revoked_at"] is not None:
-            raise AuthenticationFailed("invalid API key")
-        kind = row["kind"]
-        actor_type = {"api_key": "api_actor", "user": "user_actor", "task": "task_actor"}[kind]
-        return Principal(row["workspace_id"], Actor(actor_type, row["id"]), row["role"], row["id"],  # type: ignore[arg-type]
-                         row["task_id"])
+            yield
+        except sqlite3.OperationalError as exc:
+            raise CatalogBusy(str(exc)) from exc
+        finally:
+            self._local.no_wait = False
 
     # -- stores -----------------------------------------------------------------------------------
 

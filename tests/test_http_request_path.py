@@ -19,6 +19,7 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from api.settings import Settings
+from gitmem.catalog import CatalogBusy
 from gitmem.home import Gitmem
 from tests.server import free_port
 
@@ -145,3 +146,16 @@ def test_catalog_transactions_are_per_thread(tmp_path: Path) -> None:
     thread.join()
     seen.append([w.name for w in gm.catalog.list_workspaces()])
     assert seen == [[], ["kept"]] and gm.catalog.workspace(kept.id).name == "kept"
+
+
+def test_reads_without_waiting_refuse_to_write_and_leave_nothing(tmp_path: Path) -> None:
+    """What the event loop may do with the catalog: read; a write (or a busy database) raises
+    CatalogBusy, to be redone where waiting is allowed, and changes nothing."""
+    gm = Gitmem.open(tmp_path / "home")
+    workspace = gm.catalog.create_workspace("w")
+    with gm.catalog.without_waiting():
+        assert gm.catalog.workspace(workspace.id).name == "w"
+    with pytest.raises(CatalogBusy), gm.catalog.without_waiting():
+        gm.catalog.create_workspace("refused")
+    assert [w.name for w in gm.catalog.list_workspaces()] == ["w"]
+    assert gm.catalog.create_workspace("later").name == "later"  # the thread's own connection again

@@ -12,7 +12,7 @@ import re
 
 from fastapi import APIRouter, Header, Query, Response
 
-from api.deps import Caller, Store
+from api.deps import Caller, OpenStore
 from api.responses import json_response
 from api.schemas import (
     ERROR_RESPONSES,
@@ -50,9 +50,9 @@ IfMatch = Header(
 
 
 @router.post("", response_model=Memory, summary="Create a memory", responses=WITH_ETAG)
-def create_memory(body: MemoryCreate, store: Store, principal: Caller, view: View = Query("basic")) -> Response:
+def create_memory(body: MemoryCreate, ref: OpenStore, principal: Caller, view: View = Query("basic")) -> Response:
     content = body.content or ""
-    note = store.create(body.path, content, actor=principal.actor)
+    note = ref.open().create(body.path, content, actor=principal.actor)
     if note.content is None:
         note = dataclasses.replace(note, content=content)
     return _answer(note, view)
@@ -60,7 +60,7 @@ def create_memory(body: MemoryCreate, store: Store, principal: Caller, view: Vie
 
 @router.get("", response_model=MemoryList, summary="List memories")
 def list_memories(
-    store: Store,
+    ref: OpenStore,
     path_prefix: str | None = Query(None, description="Only paths below this prefix; it ends with '/'"),
     depth: int = Query(0, ge=0, le=1, description="1: direct children, deeper ones as memory_prefix"),
     view: View = Query("basic"),
@@ -69,15 +69,15 @@ def list_memories(
 ) -> Response:
     if view == "full":
         limit = min(limit, MAX_FULL_PAGE)
-    result = store.list(
+    result = ref.open().list(
         path_prefix=path_prefix or None, depth=depth, limit=limit, page=page or None, with_content=view == "full"
     )
     return json_response(MemoryList(data=[memory_item(i, view) for i in result.items], next_page=result.next_page))
 
 
 @router.get("/{memory_id}", response_model=Memory, summary="Retrieve a memory", responses=WITH_ETAG)
-def retrieve_memory(memory_id: str, store: Store, view: View = Query("full")) -> Response:
-    return _answer(store.get(memory_id, with_content=view == "full"), view)
+def retrieve_memory(memory_id: str, ref: OpenStore, view: View = Query("full")) -> Response:
+    return _answer(ref.open().get(memory_id, with_content=view == "full"), view)
 
 
 @router.post(
@@ -86,11 +86,12 @@ def retrieve_memory(memory_id: str, store: Store, view: View = Query("full")) ->
 def update_memory(
     memory_id: str,
     body: MemoryUpdate,
-    store: Store,
+    ref: OpenStore,
     principal: Caller,
     view: View = Query("basic"),
     if_match: str | None = IfMatch,
 ) -> Response:
+    store = ref.open()
     note = store.update(
         memory_id,
         content=body.content,
@@ -107,12 +108,12 @@ def update_memory(
 @router.delete("/{memory_id}", response_model=DeletedMemory, summary="Delete a memory")
 def delete_memory(
     memory_id: str,
-    store: Store,
+    ref: OpenStore,
     principal: Caller,
     expected_content_sha256: Sha256Hex | None = Query(None),
     if_match: str | None = IfMatch,
 ) -> Response:
-    store.delete(
+    ref.open().delete(
         memory_id,
         expected_sha256=expected_content_sha256,
         expected_blob_id=_blob_precondition(if_match),
