@@ -68,16 +68,6 @@ Engine = Annotated[Gitmem, Depends(get_gm)]
 Caller = Annotated[Principal, Depends(get_principal)]
 
 
-def get_store(memory_store_id: str, request: Request, principal: Caller, gm: Engine) -> MemoryStore:
-    """The store named in the path, if the caller may see it (another workspace's id, someone else's
-    bank or a store outside a task's list is 404); a write needs write access (403)."""
-    require_access(gm, principal, memory_store_id, write=is_write(request))
-    return gm.store(principal.workspace_id, memory_store_id)
-
-
-Store = Annotated[MemoryStore, Depends(get_store)]
-
-
 @dataclass(frozen=True)
 class StoreRef:
     """A store the caller may use, opened by the handler in its own thread (:meth:`open`): the engine's
@@ -92,8 +82,11 @@ class StoreRef:
 
 
 async def get_store_ref(memory_store_id: str, request: Request, principal: Caller, gm: Engine) -> StoreRef:
-    """:func:`get_store`'s checks, on the event loop with catalog reads that never wait (in a worker
-    thread only if SQLite is busy), so the request makes one thread hop: the handler's."""
+    """The store named in the path, if the caller may see it (another workspace's id, someone else's
+    bank or a store outside a task's list is 404); a write needs write access (403).
+
+    Checked on the event loop with catalog reads that never wait (in a worker thread only if SQLite is
+    busy): a handler that opens the store itself makes one thread hop, its own."""
     write = is_write(request)
     try:
         with gm.catalog.without_waiting():
@@ -104,3 +97,11 @@ async def get_store_ref(memory_store_id: str, request: Request, principal: Calle
 
 
 OpenStore = Annotated[StoreRef, Depends(get_store_ref)]
+
+
+def get_store(ref: OpenStore) -> MemoryStore:
+    """The store of :func:`get_store_ref`, opened (for handlers that take a ``Store``)."""
+    return ref.open()
+
+
+Store = Annotated[MemoryStore, Depends(get_store)]
