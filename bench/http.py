@@ -12,7 +12,8 @@ server goes first:
   clients each on its own store: writes/s, p50, p99;
 - reads (GET a note with its content) with 8 clients;
 - a full listing of the store (pages of 1,000);
-- disk: the store's folder ``--settle`` seconds after the last write, against the notes' raw bytes.
+- disk: the store's folder ``--settle`` seconds after the last write, against the notes' raw bytes;
+- each server's CPU time per request (Linux), which a busy machine disturbs far less than wall time.
 
 The timings depend on the machine; the ratios (gitmem / naive) are what to compare between runs.
 """
@@ -232,6 +233,16 @@ def list_all(server: Server, store: str) -> tuple[float, int]:
                 return time.perf_counter() - began, seen
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time a process has used (user + system), or -1 where /proc is missing. Unlike wall time,
+    it hardly moves when other work shares the machine."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return -1.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def disk_bytes(path: Path) -> int:
     """Bytes allocated on disk (what ``du`` counts) below ``path``."""
     return sum(p.lstat().st_blocks * 512 for p in path.rglob("*"))
@@ -263,13 +274,19 @@ def main(argv: list[str] | None = None) -> int:
                  ) -> None:
             nonlocal order
             runs: dict[str, Run] = {}
+            cpu: dict[str, float] = {}
             for server in (pair if order % 2 == 0 else pair[::-1]):  # alternate who goes first
-                runs[server.name] = drive(server, clients, make(server))
+                jobs = make(server)
+                before = cpu_seconds(server.proc.pid)
+                runs[server.name] = drive(server, clients, jobs)
+                cpu[server.name] = (cpu_seconds(server.proc.pid) - before) / len(jobs)
             order += 1
             g, nv = runs["gitmem"], runs["naive"]
             rows.append((f"{label}: req/s", g.per_second, nv.per_second, "", goal.get("rate")))
             rows.append((f"{label}: p50 ms", g.quantile(0.5) * 1e3, nv.quantile(0.5) * 1e3, "", goal.get("p50")))
             rows.append((f"{label}: p99 ms", g.quantile(0.99) * 1e3, nv.quantile(0.99) * 1e3, "", None))
+            if cpu["gitmem"] >= 0 and cpu["naive"] > 0:
+                rows.append((f"{label}: server CPU ms/req", cpu["gitmem"] * 1e3, cpu["naive"] * 1e3, "", None))
 
         share = {1: n // 5, 8: 2 * n // 5, 32: n - n // 5 - 2 * n // 5}
         for clients, goal in ((1, {"rate": (0.6, True), "p50": (1.7, False)}), (8, {"rate": (0.8, True)}),
