@@ -48,7 +48,9 @@ async def get_principal(
     if not secret:
         raise AuthenticationFailed("missing API key: send it in x-api-key or Authorization: Bearer")
     gm: Gitmem = request.app.state.gm
-    principal = gm.catalog.authenticate_now(secret) or await run_in_threadpool(gm.catalog.authenticate, secret)
+    principal = gm.catalog.authenticate_now(secret)
+    if principal is None:
+        principal = await run_in_threadpool(gm.catalog.authenticate, secret)
 
     # The SDK's optional workspace header: a key belongs to one workspace, so it must name that one.
     wanted = request.headers.get("anthropic-workspace-id")

@@ -216,8 +216,11 @@ class Writer:
 
 def read_jobs(store: str, ids: list[str], count: int) -> list[Callable[[httpx.Client], httpx.Response]]:
     rng = random.Random(11)
-    return [lambda c, note=rng.choice(ids): c.get(f"/v1/memory_stores/{store}/memories/{note}")
-            for _ in range(count)]
+
+    def get(note: str) -> Callable[[httpx.Client], httpx.Response]:
+        return lambda client: client.get(f"/v1/memory_stores/{store}/memories/{note}")
+
+    return [get(rng.choice(ids)) for _ in range(count)]
 
 
 def list_all(server: Server, store: str) -> tuple[float, int]:
@@ -292,8 +295,11 @@ def main(argv: list[str] | None = None) -> int:
         for clients, goal in ((1, {"rate": (0.6, True), "p50": (1.7, False)}), (8, {"rate": (0.8, True)}),
                               (32, {})):
             count = max(share[clients], clients)
-            both(f"write, {clients} client{'s' * (clients > 1)}, 1 store", clients,
-                 lambda s, c=count: writers[s.name].jobs([main_store[s.name]], c), goal)
+
+            def one_store(server: Server, count: int = count) -> list[Callable[[httpx.Client], httpx.Response]]:
+                return writers[server.name].jobs([main_store[server.name]], count)
+
+            both(f"write, {clients} client{'s' * (clients > 1)}, 1 store", clients, one_store, goal)
         both("write, 8 clients, 8 stores", 8, lambda s: writers[s.name].jobs(many[s.name], max(2 * n // 5, 8)),
              {"rate": (0.8, True)})
         last_write = time.monotonic()
