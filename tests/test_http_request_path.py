@@ -47,7 +47,9 @@ def served(tmp_path: Path) -> Iterator[tuple[str, str]]:
     finally:
         server.terminate()
         server.wait(timeout=30)
-    assert "Traceback" not in log.read_text(), log.read_text()
+    output = log.read_text()
+    assert "Traceback" not in output, output
+    assert "GET /healthz HTTP/1.1" in output and "gm_key_probe" not in output  # access log, no query strings
 
 
 def _healthy(base_url: str) -> bool:
@@ -72,6 +74,7 @@ def test_contended_read_modify_write_on_two_workers_answers_no_5xx(served: tuple
     is a success or a precondition failure, and every line whose write succeeded is in the note."""
     base_url, key = served
     headers = {"x-api-key": key}
+    assert httpx.get(f"{base_url}/healthz?api_key=gm_key_probe").status_code == 200
     store = httpx.post(f"{base_url}/v1/memory_stores", json={"name": "rmw"}, headers=headers).json()["id"]
     url = f"{base_url}/v1/memory_stores/{store}/memories"
     note = httpx.post(url, json={"path": "/log.md", "content": "start\n"}, headers=headers).json()["id"]
@@ -159,3 +162,18 @@ def test_reads_without_waiting_refuse_to_write_and_leave_nothing(tmp_path: Path)
         gm.catalog.create_workspace("refused")
     assert [w.name for w in gm.catalog.list_workspaces()] == ["w"]
     assert gm.catalog.create_workspace("later").name == "later"  # the thread's own connection again
+
+
+def test_the_access_log_drops_query_strings() -> None:
+    """uvicorn logs the path with its query; a secret sent as ``?api_key=`` must not reach the log."""
+    import logging
+
+    from gitmem.cli.serve import DropQueryString, uvicorn_options
+
+    record = logging.LogRecord("uvicorn.access", logging.INFO, __file__, 1, '%s - "%s %s HTTP/%s" %d',
+                               ("127.0.0.1:5000", "GET", "/v1/memory_stores?api_key=gm_key_secret", "1.1", 200), None)
+    assert DropQueryString().filter(record)
+    assert record.getMessage() == '127.0.0.1:5000 - "GET /v1/memory_stores HTTP/1.1" 200'
+    options = uvicorn_options()
+    assert options["log_config"]["handlers"]["access"]["filters"] == ["drop_query"]
+    assert options["http"] in ("httptools", "h11") and options["loop"] in ("uvloop", "asyncio")
