@@ -270,7 +270,6 @@ def main(argv: list[str] | None = None) -> int:
         writers = {s.name: Writer() for s in pair}
         main_store = {s.name: create_store(s, "bench") for s in pair}
         many = {s.name: [create_store(s, f"bench-{k}") for k in range(8)] for s in pair}
-        last_write = 0.0
         order = 0
 
         def both(label: str, clients: int, make: Callable[[Server], list], goal: dict[str, tuple[float, bool]]
