@@ -137,7 +137,6 @@ class GitEndpoint:
         )
 
 
-
 def _resolve(gm: Gitmem, headers: dict[str, str], store_id: str) -> tuple[Principal, str] | GitResponse:
     """The caller and their access to the store, or the answer that refuses them."""
     try:
