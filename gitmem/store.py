@@ -304,9 +304,3 @@ class MemoryStore:
             self._writes_since_pack = 0
             repository.pack_in_background(self.path)
 
-    def redact(self, version_id: str, actor: Actor | None = None) -> Version:
-        from gitmem.rewrite import redact_version  # history rewriting lives in its own module
-
-        redact_version(self, version_id, actor)
-        return self.version(version_id, with_content=False)
-

@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from gitmem import redaction
 from gitmem.cli.base import Context, emit_json, main, pass_context, refusals, table, workspace_option
 from gitmem.clock import iso
 from gitmem.errors import NotFound
@@ -131,5 +132,5 @@ def redact(ctx: Context, store_id: str, version_id: str, as_user: str | None, wo
         if user.kind != "user" or user.workspace_id != workspace_id:
             raise NotFound(f"user {as_user} not found")
         actor = Actor("user_actor", user.id)
-    version = ctx.gm.store(workspace_id, store_id).redact(version_id, actor=actor)
+    version = redaction.redact(ctx.gm.store(workspace_id, store_id), version_id, actor)
     click.echo(f"redacted {version.id} at {iso(version.redacted_at)}" if version.redacted_at else version.id)
