@@ -24,7 +24,7 @@ from gitmem.remote import (
     RemoteUnavailable,
     sha256_hex,
 )
-from gitmem.sync_pull import SyncState, _Base
+from gitmem.sync_pull import SyncedNote, SyncState
 
 log = logging.getLogger("gitmem.mount")
 
@@ -142,7 +142,7 @@ class Syncer(SyncState):
             return
         self._pushed(path, entry, lf, "created")
 
-    def _push_update(self, path: str, base: _Base, lf: LocalFile) -> None:
+    def _push_update(self, path: str, base: SyncedNote, lf: LocalFile) -> None:
         assert lf.text is not None
         try:
             entry = self.remote.update(base.memory_id, content=lf.text, expected_sha256=base.sha256)
@@ -166,7 +166,7 @@ class Syncer(SyncState):
     def _pushed(self, path: str, entry: RemoteEntry, lf: LocalFile, verb: str) -> None:
         """Remember what the store now holds at ``path`` as the base of the next three-way merge."""
         assert lf.text is not None
-        self.bases[path] = _Base(entry.memory_id, lf.sha256, lf.text, entry.etag, lf.stat)
+        self.bases[path] = SyncedNote(entry.memory_id, lf.sha256, lf.text, entry.etag, lf.stat)
         self.counters.pushed += 1
         self.counters.reported.pop(path, None)
         log.info("mount %s: %s %s", self.name, verb, path)
@@ -176,7 +176,7 @@ class Syncer(SyncState):
         self.bases.pop(path, None)
         self._push_create(path, lf)
 
-    def _push_delete(self, path: str, base: _Base) -> None:
+    def _push_delete(self, path: str, base: SyncedNote) -> None:
         try:
             self.remote.delete(base.memory_id, expected_sha256=base.sha256)
         except RemotePreconditionFailed:
@@ -207,7 +207,7 @@ class Syncer(SyncState):
             # Changed elsewhere: move it anyway (a path alone overwrites nobody's text), then merge the text.
             entry = self.remote.update(base.memory_id, path=dest)
             del self.bases[src]
-            self.bases[dest] = _Base(entry.memory_id, base.sha256, base.content, None, None)
+            self.bases[dest] = SyncedNote(entry.memory_id, base.sha256, base.content, None, None)
             self.counters.pushed += 1
             self._sync_one(dest)
             return
@@ -220,12 +220,12 @@ class Syncer(SyncState):
             self._sync_one(dest)
             return
         del self.bases[src]
-        self.bases[dest] = _Base(entry.memory_id, lf.sha256, lf.text, entry.etag, lf.stat)
+        self.bases[dest] = SyncedNote(entry.memory_id, lf.sha256, lf.text, entry.etag, lf.stat)
         self.folder.prune_dirs(self.folder.file(src))
         self.counters.pushed += 1
         log.info("mount %s: renamed %s -> %s", self.name, src, dest)
 
-    def _merge(self, path: str, base: _Base | None, lf: LocalFile, other: RemoteEntry) -> None:
+    def _merge(self, path: str, base: SyncedNote | None, lf: LocalFile, other: RemoteEntry) -> None:
         """Three-way merge of this side's ``lf`` and the store's ``other`` from ``base``."""
         assert lf.text is not None
         for _ in range(5):
@@ -263,7 +263,7 @@ class Syncer(SyncState):
         If the file changed again meanwhile it is left alone, with ``lf`` as its base: its next sync then
         merges the newer edit onto ``entry``.
         """
-        since = _Base(entry.memory_id, lf.sha256, lf.text or "", None, None)
+        since = SyncedNote(entry.memory_id, lf.sha256, lf.text or "", None, None)
         if entry.path != path:
             if not self.folder.remove(path, expect=lf.stat):
                 self.bases[path] = since
@@ -274,7 +274,7 @@ class Syncer(SyncState):
         else:
             self._write_note(path, entry, expect=lf.stat, otherwise=since)
 
-    def _keep_read_only(self, path: str, base: _Base | None, lf: LocalFile | None) -> None:
+    def _keep_read_only(self, path: str, base: SyncedNote | None, lf: LocalFile | None) -> None:
         if base is None:
             if lf is not None:
                 self._report(path, lf.stat, "the store is mounted read-only; not pushed")
@@ -294,13 +294,6 @@ class Syncer(SyncState):
             self._report(path, key, str(exc))
             return False
         return True
-
-    def _report(self, path: str, key: Any, reason: str) -> None:
-        if self.counters.reported.get(path) == key:
-            return
-        self.counters.reported[path] = key
-        self.counters.rejected += 1
-        log.warning("mount %s: %s not synced: %s", self.name, path, reason)
 
     def scan_local(self) -> set[str]:
         """Notes whose file differs from what was last synced, and files that are no note yet."""

@@ -19,7 +19,7 @@ log = logging.getLogger("gitmem.mount")
 
 
 @dataclass
-class _Base:
+class SyncedNote:
     """A note as last synced: what a precondition expects and what a merge starts from."""
 
     memory_id: str
@@ -40,6 +40,7 @@ class Counters:
     last_error: str | None = None
     reported: dict[str, Any] = field(default_factory=dict)  # path -> the state already logged as refused
 
+
 class SyncState:
     """The bases, the counters and the pull side; the caller holds :attr:`lock` around every call."""
 
@@ -51,7 +52,7 @@ class SyncState:
         self.read_only = read_only
         self.clean = clean
         self.name = name
-        self.bases: dict[str, _Base] = {}
+        self.bases: dict[str, SyncedNote] = {}
         self.counters = Counters()
         self.lock = threading.RLock()  # every change to the bases and to the folder's notes
 
@@ -86,7 +87,7 @@ class SyncState:
             entry = self.remote.read(entry.memory_id)
         lf = self.folder.read(path)
         if lf is not None and lf.sha256 == entry.sha256:
-            self.bases[path] = _Base(entry.memory_id, entry.sha256, entry.content or "", entry.etag, lf.stat)
+            self.bases[path] = SyncedNote(entry.memory_id, entry.sha256, entry.content or "", entry.etag, lf.stat)
         elif lf is not None and lf.text is not None and not (self.clean or self.read_only):
             self._merge(path, None, lf, entry)  # a file left from before: keep both sides
         else:
@@ -129,7 +130,7 @@ class SyncState:
             lf = self.folder.read(path)
             try:
                 if lf is not None and lf.sha256 == entry.sha256 and lf.text is not None:
-                    self.bases[path] = _Base(entry.memory_id, entry.sha256, lf.text, entry.etag, lf.stat)
+                    self.bases[path] = SyncedNote(entry.memory_id, entry.sha256, lf.text, entry.etag, lf.stat)
                 elif lf is not None and lf.text is not None and not self.read_only:
                     self._merge(path, None, lf, self.remote.read(entry.memory_id))
                 else:
@@ -139,7 +140,7 @@ class SyncState:
             except (OSError, RemoteNotFound) as exc:
                 log.warning("mount %s: %s: %s", self.name, path, exc)
 
-    def _pull(self, path: str, base: _Base, entry: RemoteEntry | None, lf: LocalFile | None) -> None:
+    def _pull(self, path: str, base: SyncedNote, entry: RemoteEntry | None, lf: LocalFile | None) -> None:
         """Bring a note whose file is unchanged here up to the store: deleted, moved, or new text.
 
         Each step is skipped if the file changes under it; the local sync then merges as usual.
@@ -164,7 +165,7 @@ class SyncState:
             self.counters.pulled += 1
 
     def _write_note(self, path: str, entry: RemoteEntry, *, expect: StatKey | None = None,
-                    otherwise: _Base | None = None) -> bool:
+                    otherwise: SyncedNote | None = None) -> bool:
         """Write the note's file and make ``entry`` its base. With ``expect``, only if the file is still in
         that state; if not, the base becomes ``otherwise`` (or stays) and the path is synced again."""
         text = entry.content or ""
@@ -173,7 +174,7 @@ class SyncState:
             if otherwise is not None:
                 self.bases[path] = otherwise
             return False
-        self.bases[path] = _Base(entry.memory_id, sha256_hex(text), text, entry.etag, key)
+        self.bases[path] = SyncedNote(entry.memory_id, sha256_hex(text), text, entry.etag, key)
         return True
 
     def _preserve(self, path: str, sha256: str) -> None:
@@ -189,5 +190,12 @@ class SyncState:
         if not self.read_only:
             self.pending.touch([keep])
 
-    def _merge(self, path: str, base: _Base | None, lf: LocalFile, other: RemoteEntry) -> None:
+    def _report(self, path: str, key: Any, reason: str) -> None:
+        if self.counters.reported.get(path) == key:
+            return
+        self.counters.reported[path] = key
+        self.counters.rejected += 1
+        log.warning("mount %s: %s not synced: %s", self.name, path, reason)
+
+    def _merge(self, path: str, base: SyncedNote | None, lf: LocalFile, other: RemoteEntry) -> None:
         raise NotImplementedError  # the push side (gitmem.sync.Syncer) merges
