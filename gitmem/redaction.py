@@ -52,4 +52,6 @@ def redact_version(store: MemoryStore, version_id: str, actor: Actor | None) -> 
 def redact(store: MemoryStore, version_id: str, actor: Actor | None = None) -> Version:
     """Blank one version of ``store`` everywhere; the version as it reads now (without content)."""
     redact_version(store, version_id, actor)
-    return store.version(version_id, with_content=False)
+    version = store.version(version_id, with_content=False)
+    store.announce_redaction(version)
+    return version
