@@ -20,7 +20,8 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
-	$(BIN)/ruff check gitmem api hooks tests bench
+	$(BIN)/ruff check gitmem api hooks tests bench docs
+	$(BIN)/cog --check -I docs README.md  # the README's CLI examples are real output (refresh: cog -r -I docs README.md)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
