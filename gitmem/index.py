@@ -8,10 +8,12 @@ nothing), and if ``main`` was rewritten it rebuilds from the history alone.
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
 import json
 import logging
 import sqlite3
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,19 +119,79 @@ def _version_row(row: sqlite3.Row) -> VersionRow:
     return VersionRow(row["seq"], record, row["blob_id"], row["commit_id"])
 
 
+# Index writes of one process on one index file take turns on this lock, not in SQLite's busy handler
+# (which sleeps in growing steps); other processes still meet SQLite's own write lock.
+_write_locks: dict[str, threading.Lock] = {}
+_write_locks_guard = threading.Lock()
+
+# WAL pages after which a commit checkpoints (SQLite's default is 1,000, i.e. a 4 MB WAL), and the size
+# the WAL file is cut back to after a checkpoint: the index's disk stays near its own size.
+WAL_AUTOCHECKPOINT_PAGES = 64
+WAL_SIZE_LIMIT_BYTES = 512 * 1024
+
+
+def _write_lock(path: Path) -> threading.Lock:
+    key = str(path.resolve())
+    with _write_locks_guard:
+        return _write_locks.setdefault(key, threading.Lock())
+
+
 class StoreIndex:
+    """The index of one store, safe to share between threads.
+
+    Every thread gets its own SQLite connection (and its own pygit2 repository), opened on first use.
+    A transaction belongs to a connection: with one connection shared by a thread pool, one thread's
+    ``ROLLBACK`` ended another's transaction, whose remaining statements then autocommitted one by
+    one. A single index-writer thread would also fix that, but every write would then hop to it and
+    back, and readers would still need connections of their own; with a connection per thread, WAL
+    readers run in parallel and never wait for a writer, and writers of this process take turns on
+    one lock per index file (other processes on SQLite's lock). Reads never open a write transaction:
+    :meth:`catch_up` writes only when ``main`` has moved past what the index holds.
+    """
+
     def __init__(self, repo: pygit2.Repository, db_path: Path | None = None) -> None:
-        self.repo = repo
+        self._repo_path = repo.path
         self.path = db_path or Path(repo.path) / "gitmem" / "index.sqlite3"
         self.path.parent.mkdir(exist_ok=True)
-        self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-        self.db.row_factory = sqlite3.Row
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")  # the index is rebuildable; Git holds durability
-        self.db.executescript(SCHEMA)
+        self._local = threading.local()
+        self._local.repo = repo
+        self._connections: list[sqlite3.Connection] = []
+        self._connections_guard = threading.Lock()
+        self.write_lock = _write_lock(self.path)
+        with self.write_lock:
+            self.db.executescript(SCHEMA)
+
+    @property
+    def repo(self) -> pygit2.Repository:
+        """This thread's repository (libgit2 objects must not be used by two threads at once)."""
+        repo = getattr(self._local, "repo", None)
+        if repo is None:
+            repo = self._local.repo = pygit2.Repository(self._repo_path)
+        return repo
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        """This thread's connection to the index."""
+        db = getattr(self._local, "db", None)
+        if db is None:
+            # check_same_thread=False only so that close() may close it from another thread.
+            db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            db.row_factory = sqlite3.Row
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")  # the index is rebuildable; Git holds durability
+            db.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
+            db.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT_BYTES}")
+            with self._connections_guard:
+                self._connections.append(db)
+            self._local.db = db
+        return db
 
     def close(self) -> None:
-        self.db.close()
+        with self._connections_guard:
+            connections, self._connections = self._connections, []
+        for db in connections:
+            db.close()
+        self._local = threading.local()
 
     # -- keeping up with main -------------------------------------------------------------------
 
@@ -138,37 +200,49 @@ class StoreIndex:
         return row[0] if row else None
 
     def catch_up(self) -> pygit2.Oid | None:
-        """Bring the index to ``main``'s tip; return that tip."""
+        """Bring the index to ``main``'s tip; return that tip.
+
+        The tip read before taking the write lock only decides whether there is work; the tip that is
+        indexed is read again under the lock. Otherwise a tip read before another thread or process
+        indexed a newer one looked like a rewrite (the indexed tip is not among its ancestors) and
+        triggered a full rebuild, backwards."""
         tip = read_tip(self.repo)
-        tip_hex = str(tip) if tip else None
-        if tip_hex == self.indexed_tip():
+        if (str(tip) if tip else None) == self.indexed_tip():
             return tip
-        self.db.execute("BEGIN IMMEDIATE")
-        try:
+        with self.transaction():
+            tip = read_tip(self.repo)
+            tip_hex = str(tip) if tip else None
             indexed = self.indexed_tip()
             if tip_hex != indexed:
                 self._apply_range(tip, indexed)
-                self.db.execute("INSERT OR REPLACE INTO meta VALUES ('tip', ?)", (tip_hex,))
-                self.db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
-            self.db.execute("COMMIT")
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
+                self.set_tip(tip_hex)
         return tip
+
+    def set_tip(self, tip_hex: str | None) -> None:
+        self.db.execute("INSERT OR REPLACE INTO meta VALUES ('tip', ?)", (tip_hex,))
+        self.db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction on this thread's connection, committed on success."""
+        db = self.db
+        with self.write_lock:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
 
     def rebuild(self) -> None:
         """Forget everything and rebuild from the history alone (``gitmem reindex``)."""
-        self.db.execute("BEGIN IMMEDIATE")
-        try:
+        with self.transaction():
             self._clear()
             tip = read_tip(self.repo)
             if tip is not None:
                 self._apply_range(tip, None)
             self.db.execute("INSERT OR REPLACE INTO meta VALUES ('tip', ?)", (str(tip) if tip else None,))
-            self.db.execute("COMMIT")
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
 
     def _clear(self) -> None:
         self.db.execute("DELETE FROM notes")  # the triggers bring totals back to zero

@@ -62,9 +62,13 @@ class MemoryStore:
         self.codec: ContentCodec = codec or PlainCodec()
         self.clock = clock
         self._write_guard = write_guard or (lambda: None)
-        self.repo = pygit2.Repository(str(repo_path))
-        self.index = StoreIndex(self.repo)
+        self.index = StoreIndex(pygit2.Repository(str(repo_path)))
         self._writes_since_pack = 0
+
+    @property
+    def repo(self) -> pygit2.Repository:
+        """This thread's repository: a store object may be shared by threads, libgit2 objects not."""
+        return self.index.repo
 
     def close(self) -> None:
         self.index.close()
