@@ -210,12 +210,16 @@ class StoreIndex:
         if (str(tip) if tip else None) == self.indexed_tip():
             return tip
         with self.transaction():
-            tip = read_tip(self.repo)
-            tip_hex = str(tip) if tip else None
-            indexed = self.indexed_tip()
-            if tip_hex != indexed:
-                self._apply_range(tip, indexed)
-                self.set_tip(tip_hex)
+            return self.advance()
+
+    def advance(self) -> pygit2.Oid | None:
+        """:meth:`catch_up` for a caller that holds the write transaction."""
+        tip = read_tip(self.repo)
+        tip_hex = str(tip) if tip else None
+        indexed = self.indexed_tip()
+        if tip_hex != indexed:
+            self._apply_range(tip, indexed)
+            self.set_tip(tip_hex)
         return tip
 
     def set_tip(self, tip_hex: str | None) -> None:
@@ -278,6 +282,11 @@ class StoreIndex:
                 blob_id = str(commit.tree[git_path(record.path)].id)
             except KeyError:
                 log.warning("commit %s names %s but its tree lacks it", commit.id, record.path)
+        self.apply_version(str(commit.id), record, blob_id)
+
+    def apply_version(self, commit_id: str, record: VersionRecord, blob_id: str | None) -> None:
+        """Record one version (and its effect on the note) made by ``commit_id``; the caller holds
+        the write transaction (the write path indexes its own commits as it makes them)."""
         self.db.execute(
             "INSERT OR REPLACE INTO versions (version_id, memory_id, operation, path, sha256, size, blob_id,"
             " created_at, actor_type, actor_id, commit_id, redacted_at, redacted_by_type, redacted_by_id)"
@@ -285,7 +294,7 @@ class StoreIndex:
             (record.version_id, record.memory_id, record.operation, record.path, record.content_sha256,
              record.content_size, blob_id, to_micros(record.created_at),
              record.created_by.type if record.created_by else None,
-             record.created_by.id if record.created_by else None, str(commit.id),
+             record.created_by.id if record.created_by else None, commit_id,
              to_micros(record.redacted_at) if record.redacted_at else None,
              record.redacted_by.type if record.redacted_by else None,
              record.redacted_by.id if record.redacted_by else None))
