@@ -119,6 +119,7 @@ class GroupCommitter:
         self._queue: list[_Request] = []
         self._leading = False
         self.trees = TreeCache()  # used by the leader only
+        self._last_commit: tuple[bytes, bytes] | None = None  # the last batch's commit and its tree
 
     def submit(self, index: StoreIndex, plan: Plan, after_batch: Callable[[], None]) -> Landed | None:
         """Run ``plan`` in the next batch; its commit once on ``main`` (None if it changed nothing)."""
@@ -168,7 +169,7 @@ class GroupCommitter:
             try:
                 tip = index.advance()
                 trees = TreeStore(self.trees, lambda oid: repo[oid.hex()].read_raw())
-                root = repo[tip].tree_id.raw if tip is not None else None
+                root = self._tree_of(repo, tip)
                 parent = tip.raw if tip is not None else None
                 objects: dict[bytes, PackObject] = {}
                 outcomes = _Outcomes()
@@ -220,8 +221,17 @@ class GroupCommitter:
                     db.execute("ROLLBACK")
         for oid, tree in trees.new.items():
             self.trees.put(oid, tree)
+        self._last_commit = (parent, root)
         outcomes.apply()
         return True
+
+    def _tree_of(self, repo: pygit2.Repository, commit: pygit2.Oid | None) -> bytes | None:
+        """The commit's tree id; the last batch's without a lookup (that looks in every pack)."""
+        if commit is None:
+            return None
+        if self._last_commit is not None and self._last_commit[0] == commit.raw:
+            return self._last_commit[1]
+        return repo[commit].tree_id.raw
 
 
 def _commit_object(record: VersionRecord, tree: bytes, parent: bytes | None) -> PackObject:

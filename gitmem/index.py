@@ -14,6 +14,7 @@ import json
 import logging
 import sqlite3
 import threading
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +57,7 @@ CREATE TRIGGER IF NOT EXISTS notes_resized AFTER UPDATE OF size ON notes
     BEGIN UPDATE totals SET bytes = bytes - OLD.size + NEW.size; END;
 """
 SCHEMA_VERSION = "1"
+SCHEMA_MARK = zlib.crc32(SCHEMA.encode()) & 0x7FFFFFFF  # kept in PRAGMA user_version
 
 
 @dataclass(frozen=True)
@@ -158,8 +160,12 @@ class StoreIndex:
         self._connections: list[sqlite3.Connection] = []
         self._connections_guard = threading.Lock()
         self.write_lock = _write_lock(self.path)
-        with self.write_lock:
-            self.db.executescript(SCHEMA)
+        # The schema script writes; run it only when the file's schema mark differs from this
+        # SCHEMA's, so that opening an index (every thread does) takes no write lock.
+        if self.db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_MARK:
+            with self.write_lock:
+                self.db.executescript(SCHEMA)
+                self.db.execute(f"PRAGMA user_version={SCHEMA_MARK}")
 
     @property
     def repo(self) -> pygit2.Repository:

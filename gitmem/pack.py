@@ -16,6 +16,7 @@ import struct
 import tempfile
 import zlib
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,14 +56,15 @@ def _fsync_file(path: Path) -> None:
         os.close(fd)
 
 
-def _write_temp(folder: Path, data: bytes, *, fsync: bool) -> Path:
+# Flushes the .idx while the caller flushes the .pack: the filesystem's journal takes both in one commit.
+_flusher = ThreadPoolExecutor(max_workers=8, thread_name_prefix="gitmem-fsync")  # stores never queue behind one
+
+
+def _write_temp(folder: Path, data: bytes) -> Path:
     fd, name = tempfile.mkstemp(prefix="tmp_pack_", dir=folder)
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(data)
-            out.flush()
-            if fsync:
-                os.fsync(out.fileno())
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(name)
@@ -107,9 +109,17 @@ def write_pack(objects_dir: Path, objects: Sequence[PackObject], *, fsync: bool)
     folder = objects_dir / "pack"
     folder.mkdir(exist_ok=True)
     name = "pack-" + pack[-20:].hex()
-    pack_tmp = _write_temp(folder, pack, fsync=fsync)
+    pack_tmp = _write_temp(folder, pack)
     try:
-        index_tmp = _write_temp(folder, index, fsync=fsync)
+        index_tmp = _write_temp(folder, index)
+        try:
+            if fsync:
+                index_flushed = _flusher.submit(_fsync_file, index_tmp)
+                _fsync_file(pack_tmp)
+                index_flushed.result()
+        except BaseException:
+            index_tmp.unlink(missing_ok=True)
+            raise
     except BaseException:
         pack_tmp.unlink(missing_ok=True)
         raise
