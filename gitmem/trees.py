@@ -179,10 +179,12 @@ class TreeStore:
 
 
 class TreeCache:
-    """Parsed trees by id, the most recently used kept (a store's big folders stay parsed)."""
+    """Parsed trees by id, the most recently used kept up to a number of entries in all (each write
+    makes a new version of its folders: only the newest few are worth keeping)."""
 
-    def __init__(self, capacity: int = 64) -> None:
-        self._capacity = capacity
+    def __init__(self, max_entries: int = 100_000) -> None:
+        self._max_entries = max_entries
+        self._entries = 0
         self._trees: OrderedDict[bytes, Tree] = OrderedDict()
 
     def get(self, oid: bytes) -> Tree | None:
@@ -192,10 +194,14 @@ class TreeCache:
         return tree
 
     def put(self, oid: bytes, tree: Tree) -> None:
+        if oid in self._trees:
+            self._trees.move_to_end(oid)
+            return
         self._trees[oid] = tree
-        self._trees.move_to_end(oid)
-        while len(self._trees) > self._capacity:
-            self._trees.popitem(last=False)
+        self._entries += len(tree)
+        while self._entries > self._max_entries and len(self._trees) > 1:
+            _, evicted = self._trees.popitem(last=False)
+            self._entries -= len(evicted)
 
 
 def _signature(sig: pygit2.Signature) -> bytes:

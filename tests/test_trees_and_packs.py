@@ -61,7 +61,7 @@ def test_edits_match_pygit2s_tree_builder(bare: pygit2.Repository,
                                           steps: list[dict[str, bytes | None]]) -> None:
     """Edits in memory give the trees that repository.tree_with writes, step after step (folders that
     empty disappear; a file may become a folder and back)."""
-    ours = TreeStore(TreeCache(capacity=4), lambda oid: bare[oid.hex()].read_raw())
+    ours = TreeStore(TreeCache(max_entries=8), lambda oid: bare[oid.hex()].read_raw())
     our_root: bytes | None = None
     their_root: pygit2.Oid | None = None
     for step in steps:
