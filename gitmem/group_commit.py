@@ -9,7 +9,8 @@ so preconditions and path collisions stay exact. A plan that fails (precondition
 rolls back to its savepoint and fails alone.
 
 The batch's objects (blobs, trees, commits) are built in memory (``gitmem.trees``) and written into
-one pack flushed once (``gitmem.pack``); then ``main`` moves once, by compare-and-swap, under the
+one pack flushed once (``gitmem.pack``), while holding ``main``'s lock, so that the pack files and
+the new ref are flushed at the same time; then ``main`` moves once, by compare-and-swap, under the
 store's writer ``flock`` that serialises writers across processes. Every request is answered after
 that: with fsync on, its commit is durable. Once ``main`` has moved nothing turns an answer into an
 error: if the index cannot record the new tip, it catches up on the next request.
@@ -201,9 +202,13 @@ class GroupCommitter:
                     return True
                 for oid, body in trees.bodies.items():
                     objects[oid] = PackObject(b"tree", body, oid)
-                write_pack(Path(repo.path) / "objects", list(objects.values()), fsync=repository.fsync_enabled())
+
+                def write_objects(flush_ref: Callable[[], None]) -> None:
+                    write_pack(Path(repo.path) / "objects", list(objects.values()),
+                               fsync=repository.fsync_enabled(), flush_with=flush_ref)
+
                 assert parent is not None
-                if not repository.compare_and_swap(repo, tip, pygit2.Oid(raw=parent)):
+                if not repository.compare_and_swap(repo, tip, pygit2.Oid(raw=parent), before_swap=write_objects):
                     db.execute("ROLLBACK")
                     return False
             except BaseException:

@@ -15,7 +15,7 @@ import os
 import struct
 import tempfile
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,8 +102,11 @@ def encode(objects: Sequence[PackObject]) -> tuple[bytes, bytes]:
     return bytes(pack), bytes(index)
 
 
-def write_pack(objects_dir: Path, objects: Sequence[PackObject], *, fsync: bool) -> Path:
-    """Write ``objects`` as one pack into ``objects_dir/pack``; return the ``.pack`` path."""
+def write_pack(objects_dir: Path, objects: Sequence[PackObject], *, fsync: bool,
+               flush_with: Callable[[], None] | None = None) -> Path:
+    """Write ``objects`` as one pack into ``objects_dir/pack``; return the ``.pack`` path.
+
+    ``flush_with`` (another file's flush, such as the ref's lock file) runs beside the pack's own."""
     unique = list({obj.oid: obj for obj in objects}.values())
     pack, index = encode(unique)
     folder = objects_dir / "pack"
@@ -114,9 +117,14 @@ def write_pack(objects_dir: Path, objects: Sequence[PackObject], *, fsync: bool)
         index_tmp = _write_temp(folder, index)
         try:
             if fsync:
-                index_flushed = _flusher.submit(_fsync_file, index_tmp)
+                others = [_flusher.submit(_fsync_file, index_tmp)]
+                if flush_with is not None:
+                    others.append(_flusher.submit(flush_with))
                 _fsync_file(pack_tmp)
-                index_flushed.result()
+                for other in others:
+                    other.result()
+            elif flush_with is not None:
+                flush_with()
         except BaseException:
             index_tmp.unlink(missing_ok=True)
             raise
