@@ -121,6 +121,7 @@ class GroupCommitter:
         self._leading = False
         self.trees = TreeCache()  # used by the leader only
         self._last_commit: tuple[bytes, bytes] | None = None  # the last batch's commit and its tree
+        self.batches_since_pack = 0  # for the store's packing policy, counted by the leader
 
     def submit(self, index: StoreIndex, plan: Plan, after_batch: Callable[[], None]) -> Landed | None:
         """Run ``plan`` in the next batch; its commit once on ``main`` (None if it changed nothing)."""

@@ -63,7 +63,6 @@ class MemoryStore:
         self.clock = clock
         self._write_guard = write_guard or (lambda: None)
         self.index = StoreIndex(pygit2.Repository(str(repo_path)))
-        self._writes_since_pack = 0
 
     @property
     def repo(self) -> pygit2.Repository:
@@ -262,9 +261,12 @@ class MemoryStore:
         return committer_for(self.path).submit(self.index, plan, self._after_write)
 
     def _after_write(self) -> None:
-        self._writes_since_pack += 1
-        if self._writes_since_pack >= PACK_EVERY_WRITES:
-            self._writes_since_pack = 0
+        """After each batch (run by its leader): counted per store and process, not per store object
+        (a server has one store object per thread)."""
+        committer = committer_for(self.path)
+        committer.batches_since_pack += 1
+        if committer.batches_since_pack >= PACK_EVERY_WRITES:
+            committer.batches_since_pack = 0
             repository.pack_in_background(self.path)
 
     def redact(self, version_id: str, actor: Actor | None = None) -> Version:
