@@ -202,7 +202,7 @@ class GroupCommitter:
                     outcomes.apply()
                     return True
                 for oid, body in trees.bodies.items():
-                    objects[oid] = PackObject(b"tree", body, oid)
+                    objects[oid] = PackObject(b"tree", body, oid, delta_base=trees.delta_bases.get(oid))
 
                 def write_objects(flush_ref: Callable[[], None]) -> None:
                     write_pack(Path(repo.path) / "objects", list(objects.values()),

@@ -127,6 +127,7 @@ class TreeStore:
         self._read = read
         self.new: dict[bytes, Tree] = {}
         self.bodies: dict[bytes, bytes] = {}  # of the new trees, for the pack
+        self.delta_bases: dict[bytes, bytes] = {}  # a new tree's previous version, for a delta
 
     def get(self, oid: bytes) -> Tree:
         tree = self.new.get(oid) or self._cache.get(oid)
@@ -146,7 +147,10 @@ class TreeStore:
         """The tree that is ``base`` with each tree path set to a blob id (or removed, for None).
 
         Empty folders disappear, as in Git; only the trees along changed paths are made."""
-        return self.add(self._edit(self.get(base) if base is not None else EMPTY_TREE, changes))
+        oid = self.add(self._edit(self.get(base) if base is not None else EMPTY_TREE, changes))
+        if base is not None:
+            self.delta_bases.setdefault(oid, base)
+        return oid
 
     def _edit(self, base: Tree, changes: Mapping[str, bytes | None]) -> Tree:
         here: dict[bytes, bytes | None] = {}
@@ -171,7 +175,10 @@ class TreeStore:
                 if sub_base is not EMPTY_TREE:
                     editor.remove(name)
             else:
-                editor.insert(name, MODE_TREE, self.add(sub_tree))
+                oid = self.add(sub_tree)
+                if existing is not None and sub_base is not EMPTY_TREE:
+                    self.delta_bases.setdefault(oid, existing[1])
+                editor.insert(name, MODE_TREE, oid)
         for name, blob in here.items():
             if blob is not None:
                 editor.insert(name, MODE_BLOB, blob)

@@ -147,3 +147,26 @@ def test_the_pack_of_a_batch_is_valid_for_stock_git(store: MemoryStore, tmp_path
         "f0/n2.md", "f0/n4.md", "f1/moved.md", "f1/n1.md", "f1/n3.md"]
     assert (clone / "f1" / "moved.md").read_text() == "note 0"
     assert_fsck_clean(store.path)
+
+
+def test_a_batch_into_a_big_folder_stores_its_versions_as_deltas(fast_store: MemoryStore) -> None:
+    store = fast_store
+    for i in range(40):
+        store.create(f"/notes/a-rather-long-note-name-{i:03d}.md", f"{i}")
+    before = packs(store)
+    writers = Writers(store)
+    with repository.writer_lock(store.path):
+        writers.start("lead", lambda: store.create("/elsewhere.md", "x"), queued=0)
+        time.sleep(0.05)
+        for n in range(4):
+            writers.start(f"w{n}", lambda n=n: store.create(f"/notes/batched-{n}.md", f"b{n}"), queued=n + 1)
+    writers.join()
+    assert not [r for r in writers.results.values() if isinstance(r, Exception)]
+    folder = store.path / "objects" / "pack"
+    lead_pack, batch_pack = sorted(packs(store) - before, key=lambda p: (folder / p).stat().st_size)
+    verify = subprocess.run(["git", "verify-pack", "-v", str(folder / batch_pack)], capture_output=True,
+                            text=True, check=True).stdout
+    assert "chain length = 3" in verify  # the folder's 2nd, 3rd and 4th versions of the batch are deltas
+    assert [store.get_by_path(f"/notes/batched-{n}.md").content for n in range(4)] == ["b0", "b1", "b2", "b3"]
+    assert_fsck_clean(store.path)
+    assert check_store(store).ok

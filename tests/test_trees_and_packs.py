@@ -105,3 +105,30 @@ def test_a_written_pack_verifies_and_reads_back(tmp_path: Path) -> None:
     for obj in objects:
         assert repo[obj.oid.hex()].read_raw() == obj.body
     assert not list((tmp_path / "repo.git" / "objects" / "pack").glob("tmp_*"))
+
+
+def test_a_folders_next_version_is_stored_as_a_delta(tmp_path: Path) -> None:
+    """A big folder changed by one entry is a delta against its previous version (the delta copies the
+    common start and end: two changes far apart, as a rename within the folder, are stored whole)."""
+    repo = pygit2.init_repository(str(tmp_path / "repo.git"), bare=True)
+    editor = TreeEditor(EMPTY_TREE)
+    for i in range(300):
+        editor.insert(f"note-{i:04d}.md".encode(), MODE_BLOB, object_id(b"blob", str(i).encode()))
+    versions = [editor.tree()]
+    for change in (b"note-0150.mdx", b"a-first.md", b"zz-last.md"):
+        editor = TreeEditor(versions[-1])
+        editor.insert(change, MODE_BLOB, object_id(b"blob", change))
+        versions.append(editor.tree())
+    objects, previous = [], None
+    for tree in versions:
+        oid = object_id(b"tree", tree.body())
+        objects.append(PackObject(b"tree", tree.body(), oid, delta_base=previous))
+        previous = oid
+    pack = write_pack(tmp_path / "repo.git" / "objects", objects, fsync=False)
+    verify = subprocess.run(["git", "verify-pack", "-v", str(pack.with_suffix(".idx"))], capture_output=True,
+                            text=True)
+    assert verify.returncode == 0, verify.stderr
+    assert "non delta: 1 object" in verify.stdout and f"chain length = {len(versions) - 1}" in verify.stdout
+    assert pack.stat().st_size < len(versions[0].body())  # four versions in less than one's size
+    for obj in objects:
+        assert repo[obj.oid.hex()].read_raw() == obj.body
