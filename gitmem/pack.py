@@ -20,6 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from gitmem.repository import fsync_dir
+
 OBJ_COMMIT = 1
 OBJ_TREE = 2
 OBJ_BLOB = 3
@@ -56,12 +58,7 @@ def _entry_header(code: int, size: int) -> bytes:
     return bytes(out)
 
 
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+_fsync_file = fsync_dir  # opening read-only to flush works for a file as for a folder
 
 
 # Flushes the .idx while the caller flushes the .pack: the filesystem's journal takes both in one commit.
@@ -240,7 +237,7 @@ def write_pack(objects_dir: Path, objects: Sequence[PackObject], *, fsync: bool,
     os.replace(pack_tmp, pack_path)
     os.replace(index_tmp, folder / f"{name}.idx")
     if fsync:
-        _fsync_file(folder)
+        fsync_dir(folder)
     return pack_path
 
 
