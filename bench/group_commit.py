@@ -5,8 +5,9 @@
 A config ``TxS`` is T threads writing into S stores (thread t into store t % S), ``--writes`` notes
 in all. The baseline is the simplest durable server's write path: each note a file (write, fsync,
 rename, fsync of the folder) plus a SQLite row (synchronous=FULL), all under one lock, with no
-versions. Each config runs the baseline, then gitmem, then both again, and keeps each side's better
-run, so a burst of load from elsewhere on the machine hurts neither side alone. Printed: writes/s and
+versions. First the engine's single-writer p50, gitmem and the baseline writing turn by turn. Then
+each config runs the baseline, then gitmem, then both again, and keeps each side's better run, so a
+burst of load from elsewhere on the machine hurts neither side alone. Printed: writes/s and
 p50/p99 latency, and gitmem/baseline ratios (writes/s above 1x: gitmem is faster; latency below 1x:
 gitmem is faster). Timings on a shared machine are noisy: read the ratios.
 """
@@ -92,6 +93,25 @@ def naive_run(root: Path, threads: int, writes: int, fsync: bool) -> Result:
     return run_threads(threads, writes, write)
 
 
+def interleaved(root: Path, writes: int, fsync: bool, flat: bool) -> tuple[float, float]:
+    """One writer, gitmem and the baseline taking turns write by write (load from elsewhere on the
+    machine hits both alike): the two write p50s in ms."""
+    gm = Gitmem.open(root / "gitmem", fsync=fsync)
+    workspace = gm.catalog.create_workspace("bench")
+    store = gm.store(workspace.id, gm.create_store(workspace.id, "s").id)
+    files = FilesStore(root / "files", fsync)
+    ours, theirs = [], []
+    for i in range(writes):
+        path = f"/notes/note-{i:05d}.md" if flat else f"/topic-{i % 100:02d}/note-{i:05d}.md"
+        began = time.perf_counter()
+        store.create(path, TEXT, actor=ACTOR)
+        ours.append(time.perf_counter() - began)
+        began = time.perf_counter()
+        files.write(path, TEXT, ACTOR)
+        theirs.append(time.perf_counter() - began)
+    return statistics.median(ours) * 1000, statistics.median(theirs) * 1000
+
+
 def best(results: list[Result]) -> Result:
     return max(results, key=lambda r: r.per_second)
 
@@ -104,6 +124,15 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     fsync = args.fsync == "always"
     print(f"bench.group_commit: {args.writes} writes a config, fsync {args.fsync}; ratios are gitmem/naive")
+    for flat in (False, True):
+        root = Path(tempfile.mkdtemp(prefix="bench-group-commit-"))
+        try:
+            g50, n50 = interleaved(root, args.writes, fsync, flat)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        layout = "one folder" if flat else "100 folders"
+        print(f"engine write p50, 1 writer, {layout}, turn by turn: gitmem {g50:.2f} ms, naive {n50:.2f} ms,"
+              f" ratio {g50 / n50:.2f}x", flush=True)
     print(f"{'config':<22}{'gitmem w/s':>11}{'naive w/s':>11}{'ratio':>7}{'gitmem p50':>12}{'naive p50':>11}"
           f"{'ratio':>7}{'gitmem p99':>12}{'naive p99':>11}")
     for config in args.configs.split(","):
