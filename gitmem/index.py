@@ -27,6 +27,7 @@ from gitmem.errors import InvalidRequest
 from gitmem.model import Actor, MemoryPrefix
 from gitmem.paths import api_path, git_path
 from gitmem.repository import NOTES_REF, read_tip
+from gitmem.thread_db import ThreadConnections
 
 log = logging.getLogger(__name__)
 
@@ -121,45 +122,28 @@ def _version_row(row: sqlite3.Row) -> VersionRow:
     return VersionRow(row["seq"], record, row["blob_id"], row["commit_id"])
 
 
-# Index writes of one process on one index file take turns on this lock, not in SQLite's busy handler
-# (which sleeps in growing steps); other processes still meet SQLite's own write lock.
-_write_locks: dict[str, threading.Lock] = {}
-_write_locks_guard = threading.Lock()
-
-# WAL pages after which a commit checkpoints (SQLite's default is 1,000, i.e. a 4 MB WAL), and the size
-# the WAL file is cut back to after a checkpoint: the index's disk stays near its own size.
-WAL_AUTOCHECKPOINT_PAGES = 64
-WAL_SIZE_LIMIT_BYTES = 512 * 1024
-
-
-def _write_lock(path: Path) -> threading.Lock:
-    key = str(path.resolve())
-    with _write_locks_guard:
-        return _write_locks.setdefault(key, threading.Lock())
-
-
 class StoreIndex:
     """The index of one store, safe to share between threads.
 
-    Every thread gets its own SQLite connection (and its own pygit2 repository), opened on first use.
-    A transaction belongs to a connection: with one connection shared by a thread pool, one thread's
-    ``ROLLBACK`` ended another's transaction, whose remaining statements then autocommitted one by
-    one. A single index-writer thread would also fix that, but every write would then hop to it and
-    back, and readers would still need connections of their own; with a connection per thread, WAL
-    readers run in parallel and never wait for a writer, and writers of this process take turns on
-    one lock per index file (other processes on SQLite's lock). Reads never open a write transaction:
-    :meth:`catch_up` writes only when ``main`` has moved past what the index holds.
+    Every thread gets its own SQLite connection (:mod:`gitmem.thread_db`) and its own pygit2
+    repository, opened on first use. A transaction belongs to a connection: with one connection
+    shared by a thread pool, one thread's ``ROLLBACK`` ended another's transaction, whose remaining
+    statements then autocommitted one by one. A single index-writer thread would also fix that, but
+    every write would then hop to it and back, and readers would still need connections of their
+    own; with a connection per thread, WAL readers run in parallel and never wait for a writer, and
+    writers of this process take turns on one lock per index file (other processes on SQLite's
+    lock). Reads never open a write transaction: :meth:`catch_up` writes only when ``main`` has
+    moved past what the index holds.
     """
 
     def __init__(self, repo: pygit2.Repository, db_path: Path | None = None) -> None:
         self._repo_path = repo.path
         self.path = db_path or Path(repo.path) / "gitmem" / "index.sqlite3"
         self.path.parent.mkdir(exist_ok=True)
-        self._local = threading.local()
-        self._local.repo = repo
-        self._connections: list[sqlite3.Connection] = []
-        self._connections_guard = threading.Lock()
-        self.write_lock = _write_lock(self.path)
+        self._repos = threading.local()
+        self._repos.repo = repo
+        self._connections = ThreadConnections(self.path)
+        self.write_lock = self._connections.write_lock
         # The schema script writes; run it only when the file's schema mark differs from this
         # SCHEMA's, so that opening an index (every thread does) takes no write lock.
         if self.db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_MARK:
@@ -170,34 +154,19 @@ class StoreIndex:
     @property
     def repo(self) -> pygit2.Repository:
         """This thread's repository (libgit2 objects must not be used by two threads at once)."""
-        repo = getattr(self._local, "repo", None)
+        repo = getattr(self._repos, "repo", None)
         if repo is None:
-            repo = self._local.repo = pygit2.Repository(self._repo_path)
+            repo = self._repos.repo = pygit2.Repository(self._repo_path)
         return repo
 
     @property
     def db(self) -> sqlite3.Connection:
         """This thread's connection to the index."""
-        db = getattr(self._local, "db", None)
-        if db is None:
-            # check_same_thread=False only so that close() may close it from another thread.
-            db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-            db.row_factory = sqlite3.Row
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")  # the index is rebuildable; Git holds durability
-            db.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
-            db.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT_BYTES}")
-            with self._connections_guard:
-                self._connections.append(db)
-            self._local.db = db
-        return db
+        return self._connections.get()
 
     def close(self) -> None:
-        with self._connections_guard:
-            connections, self._connections = self._connections, []
-        for db in connections:
-            db.close()
-        self._local = threading.local()
+        self._connections.close()
+        self._repos = threading.local()
 
     # -- keeping up with main -------------------------------------------------------------------
 
@@ -232,18 +201,9 @@ class StoreIndex:
         self.db.execute("INSERT OR REPLACE INTO meta VALUES ('tip', ?)", (tip_hex,))
         self.db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
 
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
         """A write transaction on this thread's connection, committed on success."""
-        db = self.db
-        with self.write_lock:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
+        return self._connections.transaction()
 
     def rebuild(self) -> None:
         """Forget everything and rebuild from the history alone (``gitmem reindex``)."""
