@@ -158,6 +158,8 @@ class GroupCommitter:
                 log.debug("main moved under a batch of writes to %s; retrying", self.repo_path.name)
             else:
                 raise StoreBusy("the store kept changing; the write was not made")
+        if not any(request.landed for request in batch):
+            return  # no pack was written
         try:
             after_batch()
         except Exception:  # the writes landed; a failing packer trigger must not say otherwise

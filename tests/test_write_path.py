@@ -13,6 +13,7 @@ import pytest
 
 from gitmem import index as index_module
 from gitmem import repository
+from gitmem import store as store_module
 from gitmem.errors import PreconditionFailed
 from gitmem.store import MemoryStore
 from tests.conftest import assert_fsck_clean, index_snapshot
@@ -63,10 +64,12 @@ def push_file(store: MemoryStore, tree_path: str, content: str) -> None:
 
 
 def test_one_store_object_shared_by_many_threads(fast_store: MemoryStore, busy_switching: None,
-                                                 caplog: pytest.LogCaptureFixture) -> None:
+                                                 caplog: pytest.LogCaptureFixture,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """Writers (read-modify-write with preconditions, and creates) and readers that catch the index up
     share one store object; no thread sees another's transaction, no update is lost, no rebuild."""
     store = fast_store
+    monkeypatch.setattr(store_module, "PACK_EVERY_WRITES", 10**9)  # no repack under the final git fsck
     shared = store.create("/shared.md", "")
 
     writers = [me for me in range(THREADS) if me % 3]
