@@ -107,16 +107,25 @@ class SessionActor(_Out):
     session_id: str
 
 
-WireActor = Annotated[ApiActor | UserActor | SessionActor, Field(discriminator="type")]
+class ServiceAccountActor(_Out):
+    """gitmem itself, where a change must name who made it (a redaction from ``gitmem redact``)."""
+
+    type: Literal["service_account_actor"] = "service_account_actor"
+    service_account_id: str
 
 
-def actor_out(actor: Actor | None) -> ApiActor | UserActor | SessionActor | None:
+WireActor = Annotated[ApiActor | UserActor | SessionActor | ServiceAccountActor, Field(discriminator="type")]
+
+
+def actor_out(actor: Actor | None) -> ApiActor | UserActor | SessionActor | ServiceAccountActor | None:
     if actor is None:
         return None
     if actor.type == "api_actor":
         return ApiActor(api_key_id=actor.id)
     if actor.type == "user_actor":
         return UserActor(user_id=actor.id)
+    if actor.type == "service_account_actor":
+        return ServiceAccountActor(service_account_id=actor.id)
     return SessionActor(session_id=actor.id)
 
 

@@ -1,9 +1,9 @@
 """Wire shapes of ``/v1/dreams``, mirroring the SDK's ``BetaDream`` family
 (``anthropic.types.beta.beta_dream*``), and the converter from ``gitmem.dreams.Dream``.
 
-The seed calls the tasks a dream reads ``tasks``; the SDK calls them ``sessions``. Both are accepted,
-and a dream echoes the name its request used. ``session_id`` (the SDK's name) and ``task_id`` both
-name the task the dream runs as.
+gitmem calls the tasks a dream reads ``tasks``; the SDK calls them ``sessions``. Both are accepted on
+input (``{"type": "tasks", "task_ids"}`` is an alias), but a dream always answers in the SDK's shapes:
+its inputs are ``memory_store`` and ``sessions``, and ``session_id`` names the task it runs as.
 """
 
 from __future__ import annotations
@@ -87,12 +87,7 @@ class SessionsInput(_Out):
     session_ids: list[str]
 
 
-class TasksInput(_Out):
-    type: Literal["tasks"] = "tasks"
-    task_ids: list[str]
-
-
-DreamInput = Annotated[MemoryStoreInput | SessionsInput | TasksInput, Field(discriminator="type")]
+DreamInput = Annotated[MemoryStoreInput | SessionsInput, Field(discriminator="type")]
 
 
 class ModelConfig(_Out):
@@ -141,18 +136,14 @@ class Dream(_Out):
     usage: DreamUsage
     error: DreamError | None = None
     session_id: str | None = Field(None, description="The task the dream runs as (the SDK's session)")
-    task_id: str | None = Field(None, description="The task the dream runs as")
     created_at: Timestamp
     ended_at: Timestamp | None = None
     archived_at: Timestamp | None = None
 
     @classmethod
     def of(cls, dream: engine.Dream) -> Dream:
-        inputs: list[MemoryStoreInput | SessionsInput | TasksInput] = [
-            MemoryStoreInput(memory_store_id=dream.input_store_id)]
-        if dream.tasks_kind == "tasks":
-            inputs.append(TasksInput(task_ids=list(dream.task_ids)))
-        elif dream.tasks_kind is not None:
+        inputs: list[MemoryStoreInput | SessionsInput] = [MemoryStoreInput(memory_store_id=dream.input_store_id)]
+        if dream.task_ids:
             inputs.append(SessionsInput(session_ids=list(dream.task_ids)))
         behavior: CreateNewOut | UpdateExistingOut = (
             UpdateExistingOut(memory_store_id=dream.input_store_id)
@@ -169,7 +160,6 @@ class Dream(_Out):
             error=DreamError(type=dream.error_type, message=dream.error_message or "")
             if dream.status == "failed" and dream.error_type else None,
             session_id=dream.task_id,
-            task_id=dream.task_id,
             created_at=dream.created_at,
             ended_at=dream.ended_at,
             archived_at=dream.archived_at,

@@ -113,6 +113,7 @@ class Task(_Out):
     resources: list[MemoryStoreResource]
     created_at: Timestamp
     created_by: WireActor | None = None
+    ended_at: Timestamp | None = Field(None, description="When the task was ended: its token no longer works")
     token: str | None = Field(None, description="The task's token: in the create response only, shown once")
 
     @classmethod
@@ -123,8 +124,14 @@ class Task(_Out):
             resources=[MemoryStoreResource.of(task, s) for s in task.stores],
             created_at=task.created_at,
             created_by=actor_out(task.created_by),
+            ended_at=task.ended_at,
             token=token,
         )
+
+
+class DeletedTask(_Out):
+    id: str
+    type: Literal["task_deleted"] = "task_deleted"
 
 
 class TaskList(_Out):

@@ -10,12 +10,22 @@ dream read and wrote. The notes come from a pluggable dreamer (``gitmem.tidier``
 
 Statuses: ``pending`` -> ``running`` -> ``completed`` | ``failed`` | ``canceled``. Final statuses never
 change again: every transition out of ``running`` is an ``UPDATE ... WHERE status='running'``.
+
+How a running dream ends other than ``completed``: its input store archived or deleted
+(``input_memory_store_unavailable``), a task it reads deleted (``input_session_unavailable``), past its
+time limit (``timeout``), its dreamer or its runner's process failing (``internal_error``: a runner
+finds dreams claimed by a dead process on its host), or ``cancel`` (checked before every step and every
+write, so it stops within a moment; every version it wrote is a whole commit). However a dream ends,
+its task is ended (its token withdrawn). A failed ``create_new`` dream deletes the store it made, so its
+``outputs`` are empty; ``update_existing`` lists the input store, which holds whole versions only.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import socket
 import sqlite3
 import threading
 import time
@@ -36,11 +46,22 @@ from gitmem.errors import (
     NotFound,
     PathConflict,
     PreconditionFailed,
+    TooLarge,
 )
 from gitmem.home import HomeTables
 from gitmem.model import Actor, Note, Page
 from gitmem.tasks import _read_token, _token, tasks_for
-from gitmem.tidier import Dreamer, DreamerError, DreamRequest, DreamResult, InputNote, TaskLog, Usage, dreamer_from_env
+from gitmem.tidier import (
+    Dreamer,
+    DreamerError,
+    DreamRequest,
+    DreamResult,
+    InputNote,
+    TaskLog,
+    Usage,
+    after_write,
+    dreamer_from_env,
+)
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -154,6 +175,26 @@ class _Stop(Exception):
 
 class _Canceled(Exception):
     """The dream was canceled while it ran: stop writing, leave its status alone."""
+
+
+def runner_id() -> str:
+    """``host:pid:random``: who claimed a dream, so a runner on the same host can tell its process died."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+
+
+def _process_gone(claimed_by: str | None) -> bool:
+    """True if the dream's runner was a process on this host (not this one) that no longer runs."""
+    host, _, rest = (claimed_by or "").partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit() or int(pid_text) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # e.g. another user's process: it runs
+        return False
+    return False
 
 
 # -- the engine ------------------------------------------------------------------------------------
@@ -297,7 +338,8 @@ class Dreams(HomeTables):
 
     def get(self, workspace_id: str, dream_id: str) -> Dream:
         row = None
-        if isinstance(dream_id, str) and ids.has_prefix(dream_id, ids.DREAM):
+        if isinstance(dream_id, str) and (ids.has_prefix(dream_id, ids.DREAM)
+                                          or ids.has_prefix(dream_id, ids.DREAM_OLD)):
             _text(dream_id, "dream_id")
             row = self.db.execute("SELECT * FROM dreams WHERE id=? AND workspace_id=?",
                                   (dream_id, workspace_id)).fetchone()
@@ -380,14 +422,18 @@ class Dreams(HomeTables):
             return cur.rowcount == 1
 
     def expire(self, timeout_seconds: float | None = None) -> int:
-        """Fail running dreams older than the timeout (e.g. their process died); the count."""
+        """Fail running dreams older than the timeout (e.g. their process died on another host); the count."""
         limit = int((timeout_seconds or self.timeout_seconds) * 1_000_000)
-        now = self._now()
-        with self.catalog.transaction() as db:
-            cur = db.execute("UPDATE dreams SET status='failed', error_type='timeout', error_message=?, ended_at=?"
-                             " WHERE status='running' AND started_at<?",
-                             ("the dream ran past its time limit", now, now - limit))
-            return cur.rowcount
+        rows = self.db.execute("SELECT id FROM dreams WHERE status='running' AND started_at<?",
+                               (self._now() - limit,)).fetchall()
+        return sum(self._fail(row[0], "timeout", "the dream ran past its time limit") for row in rows)
+
+    def reap(self) -> int:
+        """Fail running dreams whose runner was a process on this host that has died (``internal_error``);
+        the count."""
+        rows = self.db.execute("SELECT id, claimed_by FROM dreams WHERE status='running'").fetchall()
+        return sum(self._fail(row[0], "internal_error", "the process running the dream stopped")
+                   for row in rows if _process_gone(row[1]))
 
     def run(self, dream_id: str, dreamer: Dreamer | None = None, *, timeout_seconds: float | None = None) -> Dream:
         """Run a claimed (``running``) dream to its end; any other status is left alone."""
@@ -395,25 +441,45 @@ class Dreams(HomeTables):
         if dream.status != "running":
             return dream
         timeout = timeout_seconds if timeout_seconds is not None else self.timeout_seconds
-        job = _Job(self, dream, dreamer or dreamer_from_env(), time.monotonic() + timeout)
+        job = _Job(self, dream, dreamer, time.monotonic() + timeout)
         try:
             job.execute()
         except _Canceled:
             job.event("dream.canceled", {})
         except _Stop as stop:
-            self._fail(dream_id, stop.type, stop.message)
             job.event("dream.failed", {"type": stop.type, "message": stop.message})
+            self._fail(dream_id, stop.type, stop.message)
         except Exception as exc:
             log.exception("dream %s stopped with an error", dream_id)
             message = exc.message if isinstance(exc, GitmemError) else f"{type(exc).__name__}: {exc}"
-            self._fail(dream_id, "internal_error", message)
             job.event("dream.failed", {"type": "internal_error", "message": message})
+            self._fail(dream_id, "internal_error", message)
+        self._withdraw_task(dream_id)
         return self._get(dream_id)
 
-    def _fail(self, dream_id: str, error_type: str, message: str) -> None:
+    def _fail(self, dream_id: str, error_type: str, message: str) -> bool:
+        """End a running dream as failed (False if it had ended already). A ``create_new`` store it made is
+        deleted, so a failed dream leaves no half-made store; its task is ended."""
         with self.catalog.transaction() as db:
-            db.execute("UPDATE dreams SET status='failed', error_type=?, error_message=?, ended_at=?"
-                       " WHERE id=? AND status='running'", (error_type, message, self._now(), dream_id))
+            dream = _dream(db.execute("SELECT * FROM dreams WHERE id=?", (dream_id,)).fetchone())
+            cur = db.execute("UPDATE dreams SET status='failed', error_type=?, error_message=?, ended_at=?,"
+                             " output_store_id=CASE WHEN output_behavior='create_new' THEN NULL"
+                             " ELSE output_store_id END WHERE id=? AND status='running'",
+                             (error_type, message, self._now(), dream_id))
+        if cur.rowcount == 0:
+            return False
+        if dream.output_behavior == "create_new" and dream.output_store_id:
+            with contextlib.suppress(NotFound):
+                self.gm.delete_store(dream.workspace_id, dream.output_store_id, force=True)
+        self._withdraw_task(dream_id)
+        return True
+
+    def _withdraw_task(self, dream_id: str) -> None:
+        """End the task a dream ran as: its token stops working once the dream has ended."""
+        dream = self._get(dream_id)
+        if dream.task_id is not None and dream.status in FINAL:
+            with contextlib.suppress(NotFound):
+                tasks_for(self.gm).end_task(dream.workspace_id, dream.task_id)
 
     def _set(self, dream_id: str, **fields: object) -> None:
         assignments = ", ".join(f"{k}=?" for k in fields)
@@ -451,13 +517,14 @@ class Dreams(HomeTables):
 class _Job:
     """One run of one dream."""
 
-    def __init__(self, dreams: Dreams, dream: Dream, dreamer: Dreamer, deadline: float) -> None:
+    def __init__(self, dreams: Dreams, dream: Dream, dreamer: Dreamer | None, deadline: float) -> None:
         self.dreams = dreams
         self.gm = dreams.gm
         self.dream = dream
         self.dreamer = dreamer
         self.deadline = deadline
         self.task_id: str | None = None
+        self.written = 0
 
     def event(self, type: str, payload: Mapping[str, Any]) -> None:
         if self.task_id is None:
@@ -490,6 +557,7 @@ class _Job:
     def execute(self) -> None:
         d, gm = self.dream, self.gm
         self.check()
+        dreamer = self.dreamer = self.dreamer or dreamer_from_env()
         info = gm.get_store(d.workspace_id, d.input_store_id)
         create_new = d.output_behavior == "create_new"
         if create_new:
@@ -497,11 +565,18 @@ class _Job:
             if len(name) > MAX_STORE_NAME:
                 name = info.name[:MAX_STORE_NAME - len(" (dreamed)")] + " (dreamed)"
             try:
-                output = gm.create_store(d.workspace_id, name,
+                # An encrypted input gives an encrypted output: the notes never lie in plain text.
+                output = gm.create_store(d.workspace_id, name, encrypted=info.encrypted,
                                          description=f"Written by dream {d.id} from memory store {info.id}.")
             except LimitExceeded as exc:
                 raise _Stop("memory_store_org_limit_exceeded", exc.message) from None
             output_id = output.id
+            with self.dreams.catalog.transaction() as db:  # at once, so that a failure deletes it
+                recorded = db.execute("UPDATE dreams SET output_store_id=? WHERE id=? AND status='running'",
+                                      (output_id, d.id)).rowcount
+            if not recorded:  # ended meanwhile (canceled, or failed by another process): nothing to keep
+                gm.delete_store(d.workspace_id, output_id, force=True)
+                raise _Canceled()
         else:
             output_id = info.id
         resources = [{"type": "memory_store", "memory_store_id": info.id,
@@ -527,10 +602,13 @@ class _Job:
         self.event("dream.read", {"notes": len(current), "tasks": len(logs),
                                   "events": sum(len(log.events) for log in logs)})
         self.check()
+        limit = gm.store(d.workspace_id, output_id).policy.max_content_bytes
         request = DreamRequest(tuple(InputNote(n.path, n.content or "") for n in current.values()),
-                               d.instructions, logs, d.model_id)
-        result = self.ask(request)
+                               d.instructions, logs, d.model_id, limit, self.check)
+        result = self.ask(dreamer, request)
         self.dreams._set(d.id, **result.usage.as_dict())
+        if result.merged:
+            self.event("dream.merged", {"merged": [{"path": p, "into": into} for p, into in result.merged]})
         self.check()
         written = (self.write_new(output_id, result.notes) if create_new
                    else self.write_existing(current, result.notes))
@@ -575,13 +653,13 @@ class _Job:
             logs.append(TaskLog(task_id, tuple(events)))
         return tuple(logs)
 
-    def ask(self, request: DreamRequest) -> DreamResult:
+    def ask(self, dreamer: Dreamer, request: DreamRequest) -> DreamResult:
         """The dreamer's answer, in a thread of its own so a cancel or the time limit is not kept waiting."""
         box: dict[str, Any] = {}
 
         def target() -> None:
             try:
-                box["result"] = self.dreamer.dream(request)
+                box["result"] = dreamer.dream(request)
             except BaseException as exc:  # handed to the job's thread
                 box["error"] = exc
 
@@ -605,14 +683,19 @@ class _Job:
     def _write(self, action: str, path: str, call: Any) -> bool:
         try:
             call()
-            return True
         except (NotFound, ArchivedStore) as exc:
             self.check()  # the input store gone: input_memory_store_unavailable
             raise _Stop("internal_error", f"the output memory store is not writable: {exc.message}") from None
-        except (PreconditionFailed, PathConflict, InvalidRequest) as exc:
-            # Someone changed the note meanwhile, or the note is refused (a secret, a bad path): skip it.
-            self.event("dream.note_skipped", {"action": action, "path": path, "reason": exc.message})
+        except (PreconditionFailed, PathConflict, InvalidRequest, TooLarge) as exc:
+            # Someone changed the note meanwhile, or the store's rules refuse it (a bad path, a secret, too
+            # large, too many notes): skip it and say so.
+            # Capped: a hostile answer's path may be megabytes long, and an event holds at most 100 KiB.
+            self.event("dream.note_skipped", {"action": action, "path": path[:1024], "reason": exc.message[:1024]})
             return False
+        self.written += 1
+        if self.dreamer is not None:
+            after_write(self.dreamer, self.written, self.check)
+        return True
 
     def write_new(self, output_id: str, notes: Sequence[InputNote]) -> dict[str, int]:
         store = self.gm.store(self.dream.workspace_id, output_id)
@@ -663,7 +746,7 @@ class DreamRunner:
         self.dreamer = dreamer
         self.poll_interval = poll_interval
         self.timeout_seconds = timeout_seconds
-        self.runner_id = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        self.runner_id = runner_id()
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -685,14 +768,14 @@ class DreamRunner:
 
     def run_pending(self) -> int:
         """Run every pending dream now (in this thread); how many ran."""
+        self.dreams.reap()
         self.dreams.expire(self.timeout_seconds)
         count = 0
         while not self._stop.is_set():
             dream_id = self.dreams.claim_next(self.runner_id)
             if dream_id is None:
                 return count
-            dreamer = self.dreamer or dreamer_from_env()
-            self.dreams.run(dream_id, dreamer, timeout_seconds=self.timeout_seconds)
+            self.dreams.run(dream_id, self.dreamer, timeout_seconds=self.timeout_seconds)
             count += 1
         return count
 
@@ -712,4 +795,4 @@ def dreams_for(gm: Gitmem) -> Dreams:
 
 
 __all__ = ["FINAL", "MAX_INPUT_BYTES", "MAX_TASKS", "STATUSES", "Dream", "DreamRunner", "Dreams", "dreams_for",
-           "timeout_setting"]
+           "runner_id", "timeout_setting"]

@@ -121,7 +121,6 @@ class GroupCommitter:
         self._leading = False
         self.trees = TreeCache()  # used by the leader only
         self._last_commit: tuple[bytes, bytes] | None = None  # the last batch's commit and its tree
-        self.batches_since_pack = 0  # for the store's packing policy, counted by the leader
 
     def submit(self, index: StoreIndex, plan: Plan, after_batch: Callable[[], None]) -> Landed | None:
         """Run ``plan`` in the next batch; its commit once on ``main`` (None if it changed nothing)."""
@@ -188,7 +187,9 @@ class GroupCommitter:
                                                            for path, blob in change.tree_changes.items()})
                             commit = _commit_object(change.record, root_after, parent)
                             view.staged[commit.oid] = commit
-                            index.apply_version(commit.oid.hex(), change.record, change.blob_id)
+                            blob = change.blob_id
+                            index.apply_version(commit.oid.hex(), change.record, blob,
+                                                blob_data=view.read_blob(blob) if blob else None)
                             root, parent = root_after, commit.oid
                             landed = Landed(change, commit.oid.hex())
                         db.execute("RELEASE write")

@@ -22,7 +22,8 @@ USER = "user"
 TASK = "task"
 WORKER = "worker"
 PROFILE = "profile"
-DREAM = "dream"
+DREAM = "drm"  # the SDK's prefix
+DREAM_OLD = "dream"  # ids made before: still accepted on input
 REQUEST = "req"
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pygit2
 
+from gitmem import search_index
 from gitmem.clock import from_micros, to_micros
 from gitmem.commits import VersionRecord, parse_message
 from gitmem.errors import InvalidRequest
@@ -150,6 +151,7 @@ class StoreIndex:
             with self.write_lock:
                 self.db.executescript(SCHEMA)
                 self.db.execute(f"PRAGMA user_version={SCHEMA_MARK}")
+        search_index.ensure_schema(self.db, self.repo)
 
     @property
     def repo(self) -> pygit2.Repository:
@@ -215,6 +217,7 @@ class StoreIndex:
             self.db.execute("INSERT OR REPLACE INTO meta VALUES ('tip', ?)", (str(tip) if tip else None,))
 
     def _clear(self) -> None:
+        search_index.clear(self.db)
         self.db.execute("DELETE FROM notes")  # the triggers bring totals back to zero
         self.db.execute("DELETE FROM versions")
         self.db.execute("DELETE FROM meta")
@@ -250,9 +253,11 @@ class StoreIndex:
                 log.warning("commit %s names %s but its tree lacks it", commit.id, record.path)
         self.apply_version(str(commit.id), record, blob_id)
 
-    def apply_version(self, commit_id: str, record: VersionRecord, blob_id: str | None) -> None:
+    def apply_version(self, commit_id: str, record: VersionRecord, blob_id: str | None,
+                      blob_data: bytes | None = None) -> None:
         """Record one version (and its effect on the note) made by ``commit_id``; the caller holds
-        the write transaction (the write path indexes its own commits as it makes them)."""
+        the write transaction (the write path indexes its own commits as it makes them, and hands
+        over the blob, which is not in the repository yet)."""
         self.db.execute(
             "INSERT OR REPLACE INTO versions (version_id, memory_id, operation, path, sha256, size, blob_id,"
             " created_at, actor_type, actor_id, commit_id, redacted_at, redacted_by_type, redacted_by_id)"
@@ -278,6 +283,7 @@ class StoreIndex:
             " version_id=excluded.version_id, updated_at=excluded.updated_at",
             (record.memory_id, record.path, blob_id, record.content_sha256, record.content_size,
              record.version_id, to_micros(record.note_created_at), to_micros(record.created_at)))
+        search_index.index_note(self.db, self.repo, record.memory_id, record.path, blob_id, data=blob_data)
 
     def _derive_pushed(self, commit: pygit2.Commit) -> list[VersionRecord]:
         """Versions of a commit pushed with plain Git: one per changed path, ids derived from the

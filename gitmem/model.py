@@ -6,14 +6,15 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Generic, Literal, TypeVar
 
-ActorType = Literal["task_actor", "api_actor", "user_actor"]
+ActorType = Literal["task_actor", "api_actor", "user_actor", "service_account_actor"]
 Operation = Literal["created", "modified", "deleted"]
 StoreKind = Literal["shared", "worker", "bank"]
 Role = Literal["admin", "read-write", "read-only"]
 
 T = TypeVar("T")
 
-_ACTOR_ID_FIELD: dict[str, str] = {"task_actor": "task_id", "api_actor": "api_key_id", "user_actor": "user_id"}
+_ACTOR_ID_FIELD: dict[str, str] = {"task_actor": "task_id", "api_actor": "api_key_id", "user_actor": "user_id",
+                                   "service_account_actor": "service_account_id"}
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,11 @@ class Actor:
 
     def as_dict(self) -> dict[str, str]:
         return {"type": self.type, self.id_field: self.id}
+
+
+# gitmem itself, named where an actor must be named (a redaction made with ``gitmem redact``); the SDK's
+# service_account_actor shape. Writes by the service keep ``None`` as their actor.
+SERVICE_ACCOUNT = Actor("service_account_actor", "svac_gitmem")
 
 
 @dataclass(frozen=True)

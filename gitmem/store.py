@@ -12,10 +12,11 @@ import hashlib
 import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pygit2
 
-from gitmem import ids, paths, repository
+from gitmem import ids, maintenance, paths
 from gitmem.clock import Clock, from_micros, system_clock, to_micros
 from gitmem.commits import VersionRecord
 from gitmem.crypto import ContentCodec, PlainCodec
@@ -25,11 +26,13 @@ from gitmem.index import NoteRow, StoreIndex, VersionRow
 from gitmem.model import Actor, MemoryPrefix, Note, Operation, Page, Version
 from gitmem.policy import MEMORY_STORE, StorePolicy
 
+if TYPE_CHECKING:
+    from gitmem.diff import VersionDiff
+    from gitmem.search import SearchHit
+
 log = logging.getLogger(__name__)
 
-# Each batch of writes is one pack: roll them up into fewer, bigger packs this often (a lookup that
-# misses looks in every pack).
-PACK_EVERY_WRITES = 64
+PACK_EVERY_WRITES = 256  # at most, between background packs (gitmem.maintenance decides sooner)
 MAX_NOTES_PAGE = 1000
 MAX_VERSIONS_PAGE = 100
 MAX_FULL_PAGE = 20
@@ -55,13 +58,18 @@ def check_limit(limit: int, maximum: int, *, full: bool) -> int:
 class MemoryStore:
     def __init__(self, repo_path: Path, store_id: str, *, policy: StorePolicy = MEMORY_STORE,
                  codec: ContentCodec | None = None, clock: Clock = system_clock,
-                 write_guard: Callable[[], None] | None = None) -> None:
+                 write_guard: Callable[[], None] | None = None,
+                 on_commit: Callable[[MemoryStore], None] | None = None,
+                 on_redact: Callable[[MemoryStore, Version], None] | None = None) -> None:
         self.path = repo_path
         self.id = store_id
         self.policy = policy
         self.codec: ContentCodec = codec or PlainCodec()
         self.clock = clock
         self._write_guard = write_guard or (lambda: None)
+        # Told right after a change lands (webhooks' outbox); a failure there never fails the write.
+        self._on_commit = on_commit
+        self._on_redact = on_redact
         self.index = StoreIndex(pygit2.Repository(str(repo_path)))
 
     @property
@@ -222,6 +230,27 @@ class MemoryStore:
                     content_size_bytes=r.content_size, blob_id=blob_id, version_id=r.version_id,
                     created_at=_stored_time(r.note_created_at), updated_at=_stored_time(r.created_at))
 
+    def restore(self, memory_id: str, version_id: str, *, expected_sha256: str | None = None,
+                expected_blob_id: str | None = None, actor: Actor | None = None) -> Note:
+        """One new version with ``version_id``'s content at its path; a deleted note comes back with
+        its id. Every rule of a write applies."""
+        from gitmem.restore import restore_plan  # the plan keeps its own module
+
+        self._write(restore_plan(self, memory_id, version_id, expected_sha256, expected_blob_id, actor))
+        return self.get(memory_id, with_content=False)
+
+    def search(self, query: str, path_prefix: str | None = None, limit: int = 20,
+               page: str | None = None) -> Page[SearchHit]:
+        from gitmem.search import search  # search keeps its own module
+
+        return search(self, query, path_prefix, limit, page)
+
+    def diff(self, version_id: str, against: str | None = None) -> VersionDiff:
+        """What ``version_id`` changed against ``against`` (default: its note's version before it)."""
+        from gitmem.diff import diff_versions  # the diff engine keeps its own module
+
+        return diff_versions(self, version_id, against)
+
     def _current(self, index: StoreIndex, memory_id: str) -> NoteRow:
         note = index.note(memory_id)
         if note is None:
@@ -258,20 +287,29 @@ class MemoryStore:
         """Commit ``plan``'s change in the store's next batch (see :mod:`gitmem.group_commit`)."""
         if not archived_ok:
             self._write_guard()
-        return committer_for(self.path).submit(self.index, plan, self._after_write)
+        landed = committer_for(self.path).submit(self.index, plan, self._after_write)
+        if landed is not None:
+            self._tell(self._on_commit, self)
+        return landed
 
     def _after_write(self) -> None:
-        """After each batch (run by its leader): counted per store and process, not per store object
-        (a server has one store object per thread)."""
-        committer = committer_for(self.path)
-        committer.batches_since_pack += 1
-        if committer.batches_since_pack >= PACK_EVERY_WRITES:
-            committer.batches_since_pack = 0
-            repository.pack_in_background(self.path)
+        """After each batch that wrote a pack (run by its leader)."""
+        maintenance.after_write(self.path, max_writes=PACK_EVERY_WRITES)
 
     def redact(self, version_id: str, actor: Actor | None = None) -> Version:
         from gitmem.rewrite import redact_version  # history rewriting lives in its own module
 
         redact_version(self, version_id, actor)
-        return self.version(version_id, with_content=False)
+        version = self.version(version_id, with_content=False)
+        self._tell(self._on_redact, self, version)
+        return version
+
+    @staticmethod
+    def _tell(listener: Callable[..., None] | None, *args: object) -> None:
+        if listener is None:
+            return
+        try:
+            listener(*args)
+        except Exception:  # the change has landed; the outbox's catch-up scan reports it later
+            log.exception("a change listener failed; the change itself was made")
 

@@ -12,6 +12,9 @@
   short markdown section for its context (:meth:`Tasks.memory_view`).
 - Each task has an append-only event log (``task_events``; updates and deletes are refused by
   triggers while the task exists).
+- A task ends (:meth:`Tasks.end_task`): its token is revoked in the shared catalog, so it stops working
+  at once in every server process; its writes and events stay. A deleted task
+  (:meth:`Tasks.delete_task`) is gone with its events and token; its versions keep its id as history.
 
 No HTTP here: ``api/routers/workers.py`` and ``api/routers/tasks.py`` are thin shells over this.
 """
@@ -131,6 +134,7 @@ class Task:
     created_at: dt.datetime
     stores: tuple[TaskStore, ...]  # the worker's own store first, then the named or attached ones
     created_by: Actor | None = None
+    ended_at: dt.datetime | None = None  # set once the task is ended: its token no longer works
 
     @property
     def memory_root(self) -> str:
@@ -173,6 +177,17 @@ class MemoryView:
 
 
 # -- helpers ---------------------------------------------------------------------------------------
+
+
+def add_column(db: sqlite3.Connection, table: str, column: str, declaration: str) -> None:
+    """Add a column to a table made by an older version, once (another process may add it first)."""
+    if any(r[1] == column for r in db.execute(f"PRAGMA table_info({table})")):
+        return
+    try:
+        db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+    except sqlite3.OperationalError as exc:
+        if "duplicate column" not in str(exc):
+            raise
 
 
 def memory_root(task_id: str) -> str:
@@ -242,6 +257,10 @@ class Tasks(HomeTables):
     """Workers, tasks, their frozen store lists, memory views and event logs on one data home."""
 
     SCHEMA = SCHEMA
+
+    def __init__(self, gm: Gitmem) -> None:
+        super().__init__(gm)
+        add_column(self.db, "tasks", "ended_at", "INTEGER")  # data homes made before tasks could end
 
     # -- workers ----------------------------------------------------------------------------------
 
@@ -439,7 +458,8 @@ class Tasks(HomeTables):
                       r["mount_name"], bool(r["own"]))
             for r in self.db.execute("SELECT * FROM task_stores WHERE task_id=? ORDER BY position", (row["id"],)))
         return Task(row["id"], row["workspace_id"], row["worker_id"], from_micros(row["created_at"]), stores,
-                    Actor.from_trailer(row["created_by"] or ""))
+                    Actor.from_trailer(row["created_by"] or ""),
+                    from_micros(row["ended_at"]) if row["ended_at"] is not None else None)
 
     def _task_row(self, workspace_id: str, task_id: str) -> sqlite3.Row:
         row = None
@@ -452,6 +472,25 @@ class Tasks(HomeTables):
 
     def get_task(self, workspace_id: str, task_id: str) -> Task:
         return self._task(self._task_row(workspace_id, task_id))
+
+    def end_task(self, workspace_id: str, task_id: str) -> Task:
+        """End a task: its token is revoked (every process reads the same catalog, so it stops working at
+        once); its writes, events and stores stay. Ending an ended task changes nothing."""
+        self._task_row(workspace_id, task_id)
+        now = self._now()
+        with self.catalog.transaction() as db:
+            db.execute("UPDATE tasks SET ended_at=coalesce(ended_at, ?) WHERE id=?", (now, task_id))
+            db.execute("UPDATE credentials SET revoked_at=coalesce(revoked_at, ?) WHERE id=? AND kind='task'",
+                       (now, task_id))
+        return self.get_task(workspace_id, task_id)
+
+    def delete_task(self, workspace_id: str, task_id: str) -> None:
+        """Delete a task with its token, frozen store list and events. The stores are untouched (its
+        worker's own store too), and the versions it wrote keep its id as history."""
+        self._task_row(workspace_id, task_id)
+        with self.catalog.transaction() as db:
+            db.execute("DELETE FROM credentials WHERE id=? AND kind='task'", (task_id,))
+            db.execute("DELETE FROM tasks WHERE id=?", (task_id,))  # cascades to task_stores and task_events
 
     def list_tasks(self, workspace_id: str, worker_id: str | None = None, limit: int = 20,
                    page: str | None = None) -> Page[Task]:
@@ -653,7 +692,7 @@ def refuse_task(principal: Principal, action: str) -> None:
 
 
 __all__ = [
-    "ACCESS_VALUES", "MAX_NAMED_STORES", "MOUNT_ROOT", "Access", "Event", "MemoryView",
+    "ACCESS_VALUES", "MAX_NAMED_STORES", "MOUNT_ROOT", "Access", "add_column", "Event", "MemoryView",
     "StoreView", "Task", "TaskStore", "Tasks", "Worker", "check_task_access", "memory_root",
     "principal_task_id", "refuse_task", "render_context", "slugify", "store_access", "tasks_for", "unique_slugs",
     "visible_store_ids",

@@ -1,13 +1,21 @@
 """The dreamers: what turns a store's notes (and the tasks a dream learns from) into tidier notes.
 
-- :class:`OfflineTidier`, the embedded default: deterministic and offline. It normalises line endings
-  and whitespace, drops empty notes, merges notes whose contents are identical into the one at the
-  first path, and writes an ``/INDEX.md`` listing every note with its first heading or line.
+- :class:`OfflineTidier`, the embedded default: deterministic and offline, and it never loses a line.
+  It normalises line endings and whitespace, drops empty notes, merges notes whose contents are
+  identical into the one at the first path (and says so in ``merged``), and writes an index listing
+  every note with its first heading or line: at ``/INDEX.md``, or beside it when a user's note is there.
+  A dream over its own output changes nothing.
 - :class:`ModelDreamer`: asks a model through the official SDK (``client.messages.create``) for a
   JSON answer ``{"notes": [{"path", "content"}]}``; the usage comes from the model's response.
+- :class:`HoldingTidier` (``GITMEM_DREAMER=offline-hold``), for tests of a dream while it runs: the
+  offline tidier, but once the dream has written its first note it holds the dream open until the
+  dream is stopped (canceled, out of time, an input gone) or ``GITMEM_DREAM_HOLD`` seconds (default
+  30) pass. So a test sees a half-written dream without racing a clock.
 
-:func:`dreamer_from_env` picks one with ``GITMEM_DREAMER=offline|anthropic`` (default ``offline``).
-A dreamer only proposes notes; ``gitmem.dreams`` writes them, as the dream's task.
+:func:`dreamer_from_env` picks one with ``GITMEM_DREAMER=offline|anthropic|offline-hold`` (default
+``offline``). A dreamer only proposes notes; ``gitmem.dreams`` writes them, as the dream's task, under
+the output store's rules. A dreamer calls ``request.checkpoint()`` between steps: it raises once the
+dream must stop.
 """
 
 from __future__ import annotations
@@ -15,13 +23,15 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gitmem.errors import GitmemError, InvalidRequest
 
 INDEX_PATH = "/INDEX.md"
+_INDEX_PATHS = re.compile(r"/INDEX(\.dream(-[0-9]+)?)?\.md")  # where the tidier may put its index
 MAX_NOTE_BYTES = 102_400
 MAX_SUMMARY_CHARS = 120
 MAX_EVENTS_IN_PROMPT = 2_000
@@ -47,12 +57,19 @@ class TaskLog:
     events: tuple[Mapping[str, Any], ...]
 
 
+def _keep_going() -> None:
+    return None
+
+
 @dataclass(frozen=True)
 class DreamRequest:
     notes: tuple[InputNote, ...]
     instructions: str | None = None
     tasks: tuple[TaskLog, ...] = ()
     model: str = ""
+    max_note_bytes: int = MAX_NOTE_BYTES  # the output store's limit for one note
+    # Raises once the dream must stop (canceled, out of time, an input gone); a no-op by default.
+    checkpoint: Callable[[], None] = field(default=_keep_going, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -72,10 +89,19 @@ class Usage:
 class DreamResult:
     notes: tuple[InputNote, ...]
     usage: Usage = field(default_factory=Usage)
+    merged: tuple[tuple[str, str], ...] = ()  # (path, the path whose note holds its lines now)
 
 
 class Dreamer(Protocol):
     def dream(self, request: DreamRequest) -> DreamResult: ...
+
+
+def after_write(dreamer: Dreamer, written: int, checkpoint: Callable[[], None]) -> None:
+    """Called by the dream after each note it writes: a dreamer may pace the writing with an
+    ``after_write(written, checkpoint)`` method (only :class:`HoldingTidier` does)."""
+    hook = getattr(dreamer, "after_write", None)
+    if callable(hook):
+        hook(written, checkpoint)
 
 
 # -- the offline tidier ----------------------------------------------------------------------------
@@ -122,23 +148,71 @@ def render_index(notes: Sequence[InputNote], limit_bytes: int = MAX_NOTE_BYTES) 
 
 
 class OfflineTidier:
-    """Deterministic, offline: the same notes always give the same result, in path order."""
+    """Deterministic, offline: the same notes always give the same result, in path order. Every
+    non-blank line of every note is kept (trailing spaces aside), and a note never grows past
+    ``request.max_note_bytes``."""
 
     def dream(self, request: DreamRequest) -> DreamResult:
         kept: list[InputNote] = []
-        seen: set[str] = set()
+        first_at: dict[str, str] = {}  # normalised content -> the path that keeps it
+        merged: list[tuple[str, str]] = []
         for note in sorted(request.notes, key=lambda n: n.path):
-            if note.path == INDEX_PATH:
-                continue  # made again below
+            request.checkpoint()
             content = normalise(note.content)
-            if not content or content in seen:
-                continue  # empty, or a copy of a note at an earlier path
-            seen.add(content)
+            if not content:
+                continue  # nothing but whitespace
+            if content in first_at:
+                merged.append((note.path, first_at[content]))
+                continue
+            first_at[content] = note.path
+            if len(content.encode("utf-8")) > request.max_note_bytes:
+                content = note.content  # e.g. the final newline would pass the limit: leave it as it was
             kept.append(InputNote(note.path, content))
-        if not any(n.path.startswith(INDEX_PATH + "/") for n in kept):
-            kept.append(InputNote(INDEX_PATH, render_index(kept)))
+        kept = _without_own_index(kept, request.max_note_bytes)
+        target = _free_index_path(kept)
+        if target is not None:
+            kept.append(InputNote(target, render_index(kept, request.max_note_bytes)))
             kept.sort(key=lambda n: n.path)
-        return DreamResult(tuple(kept), Usage())
+        return DreamResult(tuple(kept), Usage(), tuple(merged))
+
+
+def _without_own_index(notes: list[InputNote], limit_bytes: int) -> list[InputNote]:
+    """Drop an index this tidier wrote before (it is written again): a note at an index path that is
+    exactly the index of the other notes. Anything else there is a user's note and stays."""
+    for note in notes:
+        if _INDEX_PATHS.fullmatch(note.path):
+            others = [n for n in notes if n is not note]
+            if note.content == render_index(others, limit_bytes):
+                return others
+    return notes
+
+
+def _free_index_path(notes: Sequence[InputNote]) -> str | None:
+    """``/INDEX.md``, else ``/INDEX.dream.md``, ``/INDEX.dream-2.md``, ...: the first path no note takes
+    (as a note or as a folder)."""
+    taken = {n.path for n in notes}
+    for candidate in (INDEX_PATH, "/INDEX.dream.md", *(f"/INDEX.dream-{n}.md" for n in range(2, 100))):
+        if candidate not in taken and not any(path.startswith(candidate + "/") for path in taken):
+            return candidate
+    return None
+
+
+class HoldingTidier(OfflineTidier):
+    """The offline tidier that, after the dream's first written note, holds the dream open (checking every
+    ``pause`` seconds) until the dream is stopped or ``hold_seconds`` pass. For tests of what happens to
+    a dream while it runs."""
+
+    def __init__(self, hold_seconds: float = 30.0, pause: float = 0.02) -> None:
+        self.hold_seconds = hold_seconds
+        self.pause = pause
+
+    def after_write(self, written: int, checkpoint: Callable[[], None]) -> None:
+        if written != 1:
+            return
+        deadline = time.monotonic() + self.hold_seconds
+        while time.monotonic() < deadline:
+            checkpoint()
+            time.sleep(self.pause)
 
 
 # -- the model-backed dreamer ----------------------------------------------------------------------
@@ -244,20 +318,27 @@ class ModelDreamer:
 
 
 def dreamer_from_env(environ: Mapping[str, str] | None = None) -> Dreamer:
-    """``GITMEM_DREAMER``: ``offline`` (default) or ``anthropic`` (the SDK, configured from its own
-    environment: ``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``)."""
+    """``GITMEM_DREAMER``: ``offline`` (default), ``anthropic`` (the SDK, configured from its own
+    environment: ``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``) or ``offline-hold`` (for tests, with
+    ``GITMEM_DREAM_HOLD`` seconds)."""
     env = os.environ if environ is None else environ
     kind = (env.get("GITMEM_DREAMER") or "offline").strip().lower()
     if kind == "offline":
         return OfflineTidier()
+    if kind == "offline-hold":
+        try:
+            return HoldingTidier(float(env.get("GITMEM_DREAM_HOLD") or 30.0))
+        except ValueError:
+            raise InvalidRequest("GITMEM_DREAM_HOLD must be a number of seconds") from None
     if kind == "anthropic":
         import anthropic
 
         return ModelDreamer(anthropic.Anthropic())
-    raise InvalidRequest("GITMEM_DREAMER must be 'offline' or 'anthropic'")
+    raise InvalidRequest("GITMEM_DREAMER must be 'offline', 'anthropic' or 'offline-hold'")
 
 
 __all__ = [
-    "INDEX_PATH", "DreamRequest", "DreamResult", "Dreamer", "DreamerError", "InputNote", "ModelDreamer",
+    "INDEX_PATH", "DreamRequest", "DreamResult", "Dreamer", "DreamerError", "HoldingTidier", "InputNote",
+    "ModelDreamer", "after_write",
     "OfflineTidier", "TaskLog", "Usage", "dreamer_from_env", "normalise", "parse_notes", "render_index", "summary",
 ]

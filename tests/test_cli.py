@@ -114,3 +114,29 @@ def test_several_workspaces_need_a_name(run) -> None:
     ambiguous = run("store", "list")
     assert ambiguous.exit_code == 2 and "alpha, beta" in ambiguous.output
     assert run("store", "list", "-w", "beta").exit_code == 0
+
+
+def test_a_cli_redaction_names_its_actor(run, tmp_path: Path) -> None:
+    from anthropic.types.beta.memory_stores import BetaManagedAgentsMemoryVersion
+    from fastapi.testclient import TestClient
+
+    from api.app import Settings, create_app
+
+    sid = store_id(run)
+    for content in ("v1", "v2", "v3"):
+        run("note", "put", sid, "/people/sam.md", input=content)
+    gm = Gitmem.open(tmp_path)
+    ws_id = gm.catalog.store(sid).workspace_id
+    user, _ = gm.catalog.create_user(ws_id, "sam")
+    _, key = gm.catalog.create_api_key(ws_id, "reader")
+    oldest, middle = [v["id"] for v in json.loads(run("versions", sid, "--json").output)][:0:-1]
+    assert run("redact", sid, oldest).exit_code == 0
+    assert run("redact", sid, middle, "--as", user.id).exit_code == 0
+    assert run("redact", sid, middle, "--as", "user_01NOSUCHUSER0000000000000").exit_code == 1
+
+    with TestClient(create_app(gm, Settings(dream_runner=False)), headers={"x-api-key": key}) as api:
+        for version_id, expected in ((oldest, {"type": "service_account_actor", "service_account_id": "svac_gitmem"}),
+                                     (middle, {"type": "user_actor", "user_id": user.id})):
+            body = api.get(f"/v1/memory_stores/{sid}/memory_versions/{version_id}").json()
+            assert body["redacted_by"] == expected and body["redacted_at"]
+            assert BetaManagedAgentsMemoryVersion.model_validate(body).redacted_by is not None

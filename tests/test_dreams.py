@@ -5,6 +5,7 @@ the model dreamer through the real SDK over a fake transport."""
 from __future__ import annotations
 
 import json
+import subprocess
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -94,11 +95,19 @@ def test_tidier_is_deterministic_and_exact() -> None:
     second = OfflineTidier().dream(DreamRequest(tuple(reversed(notes))))
     assert first == second
     assert first.usage == Usage()
+    # A user's /INDEX.md is a note like any other: kept, and the tidier's index goes beside it.
     assert [(n.path, n.content) for n in first.notes] == [
-        ("/INDEX.md", "# Index\n\n2 notes in this store.\n\n- `/a.md`: x\n- `/d.md`: Deep\n"),
+        ("/INDEX.dream.md", "# Index\n\n3 notes in this store.\n\n- `/INDEX.md`: old\n- `/a.md`: x\n- `/d.md`: Deep\n"),
+        ("/INDEX.md", "old\n"),
         ("/a.md", "x\n"),
         ("/d.md", "## Deep\nbody\n"),
     ]
+    assert first.merged == (("/b.md", "/a.md"),)
+    # Over its own output, nothing changes; without a user's index, the tidier's is at /INDEX.md.
+    assert OfflineTidier().dream(DreamRequest(first.notes)).notes == first.notes
+    alone = OfflineTidier().dream(DreamRequest((InputNote("/a.md", "x\n"),)))
+    assert [n.path for n in alone.notes] == ["/INDEX.md", "/a.md"]
+    assert OfflineTidier().dream(DreamRequest(alone.notes)).notes == alone.notes
     assert normalise("a\r\rb  \n") == "a\n\nb\n"
     assert normalise(" \n\n") == ""
 
@@ -259,12 +268,17 @@ def test_org_limit_fails_as_made(gm: Gitmem, workspace: Workspace, store_info: S
 
 def test_input_archived_while_running(gm: Gitmem, workspace: Workspace, store_info: StoreInfo,
                                       messy: MemoryStore) -> None:
+    stores_before = {s.id for s in gm.all_stores()}
     dream = make(gm, workspace, store_info.id)
     run_all(gm, Hook(lambda: gm.archive_store(workspace.id, store_info.id)))
     done = dreams_for(gm).get(workspace.id, dream.id)
     assert done.status == "failed" and done.error_type == "input_memory_store_unavailable"
-    assert done.ended_at is not None and done.output_store_id is not None
-    assert notes_of(gm.store(workspace.id, done.output_store_id)) == {}
+    # No half-made output store is left behind, and the dream's task is withdrawn.
+    assert done.ended_at is not None and done.output_store_id is None and done.task_id
+    dreamer_store = tasks_for(gm).get_worker(workspace.id, dreams_for(gm).dreamer_worker(workspace.id)).own_store_id
+    assert {s.id for s in gm.all_stores()} == stores_before | {dreamer_store}
+    assert tasks_for(gm).get_task(workspace.id, done.task_id).ended_at is not None
+    assert gm.catalog.credential(done.task_id).revoked_at is not None
 
 
 def test_task_deleted_while_running(gm: Gitmem, workspace: Workspace, store_info: StoreInfo) -> None:
@@ -273,11 +287,7 @@ def test_task_deleted_while_running(gm: Gitmem, workspace: Workspace, store_info
     task, _ = tasks.create_task(workspace.id, worker.id)
     dream = make(gm, workspace, store_info.id, extra_inputs=[{"type": "sessions", "session_ids": [task.id]}])
 
-    def delete_task() -> None:
-        with gm.catalog.transaction() as db:
-            db.execute("DELETE FROM tasks WHERE id=?", (task.id,))
-
-    run_all(gm, Hook(delete_task))
+    run_all(gm, Hook(lambda: tasks.delete_task(workspace.id, task.id)))
     done = dreams_for(gm).get(workspace.id, dream.id)
     assert done.status == "failed" and done.error_type == "input_session_unavailable"
 
@@ -432,8 +442,13 @@ def test_cli(tmp_path: Path) -> None:
         assert result.exit_code == 0, result.output
         return result.output
 
-    made = json.loads(cli("dreams", "create", info.id, "--run", "--json"))
+    task, _ = tasks_for(gm).create_task(ws.id, tasks_for(gm).create_worker(ws.id, "helper").id)
+    made = json.loads(cli("dreams", "create", info.id, "--task", task.id, "--run", "--json"))
     assert made["status"] == "completed" and made["outputs"][0]["type"] == "memory_store"
+    # The SDK's shapes: the tasks read are "sessions", and the task it ran as is session_id only.
+    assert made["inputs"] == [{"type": "memory_store", "memory_store_id": info.id},
+                              {"type": "sessions", "session_ids": [task.id]}]
+    assert made["id"].startswith("drm_") and made["session_id"] and "task_id" not in made
     assert json.loads(cli("dreams", "show", made["id"]))["id"] == made["id"]
     assert made["id"] in cli("dreams", "list")
     assert json.loads(cli("dreams", "archive", made["id"]))["archived_at"]
@@ -441,3 +456,95 @@ def test_cli(tmp_path: Path) -> None:
     pending = cli("dreams", "create", info.id).strip()
     assert json.loads(cli("dreams", "cancel", pending))["status"] == "canceled"
     assert isinstance(Dreams.of(Gitmem.open(home)), Dreams)
+
+
+# -- the defects: a user's index, the size limit, encryption, a failed dream's output ---------------
+
+
+def test_a_users_index_is_kept_in_place(gm: Gitmem, workspace: Workspace, store_info: StoreInfo,
+                                        store: MemoryStore) -> None:
+    store.create("/INDEX.md", "# Our index\n- wiki at /docs")
+    store.create("/docs/wiki.md", "# Wiki\nhello\n")
+    dream = make(gm, workspace, store_info.id,
+                 output_behavior={"type": "update_existing", "memory_store_id": store_info.id})
+    run_all(gm)
+    assert dreams_for(gm).get(workspace.id, dream.id).status == "completed"
+    after = notes_of(store)
+    assert after["/INDEX.md"] == "# Our index\n- wiki at /docs\n"  # the user's lines, tidied, not replaced
+    assert after["/INDEX.dream.md"].startswith("# Index\n") and "`/INDEX.md`: Our index" in after["/INDEX.dream.md"]
+    # Again: nothing changes.
+    versions = len(store.versions(limit=100).items)
+    make(gm, workspace, store_info.id, output_behavior={"type": "update_existing", "memory_store_id": store_info.id})
+    run_all(gm)
+    assert len(store.versions(limit=100).items) == versions and notes_of(store) == after
+
+
+def test_a_note_at_the_size_limit_does_not_fail_the_dream(gm: Gitmem, workspace: Workspace, store_info: StoreInfo,
+                                                          store: MemoryStore) -> None:
+    limit = store.policy.max_content_bytes
+    big = "x" * (limit - 6) + "\nlast!"  # exactly the limit, with no final newline
+    assert len(big.encode()) == limit
+    store.create("/big.md", big)
+    store.create("/small.md", "a  \n")
+    stores_before = len(gm.all_stores())
+    dream = make(gm, workspace, store_info.id)
+    run_all(gm)
+    done = dreams_for(gm).get(workspace.id, dream.id)
+    assert done.status == "completed", done.error_message
+    out = notes_of(gm.store(workspace.id, done.output_store_id or ""))
+    assert out["/big.md"] == big and out["/small.md"] == "a\n"
+    assert len(gm.all_stores()) == stores_before + 2  # the output and the dreamer's own store
+
+
+def test_a_failed_dream_leaves_no_half_made_store(gm: Gitmem, workspace: Workspace, store_info: StoreInfo,
+                                                  messy: MemoryStore) -> None:
+    class BreaksAfterWriting:
+        """Answers, then the dream's second write finds its input archived."""
+
+        def dream(self, request: DreamRequest) -> DreamResult:
+            return OfflineTidier().dream(request)
+
+        def after_write(self, written: int, checkpoint: Callable[[], None]) -> None:
+            if written == 2:
+                gm.archive_store(workspace.id, store_info.id)
+
+    before = {s.id for s in gm.all_stores()}
+    dream = make(gm, workspace, store_info.id)
+    run_all(gm, BreaksAfterWriting())
+    done = dreams_for(gm).get(workspace.id, dream.id)
+    assert done.status == "failed" and done.error_type == "input_memory_store_unavailable"
+    assert done.output_store_id is None
+    events = tasks_for(gm).list_events(done.task_id or "", limit=100).items
+    made = next(e.payload["output_memory_store_id"] for e in events if e.type == "dream.started")
+    assert made not in {s.id for s in gm.all_stores()} and not gm.repo_path(made).exists()
+    assert {s.id for s in gm.all_stores()} - before == {tasks_for(gm).get_worker(
+        workspace.id, dreams_for(gm).dreamer_worker(workspace.id)).own_store_id}
+
+
+def test_an_encrypted_store_dreams_into_an_encrypted_store(gm: Gitmem, workspace: Workspace) -> None:
+    info = gm.create_store(workspace.id, "private", encrypted=True)
+    marker = "the-vault-code-is-orange-giraffe"
+    gm.store(workspace.id, info.id).create("/secret-ish.md", f"# Vault\n{marker}   \n")
+    dream = make(gm, workspace, info.id)
+    run_all(gm)
+    done = dreams_for(gm).get(workspace.id, dream.id)
+    assert done.status == "completed", done.error_message
+    out_info = gm.get_store(workspace.id, done.output_store_id or "")
+    assert out_info.encrypted
+    out = gm.store(workspace.id, out_info.id)
+    assert notes_of(out)["/secret-ish.md"] == f"# Vault\n{marker}\n"  # readable through the engine
+    objects = subprocess.run(["git", "-C", str(out.path), "cat-file", "--batch-all-objects", "--batch"],
+                             capture_output=True, check=True).stdout
+    assert objects and marker.encode() not in objects
+    for path in out.path.rglob("*"):
+        assert not path.is_file() or marker.encode() not in path.read_bytes(), path
+
+
+def test_a_dreamer_that_cannot_start_fails_the_dream_not_the_runner(
+        gm: Gitmem, workspace: Workspace, store_info: StoreInfo, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GITMEM_DREAMER", "nope")
+    dream = make(gm, workspace, store_info.id)
+    assert DreamRunner(gm).run_pending() == 1  # no dream is left "running" by a runner that gave up
+    done = dreams_for(gm).get(workspace.id, dream.id)
+    assert done.status == "failed" and done.error_type == "internal_error"
+    assert "GITMEM_DREAMER" in (done.error_message or "")

@@ -13,7 +13,15 @@ from click.testing import CliRunner
 
 from gitmem import home as home_module
 from gitmem.catalog import Workspace
-from gitmem.errors import ArchivedStore, Conflict, InvalidRequest, LimitExceeded, NotFound, PermissionDenied
+from gitmem.errors import (
+    ArchivedStore,
+    AuthenticationFailed,
+    Conflict,
+    InvalidRequest,
+    LimitExceeded,
+    NotFound,
+    PermissionDenied,
+)
 from gitmem.home import Gitmem
 from gitmem.model import Actor
 from gitmem.tasks import (
@@ -515,3 +523,16 @@ def test_cli_workers_and_tasks(tmp_path: Path) -> None:
     refused = runner.invoke(main, ["--home", str(home), "tasks", "create", "--worker", worker_id,
                                    "--store", f"{ro}:write"])
     assert refused.exit_code == 1
+
+    # End: the token is refused, the task and its events stay; delete: both gone, the stores stay.
+    assert json.loads(run("tasks", "end", principal.task_id))["ended_at"]
+    with pytest.raises(AuthenticationFailed):
+        gm.catalog.authenticate(token)
+    assert len(tasks_for(gm).list_events(principal.task_id).items) == 2
+    assert run("tasks", "delete", principal.task_id).strip() == f"deleted {principal.task_id}"
+    with pytest.raises(NotFound):
+        tasks_for(gm).get_task(ws.id, principal.task_id)
+    assert tasks_for(gm).list_events(principal.task_id).items == []
+    assert gm.store(ws.id, ro).get_by_path("/rules.md").content == "be kind"
+    gone = runner.invoke(main, ["--home", str(home), "tasks", "delete", principal.task_id])
+    assert gone.exit_code == 1 and "not found" in gone.stderr

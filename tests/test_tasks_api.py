@@ -16,7 +16,9 @@ from typing import Any
 
 import httpx
 import pytest
+from fastapi.testclient import TestClient
 
+from api.app import Settings, create_app
 from gitmem.home import Gitmem
 from gitmem.tasks import tasks_for
 from tests.server import serve
@@ -331,3 +333,79 @@ def test_engine_and_http_share_one_catalog(live: Live, api: httpx.Client) -> Non
     # A worker made through the engine (as the CLI does) is served at once.
     worker = tasks_for(Gitmem.open(live.home)).create_worker(live.workspace_id, "from the CLI")
     assert ok(api.get(f"/v1/workers/{worker.id}"))["own_memory_store_id"] == worker.own_store_id
+
+
+# -- ending and deleting a task --------------------------------------------------------------------
+
+
+def in_process(home: Path, secret: str) -> TestClient:
+    """A second server process's view of the same data home: the app in this test's process."""
+    return TestClient(create_app(Gitmem.open(home), Settings(dream_runner=False)), headers={"x-api-key": secret})
+
+
+def test_end_task_kills_its_token_in_every_process(live: Live, api: httpx.Client) -> None:
+    store_id = new_store(api, "kept after the end")
+    worker = ok(api.post("/v1/workers", json={"name": "ender"}))
+    task = ok(api.post("/v1/tasks", json={"worker_id": worker["id"], "resources": [resource(store_id)]}))
+    own_store = worker["own_memory_store_id"]
+    with live.client(task["token"]) as as_task, in_process(live.home, task["token"]) as elsewhere:
+        ok(as_task.post(f"/v1/memory_stores/{store_id}/memories", json={"path": "/a.md", "content": "a\n"}))
+        ok(elsewhere.post(f"/v1/tasks/{task['id']}/events", json={"type": "agent.message"}))
+        assert task["ended_at"] is None
+
+        ended = ok(api.post(f"/v1/tasks/{task['id']}/end"))  # on the uvicorn process
+        assert ended["ended_at"] is not None and ended["id"] == task["id"] and ended["token"] is None
+        # Refused at once by both processes: the revocation is in the shared catalog.
+        refused(as_task.get(f"/v1/tasks/{task['id']}"), 401, "authentication_error")
+        refused(elsewhere.get(f"/v1/memory_stores/{store_id}/memories"), 401, "authentication_error")
+        refused(elsewhere.post(f"/v1/tasks/{task['id']}/events", json={"type": "x"}), 401, "authentication_error")
+
+    # Its writes and events stay; the stores are untouched.
+    assert ok(api.get(f"/v1/tasks/{task['id']}"))["ended_at"] == ended["ended_at"]
+    assert [e["type"] for e in ok(api.get(f"/v1/tasks/{task['id']}/events"))["data"]] == ["agent.message"]
+    versions = ok(api.get(f"/v1/memory_stores/{store_id}/memory_versions"))["data"]
+    assert [v["created_by"] for v in versions] == [{"type": "session_actor", "session_id": task["id"]}]
+    assert ok(api.get(f"/v1/memory_stores/{own_store}"))["archived_at"] is None
+    assert ok(api.post(f"/v1/tasks/{task['id']}/end"))["ended_at"] == ended["ended_at"]  # again: no change
+
+
+def test_a_task_may_end_itself_but_not_delete(live: Live, api: httpx.Client) -> None:
+    worker = ok(api.post("/v1/workers", json={"name": "self-ender"}))
+    task = ok(api.post("/v1/tasks", json={"worker_id": worker["id"]}))
+    other = ok(api.post("/v1/tasks", json={"worker_id": worker["id"]}))
+    with live.client(task["token"]) as as_task:
+        refused(as_task.post(f"/v1/tasks/{other['id']}/end"), 404, "not_found_error")
+        refused(as_task.delete(f"/v1/tasks/{task['id']}"), 403, "permission_error")
+        assert ok(as_task.post(f"/v1/tasks/{task['id']}/end"))["ended_at"] is not None
+        refused(as_task.get(f"/v1/tasks/{task['id']}"), 401, "authentication_error")
+    with live.client(live.reader) as reader:
+        refused(reader.post(f"/v1/tasks/{other['id']}/end"), 403, "permission_error")
+        refused(reader.delete(f"/v1/tasks/{other['id']}"), 403, "permission_error")
+    with live.client(live.other) as stranger:
+        refused(stranger.post(f"/v1/tasks/{other['id']}/end"), 404, "not_found_error")
+        refused(stranger.delete(f"/v1/tasks/{other['id']}"), 404, "not_found_error")
+    assert ok(api.get(f"/v1/tasks/{other['id']}"))["ended_at"] is None
+
+
+def test_delete_task_removes_it_and_its_events_not_its_versions(live: Live, api: httpx.Client) -> None:
+    store_id = new_store(api, "outlives its task")
+    worker = ok(api.post("/v1/workers", json={"name": "deleter"}))
+    task = ok(api.post("/v1/tasks", json={"worker_id": worker["id"], "resources": [resource(store_id)]}))
+    with live.client(task["token"]) as as_task:
+        ok(as_task.post(f"/v1/memory_stores/{store_id}/memories", json={"path": "/kept.md", "content": "k\n"}))
+        ok(as_task.post(f"/v1/memory_stores/{worker['own_memory_store_id']}/memories",
+                        json={"path": "/own.md", "content": "o\n"}))
+        ok(as_task.post(f"/v1/tasks/{task['id']}/events", json={"type": "agent.message"}))
+        assert ok(api.delete(f"/v1/tasks/{task['id']}")) == {"id": task["id"], "type": "task_deleted"}
+        refused(as_task.get(f"/v1/memory_stores/{store_id}/memories"), 401, "authentication_error")
+    refused(api.get(f"/v1/tasks/{task['id']}"), 404, "not_found_error")
+    refused(api.get(f"/v1/tasks/{task['id']}/events"), 404, "not_found_error")
+    refused(api.delete(f"/v1/tasks/{task['id']}"), 404, "not_found_error")
+    assert task["id"] not in [t["id"] for t in ok(api.get("/v1/tasks", params={"limit": 100}))["data"]]
+    gm = Gitmem.open(live.home)
+    assert tasks_for(gm).list_events(task["id"]).items == []
+    # The versions keep the task's id; the worker and its own store are untouched.
+    for sid in (store_id, worker["own_memory_store_id"]):
+        versions = ok(api.get(f"/v1/memory_stores/{sid}/memory_versions"))["data"]
+        assert [v["created_by"]["session_id"] for v in versions] == [task["id"]]
+    assert ok(api.get(f"/v1/workers/{worker['id']}"))["own_memory_store_id"] == worker["own_memory_store_id"]

@@ -1,7 +1,8 @@
-"""``/v1/tasks``: create (with its token, shown once), list, retrieve, the memory view, events.
+"""``/v1/tasks``: create (with its token, shown once), list, retrieve, end, delete, the memory view, events.
 
 A task's stores are frozen when it is made. Its token reads its own task, its memory view and its
-events, and may append events; it cannot create or list tasks, and another task is 404 to it.
+events, and may append events; it cannot create, list or delete tasks, and another task is 404 to it.
+It may end its own task (its token then stops working).
 """
 
 from __future__ import annotations
@@ -10,7 +11,16 @@ from fastapi import APIRouter, Query
 
 from api.deps import Caller, Engine
 from api.schemas import ERROR_RESPONSES
-from api.schemas_tasks import Task, TaskCreate, TaskEvent, TaskEventCreate, TaskEventList, TaskList, TaskMemory
+from api.schemas_tasks import (
+    DeletedTask,
+    Task,
+    TaskCreate,
+    TaskEvent,
+    TaskEventCreate,
+    TaskEventList,
+    TaskList,
+    TaskMemory,
+)
 from gitmem.catalog import Principal
 from gitmem.errors import NotFound
 from gitmem.home import Gitmem
@@ -56,6 +66,19 @@ def list_tasks(
 def retrieve_task(task_id: str, principal: Caller, gm: Engine) -> Task:
     _own_task(gm, principal, task_id)
     return Task.of(tasks_for(gm).get_task(principal.workspace_id, task_id))
+
+
+@router.post("/{task_id}/end", response_model=Task, summary="End a task: its token stops working at once")
+def end_task(task_id: str, principal: Caller, gm: Engine) -> Task:
+    _own_task(gm, principal, task_id)
+    return Task.of(tasks_for(gm).end_task(principal.workspace_id, task_id))
+
+
+@router.delete("/{task_id}", response_model=DeletedTask, summary="Delete a task and its events")
+def delete_task(task_id: str, principal: Caller, gm: Engine) -> DeletedTask:
+    refuse_task(principal, "delete tasks")
+    tasks_for(gm).delete_task(principal.workspace_id, task_id)
+    return DeletedTask(id=task_id)
 
 
 @router.get("/{task_id}/memory", response_model=TaskMemory, summary="The task's store folders and memory section")

@@ -23,6 +23,8 @@ COMMAND_MODULES = [
     "gitmem.cli.profiles",
     "gitmem.cli.prune",
     "gitmem.cli.dreams",
+    "gitmem.cli.find",
+    "gitmem.cli.mcp",
 ]
 
 for _module in COMMAND_MODULES:

@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-import os
-
 import click
 
 from gitmem.cli.base import Context, emit_json, main, pass_context, refusals, table, workspace_option
 from gitmem.clock import iso
-from gitmem.dreams import MAX_PAGE, STATUSES, Dream, dreams_for
+from gitmem.dreams import MAX_PAGE, STATUSES, Dream, dreams_for, runner_id
 from gitmem.tidier import dreamer_from_env
 
 
 def dream_json(dream: Dream) -> dict[str, object]:
-    """The same shape as the API's (and the SDK's ``BetaDream``)."""
+    """The same shape as the API's: the SDK's ``BetaDream`` (the tasks it reads are ``sessions``)."""
     inputs: list[dict[str, object]] = [{"type": "memory_store", "memory_store_id": dream.input_store_id}]
-    if dream.tasks_kind == "tasks":
-        inputs.append({"type": "tasks", "task_ids": list(dream.task_ids)})
-    elif dream.tasks_kind is not None:
+    if dream.task_ids:
         inputs.append({"type": "sessions", "session_ids": list(dream.task_ids)})
     behavior: dict[str, object] = {"type": dream.output_behavior}
     if dream.output_behavior == "update_existing":
@@ -31,7 +27,7 @@ def dream_json(dream: Dream) -> dict[str, object]:
         "usage": dream.usage.as_dict(),
         "error": {"type": dream.error_type, "message": dream.error_message or ""}
         if dream.status == "failed" and dream.error_type else None,
-        "session_id": dream.task_id, "task_id": dream.task_id,
+        "session_id": dream.task_id,
         "created_at": iso(dream.created_at), "ended_at": iso(dream.ended_at) if dream.ended_at else None,
         "archived_at": iso(dream.archived_at) if dream.archived_at else None,
     }
@@ -65,7 +61,7 @@ def dream_create(ctx: Context, store_id: str, model: str, task_ids: tuple[str, .
     dreams = dreams_for(ctx.gm)
     dream = dreams.create(ctx.workspace_id(workspace), inputs, model, instructions=instructions,
                           output_behavior=behavior)
-    if run_now and dreams.claim(dream.id, f"cli-{os.getpid()}"):
+    if run_now and dreams.claim(dream.id, runner_id()):
         dream = dreams.run(dream.id, dreamer_from_env())
     if as_json:
         emit_json(dream_json(dream))

@@ -9,7 +9,7 @@ import click
 from gitmem.cli.base import Context, emit_json, main, pass_context, refusals, table, workspace_option
 from gitmem.clock import iso
 from gitmem.errors import NotFound
-from gitmem.model import MemoryPrefix
+from gitmem.model import SERVICE_ACCOUNT, Actor, MemoryPrefix
 
 
 @main.group("note")
@@ -116,10 +116,20 @@ def versions(ctx: Context, store_id: str, memory_id: str | None, operation: str 
 @main.command("redact")
 @click.argument("store_id")
 @click.argument("version_id")
+@click.option("--as", "as_user", default=None, metavar="USER_ID",
+              help="Name this user (of the workspace) as the redactor; by default, the gitmem service.")
 @workspace_option
 @pass_context
 @refusals
-def redact(ctx: Context, store_id: str, version_id: str, workspace: str | None) -> None:
-    """Erase a version's path and content from every commit (it keeps its id, author and time)."""
-    version = ctx.gm.store(ctx.workspace_id(workspace), store_id).redact(version_id)
+def redact(ctx: Context, store_id: str, version_id: str, as_user: str | None, workspace: str | None) -> None:
+    """Erase a version's path and content from every commit (it keeps its id, author and time). The
+    redaction names who made it: the service (``svac_gitmem``), or the user given with --as."""
+    workspace_id = ctx.workspace_id(workspace)
+    actor = SERVICE_ACCOUNT
+    if as_user is not None:
+        user = ctx.gm.catalog.credential(as_user)
+        if user.kind != "user" or user.workspace_id != workspace_id:
+            raise NotFound(f"user {as_user} not found")
+        actor = Actor("user_actor", user.id)
+    version = ctx.gm.store(workspace_id, store_id).redact(version_id, actor=actor)
     click.echo(f"redacted {version.id} at {iso(version.redacted_at)}" if version.redacted_at else version.id)

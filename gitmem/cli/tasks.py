@@ -1,4 +1,4 @@
-"""``gitmem workers create|show`` and ``gitmem tasks create|show|memory|events``."""
+"""``gitmem workers create|show`` and ``gitmem tasks create|show|end|delete|memory|events``."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ def _worker_json(worker: Worker) -> dict[str, object]:
 def _task_json(task: Task, token: str | None = None) -> dict[str, object]:
     out: dict[str, object] = {
         "id": task.id, "type": "task", "worker_id": task.worker_id, "created_at": iso(task.created_at),
+        "ended_at": iso(task.ended_at) if task.ended_at else None,
         "resources": [{"type": "memory_store", "memory_store_id": s.store_id, "name": s.name,
                        "description": s.description, "access": s.access, "instructions": s.instructions or None,
                        "mount_path": task.mount_path(s), "own": s.own} for s in task.stores],
@@ -118,6 +119,27 @@ def task_create(ctx: Context, worker_id: str, stores: tuple[str, ...], instructi
 def task_show(ctx: Context, task_id: str, workspace: str | None) -> None:
     """Show a task and its frozen stores with their folders."""
     emit_json(_task_json(tasks_for(ctx.gm).get_task(ctx.workspace_id(workspace), task_id)))
+
+
+@tasks_group.command("end")
+@click.argument("task_id")
+@workspace_option
+@pass_context
+@refusals
+def task_end(ctx: Context, task_id: str, workspace: str | None) -> None:
+    """End a task: its token stops working at once (on running servers too); its writes and events stay."""
+    emit_json(_task_json(tasks_for(ctx.gm).end_task(ctx.workspace_id(workspace), task_id)))
+
+
+@tasks_group.command("delete")
+@click.argument("task_id")
+@workspace_option
+@pass_context
+@refusals
+def task_delete(ctx: Context, task_id: str, workspace: str | None) -> None:
+    """Delete a task, its token and its events; the versions it wrote keep its id."""
+    tasks_for(ctx.gm).delete_task(ctx.workspace_id(workspace), task_id)
+    click.echo(f"deleted {task_id}")
 
 
 @tasks_group.command("memory")
