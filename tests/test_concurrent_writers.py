@@ -23,11 +23,11 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # argv: home workspace fsync rounds threads store_id... ; thread t of process p writes into store t % n.
 WORKER = """
 import sys, threading
-from gitmem import store as store_module
+from gitmem import maintenance
 from gitmem.errors import PreconditionFailed
 from gitmem.home import Gitmem
 
-store_module.PACK_EVERY_WRITES = 10**9  # no background repack deleting packs under the checks' git fsck
+maintenance.after_write = lambda *args, **kwargs: None  # no background repack under the checks' git fsck
 
 home, workspace_id, fsync, me, rounds, threads, *store_ids = sys.argv[1:]
 me, rounds, threads = int(me), int(rounds), int(threads)
