@@ -12,13 +12,19 @@ from pathlib import Path
 
 import pytest
 
-from gitmem import repository
+from gitmem import maintenance, repository
 from gitmem.commits import parse_message
 from gitmem.errors import GitmemError, PathConflict, PreconditionFailed
 from gitmem.fsck import check_store
 from gitmem.group_commit import committer_for
 from gitmem.store import MemoryStore
 from tests.conftest import assert_fsck_clean, index_snapshot
+
+
+@pytest.fixture(autouse=True)
+def no_background_packing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests count and read the packs that batches write: no packer may roll them up meanwhile."""
+    monkeypatch.setattr(maintenance, "after_write", lambda *args, **kwargs: None)
 
 
 def packs(store: MemoryStore) -> set[str]:
