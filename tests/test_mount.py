@@ -444,6 +444,6 @@ def test_the_mount_is_client_side() -> None:
     loaded = set(out.split())
     assert loaded >= {"gitmem.mount", "gitmem.mount_folder", "gitmem.debounce", "gitmem.sync", "gitmem.sync_pull"}
     allowed = {"gitmem", "gitmem.bank_remote", "gitmem.debounce", "gitmem.errors", "gitmem.merge", "gitmem.model",
-               "gitmem.mount", "gitmem.mount_folder", "gitmem.paths", "gitmem.policy", "gitmem.remote", "gitmem.settings",
-               "gitmem.sync", "gitmem.sync_pull"}
+               "gitmem.mount", "gitmem.mount_folder", "gitmem.paths", "gitmem.policy", "gitmem.remote",
+               "gitmem.settings", "gitmem.sync", "gitmem.sync_pull"}
     assert loaded - allowed == set()
