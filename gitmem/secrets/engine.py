@@ -28,10 +28,13 @@ Locator = Callable[[str, int, int, int], "tuple[int | None, int]"]
 
 # (text, floor) -> offsets of every secret the rule finds from the floor on: one linear pass.
 Sweeper = Callable[[str, int], Iterator[int]]
-# A rule woken more often than this in one note (hostile input, or a note of hundreds of "login")
-# stops searching windows and sweeps the rest of the note once instead: either way each character is
-# looked at a bounded number of times, and padding with triggers cannot hide a secret.
-WINDOWED_WAKES = 16
+# A rule whose windows have added up to more characters than the note holds (hostile input, or a
+# note of hundreds of "login") stops searching windows and sweeps the rest of the note once instead:
+# either way each character is searched at most about twice, and padding with triggers cannot hide a
+# secret. Counting characters rather than wakes matters: a sweep of 100 KB with a pattern that has no
+# literal prefix costs a millisecond or two, thirty windows of 300 characters a twentieth of that.
+# A wake's own Python counts as this many characters searched.
+WAKE_COST = 200
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,7 @@ class Rule:
     triggers: tuple[str, ...]
     locate: Locator = field(compare=False)
     sweep: Sweeper | None = field(default=None, compare=False)
+    window: int = 0  # characters a locate searches, at most (for a rule with a sweep)
     # A regular expression that must match (in the lower-cased note) where a trigger starts: a
     # keyword counts only where a value can follow it ("password:", "token is"), so prose about
     # passwords costs one C-level check per mention.
@@ -71,7 +75,7 @@ def regex_rule(rule_id: str, kind: str, triggers: Iterable[str], pattern: str, *
             if accept is None or accept(match):
                 yield match.start()
 
-    return Rule(rule_id, kind, tuple(t.lower() for t in triggers), locate, sweep, anchor)
+    return Rule(rule_id, kind, tuple(t.lower() for t in triggers), locate, sweep, back + ahead, anchor)
 
 
 _Trie = dict[str, "_Trie"]
@@ -159,7 +163,7 @@ class Scanner:
         """Secrets found, in the order their triggers appear (a rule reports a given offset once)."""
         seen: set[tuple[str, int]] = set()
         floors: dict[str, int] = {}
-        wakes: dict[str, int] = {}
+        searched: dict[str, int] = {}  # characters each rule's windows have searched so far
         swept: set[str] = set()
         lowered = _lower_same_length(text)
         for last, (length, plan) in self._trigger_hits(lowered):
@@ -170,8 +174,8 @@ class Scanner:
                 for rule in rules:
                     if rule.id in swept:
                         continue
-                    wakes[rule.id] = wakes.get(rule.id, 0) + 1
-                    if rule.sweep is not None and wakes[rule.id] > WINDOWED_WAKES:
+                    searched[rule.id] = searched.get(rule.id, 0) + rule.window + WAKE_COST
+                    if rule.sweep is not None and searched[rule.id] > len(text):
                         swept.add(rule.id)
                         offsets: Iterable[int] = rule.sweep(text, floors.get(rule.id, 0))
                     else:
