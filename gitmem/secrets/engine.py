@@ -59,9 +59,18 @@ def regex_rule(rule_id: str, kind: str, triggers: Iterable[str], pattern: str, *
     ``accept`` judges a match (a placeholder body, a value that is only a reference); a match it
     rejects does not count. ``longest`` bounds a match's length (``back + ahead`` unless given):
     the next search may start that far before this one's end.
+
+    With ``back=0`` every match must start where one of the triggers does (``AKIA…`` at ``akia``):
+    the pattern is then tried at the trigger only. Searching on through the window would find only
+    matches that their own triggers wake anyway, and a failed search of a 2,000-character window
+    costs more than everything else done for the trigger.
     """
     compiled = re.compile(pattern, flags)
     overlap = back + ahead if longest is None else longest
+
+    def locate_at_trigger(text: str, start: int, end: int, floor: int) -> tuple[int | None, int]:
+        match = compiled.match(text, start, min(len(text), end + ahead))
+        return (start if match is not None and (accept is None or accept(match)) else None), floor
 
     def locate(text: str, start: int, end: int, floor: int) -> tuple[int | None, int]:
         window_end = min(len(text), end + ahead)
@@ -75,7 +84,8 @@ def regex_rule(rule_id: str, kind: str, triggers: Iterable[str], pattern: str, *
             if accept is None or accept(match):
                 yield match.start()
 
-    return Rule(rule_id, kind, tuple(t.lower() for t in triggers), locate, sweep, back + ahead, anchor)
+    return Rule(rule_id, kind, tuple(t.lower() for t in triggers), locate_at_trigger if back == 0 else locate,
+                sweep, back + ahead, anchor)
 
 
 _Trie = dict[str, "_Trie"]
@@ -130,32 +140,36 @@ class Scanner:
         for rule in self.rules:
             for trigger in rule.triggers:
                 by_trigger.setdefault(trigger, []).append(rule)
-        # The trie regex reports the longest trigger at a position; a shorter trigger inside it
-        # ("token" in "access_token$") must still wake its rules.
         compiled = {a: re.compile(a) for a in {rule.anchor for rule in self.rules if rule.anchor is not None}}
         self._plans: dict[str, tuple[int, _Plan]] = {}
-        for trigger in by_trigger:
-            woken = {r.id: r for t, rs in by_trigger.items() if t in trigger for r in rs}.values()
+        for trigger, rules_of_trigger in by_trigger.items():
             groups: dict[str | None, list[Rule]] = {}
-            for rule in woken:
+            for rule in rules_of_trigger:
                 groups.setdefault(rule.anchor, []).append(rule)
             plan = tuple((None if a is None else compiled[a], tuple(rs)) for a, rs in groups.items())
             self._plans[trigger] = (len(trigger), plan)
         self._automaton = None
         self._triggers = None
         if ahocorasick is not None:
+            # The automaton reports every trigger, also one inside another ("token" in "access_token$").
             self._automaton = ahocorasick.Automaton()
             for trigger, plan_of_trigger in self._plans.items():
                 self._automaton.add_word(trigger, plan_of_trigger)
             self._automaton.make_automaton()
         else:
+            # The trie regex reports only the longest trigger at a position: the shorter triggers
+            # inside it are reported with it, each where it ends.
             self._triggers = re.compile(_trie_pattern(by_trigger))
+            self._inside = {longer: sorted((at + len(t) - 1, t) for t in by_trigger
+                                           for at in range(len(longer)) if longer.startswith(t, at))
+                            for longer in by_trigger}
 
     def _trigger_hits(self, lowered: str) -> Iterator[tuple[int, tuple[int, _Plan]]]:
         """(index of a trigger's last character, (its length, its plan)) for every trigger in the note."""
         if self._triggers is not None:
             for match in self._triggers.finditer(lowered):
-                yield match.end() - 1, self._plans[match.group()]
+                for last, trigger in self._inside[match.group()]:
+                    yield match.start() + last, self._plans[trigger]
         elif self._automaton is not None and self._plans:
             yield from self._automaton.iter(lowered)
 
