@@ -78,9 +78,9 @@ def test_a_vendor_finding_is_named_before_the_keyword_on_its_line() -> None:
     assert finding is not None and finding.rule_id == "aws-access-key-id"
 
 
-def test_without_pyahocorasick_the_trie_regex_finds_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_ahocorasick_rs_the_trie_regex_finds_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
     fast = engine.Scanner(RULES)
-    monkeypatch.setattr(engine, "ahocorasick", None)
+    monkeypatch.setattr(engine, "ahocorasick_rs", None)
     slow = engine.Scanner(RULES)
     for _, text in POSITIVES + NEGATIVES:
         # The same rules fire (an offset may differ by where overlapping triggers woke them).
