@@ -151,7 +151,7 @@ class Scanner:
                 groups.setdefault(rule.anchor, []).append(rule)
             plan = tuple((None if a is None else compiled[a], tuple(rs)) for a, rs in groups.items())
             self._plans[trigger] = (len(trigger), plan)
-        self._by_index = tuple(self._plans.values())
+        self._by_index = tuple(plan for _, plan in self._plans.values())
         self._automaton = None
         self._triggers = None
         if ahocorasick_rs is not None and self._plans:
@@ -162,20 +162,18 @@ class Scanner:
             # The trie regex reports only the longest trigger at a position: the shorter triggers
             # inside it are reported with it, each where it starts.
             self._triggers = re.compile(_trie_pattern(by_trigger) or "(?!)")
-            self._inside = {longer: [(at, self._plans[t]) for at in range(len(longer)) for t in by_trigger
+            index = {trigger: i for i, trigger in enumerate(self._plans)}
+            self._inside = {longer: [(index[t], at, at + len(t)) for at in range(len(longer)) for t in by_trigger
                                      if longer.startswith(t, at)]
                             for longer in by_trigger}
 
-    def _trigger_hits(self, lowered: str) -> Iterator[tuple[int, tuple[int, _Plan]]]:
-        """(where a trigger starts, (its length, its plan)) for every trigger in the note."""
+    def _trigger_hits(self, lowered: str) -> list[tuple[int, int, int]]:
+        """(plan index, start, end) of every trigger in the note."""
         if self._automaton is not None:
-            by_index = self._by_index
-            for index, start, _ in self._automaton.find_matches_as_indexes(lowered, overlapping=True):
-                yield start, by_index[index]
-        elif self._triggers is not None:
-            for match in self._triggers.finditer(lowered):
-                for at, plan in self._inside[match.group()]:
-                    yield match.start() + at, plan
+            return self._automaton.find_matches_as_indexes(lowered, overlapping=True)  # type: ignore[no-any-return]
+        assert self._triggers is not None
+        return [(i, match.start() + start, match.start() + end) for match in self._triggers.finditer(lowered)
+                for i, start, end in self._inside[match.group()]]
 
     def hits(self, text: str) -> Iterator[Hit]:
         """Secrets found, in the order their triggers appear (a rule reports a given offset once)."""
@@ -184,22 +182,23 @@ class Scanner:
         searched: dict[str, int] = {}  # characters each rule's windows have searched so far
         swept: set[str] = set()
         lowered = lowered_ascii(text)
-        for start, (length, plan) in self._trigger_hits(lowered):
-            end = start + length
-            for anchor, rules in plan:
+        by_index, size = self._by_index, len(text)
+        for index, start, end in self._trigger_hits(lowered):
+            for anchor, rules in by_index[index]:
                 if anchor is not None and anchor.match(lowered, start) is None:
                     continue
                 for rule in rules:
                     if rule.id in swept:
                         continue
-                    searched[rule.id] = searched.get(rule.id, 0) + rule.window + WAKE_COST
-                    if rule.sweep is not None and searched[rule.id] > len(text):
-                        swept.add(rule.id)
-                        offsets: Iterable[int] = rule.sweep(text, floors.get(rule.id, 0))
-                    else:
-                        offset, floors[rule.id] = rule.locate(text, start, end, floors.get(rule.id, 0))
-                        offsets = () if offset is None else (offset,)
-                    for offset in offsets:
-                        if (rule.id, offset) not in seen:
-                            seen.add((rule.id, offset))
-                            yield Hit(rule, offset)
+                    floor = floors.get(rule.id, 0)
+                    if rule.sweep is not None:
+                        searched[rule.id] = spent = searched.get(rule.id, 0) + rule.window + WAKE_COST
+                        if spent > size:
+                            swept.add(rule.id)
+                            yield from (Hit(rule, offset) for offset in rule.sweep(text, floor)
+                                        if (rule.id, offset) not in seen)
+                            continue
+                    offset, floors[rule.id] = rule.locate(text, start, end, floor)
+                    if offset is not None and (rule.id, offset) not in seen:
+                        seen.add((rule.id, offset))
+                        yield Hit(rule, offset)
