@@ -167,7 +167,7 @@ class Scanner:
                                      if longer.startswith(t, at)]
                             for longer in by_trigger}
 
-    def _trigger_hits(self, lowered: str) -> list[tuple[int, int, int]]:
+    def trigger_hits(self, lowered: str) -> list[tuple[int, int, int]]:
         """(plan index, start, end) of every trigger in the note."""
         if self._automaton is not None:
             return self._automaton.find_matches_as_indexes(lowered, overlapping=True)  # type: ignore[no-any-return]
@@ -183,7 +183,7 @@ class Scanner:
         swept: set[str] = set()
         lowered = lowered_ascii(text)
         by_index, size = self._by_index, len(text)
-        for index, start, end in self._trigger_hits(lowered):
+        for index, start, end in self.trigger_hits(lowered):
             for anchor, rules in by_index[index]:
                 if anchor is not None and anchor.match(lowered, start) is None:
                     continue
