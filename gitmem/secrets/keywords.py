@@ -107,7 +107,7 @@ def _read_key(text: str, start: int) -> _Reading:
     flag = text.startswith("-", key_start)
     key = text[key_start:key_end].lstrip("-.")
     family = key_family(key)
-    if family is None:  # prose names a secret in two words: "the API key is ..."
+    if family is None and text[key_start - 1:key_start] in (" ", "\t"):  # prose: "the API key is ..."
         qualifier = _QUALIFIER_BEFORE.search(text, max(0, key_start - 24), key_start)
         if qualifier is not None:
             family = key_family(f"{qualifier[1]}_{key}")
