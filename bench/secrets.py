@@ -22,10 +22,11 @@ import random
 import re
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from gitmem.secrets import SecretDetector, _scanner
-from gitmem.secrets.engine import lowered_ascii
+from gitmem.secrets.engine import Scanner, lowered_ascii
 from gitmem.secrets.values import words
 from tests.secrets_corpus import load
 
@@ -50,7 +51,8 @@ PROSE_WORDS = words("the of and to in is that for it as was with be by on not he
 
 
 def _repeat_to(parts: list[str], size: int) -> str:
-    text, i = [], 0
+    text: list[str] = []
+    i = 0
     while sum(map(len, text)) < size:
         text.append(parts[i % len(parts)] + "\n\n")
         i += 1
@@ -90,15 +92,24 @@ def _python_loop() -> None:
         pass
 
 
+def _first_pass(scanner: Scanner, text: str) -> None:
+    scanner.trigger_hits(lowered_ascii(text))
+
+
+def _old_filters(text: str) -> None:
+    for pattern in _OLD_FILTERS:
+        pattern.search(text)
+
+
 def run(size: int, rounds: int) -> list[tuple[str, float, float, float, float]]:
     detector = SecretDetector()
     scanner = _scanner(detector.allow)
     rows = []
     for name, text in notes(size).items():
-        ours = _best_ms(lambda t=text: detector.findings(t), rounds)
-        literal = _best_ms(lambda t=text: _LITERAL.search(t), rounds)
-        triggers = _best_ms(lambda t=text: scanner.trigger_hits(lowered_ascii(t)), rounds)
-        old = _best_ms(lambda t=text: [p.search(t) for p in _OLD_FILTERS], rounds)
+        ours = _best_ms(partial(detector.findings, text), rounds)
+        literal = _best_ms(partial(_LITERAL.search, text), rounds)
+        triggers = _best_ms(partial(_first_pass, scanner, text), rounds)
+        old = _best_ms(partial(_old_filters, text), rounds)
         rows.append((name, ours, literal, triggers, old))
     return rows
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 try:
     import ahocorasick_rs
 except ImportError:  # pragma: no cover - the trie regex below does the same, slower
-    ahocorasick_rs = None
+    ahocorasick_rs = None  # type: ignore[assignment]
 
 # (text, hit start, hit end, floor) -> (offset of a secret found near the hit or None, next floor).
 # The floor is where the rule's previous search left off: a rule woken many times in a row (a note
@@ -170,7 +170,7 @@ class Scanner:
     def trigger_hits(self, lowered: str) -> list[tuple[int, int, int]]:
         """(plan index, start, end) of every trigger in the note."""
         if self._automaton is not None:
-            return self._automaton.find_matches_as_indexes(lowered, overlapping=True)  # type: ignore[no-any-return]
+            return self._automaton.find_matches_as_indexes(lowered, overlapping=True)
         assert self._triggers is not None
         return [(i, match.start() + start, match.start() + end) for match in self._triggers.finditer(lowered)
                 for i, start, end in self._inside[match.group()]]
