@@ -117,7 +117,8 @@ def lowered_ascii(text: str) -> str:
     """The note lower-cased, every non-ASCII character a ``?``: triggers and anchors are ASCII.
 
     The offsets stay those of the note (``İ``.lower() would add a character), and lower-casing ASCII
-    is a third of the cost of lower-casing Unicode.
+    is a third of the cost of lower-casing Unicode. An anchor reads a non-ASCII space as a ``?``, so
+    it may pass where it would not have (the rule then reads the note itself), never the reverse.
     """
     if text.isascii():
         return text.lower()
@@ -144,14 +145,13 @@ class Scanner:
             for trigger in rule.triggers:
                 by_trigger.setdefault(trigger, []).append(rule)
         compiled = {a: re.compile(a) for a in {rule.anchor for rule in self.rules if rule.anchor is not None}}
-        self._plans: dict[str, tuple[int, _Plan]] = {}
+        self._plans: dict[str, _Plan] = {}
         for trigger, rules_of_trigger in by_trigger.items():
             groups: dict[str | None, list[Rule]] = {}
             for rule in rules_of_trigger:
                 groups.setdefault(rule.anchor, []).append(rule)
-            plan = tuple((None if a is None else compiled[a], tuple(rs)) for a, rs in groups.items())
-            self._plans[trigger] = (len(trigger), plan)
-        self._by_index = tuple(plan for _, plan in self._plans.values())
+            self._plans[trigger] = tuple((None if a is None else compiled[a], tuple(rs)) for a, rs in groups.items())
+        self._by_index = tuple(self._plans.values())
         self._automaton = None
         self._triggers = None
         if ahocorasick_rs is not None and self._plans:
