@@ -1,5 +1,5 @@
-"""The official SDK against a real gitmem server: every method of client.beta.memory_stores,
-.memories and .memory_versions, over real uvicorn, SQLite and Git."""
+"""The official SDK against gitmem: every method of client.beta.memory_stores, .memories and
+.memory_versions, over the real app (served in this process), SQLite and Git."""
 
 from __future__ import annotations
 
@@ -21,38 +21,34 @@ from anthropic.types.beta.memory_stores import (
 
 from gitmem.home import Gitmem
 from gitmem.tasks import tasks_for
-from tests.server import serve
+from tests.conftest import InProcess, TestHome, in_process
 
 
 @dataclass(frozen=True)
 class Live:
-    base_url: str
-    home: Path
-    admin_key_id: str
-    admin: str
-    reader: str
-    other_workspace: str
-    user_id: str
-    user: str
+    server: InProcess
+    test_home: TestHome
+
+    def __getattr__(self, name: str) -> str:  # the home's keys and ids: live.admin, live.reader, ...
+        return getattr(self.test_home, name)
+
+    @property
+    def home(self) -> Path:
+        return self.test_home.path
+
+    @property
+    def other_workspace(self) -> str:
+        return self.test_home.other
 
     def client(self, secret: str | None = None, **kwargs: object) -> anthropic.Anthropic:
-        # No retries: a retry would hide a wrong status or a missing x-should-retry.
-        return anthropic.Anthropic(api_key=secret or self.admin, base_url=self.base_url, max_retries=0,
-                                   **kwargs)  # type: ignore[arg-type]
+        return self.server.sdk(secret or self.test_home.admin, **kwargs)
 
 
 @pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
-    home = tmp_path_factory.mktemp("gitmem-home")
-    gm = Gitmem.open(home)
-    ws = gm.catalog.create_workspace("alpha")
-    admin_key, admin = gm.catalog.create_api_key(ws.id, "admin", role="admin")
-    _, reader = gm.catalog.create_api_key(ws.id, "reader", role="read-only")
-    user, user_token = gm.catalog.create_user(ws.id, "sam")
-    other = gm.catalog.create_workspace("beta")
-    _, other_secret = gm.catalog.create_api_key(other.id, "admin")
-    with serve(home) as base_url:
-        yield Live(base_url, home, admin_key.id, admin, reader, other_secret, user.id, user_token)
+def live(test_home) -> Iterator[Live]:
+    home = test_home("gitmem-home")
+    with in_process(home.path) as server:
+        yield Live(server, home)
 
 
 @pytest.fixture
