@@ -20,6 +20,9 @@ from gitmem.home import Gitmem
 from gitmem.tasks import tasks_for
 from tests.server import serve
 
+# The real git client against a real uvicorn: the network is the point.
+pytestmark = pytest.mark.slow
+
 
 @dataclass(frozen=True)
 class Site:

@@ -29,6 +29,9 @@ from gitmem.home import Gitmem
 from gitmem.tasks import tasks_for
 from tests.server import REPO_ROOT, serve
 
+# MCP over real HTTP (a live uvicorn) and the stdio bridge in a subprocess.
+pytestmark = pytest.mark.slow
+
 TOOLS = {"view", "create", "str_replace", "insert", "delete", "rename", "search", "history", "diff", "restore",
          "list_stores"}
 
