@@ -11,7 +11,7 @@ tests share (two workspaces, their keys, a user); :func:`in_process` serves a ho
 on it. A real uvicorn (tests/server.py) is kept for the few tests where the network itself matters.
 
 Hypothesis runs the ``ci`` profile (moderate example counts, no deadline: the machine is shared);
-``HYPOTHESIS_PROFILE=thorough`` runs ten times more examples.
+``HYPOTHESIS_PROFILE=thorough`` runs ten times more examples in the tests that set no count of their own.
 """
 
 from __future__ import annotations

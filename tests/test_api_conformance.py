@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,7 +45,7 @@ class Live:
 
 
 @pytest.fixture(scope="module")
-def live(test_home) -> Iterator[Live]:
+def live(test_home: Callable[..., TestHome]) -> Iterator[Live]:
     home = test_home("gitmem-home")
     with in_process(home.path) as server:
         yield Live(server, home)

@@ -5,7 +5,7 @@ stores refuse them with 403, stores outside its list are 404).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from api.app import Settings, create_app
 from gitmem.home import Gitmem
 from gitmem.tasks import tasks_for
-from tests.conftest import InProcess, in_process
+from tests.conftest import InProcess, TestHome, in_process
 
 # -- fixtures --------------------------------------------------------------------------------------
 
@@ -36,7 +36,7 @@ class Live:
 
 
 @pytest.fixture(scope="module")
-def live(test_home) -> Iterator[Live]:
+def live(test_home: Callable[..., TestHome]) -> Iterator[Live]:
     home = test_home("tasks-home")
     with in_process(home.path) as server:
         yield Live(server, home.path, home.workspace_id, home.admin, home.reader, home.other)
