@@ -297,16 +297,16 @@ def test_list_depth_and_prefix(client: anthropic.Anthropic, store_id: str) -> No
     assert all(i.content is None for i in basic if i.type == "memory")
 
 
-def test_paging_through_250_notes(client: anthropic.Anthropic, store_id: str) -> None:
+def test_paging_through_130_notes(client: anthropic.Anthropic, store_id: str) -> None:
     memories = client.beta.memory_stores.memories
-    paths = {f"/bulk/{i:03d}.md" for i in range(250)}
+    paths = {f"/bulk/{i:03d}.md" for i in range(130)}  # two pages of 100, seven of 20 with view=full
     for path in sorted(paths):
         memories.create(store_id, path=path, content=path)
 
     first = memories.list(store_id, limit=100)
     assert len(first.data) == 100 and first.next_page
     seen = [item.path for item in memories.list(store_id, limit=100)]
-    assert len(seen) == 250 and set(seen) == paths
+    assert len(seen) == 130 and set(seen) == paths
 
     assert {i.path for i in memories.list(store_id, limit=1000).data} == paths  # one page of up to 1000
 
@@ -314,7 +314,7 @@ def test_paging_through_250_notes(client: anthropic.Anthropic, store_id: str) ->
     full_page = memories.list(store_id, limit=100, view="full")
     assert len(full_page.data) == 20 and full_page.next_page
     full = [(i.path, i.content) for i in memories.list(store_id, limit=100, view="full")]
-    assert len(full) == 250 and all(path == content for path, content in full)
+    assert len(full) == 130 and all(path == content for path, content in full)
 
     with pytest.raises(anthropic.BadRequestError):
         memories.list(store_id, limit=1001)
