@@ -26,19 +26,9 @@ REQUEST_ID = re.compile(r"^req_[0-9A-Z]{26}$")
 @dataclass(frozen=True)
 class Live:
     server: InProcess
-    home: TestHome
-
-    @property
-    def admin(self) -> str:
-        return self.home.admin
-
-    @property
-    def reader(self) -> str:
-        return self.home.reader
-
-    @property
-    def other(self) -> str:
-        return self.home.other
+    admin: str
+    reader: str
+    other: str
 
     def http(self, secret: str | None = None) -> httpx.Client:
         return self.server.http(secret or self.admin)
@@ -53,7 +43,7 @@ class Live:
 def live(test_home: Callable[..., TestHome]) -> Iterator[Live]:
     home = test_home("gitmem-home")
     with in_process(home.path) as server:
-        yield Live(server, home)
+        yield Live(server, home.admin, home.reader, home.other)
 
 
 @pytest.fixture
