@@ -172,11 +172,15 @@ def test_home(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., TestHom
     return build
 
 
-def _forward(app_client: TestClient, method: str, url: str, headers: list[tuple[str, str]],
-             body: bytes, chunked: bool) -> tuple[int, list[tuple[str, str]], bytes]:
+def _forward(app_client: TestClient,
+             request: httpx.Request | httpx2.Request) -> tuple[int, list[tuple[str, str]], bytes]:
+    """One request of either httpx, through the app client; the answer as (status, headers, body)."""
+    body = request.read()
     # A body the caller sent without a length goes on without one (the app must count it itself).
+    chunked = "content-length" not in request.headers and "transfer-encoding" in request.headers
     content: bytes | Iterator[bytes] = iter([body]) if chunked else body
-    answer = app_client.request(method, url, headers=headers, content=content, follow_redirects=False)
+    answer = app_client.request(request.method, str(request.url), headers=list(request.headers.multi_items()),
+                                content=content, follow_redirects=False)
     kept = [(k, v) for k, v in answer.headers.multi_items()
             if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
     return answer.status_code, kept, answer.content
@@ -189,9 +193,7 @@ class HttpxToApp(httpx.BaseTransport):
         self.app_client = app_client
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        chunked = "content-length" not in request.headers and "transfer-encoding" in request.headers
-        status, headers, content = _forward(self.app_client, request.method, str(request.url),
-                                            list(request.headers.multi_items()), request.read(), chunked)
+        status, headers, content = _forward(self.app_client, request)
         return httpx.Response(status, headers=headers, content=content)
 
 
@@ -202,9 +204,7 @@ class Httpx2ToApp(httpx2.BaseTransport):
         self.app_client = app_client
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
-        chunked = "content-length" not in request.headers and "transfer-encoding" in request.headers
-        status, headers, content = _forward(self.app_client, request.method, str(request.url),
-                                            list(request.headers.multi_items()), request.read(), chunked)
+        status, headers, content = _forward(self.app_client, request)
         return httpx2.Response(status, headers=headers, content=content)
 
 
