@@ -25,7 +25,8 @@ from tests.server import serve
 WAIT = 10.0
 
 # watchdog's inotify emitter warns when a new folder is filled faster than it adds the watch; harmless here
-pytestmark = pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning")
+# Mounts sync with a real uvicorn over the network, as they would from another machine.
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning")]
 
 
 @dataclass(frozen=True)
