@@ -26,6 +26,7 @@ from gitmem.errors import ArchivedStore, Conflict, InvalidRequest, NotFound
 from gitmem.filters import FilterChain, load_filters
 from gitmem.model import Page, StoreInfo, StoreKind
 from gitmem.policy import MAX_SHARED_STORES, check_store_fields, policy_for
+from gitmem.search import forget_store as forget_search_text
 from gitmem.store import MemoryStore, check_limit
 
 log = logging.getLogger(__name__)
@@ -199,6 +200,7 @@ class Gitmem:
             raise Conflict("a worker's own store cannot be deleted")
         self.catalog.delete_store(store_id)
         self._forget(store_id)
+        forget_search_text(self.repo_path(store_id))
         shutil.rmtree(self.repo_path(store_id), ignore_errors=True)
         if info.encrypted:
             self.keyring.destroy(store_id)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pygit2
 
+from gitmem import search_index
 from gitmem.clock import from_micros, to_micros
 from gitmem.commits import VersionRecord, parse_message
 from gitmem.errors import InvalidRequest
@@ -127,6 +128,7 @@ class StoreIndex:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")  # the index is rebuildable; Git holds durability
         self.db.executescript(SCHEMA)
+        search_index.ensure_schema(self.db, self.repo)
 
     def close(self) -> None:
         self.db.close()
@@ -171,6 +173,7 @@ class StoreIndex:
             raise
 
     def _clear(self) -> None:
+        search_index.clear(self.db)
         self.db.execute("DELETE FROM notes")  # the triggers bring totals back to zero
         self.db.execute("DELETE FROM versions")
         self.db.execute("DELETE FROM meta")
@@ -229,6 +232,7 @@ class StoreIndex:
             " version_id=excluded.version_id, updated_at=excluded.updated_at",
             (record.memory_id, record.path, blob_id, record.content_sha256, record.content_size,
              record.version_id, to_micros(record.note_created_at), to_micros(record.created_at)))
+        search_index.index_note(self.db, self.repo, record.memory_id, record.path, blob_id)
 
     def _derive_pushed(self, commit: pygit2.Commit) -> list[VersionRecord]:
         """Versions of a commit pushed with plain Git: one per changed path, ids derived from the

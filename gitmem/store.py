@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pygit2
 
@@ -22,6 +23,10 @@ from gitmem.errors import InvalidRequest, NotFound, PathConflict, PreconditionFa
 from gitmem.index import NoteRow, StoreIndex, VersionRow
 from gitmem.model import Actor, MemoryPrefix, Note, Operation, Page, Version
 from gitmem.policy import MEMORY_STORE, StorePolicy
+
+if TYPE_CHECKING:
+    from gitmem.diff import VersionDiff
+    from gitmem.search import SearchHit
 
 log = logging.getLogger(__name__)
 
@@ -204,6 +209,27 @@ class MemoryStore:
         change = self._write(plan, archived_ok=True)
         assert change is not None
         return self.version(change.record.version_id, with_content=False)
+
+    def restore(self, memory_id: str, version_id: str, *, expected_sha256: str | None = None,
+                expected_blob_id: str | None = None, actor: Actor | None = None) -> Note:
+        """One new version with ``version_id``'s content at its path; a deleted note comes back with
+        its id. Every rule of a write applies."""
+        from gitmem.restore import restore_plan  # the plan keeps its own module
+
+        self._write(restore_plan(self, memory_id, version_id, expected_sha256, expected_blob_id, actor))
+        return self.get(memory_id, with_content=False)
+
+    def search(self, query: str, path_prefix: str | None = None, limit: int = 20,
+               page: str | None = None) -> Page[SearchHit]:
+        from gitmem.search import search  # search keeps its own module
+
+        return search(self, query, path_prefix, limit, page)
+
+    def diff(self, version_id: str, against: str | None = None) -> VersionDiff:
+        """What ``version_id`` changed against ``against`` (default: its note's version before it)."""
+        from gitmem.diff import diff_versions  # the diff engine keeps its own module
+
+        return diff_versions(self, version_id, against)
 
     def _current(self, index: StoreIndex, memory_id: str) -> NoteRow:
         note = index.note(memory_id)

@@ -23,6 +23,7 @@ from api.schemas import (
     View,
     memory_item,
 )
+from api.schemas_find import MemoryRestore
 from gitmem.errors import InvalidRequest
 from gitmem.model import Note
 from gitmem.store import MAX_FULL_PAGE
@@ -119,6 +120,31 @@ def delete_memory(
         actor=principal.actor,
     )
     return DeletedMemory(id=memory_id)
+
+
+@router.post(
+    "/{memory_id}/restore", response_model=Memory, summary="Bring back a version's content and path",
+    responses=WITH_ETAG,
+)
+def restore_memory(
+    memory_id: str,
+    body: MemoryRestore,
+    response: Response,
+    store: Store,
+    principal: Caller,
+    view: View = Query("basic"),
+    if_match: str | None = IfMatch,
+) -> Memory:
+    note = store.restore(
+        memory_id,
+        body.version_id,
+        expected_sha256=body.precondition.content_sha256 if body.precondition else None,
+        expected_blob_id=_blob_precondition(if_match),
+        actor=principal.actor,
+    )
+    if view == "full":
+        note = store.get(note.id, with_content=True)
+    return _answer(note, view, response)
 
 
 def _answer(note: Note, view: View, response: Response) -> Memory:

@@ -8,6 +8,8 @@ from fastapi import APIRouter, Query
 
 from api.deps import Caller, Store
 from api.schemas import ERROR_RESPONSES, MemoryVersion, MemoryVersionList, Operation, View, as_utc
+from api.schemas_find import MemoryVersionDiff
+from gitmem.diff import diff_versions
 from gitmem.errors import InvalidRequest
 from gitmem.store import MAX_FULL_PAGE
 from gitmem.store import MAX_VERSIONS_PAGE as MAX_PAGE
@@ -61,6 +63,15 @@ def list_memory_versions(
 @router.get("/{memory_version_id}", response_model=MemoryVersion, summary="Retrieve a memory version")
 def retrieve_memory_version(memory_version_id: str, store: Store, view: View = Query("full")) -> MemoryVersion:
     return MemoryVersion.of(store.version(memory_version_id, with_content=view == "full"), view)
+
+
+@router.get("/{memory_version_id}/diff", response_model=MemoryVersionDiff, summary="What a version changed")
+def diff_memory_version(
+    memory_version_id: str,
+    store: Store,
+    against: str | None = Query(None, description="Another version of the store (default: the one before)"),
+) -> MemoryVersionDiff:
+    return MemoryVersionDiff.of(diff_versions(store, memory_version_id, against or None))
 
 
 @router.post("/{memory_version_id}/redact", response_model=MemoryVersion, summary="Redact a memory version")

@@ -23,6 +23,7 @@ COMMAND_MODULES = [
     "gitmem.cli.profiles",
     "gitmem.cli.prune",
     "gitmem.cli.dreams",
+    "gitmem.cli.find",
 ]
 
 for _module in COMMAND_MODULES:
