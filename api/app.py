@@ -28,6 +28,7 @@ from api.routers import (
     memory_tool,
     memory_versions,
     profiles,
+    review,
     search,
     tasks,
     workers,
@@ -88,6 +89,7 @@ def create_app(gm: Gitmem, settings: Settings | None = None, *, close_on_shutdow
     app.include_router(maintenance.router)
     app.include_router(dreams.router)
     app.include_router(search.router)
+    app.include_router(review.router)
     # Git's smart HTTP: a raw ASGI endpoint (streaming both ways), outside FastAPI's request handling.
     app.router.add_route("/v1/memory_stores/{memory_store_id}.git/{path:path}",
                          GitEndpoint(lambda scope: scope["app"].state.gm), methods=["GET", "POST"],

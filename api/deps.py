@@ -11,6 +11,7 @@ from gitmem.access import require_access
 from gitmem.catalog import Principal
 from gitmem.errors import AuthenticationFailed, PermissionDenied, RateLimited
 from gitmem.home import Gitmem
+from gitmem.review import Reviews
 from gitmem.store import MemoryStore
 
 if TYPE_CHECKING:
@@ -67,7 +68,19 @@ def get_store(memory_store_id: str, request: Request, principal: Caller, gm: Eng
     """The store named in the path, if the caller may see it (another workspace's id, someone else's
     bank or a store outside a task's list is 404); a write needs write access (403)."""
     require_access(gm, principal, memory_store_id, write=is_write(request))
-    return gm.store(principal.workspace_id, memory_store_id)
+    # A task reads a store under read_approved_only at its review mark; people read everything.
+    return Reviews.of(gm).reader(gm.store(principal.workspace_id, memory_store_id), principal)
 
 
 Store = Annotated[MemoryStore, Depends(get_store)]
+
+
+def get_reviewer(memory_store_id: str, principal: Caller, gm: Engine) -> tuple[MemoryStore, Principal]:
+    """A reviewer: a user or an API key (not a task) with write access to the store."""
+    if principal.actor.type not in ("user_actor", "api_actor") or principal.task_id is not None:
+        raise PermissionDenied("only a user or an API key with write access may review a store")
+    require_access(gm, principal, memory_store_id, write=True)
+    return gm.store(principal.workspace_id, memory_store_id), principal
+
+
+Reviewer = Annotated[tuple[MemoryStore, Principal], Depends(get_reviewer)]

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import pygit2
 
 from gitmem import repository
+from gitmem.audit import AuditEntry
 from gitmem.catalog import Principal
 from gitmem.clock import iso, to_micros
 from gitmem.commits import author_for
@@ -37,6 +38,7 @@ from gitmem.home import HomeTables
 from gitmem.index import decode_token
 from gitmem.model import Actor, Page, Version
 from gitmem.store import MemoryStore, check_limit
+from gitmem.tasks import principal_task_id
 
 log = logging.getLogger(__name__)
 
@@ -106,11 +108,15 @@ def current_mark(store: MemoryStore) -> ReviewMark | None:
 
 def review_history(store: MemoryStore, limit: int | None = None) -> list[ReviewMark]:
     """The review records, newest first."""
-    ref = store.repo.references.get(REVIEW_REF)
+    return _records(store.repo, limit)
+
+
+def _records(repo: pygit2.Repository, limit: int | None = None) -> list[ReviewMark]:
+    ref = repo.references.get(REVIEW_REF)
     out: list[ReviewMark] = []
     oid = ref.target if ref is not None else None
     while oid is not None and (limit is None or len(out) < limit):
-        commit = store.repo[oid]
+        commit = repo[oid]
         out.append(read_record(commit))
         oid = commit.parent_ids[0] if commit.parent_ids else None
     return out
@@ -176,6 +182,8 @@ class Reviews(HomeTables):
         if info.kind == "bank":
             raise InvalidRequest("a profile's bank cannot be put under review")
         old = self.settings(store_id)
+        if enabled is False and read_approved_only is None:
+            read_approved_only = False  # no review, so no approved state to read
         new = ReviewSettings(store_id, old.enabled if enabled is None else bool(enabled),
                              old.read_approved_only if read_approved_only is None else bool(read_approved_only))
         if new.read_approved_only and not new.enabled:
@@ -269,7 +277,7 @@ class Reviews(HomeTables):
 
     def reads_approved_only(self, principal: Principal | None, store_id: str) -> bool:
         """Tasks read the approved state of a store set to ``read_approved_only``; people see all."""
-        if principal is None or principal.task_id is None:
+        if principal is None or principal_task_id(principal) is None:
             return False
         return self.settings(store_id).read_approved_only
 
@@ -277,9 +285,44 @@ class Reviews(HomeTables):
         """What ``principal`` reads of ``store``: the store itself, or its approved view."""
         if not self.reads_approved_only(principal, store.id):
             return store
+        return self.task_reader(store)
+
+    def task_reader(self, store: MemoryStore) -> MemoryStore:
+        """What a task reads of ``store`` (the memory section asks this too)."""
+        if not self.settings(store.id).read_approved_only:
+            return store
         from gitmem.review_view import ApprovedView  # the view keeps its own module
 
         return ApprovedView.of(store, current_mark(store))  # type: ignore[return-value]
+
+    @staticmethod
+    def note_count(reader: MemoryStore) -> int:
+        """Notes in a store or in its approved view (what :meth:`task_reader` gave)."""
+        counter = getattr(reader, "totals", None) or reader.index.totals
+        return int(counter()[0])
+
+    def section_note(self, store: MemoryStore) -> str | None:
+        """A line for a task's memory section: that people review this store, and when they last did."""
+        settings = self.settings(store.id)
+        if not settings.enabled:
+            return None
+        mark = current_mark(store)
+        when = f"last reviewed {iso(mark.reviewed_at)}" if mark is not None else "not reviewed yet"
+        if settings.read_approved_only:
+            return (f"reviewed by people ({when}); you read only what a reviewer approved, and your own"
+                    " changes appear once they are approved")
+        return f"reviewed by people ({when}); your changes are checked by a reviewer"
+
+
+def audit_entries(repo: pygit2.Repository) -> list[AuditEntry]:
+    """The review records as ``gitmem log`` entries (operation ``reviewed``), oldest first; a clone
+    has them once it fetched refs/reviews/main."""
+    entries = []
+    for mark in reversed(_records(repo)):
+        entries.append(AuditEntry(created_at=mark.reviewed_at, created_by=mark.reviewed_by, operation="reviewed",
+                                  path=f"{mark.action} through", memory_id="",
+                                  version_id=mark.version_id or "(nothing yet)", commit_id=mark.record_id))
+    return entries
 
 
 def describe_mark(mark: ReviewMark | None) -> str:
@@ -291,4 +334,4 @@ def describe_mark(mark: ReviewMark | None) -> str:
 
 
 __all__ = ["REVIEW_REF", "PendingChange", "ReviewMark", "ReviewSettings", "Reviews", "current_mark",
-           "describe_mark", "mark_seq", "review_history"]
+           "audit_entries", "describe_mark", "mark_seq", "review_history"]

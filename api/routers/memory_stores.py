@@ -18,9 +18,15 @@ from api.schemas import (
 )
 from gitmem.access import require_access, store_access
 from gitmem.home import MAX_STORES_PAGE
+from gitmem.model import StoreInfo
+from gitmem.review import Reviews
 from gitmem.tasks import refuse_task, visible_store_ids
 
 router = APIRouter(prefix="/v1/memory_stores", tags=["memory_stores"], responses=ERROR_RESPONSES)
+
+
+def _out(gm: Engine, info: StoreInfo) -> MemoryStore:
+    return MemoryStore.of(info, Reviews.of(gm).settings(info.id))
 
 
 def _may_change(gm: Engine, principal: Caller, memory_store_id: str) -> None:
@@ -36,7 +42,10 @@ def create_memory_store(body: MemoryStoreCreate, principal: Caller, gm: Engine) 
         principal.workspace_id, body.name, description=body.description or "", metadata=body.metadata,
         encrypted=bool(body.encrypted),
     )
-    return MemoryStore.of(info)
+    if body.review or body.read_approved_only:
+        Reviews.of(gm).configure(principal.workspace_id, info.id, enabled=body.review,
+                                 read_approved_only=body.read_approved_only, actor=principal.actor)
+    return _out(gm, info)
 
 
 @router.get("", response_model=MemoryStoreList, summary="List memory stores")
@@ -53,7 +62,7 @@ def list_memory_stores(
     if visible is not None:  # a task lists only its own (at most nine) stores
         stores = [gm.get_store(principal.workspace_id, s) for s in sorted(visible)]
         stores = [s for s in stores if include_archived or s.archived_at is None]
-        return MemoryStoreList(data=[MemoryStore.of(s) for s in stores], next_page=None)
+        return MemoryStoreList(data=[_out(gm, s) for s in stores], next_page=None)
     result = gm.list_stores(
         principal.workspace_id,
         include_archived=include_archived,
@@ -62,13 +71,13 @@ def list_memory_stores(
         limit=limit,
         page=page or None,
     )
-    return MemoryStoreList(data=[MemoryStore.of(s) for s in result.items], next_page=result.next_page)
+    return MemoryStoreList(data=[_out(gm, s) for s in result.items], next_page=result.next_page)
 
 
 @router.get("/{memory_store_id}", response_model=MemoryStore, summary="Retrieve a memory store")
 def retrieve_memory_store(memory_store_id: str, principal: Caller, gm: Engine) -> MemoryStore:
     store_access(gm, principal, memory_store_id)
-    return MemoryStore.of(gm.get_store(principal.workspace_id, memory_store_id))
+    return _out(gm, gm.get_store(principal.workspace_id, memory_store_id))
 
 
 @router.post("/{memory_store_id}", response_model=MemoryStore, summary="Update a memory store")
@@ -83,13 +92,16 @@ def update_memory_store(
         description=body.description,
         metadata_patch=body.metadata,
     )
-    return MemoryStore.of(info)
+    if body.review is not None or body.read_approved_only is not None:
+        Reviews.of(gm).configure(principal.workspace_id, info.id, enabled=body.review,
+                                 read_approved_only=body.read_approved_only, actor=principal.actor)
+    return _out(gm, info)
 
 
 @router.post("/{memory_store_id}/archive", response_model=MemoryStore, summary="Archive a memory store")
 def archive_memory_store(memory_store_id: str, principal: Caller, gm: Engine) -> MemoryStore:
     _may_change(gm, principal, memory_store_id)
-    return MemoryStore.of(gm.archive_store(principal.workspace_id, memory_store_id))
+    return _out(gm, gm.archive_store(principal.workspace_id, memory_store_id))
 
 
 @router.delete("/{memory_store_id}", response_model=DeletedMemoryStore, summary="Delete a memory store")
