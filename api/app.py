@@ -34,6 +34,7 @@ from api.routers import (
     workers,
 )
 from api.settings import Settings
+from api.ui import router as ui_router
 from gitmem.dreams import DreamRunner
 from gitmem.home import Gitmem
 from gitmem.retention import PruneScheduler
@@ -90,6 +91,7 @@ def create_app(gm: Gitmem, settings: Settings | None = None, *, close_on_shutdow
     app.include_router(dreams.router)
     app.include_router(search.router)
     app.include_router(review.router)
+    app.include_router(ui_router)  # the web view at /ui/
     # Git's smart HTTP: a raw ASGI endpoint (streaming both ways), outside FastAPI's request handling.
     app.router.add_route("/v1/memory_stores/{memory_store_id}.git/{path:path}",
                          GitEndpoint(lambda scope: scope["app"].state.gm), methods=["GET", "POST"],

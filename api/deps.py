@@ -11,7 +11,7 @@ from gitmem.access import require_access
 from gitmem.catalog import Principal
 from gitmem.errors import AuthenticationFailed, PermissionDenied, RateLimited
 from gitmem.home import Gitmem
-from gitmem.review import Reviews
+from gitmem.review import Reviews, check_reviewer
 from gitmem.store import MemoryStore
 
 if TYPE_CHECKING:
@@ -77,9 +77,7 @@ Store = Annotated[MemoryStore, Depends(get_store)]
 
 def get_reviewer(memory_store_id: str, principal: Caller, gm: Engine) -> tuple[MemoryStore, Principal]:
     """A reviewer: a user or an API key (not a task) with write access to the store."""
-    if principal.actor.type not in ("user_actor", "api_actor") or principal.task_id is not None:
-        raise PermissionDenied("only a user or an API key with write access may review a store")
-    require_access(gm, principal, memory_store_id, write=True)
+    check_reviewer(gm, principal, memory_store_id)
     return gm.store(principal.workspace_id, memory_store_id), principal
 
 

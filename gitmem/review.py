@@ -33,8 +33,8 @@ from gitmem.catalog import Principal
 from gitmem.clock import iso, to_micros
 from gitmem.commits import author_for
 from gitmem.diff import VersionDiff
-from gitmem.errors import InvalidRequest, NotFound, StoreBusy
-from gitmem.home import HomeTables
+from gitmem.errors import InvalidRequest, NotFound, PermissionDenied, StoreBusy
+from gitmem.home import Gitmem, HomeTables
 from gitmem.index import decode_token
 from gitmem.model import Actor, Page, Version
 from gitmem.store import MemoryStore, check_limit
@@ -157,6 +157,16 @@ def _write_record(store: MemoryStore, action: str, version: Version | None, acto
         if repository.compare_and_swap(repo, parent, oid, ref=REVIEW_REF):
             return read_record(repo[oid])
     raise StoreBusy(f"the review of store {store.id} kept changing; the mark was not moved")
+
+
+def check_reviewer(gm: Gitmem, principal: Principal, store_id: str) -> None:
+    """A reviewer is a person's credential (a user, or an API key) with write access to the store;
+    a task never reviews, not even its own store. The API and the web view both ask this."""
+    from gitmem.access import require_access  # access builds on tasks and profiles
+
+    if principal.actor.type not in ("user_actor", "api_actor") or principal_task_id(principal) is not None:
+        raise PermissionDenied("only a user or an API key with write access may review a store")
+    require_access(gm, principal, store_id, write=True)
 
 
 class Reviews(HomeTables):
@@ -333,5 +343,5 @@ def describe_mark(mark: ReviewMark | None) -> str:
     return f"reviewed through {what} by {who} at {iso(mark.reviewed_at)}"
 
 
-__all__ = ["REVIEW_REF", "PendingChange", "ReviewMark", "ReviewSettings", "Reviews", "current_mark",
+__all__ = ["REVIEW_REF", "check_reviewer", "PendingChange", "ReviewMark", "ReviewSettings", "Reviews", "current_mark",
            "audit_entries", "describe_mark", "mark_seq", "review_history"]
