@@ -15,7 +15,7 @@ from gitmem.errors import AuthenticationFailed, InvalidRequest, NotFound
 from gitmem.home import Gitmem
 from gitmem.model import MemoryPrefix, Note
 from gitmem.paths import validate_prefix
-from gitmem.review import Reviews, check_reviewer, current_mark, describe_mark
+from gitmem.review import Reviews, check_reviewer, current_mark
 from gitmem.store import MemoryStore
 from gitmem.tasks import visible_store_ids
 from gitmem.web_sessions import WebSession, WebSessions
@@ -121,7 +121,7 @@ def store_page(request: Request, store_id: str, session: Session, gm: Engine, pa
         crumbs.append(("/" + "/".join(parts[: i + 1]) + "/", part))
     settings = Reviews.of(gm).settings(store_id)
     return page(request, "store.html", **ctx, folder=folder, crumbs=crumbs, folders=folders, notes=notes,
-                hits=hits, q=q, next_page=next_page, review=settings, mark=describe_mark(current_mark(store)))
+                hits=hits, q=q, next_page=next_page, review=settings, mark=current_mark(store))
 
 
 @router.get("/stores/{store_id}/notes/{memory_id}", response_class=HTMLResponse)
@@ -170,7 +170,7 @@ def review_page(request: Request, store_id: str, session: Session, gm: Engine,
     for change in result.items:
         groups.setdefault(change.version.memory_id, []).append(change)
     return page(request, "review.html", **ctx, groups=groups, next_page=result.next_page,
-                count=reviews.pending_count(store), mark=describe_mark(current_mark(store)),
+                count=reviews.pending_count(store), mark=current_mark(store),
                 settings=reviews.settings(store_id), done=done)
 
 
