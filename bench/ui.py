@@ -51,7 +51,7 @@ def main() -> None:
         gm = Gitmem.open(Path(tmp) / "home", fsync=False)
         ws = gm.catalog.create_workspace("bench")
         _, admin = gm.catalog.create_api_key(ws.id, "admin")
-        store, _ = build_store(gm, ws.id, args.notes)
+        store, _ = build_store(gm, ws.id, args.notes - 1)  # and the busy note: a store holds at most 10,000
         note = store.create("/history/busy.md", "version 0\n")
         for i in range(1, args.versions):
             if i == args.versions // 2:

@@ -13,7 +13,7 @@ from gitmem.cli.find import _styled
 from gitmem.clock import iso
 from gitmem.diff import unified_lines
 from gitmem.errors import NotFound
-from gitmem.model import SERVICE_ACCOUNT, Actor
+from gitmem.model import Actor
 from gitmem.review import MAX_PENDING_PAGE, Reviews, current_mark, describe_mark
 
 
@@ -32,9 +32,10 @@ def review() -> None:
     disable."""
 
 
-def _reviewer(ctx: Context, workspace_id: str, as_user: str | None) -> Actor:
+def _reviewer(ctx: Context, workspace_id: str, as_user: str | None) -> Actor | None:
+    """The user named with --as, else the service itself (as every write from the CLI)."""
     if as_user is None:
-        return SERVICE_ACCOUNT
+        return None
     user = ctx.gm.catalog.credential(as_user)
     if user.kind != "user" or user.workspace_id != workspace_id or user.revoked_at is not None:
         raise NotFound(f"user {as_user} not found")
@@ -42,7 +43,7 @@ def _reviewer(ctx: Context, workspace_id: str, as_user: str | None) -> Actor:
 
 
 as_option = click.option("--as", "as_user", default=None, metavar="USER_ID",
-                         help="Name this user (of the workspace) as the reviewer; by default, the gitmem service.")
+                         help="Name this user (of the workspace) as the reviewer; by default, gitmem itself.")
 
 
 @review.command("show")
