@@ -24,6 +24,7 @@ from gitmem.catalog import Principal
 from gitmem.errors import GitmemError, NotFound
 from gitmem.home import Gitmem
 from gitmem.repository import HOOKS_DIR
+from gitmem.review import Reviews
 from gitmem.smart_http import GitResponse, basic_auth_secret, serve_git, text_response, unauthorized_response
 
 log = logging.getLogger("gitmem.api.git")
@@ -124,6 +125,8 @@ class GitEndpoint:
             access = store_access(gm, principal, store_id)
         except NotFound:
             return text_response(404, "gitmem: repository not found")
+        if Reviews.of(gm).reads_approved_only(principal, store_id):  # Git would hand over unreviewed history
+            return text_response(403, "gitmem: a task reads only this store's approved state; use the memories API")
         query = scope["query_string"].decode("latin-1")
         # Without gitmem's hooks nothing would check a push (an install that lacks hooks/): refuse it.
         can_push = access == "read_write" and principal.actor.type == "user_actor" and HOOKS_DIR.is_dir()

@@ -83,6 +83,11 @@ def test_the_steward_story(world: World) -> None:
     with pytest.raises(anthropic.NotFoundError):
         agent.beta.memory_stores.memories.retrieve(wrong.id, memory_store_id=store_id)
 
+    # Nor can it clone the store: Git would hand over the unreviewed history.
+    refused = world.http.get(f"/v1/memory_stores/{store_id}.git/info/refs?service=git-upload-pack",
+                             auth=("task", token))
+    assert refused.status_code == 403 and "approved state" in refused.text
+
     # The review lists it, with its author and its diff.
     steward = world.sdk(world.steward)
     review = call(steward, "GET", f"/v1/memory_stores/{store_id}/review")
