@@ -101,9 +101,14 @@ def read_record(commit: pygit2.Commit) -> ReviewMark:
                       record_id=str(commit.id), commit_id=t.get("Reviewed-Commit"))
 
 
+def _tip(repo: pygit2.Repository) -> pygit2.Commit | None:
+    ref = repo.references.get(REVIEW_REF)
+    return ref.peel(pygit2.Commit) if ref is not None else None
+
+
 def current_mark(store: MemoryStore) -> ReviewMark | None:
-    ref = store.repo.references.get(REVIEW_REF)
-    return read_record(store.repo[ref.target]) if ref is not None else None
+    tip = _tip(store.repo)
+    return read_record(tip) if tip is not None else None
 
 
 def review_history(store: MemoryStore, limit: int | None = None) -> list[ReviewMark]:
@@ -112,13 +117,11 @@ def review_history(store: MemoryStore, limit: int | None = None) -> list[ReviewM
 
 
 def _records(repo: pygit2.Repository, limit: int | None = None) -> list[ReviewMark]:
-    ref = repo.references.get(REVIEW_REF)
     out: list[ReviewMark] = []
-    oid = ref.target if ref is not None else None
-    while oid is not None and (limit is None or len(out) < limit):
-        commit = repo[oid]
+    commit = _tip(repo)
+    while commit is not None and (limit is None or len(out) < limit):
         out.append(read_record(commit))
-        oid = commit.parent_ids[0] if commit.parent_ids else None
+        commit = commit.parents[0] if commit.parents else None
     return out
 
 
@@ -150,12 +153,12 @@ def _write_record(store: MemoryStore, action: str, version: Version | None, acto
     repo = store.repo
     empty_tree = repo.TreeBuilder().write()
     for _ in range(_CAS_ATTEMPTS):
-        ref = repo.references.get(REVIEW_REF)
-        parent = ref.target if ref is not None else None
+        tip = _tip(repo)
+        parent = tip.id if tip is not None else None
         oid = repository.commit(repo, tree=empty_tree, parent=parent, author=author_for(actor, now),
                                 message="\n".join(lines) + "\n")
         if repository.compare_and_swap(repo, parent, oid, ref=REVIEW_REF):
-            return read_record(repo[oid])
+            return read_record(repo[oid].peel(pygit2.Commit))
     raise StoreBusy(f"the review of store {store.id} kept changing; the mark was not moved")
 
 
@@ -208,10 +211,6 @@ class Reviews(HomeTables):
             if current_mark(store) is None:
                 _write_record(store, "enabled", self._newest(store), actor, self.gm.clock())
         return new
-
-    def forget(self, store_id: str) -> None:
-        with self.catalog.transaction() as db:
-            db.execute("DELETE FROM store_reviews WHERE store_id=?", (store_id,))
 
     @staticmethod
     def _newest(store: MemoryStore) -> Version | None:

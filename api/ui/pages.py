@@ -4,6 +4,7 @@ history, a version's diff, a store's activity, and the review with its forms. Ev
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
@@ -37,7 +38,7 @@ def _store(gm: Gitmem, session: WebSession, store_id: str, *, write: bool = Fals
 
 
 def _open(gm: Gitmem, session: WebSession, store_id: str, *,
-          write: bool = False) -> tuple[MemoryStore, dict[str, object]]:
+          write: bool = False) -> tuple[MemoryStore, dict[str, Any]]:
     """The store and what every store page shows of it (its name, whether this person reviews it)."""
     store = _store(gm, session, store_id, write=write)
     info = gm.get_store(session.principal.workspace_id, store_id)

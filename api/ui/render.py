@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +23,7 @@ class _SafeRenderer(RendererHTML):
     """Raw HTML is off (it comes out as text); an image is shown only if it is inline data (``data:``),
     never fetched from elsewhere: a remote image would tell its server who reads the note, and when."""
 
-    def image(self, tokens: list[Token], idx: int, options: OptionsDict, env: EnvType) -> str:
+    def image(self, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType) -> str:
         token = tokens[idx]
         src = str(token.attrGet("src") or "")
         if src.lower().startswith("data:image/"):
@@ -30,18 +31,18 @@ class _SafeRenderer(RendererHTML):
         alt = self.renderInlineAsText(token.children or [], options, env)
         return f'<span class="image-dropped">[image not shown: {escape(alt or "no description")}]</span>'
 
-    def heading_open(self, tokens: list[Token], idx: int, options: OptionsDict, env: EnvType) -> str:
+    def heading_open(self, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType) -> str:
         return self._shifted(tokens, idx, options, env)
 
-    def heading_close(self, tokens: list[Token], idx: int, options: OptionsDict, env: EnvType) -> str:
+    def heading_close(self, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType) -> str:
         return self._shifted(tokens, idx, options, env)
 
-    def _shifted(self, tokens: list[Token], idx: int, options: OptionsDict, env: EnvType) -> str:
+    def _shifted(self, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType) -> str:
         """A note's headings sit one level under the page's own (a page has one h1)."""
         tokens[idx].tag = f"h{min(6, int(tokens[idx].tag[1]) + 1)}"
         return self.renderToken(tokens, idx, options, env)
 
-    def link_open(self, tokens: list[Token], idx: int, options: OptionsDict, env: EnvType) -> str:
+    def link_open(self, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType) -> str:
         tokens[idx].attrSet("rel", "noopener noreferrer nofollow")
         return self.renderToken(tokens, idx, options, env)
 
