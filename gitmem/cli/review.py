@@ -15,6 +15,7 @@ from gitmem.diff import unified_lines
 from gitmem.errors import NotFound
 from gitmem.model import Actor
 from gitmem.review import MAX_PENDING_PAGE, Reviews, current_mark, describe_mark
+from gitmem.store import MemoryStore
 
 
 class _ShowByDefault(click.Group):
@@ -40,6 +41,12 @@ def _reviewer(ctx: Context, workspace_id: str, as_user: str | None) -> Actor | N
     if user.kind != "user" or user.workspace_id != workspace_id or user.revoked_at is not None:
         raise NotFound(f"user {as_user} not found")
     return Actor("user_actor", user.id)
+
+
+def _acting(ctx: Context, workspace: str | None, store_id: str,
+            as_user: str | None) -> tuple[Reviews, MemoryStore, Actor | None]:
+    workspace_id = ctx.workspace_id(workspace)
+    return Reviews.of(ctx.gm), ctx.gm.store(workspace_id, store_id), _reviewer(ctx, workspace_id, as_user)
 
 
 as_option = click.option("--as", "as_user", default=None, metavar="USER_ID",
@@ -85,10 +92,8 @@ def show(ctx: Context, store_id: str, limit: int, as_json: bool, workspace: str 
 @refusals
 def approve(ctx: Context, store_id: str, through_version_id: str, as_user: str | None, workspace: str | None) -> None:
     """Approve THROUGH_VERSION_ID and every version before it."""
-    workspace_id = ctx.workspace_id(workspace)
-    mark = Reviews.of(ctx.gm).approve(ctx.gm.store(workspace_id, store_id), through_version_id,
-                                      _reviewer(ctx, workspace_id, as_user))
-    click.echo(describe_mark(mark))
+    reviews, store, actor = _acting(ctx, workspace, store_id, as_user)
+    click.echo(describe_mark(reviews.approve(store, through_version_id, actor)))
 
 
 @review.command("revert")
@@ -100,9 +105,8 @@ def approve(ctx: Context, store_id: str, through_version_id: str, as_user: str |
 @refusals
 def revert(ctx: Context, store_id: str, version_id: str, as_user: str | None, workspace: str | None) -> None:
     """Undo VERSION_ID's change with a new version (the change stays in history)."""
-    workspace_id = ctx.workspace_id(workspace)
-    version = Reviews.of(ctx.gm).revert(ctx.gm.store(workspace_id, store_id), version_id,
-                                        _reviewer(ctx, workspace_id, as_user))
+    reviews, store, actor = _acting(ctx, workspace, store_id, as_user)
+    version = reviews.revert(store, version_id, actor)
     click.echo(f"reverted {version_id}: {version.operation} {version.path} {version.id}")
 
 
