@@ -323,15 +323,20 @@ class Reviews(HomeTables):
         return f"reviewed by people ({when}); your changes are checked by a reviewer"
 
 
-def audit_entries(repo: pygit2.Repository) -> list[AuditEntry]:
-    """The review records as ``gitmem log`` entries (operation ``reviewed``), oldest first; a clone
-    has them once it fetched refs/reviews/main."""
-    entries = []
-    for mark in reversed(_records(repo)):
-        entries.append(AuditEntry(created_at=mark.reviewed_at, created_by=mark.reviewed_by, operation="reviewed",
-                                  path=f"{mark.action} through", memory_id="",
-                                  version_id=mark.version_id or "(nothing yet)", commit_id=mark.record_id))
-    return entries
+def with_reviews(entries: list[AuditEntry], repo: pygit2.Repository) -> list[AuditEntry]:
+    """The audit's entries (history order) with the review records (operation ``reviewed``) placed
+    among them by time; the versions keep their order. A clone has the records once it fetched
+    refs/reviews/main."""
+    reviews = [AuditEntry(created_at=mark.reviewed_at, created_by=mark.reviewed_by, operation="reviewed",
+                          path=f"{mark.action} through", memory_id="",
+                          version_id=mark.version_id or "(nothing yet)", commit_id=mark.record_id)
+               for mark in reversed(_records(repo))]
+    merged: list[AuditEntry] = []
+    for entry in entries:
+        while reviews and reviews[0].created_at < entry.created_at:
+            merged.append(reviews.pop(0))
+        merged.append(entry)
+    return merged + reviews
 
 
 def describe_mark(mark: ReviewMark | None) -> str:
@@ -343,4 +348,4 @@ def describe_mark(mark: ReviewMark | None) -> str:
 
 
 __all__ = ["REVIEW_REF", "check_reviewer", "PendingChange", "ReviewMark", "ReviewSettings", "Reviews", "current_mark",
-           "audit_entries", "describe_mark", "mark_seq", "review_history"]
+           "with_reviews", "describe_mark", "mark_seq", "review_history"]

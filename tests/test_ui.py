@@ -146,12 +146,15 @@ def test_history_diffs_and_redacted_versions(world: World) -> None:
     note = store.create("/a.md", "secret-ish draft\n")
     first = note.version_id
     store.update(note.id, "line one\nline two\n", actor=Actor("user_actor", world.user_id))
+    worker = tasks_for(world.gm).create_worker(world.workspace_id, "planner")
+    task, _ = tasks_for(world.gm).create_task(world.workspace_id, worker.id)
+    store.update(note.id, "line one\nline two\nline three\n", actor=Actor("task_actor", task.id))
     latest = store.update(note.id, "line one\nline 2\n")
     store.redact(first)
     client = signed_in(world, world.admin)
     history = client.get(f"/ui/stores/{store.id}/notes/{note.id}").text
     assert "secret-ish" not in history and "redacted" in history
-    assert "dana (user)" in history  # names where gitmem knows them
+    assert "dana (user)" in history and f"{task.id} (task of planner)" in history  # names gitmem knows
     unified = client.get(f"/ui/stores/{store.id}/versions/{latest.version_id}").text
     assert re.search(r'<tr class="removed">.*?<pre>line two</pre>', unified, re.S)
     assert re.search(r'<tr class="added">.*?<pre>line 2</pre>', unified, re.S)

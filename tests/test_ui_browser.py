@@ -134,7 +134,7 @@ def test_a_person_reads_a_store_a_note_its_history_and_a_diff(browser: object, s
     assert page.get_by_role("heading", level=1).inner_text() == "team-notes"
     assert "under review" in page.content().lower()
     check_accessible(page, "03-store")
-    page.get_by_role("link", name="📁 people/").click()
+    page.get_by_role("link", name="people/", exact=True).click()
     page.get_by_role("link", name="sam.md").click()
     assert page.get_by_role("heading", level=1).inner_text() == "/people/sam.md"
     article = page.locator("article")

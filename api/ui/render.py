@@ -13,10 +13,11 @@ from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 from markupsafe import Markup, escape
 
-from gitmem.catalog import Catalog
 from gitmem.diff import Hunk
 from gitmem.errors import NotFound
+from gitmem.home import Gitmem
 from gitmem.model import Actor
+from gitmem.tasks import tasks_for
 
 
 class _SafeRenderer(RendererHTML):
@@ -57,11 +58,22 @@ def markdown(text: str) -> Markup:
 
 
 class Names:
-    """Who an actor is, in words a person reads (the key's or user's name where gitmem knows it)."""
+    """Who an actor is, in words a person reads: the key's or user's name, a task's worker, where
+    gitmem knows them (a deleted one shows its id)."""
 
-    def __init__(self, catalog: Catalog) -> None:
-        self.catalog = catalog
+    def __init__(self, gm: Gitmem, workspace_id: str) -> None:
+        self.catalog = gm.catalog
+        self.gm = gm
+        self.workspace_id = workspace_id
         self._cache: dict[str, str] = {}
+
+    def _task_label(self, task_id: str) -> str:
+        tasks = tasks_for(self.gm)
+        try:
+            worker = tasks.get_worker(self.workspace_id, tasks.get_task(self.workspace_id, task_id).worker_id)
+        except NotFound:
+            return f"{task_id} (task)"
+        return f"{task_id} (task of {worker.name})"
 
     def __call__(self, actor: Actor | None) -> str:
         if actor is None:
@@ -69,13 +81,15 @@ class Names:
         if actor.type == "service_account_actor":
             return f"service {actor.id}"
         if actor.id not in self._cache:
-            kind = {"user_actor": "user", "api_actor": "key", "task_actor": "task"}.get(actor.type, actor.type)
-            try:
-                name = self.catalog.credential(actor.id).name
-            except NotFound:
-                name = None
-            label = actor.id if kind == "task" or not name else f"{name}"
-            self._cache[actor.id] = f"{label} ({kind})"
+            if actor.type == "task_actor":
+                self._cache[actor.id] = self._task_label(actor.id)
+            else:
+                kind = {"user_actor": "user", "api_actor": "key"}.get(actor.type, actor.type)
+                try:
+                    name = self.catalog.credential(actor.id).name
+                except NotFound:
+                    name = actor.id
+                self._cache[actor.id] = f"{name} ({kind})"
         return self._cache[actor.id]
 
 
