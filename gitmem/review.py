@@ -231,10 +231,14 @@ class Reviews(HomeTables):
         check_limit(limit, MAX_PENDING_PAGE, full=False)
         after = mark_seq(store, current_mark(store))
         if page is not None:
-            after = max(after, int(decode_token("review", page)))  # type: ignore[call-overload]
+            seq = decode_token("review", page)
+            if not isinstance(seq, int) or isinstance(seq, bool):
+                raise InvalidRequest("invalid page token")
+            after = max(after, seq)
         rows = store.index.db.execute("SELECT version_id, seq FROM versions WHERE seq>? ORDER BY seq LIMIT ?",
                                       (after, limit + 1)).fetchall()
-        items = [PendingChange(store.version(r[0], with_content=False), store.diff(r[0])) for r in rows[:limit]]
+        diffs = [store.diff(r[0]) for r in rows[:limit]]
+        items = [PendingChange(d.new, d) for d in diffs]
         token = None
         if len(rows) > limit:
             from gitmem.index import _encode_token  # the index's page-token format

@@ -75,6 +75,9 @@ def test_pending_pages(workspace: Workspace, store: MemoryStore, reviews: Review
         if page is None:
             break
     assert seen == written
+    for bad in ("not-a-token", "WyJyZXZpZXciLCJ4Il0", "WyJub3RlcyIsMV0"):  # junk, ["review","x"], another listing's
+        with pytest.raises(InvalidRequest):
+            reviews.pending(store, page=bad)
 
 
 def test_review_must_be_enabled(store: MemoryStore, reviews: Reviews, workspace: Workspace) -> None:
