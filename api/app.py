@@ -15,7 +15,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from api import errors
+from api import errors, mcp
 from api.git_http import GitEndpoint
 from api.middleware import RequestContextMiddleware
 from api.ratelimit import TokenBucketLimiter
@@ -31,6 +31,7 @@ from api.routers import (
     review,
     search,
     tasks,
+    webhooks,
     workers,
 )
 from api.settings import Settings
@@ -38,6 +39,7 @@ from api.ui import router as ui_router
 from gitmem.dreams import DreamRunner
 from gitmem.home import Gitmem
 from gitmem.retention import PruneScheduler
+from gitmem.webhook_delivery import Dispatcher
 
 log = logging.getLogger("gitmem.api")
 
@@ -56,7 +58,13 @@ def create_app(gm: Gitmem, settings: Settings | None = None, *, close_on_shutdow
                                     on_reports=app.state.retention.record).start()
         if settings.dream_runner:
             app.state.dream_runner = DreamRunner(gm, poll_interval=settings.dream_poll_seconds).start()
-        yield
+        dispatcher = None
+        if settings.webhook_delivery:
+            dispatcher = Dispatcher(gm, settings.webhook_policy).start(settings.webhook_poll_seconds)
+        async with mcp.running(app.state, gm):
+            yield
+        if dispatcher is not None:
+            dispatcher.stop(timeout=30)
         if app.state.dream_runner is not None:
             app.state.dream_runner.stop(timeout=30)
         if pruner is not None:
@@ -92,10 +100,13 @@ def create_app(gm: Gitmem, settings: Settings | None = None, *, close_on_shutdow
     app.include_router(search.router)
     app.include_router(review.router)
     app.include_router(ui_router)  # the web view at /ui/
+    app.include_router(webhooks.router)
     # Git's smart HTTP: a raw ASGI endpoint (streaming both ways), outside FastAPI's request handling.
     app.router.add_route("/v1/memory_stores/{memory_store_id}.git/{path:path}",
                          GitEndpoint(lambda scope: scope["app"].state.gm), methods=["GET", "POST"],
                          include_in_schema=False)
+    # MCP over streamable HTTP: a raw ASGI endpoint (the SDK's session manager answers it).
+    app.router.add_route(mcp.MCP_PATH, mcp.MCPEndpoint(), methods=["GET", "POST", "DELETE"], include_in_schema=False)
     app.add_middleware(
         RequestContextMiddleware,
         max_body_bytes=settings.max_body_bytes,

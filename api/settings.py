@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from gitmem.webhook_delivery import DeliveryPolicy
 
 MIB = 1 << 20
 
@@ -28,6 +30,10 @@ class Settings:
     # processes off one dream); off leaves them to other processes.
     dream_runner: bool = True
     dream_poll_seconds: float = 1.0
+    # Webhook delivery: one process at a time (a lease in the catalog) delivers the outbox.
+    webhook_delivery: bool = True
+    webhook_poll_seconds: float = 1.0
+    webhook_policy: DeliveryPolicy = field(default_factory=DeliveryPolicy)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -40,4 +46,11 @@ class Settings:
             prune_interval_seconds=float(env.get("GITMEM_PRUNE_INTERVAL", defaults.prune_interval_seconds)),
             dream_runner=env.get("GITMEM_DREAM_RUNNER", "on").strip().lower() not in ("0", "off", "false", "no"),
             dream_poll_seconds=float(env.get("GITMEM_DREAM_POLL") or defaults.dream_poll_seconds),
+            webhook_delivery=env.get("GITMEM_WEBHOOKS", "on").strip().lower() not in ("0", "off", "false", "no"),
+            webhook_poll_seconds=float(env.get("GITMEM_WEBHOOK_POLL") or defaults.webhook_poll_seconds),
+            webhook_policy=DeliveryPolicy(
+                first_retry_seconds=float(env.get("GITMEM_WEBHOOK_FIRST_RETRY") or 5.0),
+                max_retry_seconds=float(env.get("GITMEM_WEBHOOK_MAX_RETRY") or 3600.0),
+                give_up_after_seconds=float(env.get("GITMEM_WEBHOOK_GIVE_UP_AFTER") or 3 * 86400.0),
+                timeout_seconds=float(env.get("GITMEM_WEBHOOK_TIMEOUT") or 10.0)),
         )

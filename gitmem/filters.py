@@ -1,8 +1,10 @@
 """Write filters: refuse note text that holds a saved password, a private key or an access token.
 
-A filter takes ``(path, text)`` and returns a reason to refuse, or ``None``. Deployments extend the
-chain (seed 003's enterprise example blocks identifier patterns) with ``GITMEM_FILTERS``: a
-comma-separated list of ``module:callable`` names, each returning a filter.
+A filter takes ``(path, text)`` and returns a reason to refuse, or ``None``. The default chain is
+the secret detector (:mod:`gitmem.secrets`), with the rules ``GITMEM_SECRETS_ALLOW`` names turned
+off. Deployments extend the chain (e.g. to block their own identifier patterns) with
+``GITMEM_FILTERS``: a comma-separated list of ``module:callable`` names, each returning a filter.
+Every write path (the store policy, the pre-receive hook) uses :func:`load_filters`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from gitmem.errors import SecretRefused
+from gitmem.secrets import SecretDetector, detector_from_env
 
 log = logging.getLogger(__name__)
 
@@ -31,32 +34,8 @@ def regex_filter(reason: str, *patterns: str, flags: int = 0) -> ContentFilter:
     return check
 
 
-PRIVATE_KEYS = regex_filter(
-    "a private key", r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----", r"PuTTY-User-Key-File-\d"
-)
-ACCESS_TOKENS = regex_filter(
-    "an access token",
-    r"\bAKIA[0-9A-Z]{16}\b",  # AWS access key id
-    r"\bgh[pousr]_[A-Za-z0-9]{36,}\b",  # GitHub
-    r"\bgithub_pat_[A-Za-z0-9_]{60,}\b",
-    r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b",  # Slack
-    r"\bsk-ant-[A-Za-z0-9_-]{20,}\b",  # Anthropic
-    r"\bsk-(?:proj-)?[A-Za-z0-9_-]{32,}\b",  # OpenAI-style
-    r"\bAIza[0-9A-Za-z_-]{35}\b",  # Google API key
-    r"\bglpat-[A-Za-z0-9_-]{20,}\b",  # GitLab
-    r"\b(?:sk|rk)_live_[A-Za-z0-9]{20,}\b",  # Stripe
-    r"\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}",  # JWT
-    r"\bgm_(?:key|usr|tsk)_[A-Za-z0-9_-]{20,}\b",  # gitmem's own secrets
-)
-SAVED_PASSWORDS = regex_filter(
-    "a saved password",
-    # "password: hunter2", "passwd = 's3cret'", "db_password=...": a key naming a password with a value
-    # (not \b before the key: in DB_PASSWORD the underscore is a word character).
-    r"(?i)(?<![a-z0-9])(?:pass(?:word|wd|phrase)?|pwd|secret[_-]?key|client[_-]?secret)\b[\"']?\s*[:=]\s*[\"']?[^\s\"'<>]{4,}",
-    r"(?i)\b[a-z][a-z0-9+.-]*://[^\s:/@]+:[^\s@/]{3,}@",  # credentials inside a URL
-)
-
-DEFAULT_FILTERS: tuple[ContentFilter, ...] = (PRIVATE_KEYS, ACCESS_TOKENS, SAVED_PASSWORDS)
+# The one secret detector (gitmem.secrets) is the default filter everywhere content is written.
+DEFAULT_FILTERS: tuple[ContentFilter, ...] = (SecretDetector(),)
 
 
 @dataclass(frozen=True)
@@ -75,7 +54,7 @@ class FilterChain:
 
 
 def load_filters(spec: str | None = None) -> FilterChain:
-    """The default chain plus whatever ``GITMEM_FILTERS`` names."""
+    """The secret detector (less ``GITMEM_SECRETS_ALLOW``) plus whatever ``GITMEM_FILTERS`` names."""
     spec = os.environ.get("GITMEM_FILTERS", "") if spec is None else spec
     extra: list[ContentFilter] = []
     for name in filter(None, (s.strip() for s in spec.split(","))):
@@ -83,4 +62,4 @@ def load_filters(spec: str | None = None) -> FilterChain:
         factory = getattr(importlib.import_module(module_name), attr)
         extra.append(factory())
         log.info("content filter %s loaded", name)
-    return FilterChain().extended(extra)
+    return FilterChain((detector_from_env(), *extra))

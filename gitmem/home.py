@@ -16,7 +16,7 @@ import shutil
 import sqlite3
 import threading
 from pathlib import Path
-from typing import ClassVar, Self
+from typing import TYPE_CHECKING, ClassVar, Self
 
 from gitmem import ids, repository
 from gitmem.catalog import Catalog
@@ -28,6 +28,9 @@ from gitmem.model import Page, StoreInfo, StoreKind
 from gitmem.policy import MAX_SHARED_STORES, check_store_fields, policy_for
 from gitmem.search import forget_store as forget_search_text
 from gitmem.store import MemoryStore, check_limit
+
+if TYPE_CHECKING:
+    from gitmem.webhooks import Webhooks
 
 log = logging.getLogger(__name__)
 
@@ -216,9 +219,17 @@ class Gitmem:
         if store is None or not store.path.exists():
             store = MemoryStore(self.repo_path(store_id), store_id, policy=policy_for(info.kind, self.filters),
                                 codec=self.codec_for(info),
-                                clock=self.clock, write_guard=lambda: self._check_writable(store_id))
+                                clock=self.clock, write_guard=lambda: self._check_writable(store_id),
+                                on_commit=lambda s: self._webhooks().notes_changed(s, info.workspace_id),
+                                on_redact=lambda s, v: self._webhooks().version_redacted(s, info.workspace_id, v))
             cache[store_id] = store
         return store
+
+    def _webhooks(self) -> Webhooks:
+        """The event outbox: each store tells it of its changes right after they land."""
+        from gitmem.webhooks import webhooks_for
+
+        return webhooks_for(self)
 
     def _rotated_since(self, store: MemoryStore) -> bool:
         return getattr(store.codec, "key_id", None) != self.keyring.current(store.id).key_id

@@ -505,7 +505,24 @@ def post_receive(lines: list[str], env: Mapping[str, str], git_dir: Path) -> lis
         warnings.append(f"the index will catch up on the next read ({exc})")
     finally:
         index.close()
+    _report_to_webhooks(env)
     return warnings
+
+
+def _report_to_webhooks(env: Mapping[str, str]) -> None:
+    """The pushed versions into the webhook outbox now (the server's catch-up scan would find them later)."""
+    home, store_id = env.get("GITMEM_HOME"), env.get("GITMEM_STORE_ID")
+    if not home or not store_id:
+        return
+    try:
+        from gitmem.home import Gitmem
+        from gitmem.webhooks import webhooks_for
+
+        gm = Gitmem.open(home)
+        workspace_id = gm.catalog.store(store_id).workspace_id
+        webhooks_for(gm).notes_changed(gm.store(workspace_id, store_id), workspace_id)
+    except Exception:  # the push has landed; the catch-up scan reports it
+        log.exception("post-receive could not report the push to webhooks")
 
 
 # -- entry point ----------------------------------------------------------------------------------

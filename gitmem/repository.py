@@ -32,6 +32,12 @@ HOOKS_DIR = Path(__file__).resolve().parent.parent / "hooks"
 
 _fsync_enabled: bool | None = None
 
+# libgit2 caches no tree over 4 KiB: the tree of a 10,000-note folder (~400 KiB) was read, inflated and
+# parsed again by each write and by the index after it (the index took a minute for a 10,000-note
+# commit). A cached parsed tree is shared by every reader of the repository object.
+BIG_TREE_CACHE_LIMIT = 8 << 20
+pygit2.settings.cache_object_limit(pygit2.enums.ObjectType.TREE, BIG_TREE_CACHE_LIMIT)
+
 
 def set_fsync(enabled: bool) -> None:
     """Whether objects and refs reach the disk before a write returns (libgit2 is process-wide)."""
@@ -215,32 +221,41 @@ def loose_object_count(repo_path: Path) -> int:
 
 
 _packers: dict[str, threading.Thread] = {}
+_packers_lock = threading.Lock()
 
 
-def pack_in_background(repo_path: Path) -> None:
-    """Roll loose objects into packs without blocking the writer (``gitmem.maintenance pack``)."""
+def pack_in_background(repo_path: Path, *, full: bool = False) -> None:
+    """Pack in a process of its own (``python -m gitmem.maintenance pack``) without blocking the
+    caller: a geometric roll-up of new objects, or with ``full`` one pack with deltas found again.
+    Nothing if this process already runs a packer for the store. The policy: gitmem.maintenance."""
     key = str(repo_path)
-    running = _packers.get(key)
-    if running is not None and running.is_alive():
-        return
-    proc = subprocess.Popen([sys.executable, "-m", "gitmem.maintenance", "pack", key],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    thread = threading.Thread(target=proc.wait, name=f"pack {repo_path.name}", daemon=True)
-    thread.start()
-    _packers[key] = thread
+    with _packers_lock:
+        running = _packers.get(key)
+        if running is not None and running.is_alive():
+            return
+        proc = subprocess.Popen([sys.executable, "-m", "gitmem.maintenance", "pack", key,
+                                 "full" if full else "geometric"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        thread = threading.Thread(target=proc.wait, name=f"pack {repo_path.name}", daemon=True)
+        thread.start()
+        _packers[key] = thread
+
+
+def wait_for_background_packer(repo_path: Path) -> None:
+    """Wait for this process's background packer of the store, if one runs."""
+    with _packers_lock:
+        thread = _packers.get(str(repo_path))
+    if thread is not None:
+        thread.join()
 
 
 def pack(repo_path: Path, *, full: bool = False) -> bool:
-    """Pack loose objects (geometric roll-up, or one pack with ``full``). One packer per store;
-    returns False if another holds the lock."""
-    try:
-        with file_lock(repo_path / "gitmem" / "pack.lock", timeout=0, busy="packing"):
-            args = ["git", "-C", str(repo_path), "repack", "-d", "-q"]
-            args += ["-a"] if full else ["--geometric=2"]
-            subprocess.run(args, check=True, capture_output=True)
-            return True
-    except StoreBusy:
-        return False
+    """Pack now: a geometric roll-up of loose objects and small packs, or with ``full`` one pack with
+    deltas searched again (see gitmem.maintenance). One packer per store; returns False if another
+    holds the lock."""
+    from gitmem.maintenance import pack as run_packer  # the policy module imports this one
+
+    return run_packer(repo_path, "full" if full else "geometric")
 
 
 def git(repo_path: Path, *args: str, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:

@@ -5,8 +5,9 @@ out if that version deleted it. The rows go into a small in-memory SQLite table 
 index's ``notes`` table, so listing, paging and path lookups are the index's own queries (one rule).
 Built once per (mark, tip) and shared by every thread; a new tip or a new mark builds it again.
 
-Everything not about reading current notes (writes, versions, diffs) goes to the store itself: a
-task's own writes are pending until a reviewer approves them, so it does not read them back.
+Versions after the mark are not there for the view (neither listed, nor read, nor diffed): their
+content is what the review has not seen. Writes go to the store itself: a task's own writes are
+pending until a reviewer approves them, so it does not read them back.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ import threading
 from typing import Any
 
 from gitmem import paths
+from gitmem.diff import VersionDiff
 from gitmem.errors import InvalidRequest, NotFound
 from gitmem.index import NoteRow, StoreIndex
-from gitmem.model import MemoryPrefix, Note, Page
+from gitmem.model import MemoryPrefix, Note, Page, Version
 from gitmem.review import ReviewMark, mark_seq
 from gitmem.store import MAX_NOTES_PAGE, MemoryStore, check_limit
 
@@ -53,6 +55,7 @@ class ApprovedNotes:
             self.db.execute("INSERT OR REPLACE INTO notes VALUES (?,?,?,?,?,?,?,?)", tuple(r)[:8])
         self.db.execute("COMMIT")
         self.lock = threading.Lock()
+        self.upto_seq = upto_seq
 
     def note(self, memory_id: str) -> NoteRow | None:
         with self.lock:
@@ -134,6 +137,26 @@ class ApprovedView:
 
     def totals(self) -> tuple[int, int]:
         return self._notes.totals()
+
+    def _approved(self, version_id: str) -> bool:
+        row = self._store.index.version(version_id)
+        return row is not None and row.seq <= self._notes.upto_seq
+
+    def version(self, version_id: str, with_content: bool = True) -> Version:
+        if not self._approved(version_id):
+            raise NotFound(f"memory version {version_id} not found")
+        return self._store.version(version_id, with_content)
+
+    def versions(self, **filters: Any) -> Page[Version]:
+        """The store's listing without the versions after the mark (a page may hold fewer)."""
+        found = self._store.versions(**filters)
+        return Page([v for v in found.items if self._approved(v.id)], found.next_page)
+
+    def diff(self, version_id: str, against: str | None = None) -> VersionDiff:
+        for wanted in (version_id, against):
+            if wanted is not None and not self._approved(wanted):
+                raise NotFound(f"memory version {wanted} not found")
+        return self._store.diff(version_id, against)
 
     def search(self, query: str, path_prefix: str | None = None, limit: int = 20,
                page: str | None = None) -> Page[Any]:

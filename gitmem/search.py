@@ -28,6 +28,7 @@ from gitmem.search_query import to_fts
 from gitmem.store import MemoryStore, check_limit
 
 MAX_SEARCH_PAGE = 100
+MAX_OFFSET = 1_000_000  # a page token deeper than this is not one we made
 PATH_WEIGHT, BODY_WEIGHT = 5.0, 1.0
 MARK = "**"  # around each matched word in a snippet
 SNIPPET_TOKENS = 24
@@ -118,7 +119,8 @@ def _offset(page: str | None, fingerprint: str) -> int:
     if page is None:
         return 0
     value = decode_token("search", page)
-    if not (isinstance(value, list) and len(value) == 2 and isinstance(value[0], int) and value[0] >= 0):
+    if not (isinstance(value, list) and len(value) == 2 and isinstance(value[0], int)
+            and 0 <= value[0] <= MAX_OFFSET):
         raise InvalidRequest("invalid page token")
     if value[1] != fingerprint:
         raise InvalidRequest("invalid page token: it belongs to another search")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import pygit2
 
-from gitmem import ids, paths, repository
+from gitmem import ids, maintenance, paths, repository
 from gitmem.clock import Clock, system_clock
 from gitmem.commits import VersionRecord, author_for, format_message
 from gitmem.crypto import ContentCodec, PlainCodec
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_CAS_ATTEMPTS = 50
-PACK_EVERY_WRITES = 256
+PACK_EVERY_WRITES = 256  # at most, between background packs (gitmem.maintenance decides sooner)
 MAX_NOTES_PAGE = 1000
 MAX_VERSIONS_PAGE = 100
 MAX_FULL_PAGE = 20
@@ -60,16 +60,20 @@ def check_limit(limit: int, maximum: int, *, full: bool) -> int:
 class MemoryStore:
     def __init__(self, repo_path: Path, store_id: str, *, policy: StorePolicy = MEMORY_STORE,
                  codec: ContentCodec | None = None, clock: Clock = system_clock,
-                 write_guard: Callable[[], None] | None = None) -> None:
+                 write_guard: Callable[[], None] | None = None,
+                 on_commit: Callable[[MemoryStore], None] | None = None,
+                 on_redact: Callable[[MemoryStore, Version], None] | None = None) -> None:
         self.path = repo_path
         self.id = store_id
         self.policy = policy
         self.codec: ContentCodec = codec or PlainCodec()
         self.clock = clock
         self._write_guard = write_guard or (lambda: None)
+        # Told right after a change lands (webhooks' outbox); a failure there never fails the write.
+        self._on_commit = on_commit
+        self._on_redact = on_redact
         self.repo = pygit2.Repository(str(repo_path))
         self.index = StoreIndex(self.repo)
-        self._writes_since_pack = 0
 
     def close(self) -> None:
         self.index.close()
@@ -293,20 +297,29 @@ class MemoryStore:
                     continue
                 if repository.compare_and_swap(self.repo, tip, commit_id):
                     self.index.catch_up()
+                    self._tell(self._on_commit, self)
                     self._after_write()
                     return change
                 log.debug("main moved under a write to %s; retrying", self.id)
         raise StoreBusy(f"store {self.id} kept changing; the write was not made")
 
     def _after_write(self) -> None:
-        self._writes_since_pack += 1
-        if self._writes_since_pack >= PACK_EVERY_WRITES:
-            self._writes_since_pack = 0
-            repository.pack_in_background(self.path)
+        maintenance.after_write(self.path, max_writes=PACK_EVERY_WRITES)
 
     def redact(self, version_id: str, actor: Actor | None = None) -> Version:
         from gitmem.rewrite import redact_version  # history rewriting lives in its own module
 
         redact_version(self, version_id, actor)
-        return self.version(version_id, with_content=False)
+        version = self.version(version_id, with_content=False)
+        self._tell(self._on_redact, self, version)
+        return version
+
+    @staticmethod
+    def _tell(listener: Callable[..., None] | None, *args: object) -> None:
+        if listener is None:
+            return
+        try:
+            listener(*args)
+        except Exception:  # the change has landed; the outbox's catch-up scan reports it later
+            log.exception("a change listener failed; the change itself was made")
 

@@ -14,6 +14,10 @@ from gitmem.home import Gitmem
 from gitmem.store import MemoryStore
 from tests.conftest import store_state
 
+# A body that looks like a real key's (random base64); a header alone, or around "...", is no secret.
+KEY_BODY = ("kMekS0CEEMHT2Yat0ML8xMxdVmmCOIkbt5xGn2wMnRUGV2RTZJdhXp8LNLr/ZuUy\n"
+            "A0DJ+ZbvtsbUDo4KT/u7NNrPvyRCsh92N9grHAR/DzkOdPNp66zYoXvILKweuUiY\n")
+
 SECRETS = {
     "password colon": "db login\npassword: hunter22\n",
     "password equals, quoted": 'config: PASSWORD = "s3cr3t-value"',
@@ -22,25 +26,26 @@ SECRETS = {
     "pwd": "pwd: abcd1234",
     "passphrase": "passphrase: open sesame",
     "secret_key": "secret_key = 'abc123def456'",
-    "client-secret JSON": '{"client-secret": "0123456789abcdef"}',
-    "RSA private key": "-----BEGIN RSA PRIVATE KEY-----\nMIIEow...\n-----END RSA PRIVATE KEY-----",
-    "OpenSSH private key": "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEA\n",
-    "PKCS8 private key": "key:\n-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBg\n",
-    "encrypted private key": "-----BEGIN ENCRYPTED PRIVATE KEY-----\n",
-    "PGP private key": "-----BEGIN PGP PRIVATE KEY BLOCK-----\n",
-    "PuTTY key": "PuTTY-User-Key-File-3: ssh-ed25519\n",
+    "client-secret JSON": '{"client-secret": "8f3a9c1e7b2d4f60"}',
+    "RSA private key": "-----BEGIN RSA PRIVATE KEY-----\n" + KEY_BODY + "-----END RSA PRIVATE KEY-----",
+    "OpenSSH private key": "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEA" + KEY_BODY,
+    "PKCS8 private key": "key:\n-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBg" + KEY_BODY,
+    "encrypted private key": "-----BEGIN ENCRYPTED PRIVATE KEY-----\n" + KEY_BODY,
+    "PGP private key": "-----BEGIN PGP PRIVATE KEY BLOCK-----\nVersion: GnuPG v2\n\nlQOYBF" + KEY_BODY,
+    "PuTTY key": "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nComment: k\nPublic-Lines: 1\n"
+                 "AAAAC3NzaC1lZDI1NTE5AAAAIE\nPrivate-Lines: 1\n" + KEY_BODY,
     "AWS access key id": "aws key AKIAIOSFODNN7EXAMPLE in the notes",
     "GitHub classic token": "token ghp_" + "a1B2c3D4e5" * 4,
-    "GitHub OAuth token": "gho_" + "Z" * 36,
+    "GitHub OAuth token": "gho_ErQHQwjyaxErPZDS3MoJaQNjCxkv5ndK0meG",
     "GitHub fine-grained token": "github_pat_" + "11ABCDEFG0" * 7,
     "Anthropic API key": "use sk-ant-api03-" + "Ab3_-" * 10,
-    "OpenAI-style key": "sk-proj-" + "x" * 40,
-    "Slack token": "xoxb-1234567890-abcdefghij",
-    "Google API key": "AIza" + "S" * 35,
-    "GitLab token": "glpat-" + "q" * 20,
-    "Stripe live key": "sk_live_" + "4" * 24,
+    "OpenAI-style key": "sk-proj-RZlchCl24o2rOugvkZ189XdkyHTUXNoGEQUVwdW3edC2fXAn",
+    "Slack token": "xoxb-832140647590-8753547773278-xlmXVo6Ma8r6XZvlpYaGcpNh",
+    "Google API key": "AIzaUtdPJpD9_TH4u5LfJQ4BKGdadqI1rEz38hH",
+    "GitLab token": "glpat-f13lZzSVXuctdej1zWmT",
+    "Stripe live key": "sk_live_mtr7YSRIFNNhnIMSRzLpeAwu",
     "JWT": "Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
-    "gitmem key": "gm_key_" + "k" * 43,
+    "gitmem key": "gm_key_kQslNNx3UwdA_4_whR6EPmCaUUJz3LCsQu7XF66gD0Y",
     "credentials in an https URL": "clone https://alice:tops3cret@git.example.com/repo.git",
     "credentials in a postgres URL": "DATABASE_URL postgres://app:pa55word@db:5432/app",
 }
@@ -59,6 +64,22 @@ PROSE = {
     "begin block that is public": "-----BEGIN PUBLIC KEY-----\nMFkwEwYH\n-----END PUBLIC KEY-----",
     "AKIA prefix too short": "AKIA1234 is not a key",
     "empty": "",
+    # The reversals: prose about passwords, placeholders and references are not secrets.
+    "password rotation prose": "Password: rotate every 90 days",
+    "token in the vault": "token: see the vault",
+    "masked password": "password=********",
+    "placeholder in angle brackets": "password: <your-password>",
+    "placeholder GitHub token": "GITHUB_TOKEN=ghp_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+    "placeholder URL credentials": "postgres://username:password@localhost/db",
+    "key header around xxx": "-----BEGIN RSA PRIVATE KEY-----\nxxx\n-----END RSA PRIVATE KEY-----",
+    "os.environ": 'db_password = os.environ["DB_PASSWORD"]',
+    "os.getenv": 'api_key = os.getenv("API_KEY")',
+    "shell variable": "PASSWORD=${DB_PASSWORD}",
+    "process.env": "const token = process.env.GITHUB_TOKEN;",
+    "command substitution": "export VAULT_TOKEN=$(vault print token)",
+    "template": "password: {{ pass }}",
+    "getpass": "password = getpass.getpass()",
+    "PHP request": '$password = $_POST["password"];',
 }
 
 
@@ -78,7 +99,8 @@ def test_prose_passes(text: str) -> None:
 
 
 def test_the_refusal_names_what_was_found_and_never_echoes_the_secret() -> None:
-    cases = {"a saved password": "password: hunter22", "a private key": "-----BEGIN PRIVATE KEY-----",
+    cases = {"a saved password": "password: hunter22",
+             "a private key": "-----BEGIN PRIVATE KEY-----\n" + KEY_BODY,
              "an access token": "AKIAIOSFODNN7EXAMPLE"}
     for reason, text in cases.items():
         with pytest.raises(SecretRefused) as refused:
@@ -93,7 +115,7 @@ def test_a_store_refuses_a_secret_and_stays_as_it_was(store: MemoryStore) -> Non
     with pytest.raises(SecretRefused):
         store.create("/creds.md", "password: hunter22")
     with pytest.raises(SecretRefused):
-        store.update(note.id, content="ghp_" + "a" * 36)
+        store.update(note.id, content="ghp_HRCQdgJKRtwWUbuXF5xOtkiEoZIiqFcBZxsA")
     assert store_state(store) == before
     assert store.get(note.id).content == "fine"
 

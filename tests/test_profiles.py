@@ -199,7 +199,8 @@ def test_entries_cannot_collide(bank: Bank, user: str) -> None:
 
 def test_secrets_are_refused_in_banks(bank: Bank, user: str) -> None:
     with pytest.raises(InvalidRequest):
-        bank.put("keys.md", "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7\n-----END RSA PRIVATE KEY-----\n",
+        bank.put("keys.md", "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7kMekS0CEEMHT2Yat0ML8xMxdVmmCOIk\n"
+                 "bt5xGn2wMnRUGV2RTZJdhXp8LNLr/ZuUy\n-----END RSA PRIVATE KEY-----\n",
                  actor=actor(user))
 
 

@@ -124,6 +124,15 @@ def test_the_approved_view_shows_the_store_at_the_mark(
     assert view.totals()[0] == 2
     assert [h.note.path for h in view.search("staging").items] == []  # the matched text is unapproved
     assert [h.note.path for h in view.search("deleted").items] == []  # no longer current in the store
+    # Versions after the mark are not there for the view: neither listed, read nor diffed.
+    pending = store.versions(limit=1).items[0]
+    assert pending.id not in [v.id for v in view.versions(limit=100).items]
+    assert kept.version_id in [v.id for v in view.versions(limit=100).items]
+    with pytest.raises(NotFound):
+        view.version(pending.id)
+    with pytest.raises(NotFound):
+        view.diff(pending.id)
+    assert view.version(kept.version_id).content == "Sam likes staging"
 
 
 def test_a_person_reads_everything_and_a_task_reads_the_approved_state(

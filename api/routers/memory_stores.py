@@ -16,11 +16,11 @@ from api.schemas import (
     MemoryStoreUpdate,
     as_utc,
 )
-from gitmem.access import require_access, store_access
+from gitmem.access import require_access, store_access, visible_stores
 from gitmem.home import MAX_STORES_PAGE
 from gitmem.model import StoreInfo
 from gitmem.review import Reviews
-from gitmem.tasks import refuse_task, visible_store_ids
+from gitmem.tasks import refuse_task
 
 router = APIRouter(prefix="/v1/memory_stores", tags=["memory_stores"], responses=ERROR_RESPONSES)
 
@@ -58,19 +58,8 @@ def list_memory_stores(
     limit: int = Query(20, ge=1, le=MAX_STORES_PAGE),
     page: str | None = Query(None),
 ) -> MemoryStoreList:
-    visible = visible_store_ids(gm, principal)
-    if visible is not None:  # a task lists only its own (at most nine) stores
-        stores = [gm.get_store(principal.workspace_id, s) for s in sorted(visible)]
-        stores = [s for s in stores if include_archived or s.archived_at is None]
-        return MemoryStoreList(data=[_out(gm, s) for s in stores], next_page=None)
-    result = gm.list_stores(
-        principal.workspace_id,
-        include_archived=include_archived,
-        created_gte=as_utc(created_at_gte),
-        created_lte=as_utc(created_at_lte),
-        limit=limit,
-        page=page or None,
-    )
+    result = visible_stores(gm, principal, include_archived=include_archived, created_gte=as_utc(created_at_gte),
+                            created_lte=as_utc(created_at_lte), limit=limit, page=page)
     return MemoryStoreList(data=[_out(gm, s) for s in result.items], next_page=result.next_page)
 
 

@@ -25,6 +25,7 @@ COMMAND_MODULES = [
     "gitmem.cli.dreams",
     "gitmem.cli.find",
     "gitmem.cli.review",
+    "gitmem.cli.mcp",
 ]
 
 for _module in COMMAND_MODULES:
