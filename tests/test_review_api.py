@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
 from api.app import create_app
+from gitmem import mcp_tools
 from gitmem.cli import main
 from gitmem.home import Gitmem
 from gitmem.tasks import tasks_for
@@ -82,6 +83,11 @@ def test_the_steward_story(world: World) -> None:
     assert listed == ["/metrics/churn.md"]
     with pytest.raises(anthropic.NotFoundError):
         agent.beta.memory_stores.memories.retrieve(wrong.id, memory_store_id=store_id)
+    with pytest.raises(anthropic.NotFoundError):  # nor its version's content
+        call(agent, "GET", f"/v1/memory_stores/{store_id}/memory_versions/{wrong.memory_version_id}")
+    over_mcp = mcp_tools.memory_command(world.gm, world.gm.catalog.authenticate(token), store_id,
+                                        {"command": "view", "path": "/memories"})
+    assert "revenue" not in over_mcp.content and "churn.md" in over_mcp.content
 
     # Nor can it clone the store: Git would hand over the unreviewed history.
     refused = world.http.get(f"/v1/memory_stores/{store_id}.git/info/refs?service=git-upload-pack",
