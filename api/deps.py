@@ -76,7 +76,7 @@ Store = Annotated[MemoryStore, Depends(get_store)]
 
 
 def get_reviewer(memory_store_id: str, principal: Caller, gm: Engine) -> tuple[MemoryStore, Principal]:
-    """A reviewer: a user or an API key (not a task) with write access to the store."""
+    """A reviewer: a user with write access to the store, or an admin key (never a task)."""
     check_reviewer(gm, principal, memory_store_id)
     return gm.store(principal.workspace_id, memory_store_id), principal
 

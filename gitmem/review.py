@@ -163,12 +163,14 @@ def _write_record(store: MemoryStore, action: str, version: Version | None, acto
 
 
 def check_reviewer(gm: Gitmem, principal: Principal, store_id: str) -> None:
-    """A reviewer is a person's credential (a user, or an API key) with write access to the store;
-    a task never reviews, not even its own store. The API and the web view both ask this."""
+    """A reviewer is a user with write access to the store, or an admin key; a read-write key (what
+    agents and scripts are given) and a task never review. The API and the web view both ask this."""
     from gitmem.access import require_access  # access builds on tasks and profiles
 
-    if principal.actor.type not in ("user_actor", "api_actor") or principal_task_id(principal) is not None:
-        raise PermissionDenied("only a user or an API key with write access may review a store")
+    person = principal.actor.type == "user_actor" or (principal.actor.type == "api_actor"
+                                                      and principal.role == "admin")
+    if not person or principal_task_id(principal) is not None:
+        raise PermissionDenied("only a user with write access or an admin key may review a store")
     require_access(gm, principal, store_id, write=True)
 
 

@@ -139,6 +139,9 @@ def test_who_may_review(world: World) -> None:
     assert call(admin, "GET", route)["pending_count"] == 0  # an admin key may review
     with pytest.raises(anthropic.PermissionDeniedError):
         call(world.sdk(world.reader), "GET", route)
+    _, agent_key = world.gm.catalog.create_api_key(world.workspace_id, "agent", role="read-write")
+    with pytest.raises(anthropic.PermissionDeniedError):  # a read-write key is what agents get
+        call(world.sdk(agent_key), "GET", route)
     _, token = _task(world, store_id)
     with pytest.raises(anthropic.PermissionDeniedError):
         call(world.sdk(token), "GET", route)
