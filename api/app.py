@@ -7,7 +7,7 @@ this module to call ``create_app`` opens nothing.
 from __future__ import annotations
 
 import logging
-import os
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -39,6 +39,7 @@ from api.ui import router as ui_router
 from gitmem.dreams import DreamRunner
 from gitmem.home import Gitmem
 from gitmem.retention import PruneScheduler
+from gitmem.settings import SettingsError, load_settings
 from gitmem.webhook_delivery import Dispatcher
 
 log = logging.getLogger("gitmem.api")
@@ -134,9 +135,15 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
 
 
 def create_app_from_env() -> FastAPI:
-    """The app for the data home in ``GITMEM_HOME`` (else the engine's default home)."""
-    logging.basicConfig(level=os.environ.get("GITMEM_LOG_LEVEL", "INFO"))
-    gm = Gitmem.open(os.environ.get("GITMEM_HOME") or None)
+    """The app for the data home in ``GITMEM_HOME`` (else the engine's default home). Every setting is
+    checked first: a bad one stops the process (exit 2) with one line, before it serves anything."""
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        sys.stderr.write(f"gitmem: {exc.message}\n")
+        raise SystemExit(2) from None
+    logging.basicConfig(level=settings.LOG_LEVEL or "INFO")
+    gm = Gitmem.open(settings.HOME)
     log.info("serving gitmem home %s", gm.home)
     return create_app(gm, Settings.from_env(), close_on_shutdown=True)
 

@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gitmem import ids
-from gitmem.errors import GitmemError, RateLimited
+from gitmem.errors import STORAGE_ERRORS, GitmemError, RateLimited, as_insufficient_storage
 
 log = logging.getLogger("gitmem.api")
 
@@ -35,6 +35,7 @@ _TYPE_BY_STATUS = {
     409: "conflict_error",
     413: "request_too_large",
     429: "rate_limit_error",
+    507: "api_error",
 }
 _RESERVED = frozenset({"type", "message"})
 
@@ -143,9 +144,21 @@ async def _http_exception(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
+async def _storage_error(request: Request, exc: Exception) -> JSONResponse:
+    """A full disk is a retryable 507 naming the cause; any other storage failure stays a 500."""
+    gm = getattr(request.app.state, "gm", None)
+    refusal = as_insufficient_storage(exc, gm.home if gm is not None else None)
+    if refusal is None:
+        raise exc
+    log.error("disk full on %s %s: %s", request.method, request.url.path, exc)
+    return await _gitmem_error(request, refusal)
+
+
 def install(app: FastAPI) -> None:
     """Register the handlers. Unhandled exceptions become a 500 in the request middleware."""
     app.add_exception_handler(GitmemError, _gitmem_error)
+    for storage_error in STORAGE_ERRORS:
+        app.add_exception_handler(storage_error, _storage_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_exception)
 

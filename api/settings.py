@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from gitmem.settings import load_settings
 from gitmem.webhook_delivery import DeliveryPolicy
 
 MIB = 1 << 20
@@ -37,20 +37,20 @@ class Settings:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
-        env = os.environ if environ is None else environ
-        defaults = cls()
+        """From the one settings object (:mod:`gitmem.settings`), which checks every value."""
+        settings = load_settings(environ)
         return cls(
-            max_body_bytes=int(env.get("GITMEM_MAX_BODY_BYTES", defaults.max_body_bytes)),
-            rate_limit_per_second=float(env.get("GITMEM_RATE_LIMIT_RPS", defaults.rate_limit_per_second)),
-            rate_limit_burst=int(env.get("GITMEM_RATE_LIMIT_BURST", defaults.rate_limit_burst)),
-            prune_interval_seconds=float(env.get("GITMEM_PRUNE_INTERVAL", defaults.prune_interval_seconds)),
-            dream_runner=env.get("GITMEM_DREAM_RUNNER", "on").strip().lower() not in ("0", "off", "false", "no"),
-            dream_poll_seconds=float(env.get("GITMEM_DREAM_POLL") or defaults.dream_poll_seconds),
-            webhook_delivery=env.get("GITMEM_WEBHOOKS", "on").strip().lower() not in ("0", "off", "false", "no"),
-            webhook_poll_seconds=float(env.get("GITMEM_WEBHOOK_POLL") or defaults.webhook_poll_seconds),
+            max_body_bytes=settings.MAX_BODY_BYTES,
+            rate_limit_per_second=settings.RATE_LIMIT_RPS,
+            rate_limit_burst=settings.RATE_LIMIT_BURST,
+            prune_interval_seconds=settings.PRUNE_INTERVAL,
+            dream_runner=settings.DREAM_RUNNER,
+            dream_poll_seconds=settings.DREAM_POLL,
+            webhook_delivery=settings.WEBHOOKS,
+            webhook_poll_seconds=settings.WEBHOOK_POLL,
             webhook_policy=DeliveryPolicy(
-                first_retry_seconds=float(env.get("GITMEM_WEBHOOK_FIRST_RETRY") or 5.0),
-                max_retry_seconds=float(env.get("GITMEM_WEBHOOK_MAX_RETRY") or 3600.0),
-                give_up_after_seconds=float(env.get("GITMEM_WEBHOOK_GIVE_UP_AFTER") or 3 * 86400.0),
-                timeout_seconds=float(env.get("GITMEM_WEBHOOK_TIMEOUT") or 10.0)),
+                first_retry_seconds=settings.WEBHOOK_FIRST_RETRY,
+                max_retry_seconds=settings.WEBHOOK_MAX_RETRY,
+                give_up_after_seconds=settings.WEBHOOK_GIVE_UP_AFTER,
+                timeout_seconds=settings.WEBHOOK_TIMEOUT),
         )

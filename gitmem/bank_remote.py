@@ -57,6 +57,7 @@ from gitmem.remote import (
     RemoteRefused,
     RemoteUnavailable,
 )
+from gitmem.settings import SettingsError, load_settings
 
 log = logging.getLogger("gitmem.bank_remote")
 
@@ -241,7 +242,7 @@ def _write_atomic(path: Path, text: str) -> None:
 
 def state_dir(workspace: Path) -> Path:
     """Where a workspace's mount keeps its pid file and log (outside ``.memory/``, which is the bank's)."""
-    root = os.environ.get("GITMEM_STATE_DIR") or os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+    root = load_settings().STATE_DIR or os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
     digest = hashlib.sha256(str(workspace.resolve()).encode()).hexdigest()[:16]
     path = Path(root) / f"gitmem-bank-{os.getuid()}-{digest}"
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -308,9 +309,10 @@ def _stop(pid_file: Path, timeout: float = STOP_TIMEOUT_SECONDS) -> bool:
 
 
 def _settings(args: argparse.Namespace) -> tuple[str, str, str | None]:
-    url = args.url or os.environ.get("GITMEM_URL") or ""
-    token = os.environ.get("GITMEM_TOKEN") or ""
-    profile = args.profile or os.environ.get("GITMEM_PROFILE") or None
+    settings = load_settings()
+    url = args.url or settings.URL or ""
+    token = settings.TOKEN.get_secret_value() if settings.TOKEN is not None else ""
+    profile = args.profile or settings.PROFILE
     if profile and (not url or not token):
         raise RemoteRefused("GITMEM_URL and GITMEM_TOKEN (the user's token) must be set to mount a profile's bank")
     return url, token, profile
@@ -403,7 +405,7 @@ def _parser() -> argparse.ArgumentParser:
 
 @contextlib.contextmanager
 def _logging(default_level: str) -> Iterator[None]:
-    logging.basicConfig(level=os.environ.get("GITMEM_LOG_LEVEL", default_level), stream=sys.stderr,
+    logging.basicConfig(level=load_settings().LOG_LEVEL or default_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     yield
 
@@ -418,6 +420,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.command == "session-end":
                 return session_end(args)
             return _mount_main(args)
+        except SettingsError as exc:
+            sys.stderr.write(f"gitmem: {exc.message}\n")
+            return 2
         except GitmemError as exc:
             sys.stderr.write(f"gitmem: {exc.message}\n")
             return 1

@@ -32,7 +32,7 @@ import secrets
 import tempfile
 import urllib.parse
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -44,6 +44,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from gitmem.clock import Clock, iso, system_clock
 from gitmem.errors import GitmemError
 from gitmem.repository import fsync_dir
+from gitmem.settings import GitmemSettings, load_settings
 
 log = logging.getLogger(__name__)
 
@@ -206,17 +207,34 @@ def _write_private_file(path: Path, data: bytes) -> bool:
             os.unlink(tmp)
 
 
-def load_master_key(home: Path) -> MasterKey:
+def check_master_key_text(text: str) -> None:
+    """Raise ``ValueError`` (a settings error) unless ``text`` is a usable master key."""
+    try:
+        MasterKey(_decode_key_text(text))
+    except InvalidKey as exc:
+        raise ValueError(exc.message) from None
+
+
+def check_master_key_file(path: Path) -> None:
+    """Raise ``ValueError`` (a settings error) unless ``path`` holds a usable master key."""
+    try:
+        MasterKey(_read_key_file(path))
+    except OSError as exc:
+        raise ValueError(f"cannot read it ({exc.strerror or exc})") from None
+    except InvalidKey as exc:
+        raise ValueError(exc.message) from None
+
+
+def load_master_key(home: Path, settings: GitmemSettings | None = None) -> MasterKey:
     """From ``$GITMEM_MASTER_KEY``, else the file named by ``$GITMEM_MASTER_KEY_FILE``, else
     ``home/master.key``, generated (0600) on first use."""
-    text = os.environ.get(MASTER_KEY_ENV)
-    if text:
+    settings = settings or load_settings()
+    if settings.MASTER_KEY is not None:
         log.info("master key taken from $%s", MASTER_KEY_ENV)
-        return MasterKey(_decode_key_text(text))
-    named = os.environ.get(MASTER_KEY_FILE_ENV)
-    if named:
-        log.info("master key read from %s", named)
-        return MasterKey(_read_key_file(Path(named)))
+        return MasterKey(_decode_key_text(settings.MASTER_KEY.get_secret_value()))
+    if settings.MASTER_KEY_FILE is not None:
+        log.info("master key read from %s", settings.MASTER_KEY_FILE)
+        return MasterKey(_read_key_file(settings.MASTER_KEY_FILE))
     path = Path(home) / MASTER_KEY_FILENAME
     if not path.exists():
         encoded = base64.urlsafe_b64encode(secrets.token_bytes(32)) + b"\n"
@@ -495,6 +513,22 @@ class KeyRing:
                 owners.pop(owner_id, None)
             self._save(owners, shred_old=True)
             log.info("retired %d data key(s) of %s", len(recs) - len(kept), owner_id)
+
+    def rewrap(self, new_master: MasterKey) -> int:
+        """Wrap every data key again under ``new_master`` (one atomic rewrite of the ring; the old file's
+        blocks are overwritten). Every key is unwrapped first, so a ring this master cannot fully open
+        is left as it was. Returns how many keys were re-wrapped."""
+        with self._locked():
+            owners = self._load()
+            keys = {owner: [(rec, self.master.unwrap(owner, rec.wrapped)) for rec in recs]
+                    for owner, recs in owners.items()}
+            rewrapped = {owner: [replace(rec, wrapped=new_master.wrap(owner, key), master_key_id=new_master.key_id)
+                                 for rec, key in pairs] for owner, pairs in keys.items()}
+            self._save(rewrapped, shred_old=True)
+            self.master = new_master
+        count = sum(len(recs) for recs in rewrapped.values())
+        log.info("re-wrapped %d data key(s) under master key %s", count, new_master.key_id)
+        return count
 
     def destroy(self, owner_id: str) -> None:
         """Forget every key of ``owner_id``: overwrite and delete, so no old blob can be decrypted."""

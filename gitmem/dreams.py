@@ -50,7 +50,8 @@ from gitmem.errors import (
 )
 from gitmem.home import HomeTables
 from gitmem.model import Actor, Note, Page
-from gitmem.tasks import _read_token, _token, tasks_for
+from gitmem.settings import load_settings
+from gitmem.tasks import tasks_for
 from gitmem.tidier import (
     Dreamer,
     DreamerError,
@@ -153,15 +154,7 @@ def _text(value: Any, what: str, *, min_len: int = 0, max_len: int | None = None
 
 def timeout_setting(environ: Mapping[str, str] | None = None) -> float:
     """``GITMEM_DREAM_TIMEOUT``: seconds a dream may run (default 12 hours)."""
-    env = os.environ if environ is None else environ
-    raw = env.get("GITMEM_DREAM_TIMEOUT")
-    try:
-        value = float(raw) if raw else DEFAULT_TIMEOUT_SECONDS
-    except ValueError:
-        raise InvalidRequest("GITMEM_DREAM_TIMEOUT must be a number of seconds") from None
-    if not value > 0:
-        raise InvalidRequest("GITMEM_DREAM_TIMEOUT must be positive")
-    return value
+    return load_settings(environ).DREAM_TIMEOUT
 
 
 class _Stop(Exception):
@@ -223,7 +216,8 @@ class Dreams(HomeTables):
 
         info = self.gm.get_store(workspace_id, store_id)  # NotFound for another workspace's store
         if info.kind == "bank":
-            raise InvalidRequest(f"memory store {store_id} is a profile's memory bank, not a memory store")
+            # The same answer as a missing store: an id's kind is not told to whoever cannot read it.
+            raise NotFound(f"memory store {store_id} not found")
         if info.archived_at is not None:
             raise ArchivedStore(f"memory store {store_id} is archived; a dream reads a store in use")
         tasks = tasks_for(self.gm)
@@ -370,11 +364,12 @@ class Dreams(HomeTables):
             args.append(to_micros(created_lt))
         if page:
             _text(page, "page")
-            micros, after_id = _read_token(page, int, str)
+            micros, after_id = self.gm.page_tokens.decode(page, "dreams", int, str)
             sql += " AND (created_at<? OR (created_at=? AND id<?))"
             args += [micros, micros, after_id]
         rows = self.db.execute(sql + " ORDER BY created_at DESC, id DESC LIMIT ?", (*args, limit + 1)).fetchall()
-        token = _token(rows[limit - 1]["created_at"], rows[limit - 1]["id"]) if len(rows) > limit else None
+        token = (self.gm.page_tokens.encode("dreams", rows[limit - 1]["created_at"], rows[limit - 1]["id"])
+                 if len(rows) > limit else None)
         return Page([_dream(r) for r in rows[:limit]], token)
 
     # -- cancel and archive -----------------------------------------------------------------------

@@ -5,7 +5,13 @@
 
 from __future__ import annotations
 
+import errno
+import shutil
+import sqlite3
+from pathlib import Path
 from typing import Any
+
+import pygit2
 
 
 class GitmemError(Exception):
@@ -92,3 +98,42 @@ class RateLimited(GitmemError):
     def __init__(self, message: str, *, retry_after: float) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class InsufficientStorage(GitmemError):
+    """The server's disk (or quota) is full: nothing was written, and a retry after space is freed
+    will succeed."""
+
+    api_type = "api_error"
+    status = 507
+    retryable = True
+
+
+# What a write can raise when the disk is full: the OS, SQLite and libgit2 each report it their way.
+STORAGE_ERRORS: tuple[type[BaseException], ...] = (OSError, sqlite3.Error, pygit2.GitError)
+_FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT}
+_NEARLY_FULL_BYTES = 1 << 20
+
+
+def _nearly_full(where: Path) -> bool:
+    try:
+        return shutil.disk_usage(where).free < _NEARLY_FULL_BYTES
+    except OSError:
+        return False
+
+
+def as_insufficient_storage(exc: BaseException, where: Path | None = None) -> InsufficientStorage | None:
+    """The refusal to report for ``exc`` if it comes from a full disk or quota, else ``None``. libgit2
+    does not always say why a write failed ("no error"), so a storage error while the file system
+    holding ``where`` is nearly full counts as one too."""
+    full = (
+        (isinstance(exc, OSError) and exc.errno in _FULL_ERRNOS)
+        or (isinstance(exc, sqlite3.Error) and getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL)
+        or "no space left on device" in str(exc).lower()
+        or "disk quota exceeded" in str(exc).lower()
+        or (where is not None and isinstance(exc, STORAGE_ERRORS) and _nearly_full(where))
+    )
+    if not full:
+        return None
+    return InsufficientStorage("insufficient storage: the server's disk is full; nothing was written."
+                               " Retry after space is freed")

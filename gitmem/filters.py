@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import importlib
 import logging
-import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from gitmem.errors import SecretRefused
-from gitmem.secrets import SecretDetector, detector_from_env
+from gitmem.secrets import SecretDetector, detector_for
+from gitmem.settings import load_settings
 
 log = logging.getLogger(__name__)
 
@@ -55,11 +55,12 @@ class FilterChain:
 
 def load_filters(spec: str | None = None) -> FilterChain:
     """The secret detector (less ``GITMEM_SECRETS_ALLOW``) plus whatever ``GITMEM_FILTERS`` names."""
-    spec = os.environ.get("GITMEM_FILTERS", "") if spec is None else spec
+    settings = load_settings()
+    spec = settings.FILTERS if spec is None else spec
     extra: list[ContentFilter] = []
     for name in filter(None, (s.strip() for s in spec.split(","))):
         module_name, _, attr = name.partition(":")
         factory = getattr(importlib.import_module(module_name), attr)
         extra.append(factory())
         log.info("content filter %s loaded", name)
-    return FilterChain((detector_from_env(), *extra))
+    return FilterChain((detector_for(settings.SECRETS_ALLOW), *extra))

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gitmem.home import Gitmem
 from gitmem.index import StoreIndex
+from gitmem.model import StoreInfo
 from gitmem.repository import git
 from gitmem.store import MemoryStore
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -23,6 +28,9 @@ class FsckReport:
 
 def check_store(store: MemoryStore) -> FsckReport:
     problems: list[str] = []
+    if store.index.set_aside is not None:
+        problems.append(f"the index was damaged; it was set aside as {store.index.set_aside.name} and rebuilt"
+                        " from history")
     result = git(store.path, "fsck", "--full", "--no-dangling", "--no-progress")
     if result.returncode != 0:
         problems.append("git fsck: " + result.stderr.decode(errors="replace").strip())
@@ -35,6 +43,23 @@ def check_store(store: MemoryStore) -> FsckReport:
         finally:
             fresh.close()
     return FsckReport(store.id, problems)
+
+
+def check_home_store(gm: Gitmem, info: StoreInfo) -> FsckReport:
+    """:func:`check_store` on one store of a home; a store that cannot even be opened is reported, not
+    raised, so a check of every store goes on to the next."""
+    try:
+        return check_store(gm.store(info.workspace_id, info.id))
+    except Exception as exc:  # noqa: BLE001 - whatever broke, the report says so and fsck goes on
+        log.exception("fsck of %s failed", info.id)
+        return FsckReport(info.id, [f"could not be checked: {type(exc).__name__}: {exc}"])
+
+
+def orphan_folders(gm: Gitmem) -> list[Path]:
+    """Folders under ``stores/`` that no store in the catalog owns (e.g. left by a crash mid-create)."""
+    known = {f"{info.id}.git" for info in gm.all_stores()}
+    folder = gm.home / "stores"
+    return sorted(p for p in folder.iterdir() if p.name not in known) if folder.is_dir() else []
 
 
 def _compare(live: StoreIndex, fresh: StoreIndex) -> list[str]:

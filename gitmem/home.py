@@ -7,9 +7,7 @@ and Git's own locks.
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
-import json
 import logging
 import os
 import shutil
@@ -22,11 +20,13 @@ from gitmem import ids, repository
 from gitmem.catalog import Catalog
 from gitmem.clock import Clock, system_clock, to_micros
 from gitmem.crypto import ContentCodec, KeyRing, PlainCodec, load_master_key
-from gitmem.errors import ArchivedStore, Conflict, InvalidRequest, NotFound
+from gitmem.errors import ArchivedStore, Conflict, NotFound
 from gitmem.filters import FilterChain, load_filters
 from gitmem.model import Page, StoreInfo, StoreKind
+from gitmem.pagetoken import PageTokens, tokens_for
 from gitmem.policy import MAX_SHARED_STORES, check_store_fields, policy_for
 from gitmem.search import forget_store as forget_search_text
+from gitmem.settings import load_settings
 from gitmem.store import MemoryStore, check_limit
 
 if TYPE_CHECKING:
@@ -38,32 +38,16 @@ MAX_STORES_PAGE = 100  # stores a page of a listing
 
 
 def default_home() -> Path:
-    env = os.environ.get("GITMEM_HOME")
-    if env:
-        return Path(env)
+    configured = load_settings().HOME
+    if configured is not None:
+        return configured
     data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(data) / "gitmem"
 
 
 def fsync_setting() -> bool:
     """``GITMEM_FSYNC``: ``always`` (default: a write is on disk when the call returns) or ``never``."""
-    value = os.environ.get("GITMEM_FSYNC", "always").lower()
-    if value not in ("always", "never"):
-        raise InvalidRequest("GITMEM_FSYNC must be 'always' or 'never'")
-    return value == "always"
-
-
-def _store_token(info: StoreInfo) -> str:
-    raw = json.dumps([to_micros(info.created_at), info.id]).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _read_store_token(token: str) -> tuple[int, str]:
-    try:
-        micros, store_id = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-        return int(micros), str(store_id)
-    except (ValueError, TypeError):
-        raise InvalidRequest("invalid page token") from None
+    return load_settings().FSYNC == "always"
 
 
 class HomeTables:
@@ -119,6 +103,11 @@ class Gitmem:
             self._keyring = KeyRing(self.home / "keys.json", load_master_key(self.home), clock=self.clock)
         return self._keyring
 
+    @property
+    def page_tokens(self) -> PageTokens:
+        """The codec of the catalog's listings (stores, workers, tasks, dreams)."""
+        return tokens_for(self.home)
+
     def codec_for(self, info: StoreInfo) -> ContentCodec:
         """Each encrypted store has its own data key (owner = the store), so deleting the store, or
         the profile whose bank it is, destroys exactly that key."""
@@ -138,10 +127,10 @@ class Gitmem:
         check_store_fields(name, description, metadata)
         self.catalog.workspace(workspace_id)
         store_id = ids.new_id(ids.STORE)
-        repository.init_bare(self.repo_path(store_id))
-        if encrypted:
-            self.keyring.ensure(store_id)
-        try:
+        try:  # a failure anywhere (a full disk) leaves no half-made folder behind
+            repository.init_bare(self.repo_path(store_id))
+            if encrypted:
+                self.keyring.ensure(store_id)
             return self.catalog.insert_store(workspace_id, store_id, name, description or "", metadata, kind,
                                              encrypted, MAX_SHARED_STORES)
         except BaseException:
@@ -158,13 +147,14 @@ class Gitmem:
                     created_gte: dt.datetime | None = None, created_lte: dt.datetime | None = None,
                     limit: int = 20, page: str | None = None) -> Page[StoreInfo]:
         check_limit(limit, MAX_STORES_PAGE, full=False)
-        after = _read_store_token(page) if page else None
+        after = tuple(self.page_tokens.decode(page, "stores", int, str)) if page else None
         rows = self.catalog.list_stores(workspace_id, include_archived=include_archived,
                                         created_gte=created_gte, created_lte=created_lte, after=after,
                                         limit=limit + 1)
         if len(rows) <= limit:
             return Page(rows, None)
-        return Page(rows[:limit], _store_token(rows[limit - 1]))
+        last = rows[limit - 1]
+        return Page(rows[:limit], self.page_tokens.encode("stores", to_micros(last.created_at), last.id))
 
     def update_store(self, workspace_id: str, store_id: str, name: str | None = None,
                      description: str | None = None,

@@ -7,11 +7,12 @@ nothing), and if ``main`` was rewritten it rebuilds from the history alone.
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import json
 import logging
+import os
 import sqlite3
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,9 +22,9 @@ import pygit2
 from gitmem import search_index
 from gitmem.clock import from_micros, to_micros
 from gitmem.commits import VersionRecord, parse_message
-from gitmem.errors import InvalidRequest
 from gitmem.model import Actor, MemoryPrefix
-from gitmem.paths import api_path, git_path
+from gitmem.pagetoken import tokens_for
+from gitmem.paths import api_path, fold, git_path, levels
 from gitmem.repository import NOTES_REF, read_tip
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,9 @@ CREATE TABLE IF NOT EXISTS versions (
 CREATE INDEX IF NOT EXISTS versions_memory ON versions (memory_id, seq);
 CREATE INDEX IF NOT EXISTS versions_actor ON versions (actor_type, actor_id, seq);
 CREATE INDEX IF NOT EXISTS versions_created ON versions (created_at);
+-- Finds a path's case-only twins (paths.fold) without a scan; lower() folds ASCII, the rest is checked
+-- in Python.
+CREATE INDEX IF NOT EXISTS notes_lower ON notes (lower(path));
 -- Count and bytes of the notes, kept by triggers: every write checks the limits, and a scan of the
 -- notes on each write grew with the store.
 CREATE TABLE IF NOT EXISTS totals (id INTEGER PRIMARY KEY CHECK (id = 1), notes INTEGER NOT NULL,
@@ -77,23 +81,7 @@ class VersionRow:
     commit_id: str
 
 
-def _encode_token(kind: str, value: object) -> str:
-    raw = json.dumps([kind, value], separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def decode_token(kind: str, token: str) -> object:
-    try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        found_kind, value = json.loads(raw)
-    except (ValueError, TypeError):
-        raise InvalidRequest("invalid page token") from None
-    if found_kind != kind:
-        raise InvalidRequest("invalid page token: it belongs to another listing")
-    return value
-
-
-def _upper_bound(prefix: str) -> str:
+def upper_bound(prefix: str) -> str:
     """The smallest string greater than every string that starts with ``prefix`` (prefix ends in '/')."""
     return prefix[:-1] + "0"  # '0' is the character after '/'
 
@@ -118,16 +106,73 @@ def _version_row(row: sqlite3.Row) -> VersionRow:
     return VersionRow(row["seq"], record, row["blob_id"], row["commit_id"])
 
 
+_DAMAGED = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}  # not "locked" or "busy": those are not damage
+
+
+_verified: set[tuple[str, int, int]] = set()  # (path, inode, size) of index files this process checked whole
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+    try:
+        db.row_factory = sqlite3.Row
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")  # the index is rebuildable; Git holds durability
+        db.executescript(SCHEMA)
+        # A file cut short can open and answer the first queries; quick_check reads every page (about
+        # 35 ms for 50,000 versions), so it runs once per file (and size) and process, not per connection.
+        stat = path.stat()
+        key = (str(path), stat.st_ino, stat.st_size)
+        if key not in _verified:
+            damage = [row[0] for row in db.execute("PRAGMA quick_check")]
+            if damage != ["ok"]:
+                raise sqlite3.DatabaseError("; ".join(map(str, damage[:3])))
+            _verified.add(key)
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def open_index_db(path: Path) -> tuple[sqlite3.Connection, Path | None]:
+    """Open (or make) a store's index database. The index is derived from Git, so a damaged one
+    (garbage bytes, a file cut short) is moved aside as ``index.sqlite3.corrupt-<time>`` and an empty
+    one made in its place, which ``catch_up`` fills from history. Returns the connection and where a
+    damaged file was set aside (``None`` if it was sound)."""
+    try:
+        found = path.stat().st_ino
+    except FileNotFoundError:
+        found = None
+    try:
+        return _connect(path), None
+    except sqlite3.DatabaseError as exc:
+        code = getattr(exc, "sqlite_errorcode", None)
+        if isinstance(exc, sqlite3.OperationalError) or (code is not None and code not in _DAMAGED):
+            raise
+        reason = str(exc)
+    aside = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
+    try:
+        # Only the file found damaged: another process may already have set it aside and made a new one.
+        if found is not None and path.stat().st_ino == found:
+            path.rename(aside)
+            for suffix in ("-wal", "-shm"):  # a stale log must never be replayed into the new file
+                sidecar = path.with_name(path.name + suffix)
+                if sidecar.exists():
+                    sidecar.rename(aside.with_name(aside.name + suffix))
+            log.warning("index %s was damaged (%s); set aside as %s and rebuilt from history", path, reason,
+                        aside.name)
+    except FileNotFoundError:
+        pass
+    return _connect(path), aside
+
+
 class StoreIndex:
     def __init__(self, repo: pygit2.Repository, db_path: Path | None = None) -> None:
         self.repo = repo
         self.path = db_path or Path(repo.path) / "gitmem" / "index.sqlite3"
         self.path.parent.mkdir(exist_ok=True)
-        self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-        self.db.row_factory = sqlite3.Row
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")  # the index is rebuildable; Git holds durability
-        self.db.executescript(SCHEMA)
+        self.tokens = tokens_for(self.path.parent)
+        self.db, self.set_aside = open_index_db(self.path)
         search_index.ensure_schema(self.db, self.repo)
 
     def close(self) -> None:
@@ -269,8 +314,39 @@ class StoreIndex:
         """The first note inside ``folder`` in path order (skipping the note ``other_than``)."""
         prefix = folder.rstrip("/") + "/"
         row = self.db.execute("SELECT * FROM notes WHERE path>=? AND path<? AND memory_id IS NOT ?"
-                              " ORDER BY path LIMIT 1", (prefix, _upper_bound(prefix), other_than)).fetchone()
+                              " ORDER BY path LIMIT 1", (prefix, upper_bound(prefix), other_than)).fetchone()
         return _note_row(row) if row else None
+
+    def case_twin(self, path: str, *, other_than: str | None = None) -> NoteRow | None:
+        """A note whose path, or a folder above it, differs from ``path`` or a folder above it only in
+        case (``/Dir/a.md`` for ``/dir/b.md``); ``other_than`` (a note being renamed) does not count.
+        Folders that already exist as spelled were checked when they were made, so only the first new
+        level is compared, through the ``lower(path)`` index (or a LIKE scan for non-ASCII names)."""
+        for level in levels(path):
+            exists = self.db.execute("SELECT 1 FROM notes WHERE (path=? OR (path>? AND path<?)) AND memory_id IS NOT ?"
+                                     " LIMIT 1", (level, level + "/", level + "0", other_than)).fetchone()
+            if exists is None:
+                return self._first_twin(level, other_than)
+        return None
+
+    def _first_twin(self, level: str, other_than: str | None) -> NoteRow | None:
+        if level.isascii():
+            lowered = level.lower()
+            rows = self.db.execute("SELECT * FROM notes WHERE (lower(path)=? OR (lower(path)>? AND lower(path)<?))"
+                                   " AND memory_id IS NOT ? ORDER BY path",
+                                   (lowered, lowered + "/", lowered + "0", other_than))
+        else:  # lower() and LIKE fold ASCII only: a non-ASCII letter matches anything, then Python decides
+            pattern = "".join(ch if ch.isascii() and ch not in "%_\\" else ("\\" + ch if ch.isascii() else "_")
+                              for ch in level)
+            rows = self.db.execute("SELECT * FROM notes WHERE (path LIKE ? ESCAPE '\\' OR path LIKE ? ESCAPE '\\')"
+                                   " AND memory_id IS NOT ? ORDER BY path", (pattern, pattern + "/%", other_than))
+        folded = fold(level)
+        for row in rows:
+            other = row["path"]
+            head, rest = other[:len(level)], other[len(level):]
+            if head != level and fold(head) == folded and rest[:1] in ("", "/"):
+                return _note_row(row)
+        return None
 
     def totals(self) -> tuple[int, int]:
         count, size = self.db.execute("SELECT notes, bytes FROM totals").fetchone()
@@ -284,11 +360,11 @@ class StoreIndex:
                    page: str | None) -> tuple[list[NoteRow | MemoryPrefix], str | None]:
         """Notes under ``prefix`` in path order; with depth 1, deeper notes fold into folders.
         Keyset paging on the last path shown, so pages stay stable while the store changes."""
-        lower, upper = prefix, _upper_bound(prefix) if prefix != "/" else "0"
+        lower, upper = prefix, upper_bound(prefix) if prefix != "/" else "0"
         after: str | None = None
         if page is not None:
-            after = str(decode_token("notes", page))
-            lower = _upper_bound(after) if after.endswith("/") else after
+            (after,) = self.tokens.decode(page, "notes", str)
+            lower = upper_bound(after) if after.endswith("/") else after
         items: list[NoteRow | MemoryPrefix] = []
         exhausted = False
         while len(items) < limit + 1 and not exhausted:
@@ -304,7 +380,7 @@ class StoreIndex:
                 if depth == 1 and "/" in rest:
                     folder = prefix + rest.split("/", 1)[0] + "/"
                     items.append(MemoryPrefix(folder))
-                    lower = _upper_bound(folder)
+                    lower = upper_bound(folder)
                     exhausted = False
                     break
                 if note.path != after:
@@ -314,7 +390,7 @@ class StoreIndex:
             return items, None
         items = items[:limit]
         last = items[-1]
-        return items, _encode_token("notes", last.path)
+        return items, self.tokens.encode("notes", last.path)
 
     def version(self, version_id: str) -> VersionRow | None:
         row = self.db.execute("SELECT * FROM versions WHERE version_id=?", (version_id,)).fetchone()
@@ -348,13 +424,13 @@ class StoreIndex:
             args.append(to_micros(created_lte))
         if page is not None:
             where.append("seq<?")
-            args.append(int(decode_token("versions", page)))  # type: ignore[arg-type]
+            args += self.tokens.decode(page, "versions", int)
         sql = "SELECT * FROM versions" + (" WHERE " + " AND ".join(where) if where else "")
         rows = [_version_row(r) for r in
                 self.db.execute(sql + " ORDER BY seq DESC LIMIT ?", (*args, limit + 1))]
         if len(rows) <= limit:
             return rows, None
-        return rows[:limit], _encode_token("versions", rows[limit - 1].seq)
+        return rows[:limit], self.tokens.encode("versions", rows[limit - 1].seq)
 
 
-__all__ = ["NoteRow", "StoreIndex", "VersionRow", "api_path", "decode_token"]
+__all__ = ["NoteRow", "StoreIndex", "VersionRow", "api_path"]

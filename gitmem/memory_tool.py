@@ -37,6 +37,7 @@ from anthropic.types.beta import (
 from typing_extensions import override
 
 from gitmem.errors import (
+    STORAGE_ERRORS,
     ArchivedStore,
     GitmemError,
     InvalidRequest,
@@ -48,8 +49,11 @@ from gitmem.errors import (
     SecretRefused,
     StoreBusy,
     TooLarge,
+    as_insufficient_storage,
 )
 from gitmem.model import Actor, Note
+from gitmem.paths import SEPARATOR_LOOKALIKES
+from gitmem.policy import has_lone_surrogate
 
 if TYPE_CHECKING:
     from gitmem.store import MemoryStore
@@ -72,8 +76,6 @@ _LIST_PAGE_SIZE = 1000
 # Enough rounds to unwrap any encoding a path could plausibly be smuggled through (%252e is two).
 _MAX_DECODE_ROUNDS = 4
 _IIS_UNICODE_ESCAPE = re.compile(r"%u([0-9a-fA-F]{4})")
-# Characters some layer below might read as a path separator.
-_SEPARATOR_LOOKALIKES = frozenset("\\\u2044\u2215\u2216\u29f5\u29f8\u29f9\ufe68\uff0f\uff3c")
 
 
 @dataclass(frozen=True)
@@ -154,7 +156,7 @@ def _looks_like_traversal(path: str) -> bool:
     if forms is None:
         return True
     for form in forms:
-        if any(ch in _SEPARATOR_LOOKALIKES for ch in form):
+        if any(ch in SEPARATOR_LOOKALIKES for ch in form):  # the store's own rule, per decoded form
             return True
         if any(unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") for ch in form):  # NUL and its kin
             return True
@@ -319,6 +321,11 @@ def _path_in_question(command: Mapping[str, Any], error: GitmemError) -> str:
 # --- the handler -------------------------------------------------------------------------------------
 
 
+def printable(text: str) -> str:
+    """``text`` with any lone surrogate written as its escape, so it encodes as UTF-8."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 class MemoryToolHandler:
     """Runs memory-tool commands against one store, as one actor.
 
@@ -341,7 +348,15 @@ class MemoryToolHandler:
         }
 
     def execute(self, command: Mapping[str, Any]) -> ToolResult:
-        """Run one tool input (``{"command": "view", "path": "/memories"}``); never raises for bad input."""
+        """Run one tool input (``{"command": "view", "path": "/memories"}``); never raises for bad input.
+        An answer that echoes a lone surrogate from the input shows it escaped (``\\udc80``), so it
+        can always be sent as UTF-8 JSON."""
+        result = self._execute(command)
+        if has_lone_surrogate(result.content):
+            return ToolResult(printable(result.content), result.is_error)
+        return result
+
+    def _execute(self, command: Mapping[str, Any]) -> ToolResult:
         if not isinstance(command, Mapping):
             return ToolResult("The memory tool input must be an object with a `command` field.", True)
         name = command.get("command")
@@ -357,6 +372,12 @@ class MemoryToolHandler:
         except GitmemError as error:
             log.info("memory tool %s refused by the store: %s", name, error.message)
             return ToolResult(_describe_engine_error(error, _path_in_question(command, error)), True)
+        except STORAGE_ERRORS as error:
+            full = as_insufficient_storage(error, self.store.path)
+            if full is None:
+                raise
+            log.error("memory tool %s: the disk is full: %s", name, error)
+            return ToolResult(full.message, True)
 
     def clear_all(self) -> ToolResult:
         """Delete every note (one version each), like the local implementation's ``clear_all_memory``."""

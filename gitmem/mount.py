@@ -14,8 +14,8 @@ Rules the mount keeps:
   is an update of the note's ``path``, so the note keeps its id.
 - Editor and system files are never synced: any segment starting with ``.`` (``.git``, ``.DS_Store``,
   ``.#x.md``, ``.x.md.swp``, the mount's own ``.gitmem-*.tmp``), names ending in ``.swp``, ``.swo``,
-  ``.swx`` or ``~``, ``#x#`` and vim's ``4913`` probe. A file whose path the store refuses is logged and
-  counted as *rejected*, and stays on disk untouched.
+  ``.swx``, ``~`` or JetBrains' ``___jb_tmp___``/``___jb_old___``, ``#x#`` and vim's ``4913`` probe. A
+  file whose path the store refuses is logged and counted as *rejected*, and stays on disk untouched.
 - A failed precondition (someone changed the note meanwhile) reads the other side and merges three ways
   with Git (:mod:`gitmem.merge`). A clean merge is pushed (with the new precondition) and written to the
   folder. Overlapping edits keep the other side's text in the note and save this side's text next to it
@@ -92,7 +92,8 @@ log = logging.getLogger("gitmem.mount")
 
 MAX_LOCAL_BYTES = 16 * 1024 * 1024  # a larger file is not read at all (every store refuses it anyway)
 _TEMP_PREFIX = ".gitmem-"
-_EDITOR_SUFFIXES = (".swp", ".swo", ".swx", "~")
+# vim, emacs, and JetBrains' safe write (it writes x.md___jb_tmp___, keeps x.md___jb_old___, renames).
+_EDITOR_SUFFIXES = (".swp", ".swo", ".swx", "~", "___jb_tmp___", "___jb_old___", "___jb_bak___")
 
 
 # -- names ------------------------------------------------------------------------------------------------

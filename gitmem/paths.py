@@ -19,6 +19,10 @@ _BANK_CHARS = re.compile(r"[A-Za-z0-9._/-]+")
 
 PathValidator = Callable[[str], str]
 
+# Characters some layer (Windows, a mount, a lenient decoder) might read as a path separator: a path
+# holding one would name a different file there than here. Refused in every note path.
+SEPARATOR_LOOKALIKES = frozenset("\\\u2044\u2215\u2216\u29f5\u29f8\u29f9\ufe68\uff0f\uff3c")
+
 
 def _refuse(path: str, why: str) -> InvalidRequest:
     return InvalidRequest(f"invalid path {path!r}: {why}")
@@ -50,15 +54,29 @@ def validate_store_path(path: str) -> str:
             raise _refuse(path, f"it contains the control or format character U+{ord(ch):04X}")
     if unicodedata.normalize("NFC", path) != path:
         raise _refuse(path, "it is not in Unicode Normalization Form C")
+    lookalike = next((ch for ch in path if ch in SEPARATOR_LOOKALIKES), None)
+    if lookalike is not None:
+        raise _refuse(path, f"it contains U+{ord(lookalike):04X}, which some systems read as a path separator")
     segments = path[1:].split("/")
     if len(segments) > MAX_SEGMENTS:
         raise _refuse(path, f"it has more than {MAX_SEGMENTS} segments")
     for index, segment in enumerate(segments):
-        if segment in ("", ".", ".."):
-            raise _refuse(path, "a segment is empty, '.' or '..'")
+        if segment in ("", ".", "..") or unicodedata.normalize("NFKC", segment) in (".", ".."):
+            raise _refuse(path, "a segment is empty, '.' or '..' (or a look-alike of one)")
         if _is_git_reserved(segment, top_level=index == 0):
             raise _refuse(path, f"{segment!r} is a name Git reserves")
     return path
+
+
+def fold(path: str) -> str:
+    """The form two paths share when a case-insensitive file system (macOS, Windows, a mount, a bank
+    at ``.memory/``) would make them one file: ``/Readme.md`` and ``/README.md`` fold alike."""
+    return unicodedata.normalize("NFC", path.casefold())
+
+
+def levels(path: str) -> list[str]:
+    """Every folder above a note and the note itself: ``/a/b/c`` -> ``/a``, ``/a/b``, ``/a/b/c``."""
+    return [*ancestors(path), path]
 
 
 def validate_bank_path(path: str) -> str:

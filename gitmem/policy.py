@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from gitmem import paths
@@ -70,6 +71,28 @@ def policy_for(kind: StoreKind, filters: FilterChain | None = None) -> StorePoli
                        filters)
 
 
+def has_lone_surrogate(value: object) -> bool:
+    """True if a string anywhere in ``value`` (nested dicts, lists) holds a lone surrogate: JSON's
+    ``"\\udc80"`` decodes to one, and no UTF-8 file, SQLite text or Git object can store it."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, Mapping):
+        return any(has_lone_surrogate(k) or has_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(has_lone_surrogate(v) for v in value)
+    return False
+
+
+def check_text(value: object, what: str) -> None:
+    """Refuse text that cannot be stored as UTF-8 (a lone surrogate), naming the field, not the value."""
+    if has_lone_surrogate(value):
+        raise InvalidRequest(f"{what} is not valid Unicode: it holds a lone surrogate")
+
+
 def _has_control(text: str) -> bool:
     return any(ord(ch) < 32 or 0x7F <= ord(ch) < 0xA0 for ch in text)
 
@@ -77,6 +100,9 @@ def _has_control(text: str) -> bool:
 def check_store_fields(name: str | None, description: str | None,
                        metadata: dict[str, str] | None) -> None:
     """Rules for a store's name, description and (resulting) metadata."""
+    check_text(name, "name")
+    check_text(description, "description")
+    check_text(metadata, "metadata")
     if name is not None:
         if not isinstance(name, str) or not 1 <= len(name) <= MAX_NAME_CHARS:
             raise InvalidRequest(f"name must be 1 to {MAX_NAME_CHARS} characters")

@@ -32,6 +32,7 @@ import json
 import logging
 import os
 import re
+import shlex
 import sys
 import time
 from collections import Counter
@@ -65,7 +66,6 @@ MODE_TREE = 0o040000
 MODE_LINK = 0o120000
 MODE_GITLINK = 0o160000
 _COMMIT_REASON = re.compile(r"[0-9a-f]{7}[ :]")
-_GITMEM_EMAIL_DOMAINS = ("@task.gitmem", "@api.gitmem", "@user.gitmem")
 
 
 class Refused(Exception):
@@ -128,6 +128,7 @@ class NoteState:
         self.by_path: dict[str, tuple[str, int]] = {}
         self.path_of: dict[str, str] = {}
         self.folders: Counter[str] = Counter()
+        self.spellings: dict[str, Counter[str]] = {}  # paths.fold(level) -> the levels so spelled
         self.total = 0
         for path, memory_id, size in rows:
             self._add(path, memory_id, size)
@@ -136,12 +137,16 @@ class NoteState:
         self.by_path[path] = (memory_id, size)
         self.path_of[memory_id] = path
         self.folders.update(paths.ancestors(path))
+        for level in paths.levels(path):
+            self.spellings.setdefault(paths.fold(level), Counter())[level] += 1
         self.total += size
 
     def _remove(self, path: str) -> None:
         memory_id, size = self.by_path.pop(path)
         self.path_of.pop(memory_id, None)
         self.folders.subtract(paths.ancestors(path))
+        for level in paths.levels(path):
+            self.spellings[paths.fold(level)][level] -= 1
         self.total -= size
 
     def note_id_at(self, path: str) -> str | None:
@@ -156,6 +161,15 @@ class NoteState:
             if record.path in self.by_path:
                 self._remove(record.path)
             self._add(record.path, record.memory_id, record.content_size or 0)
+
+    def case_twin(self, path: str) -> str | None:
+        """A note or folder whose path differs from ``path`` or a folder above it only in case."""
+        for level in paths.levels(path):
+            spelled = self.spellings.get(paths.fold(level), Counter())
+            twin = next((other for other, count in spelled.items() if count > 0 and other != level), None)
+            if twin is not None:
+                return twin
+        return None
 
     def collision(self, path: str) -> str | None:
         """The path of a note at, above or below ``path`` (other than the one at ``path``), if any."""
@@ -172,11 +186,12 @@ class PushCheck:
     """Apply section 5 to every commit of one push of ``refs/heads/main``."""
 
     def __init__(self, repo: pygit2.Repository, info: StoreInfo, policy: StorePolicy, user_id: str,
-                 decode: pushes.Decode | None, now: dt.datetime) -> None:
+                 decode: pushes.Decode | None, now: dt.datetime, user_name: str = "") -> None:
         self.repo = repo
         self.info = info
         self.policy = policy
         self.user_id = user_id
+        self.pusher = pusher_identity(user_id, user_name)
         self.decode = decode
         self.now = now
         self.verdict = Verdict()
@@ -234,6 +249,10 @@ class PushCheck:
             if clash is not None:
                 verdict.refuse(commit, version.path, f"a note may not sit at, above or below another note's"
                                f" path; it collides with {clash}")
+            twin = notes.case_twin(version.path)  # type: ignore[arg-type]
+            if twin is not None:
+                verdict.refuse(commit, version.path, f"it differs only in case from {twin}; on a"
+                               " case-insensitive file system they would be one file")
         try:
             self.policy.check_counts(len(notes.by_path), notes.total)
         except GitmemError as exc:
@@ -244,12 +263,14 @@ class PushCheck:
         verdict.commits.append(str(commit.id))
 
     def _check_identity(self, commit: pygit2.Commit, role: str, sig: pygit2.Signature) -> None:
-        """A person's own Git identity is fine; gitmem's actor identities may not be borrowed."""
-        email = (sig.email or "").lower()
-        own = f"{self.user_id}@user.gitmem".lower()
-        if (email.endswith(_GITMEM_EMAIL_DOMAINS) and email != own) or email == "gitmem@localhost":
-            self.verdict.refuse(commit, None, f"the {role} {sig.name} <{sig.email}> is one of gitmem's own"
-                                " identities; commit as yourself")
+        """The author and committer are the pusher, name and e-mail, so ``git log`` in any clone is a
+        true audit: nobody can push a commit that says someone else (or gitmem) wrote it."""
+        name, email = self.pusher
+        if sig.name != name or (sig.email or "").lower() != email.lower():
+            self.verdict.refuse(commit, None, f"the {role} {sig.name} <{sig.email}> is not you, the pusher;"
+                                f" commit as {name} <{email}> (git config user.name {shlex.quote(name)};"
+                                f" git config user.email {email}; then git commit --amend --reset-author,"
+                                " or git rebase -r --exec 'git commit --amend --no-edit --reset-author')")
 
     def _changed_blobs(self, commit: pygit2.Commit, tree: pygit2.Tree, old: pygit2.Tree | None,
                        prefix: str) -> Iterator[tuple[str, pygit2.Object]]:
@@ -327,7 +348,12 @@ class PushCheck:
         self.policy.validate_path(api)
 
 
-def _store_and_policy(push: PushEnv) -> tuple[Catalog, StoreInfo, StorePolicy, pushes.Decode | None]:
+def pusher_identity(user_id: str, user_name: str) -> tuple[str, str]:
+    """The Git identity (name, e-mail) a user's pushed commits must carry: their gitmem name and id."""
+    return user_name or user_id, f"{user_id}@user.gitmem"
+
+
+def _store_and_policy(push: PushEnv) -> tuple[Catalog, StoreInfo, StorePolicy, pushes.Decode | None, str]:
     catalog_path = push.home / "catalog.sqlite3"
     if not catalog_path.is_file():
         raise Refused(f"no gitmem catalog at {push.home}: pushes go through the gitmem server")
@@ -356,7 +382,7 @@ def _store_and_policy(push: PushEnv) -> tuple[Catalog, StoreInfo, StorePolicy, p
         except GitmemError as exc:
             raise Refused(f"memory store {info.id} is encrypted and its key cannot be loaded here"
                           f" ({exc.message}); write to it through the API") from None
-    return catalog, info, policy, decode
+    return catalog, info, policy, decode, user.name
 
 
 def pre_receive(lines: list[str], env: Mapping[str, str], git_dir: Path, *,
@@ -370,7 +396,7 @@ def pre_receive(lines: list[str], env: Mapping[str, str], git_dir: Path, *,
         if not ids.has_prefix(push.user_id, ids.USER):
             raise Refused("pushes are attributed to a gitmem user (GITMEM_USER_ID); push through the gitmem"
                           " server")
-        catalog, info, policy, decode = _store_and_policy(push)
+        catalog, info, policy, decode, user_name = _store_and_policy(push)
         if len(updates) != 1 or any(len(u) != 3 for u in updates):
             bad = [u[2] for u in updates if len(u) == 3 and u[2] != repository.MAIN]
             raise Refused(f"only {repository.MAIN} may be pushed" + (f" (not {', '.join(bad)})" if bad else ""))
@@ -397,7 +423,7 @@ def pre_receive(lines: list[str], env: Mapping[str, str], git_dir: Path, *,
     except Refused as refused:
         return [str(refused)]
     now = (clock or (lambda: dt.datetime.now(dt.UTC)))()
-    verdict = PushCheck(repo, info, policy, push.user_id, decode, now).run(old, new, notes)
+    verdict = PushCheck(repo, info, policy, push.user_id, decode, now, user_name).run(old, new, notes)
     if verdict.reasons:
         return verdict.reasons
     write_spool(repo, push, old, new, verdict)

@@ -20,7 +20,9 @@ they were given (``gitmem clone --key``): rotation protects the server's copy, n
 
 from __future__ import annotations
 
+import base64
 import logging
+import secrets
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -153,3 +155,47 @@ def rotate_store_key(gm: Gitmem, store_id: str) -> RotationReport:
                           reports[0].old_tip, reports[-1].new_tip)
 
 __all__ = ["RotationFailed", "RotationReport", "blob_key_ids", "reencrypt_history", "reencryption", "rotate_store_key"]
+
+
+# -- the master key --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RewrapReport:
+    keys: int
+    old_master_key_id: str
+    new_master_key_id: str
+    replaced_file: Path | None  # the home's master.key, when that is where the master key lives
+
+
+def rewrap_master_key(gm: Gitmem, new_key_text: str | None = None) -> RewrapReport:
+    """``gitmem keys rewrap``: every data key wrapped again under a new master key, so the old master
+    key opens nothing. Without ``new_key_text`` a new key is generated, which is only possible when the
+    master key is the home's ``master.key`` (it is replaced, after the ring: a crash in between leaves
+    the new key in ``master.key.new``). With a key from the environment or a key file, point that
+    setting at the new key afterwards. Servers must be restarted: they hold the old master key."""
+    from gitmem.crypto import MASTER_KEY_FILENAME, MasterKey, _decode_key_text, _write_private_file
+    from gitmem.settings import load_settings
+
+    settings = load_settings()
+    home_file = gm.home / MASTER_KEY_FILENAME
+    in_home = settings.MASTER_KEY is None and settings.MASTER_KEY_FILE is None
+    if new_key_text is None and not in_home:
+        raise InvalidRequest("the master key comes from $GITMEM_MASTER_KEY or $GITMEM_MASTER_KEY_FILE: give the"
+                             " new one (--new-key-file) and point that setting at it afterwards")
+    keyring = gm.keyring
+    old_id = keyring.master.key_id
+    if new_key_text is None:
+        new_key_text = base64.urlsafe_b64encode(secrets.token_bytes(32)).decode("ascii")
+    new_master = MasterKey(_decode_key_text(new_key_text))
+    if new_master.key_id == old_id:
+        raise InvalidRequest("the new master key is the current one")
+    staged = home_file.with_name(MASTER_KEY_FILENAME + ".new")
+    if in_home:
+        staged.unlink(missing_ok=True)
+        _write_private_file(staged, new_key_text.encode("ascii") + b"\n")
+    count = keyring.rewrap(new_master)
+    if in_home:
+        staged.replace(home_file)
+        repository.fsync_dir(home_file.parent)
+    return RewrapReport(count, old_id, new_master.key_id, home_file if in_home else None)

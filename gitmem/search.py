@@ -21,7 +21,7 @@ from pathlib import Path
 from gitmem import paths
 from gitmem.crypto import PlainCodec
 from gitmem.errors import InvalidRequest
-from gitmem.index import _encode_token, _upper_bound, decode_token
+from gitmem.index import StoreIndex, upper_bound
 from gitmem.model import Note, Page
 from gitmem.search_index import ensure_schema, forget, put
 from gitmem.search_query import to_fts
@@ -115,16 +115,15 @@ def _fingerprint(query: str, prefix: str) -> str:
     return hashlib.sha256(f"{prefix}\x00{query}".encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def _offset(page: str | None, fingerprint: str) -> int:
+def _offset(index: StoreIndex, page: str | None, fingerprint: str) -> int:
     if page is None:
         return 0
-    value = decode_token("search", page)
-    if not (isinstance(value, list) and len(value) == 2 and isinstance(value[0], int)
-            and 0 <= value[0] <= MAX_OFFSET):
+    offset, found = index.tokens.decode(page, "search", int, str)
+    if not 0 <= offset <= MAX_OFFSET:
         raise InvalidRequest("invalid page token")
-    if value[1] != fingerprint:
+    if found != fingerprint:
         raise InvalidRequest("invalid page token: it belongs to another search")
-    return value[0]
+    return int(offset)
 
 
 def search(store: MemoryStore, query: str, path_prefix: str | None = None, limit: int = 20,
@@ -133,12 +132,12 @@ def search(store: MemoryStore, query: str, path_prefix: str | None = None, limit
     check_limit(limit, MAX_SEARCH_PAGE, full=False)
     prefix = paths.validate_prefix(path_prefix or "/")
     fingerprint = _fingerprint(query, prefix)
-    offset = _offset(page, fingerprint)
+    offset = _offset(store.index, page, fingerprint)
     expression = to_fts(query)
     store.index.catch_up()
     if expression is None:
         return Page([], None)
-    upper = _upper_bound(prefix) if prefix != "/" else "0"
+    upper = upper_bound(prefix) if prefix != "/" else "0"
     args = (expression, prefix, upper, limit + 1, offset)
     if isinstance(store.codec, PlainCodec):
         rows = store.index.db.execute(_QUERY, args).fetchall()
@@ -154,7 +153,7 @@ def search(store: MemoryStore, query: str, path_prefix: str | None = None, limit
             snippets = (snippet.strip(),) if snippet and snippet.strip() else ()
             hits.append(SearchHit(store._note(row, with_content=False), float(score), snippets))
     more = len(rows) > limit
-    return Page(hits, _encode_token("search", [offset + limit, fingerprint]) if more else None)
+    return Page(hits, store.index.tokens.encode("search", offset + limit, fingerprint) if more else None)
 
 
 __all__ = ["MAX_SEARCH_PAGE", "SearchHit", "forget_store", "search"]

@@ -263,6 +263,11 @@ class MemoryStore:
         if clash is not None and clash.memory_id != moving:
             raise PathConflict(f"{path} collides with the memory at {clash.path}",
                                conflicting_memory_id=clash.memory_id, conflicting_path=clash.path)
+        twin = index.case_twin(path, other_than=moving)
+        if twin is not None:
+            raise PathConflict(f"{path} differs only in case from the memory at {twin.path}; on a"
+                               " case-insensitive file system they would be one file",
+                               conflicting_memory_id=twin.memory_id, conflicting_path=twin.path)
 
     def _blob(self, path: str, data: bytes) -> pygit2.Oid:
         return self.repo.create_blob(self.codec.encode(path, data))

@@ -21,7 +21,6 @@ No HTTP here: ``api/routers/workers.py`` and ``api/routers/tasks.py`` are thin s
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 import sqlite3
@@ -42,7 +41,7 @@ from gitmem.errors import (
 )
 from gitmem.home import HomeTables
 from gitmem.model import Actor, Note, Page, StoreInfo
-from gitmem.policy import check_store_fields
+from gitmem.policy import check_store_fields, check_text
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -217,23 +216,6 @@ def unique_slugs(names: Iterable[str]) -> list[str]:
     return out
 
 
-def _token(*parts: object) -> str:
-    return base64.urlsafe_b64encode(json.dumps(list(parts)).encode()).decode().rstrip("=")
-
-
-def _read_token(token: str, *types: type) -> list[Any]:
-    """A token made by :func:`_token` with parts of these types (ints within SQLite's range)."""
-    try:
-        parts = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-    except (ValueError, TypeError):
-        raise InvalidRequest("invalid page token") from None
-    if (not isinstance(parts, list) or len(parts) != len(types)
-            or not all(type(p) is t for p, t in zip(parts, types, strict=True))
-            or any(isinstance(p, int) and not 0 <= p <= MAX_INT for p in parts)):
-        raise InvalidRequest("invalid page token")
-    return parts
-
-
 def _check_limit(limit: int) -> None:
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
         raise InvalidRequest(f"limit must be between 1 and {MAX_PAGE}")
@@ -316,12 +298,13 @@ class Tasks(HomeTables):
         _check_limit(limit)
         sql, args = "SELECT * FROM workers WHERE workspace_id=?", [workspace_id]
         if page:
-            micros, after_id = _read_token(page, int, str)
+            micros, after_id = self.gm.page_tokens.decode(page, "workers", int, str)
             sql += " AND (created_at<? OR (created_at=? AND id<?))"
             args += [micros, micros, after_id]
         rows = self.db.execute(sql + " ORDER BY created_at DESC, id DESC LIMIT ?", (*args, limit + 1)).fetchall()
         items = [self._worker(r) for r in rows[:limit]]
-        token = _token(rows[limit - 1]["created_at"], rows[limit - 1]["id"]) if len(rows) > limit else None
+        token = (self.gm.page_tokens.encode("workers", rows[limit - 1]["created_at"], rows[limit - 1]["id"])
+                 if len(rows) > limit else None)
         return Page(items, token)
 
     def set_attached_stores(self, workspace_id: str, worker_id: str, store_ids: Sequence[str]) -> Worker:
@@ -367,7 +350,8 @@ class Tasks(HomeTables):
     def _usable_store(self, workspace_id: str, store_id: str) -> StoreInfo:
         info = self.gm.get_store(workspace_id, store_id)  # NotFound for another workspace's store
         if info.kind == "bank":
-            raise InvalidRequest(f"memory store {store_id} is a profile's memory bank, not a memory store")
+            # The same answer as a missing store: an id's kind is not told to whoever cannot read it.
+            raise NotFound(f"memory store {store_id} not found")
         if info.archived_at is not None:
             raise ArchivedStore(f"memory store {store_id} is archived; a task cannot be given an archived store")
         return info
@@ -502,11 +486,12 @@ class Tasks(HomeTables):
             sql += " AND worker_id=?"
             args.append(worker_id)
         if page:
-            micros, after_id = _read_token(page, int, str)
+            micros, after_id = self.gm.page_tokens.decode(page, "tasks", int, str)
             sql += " AND (created_at<? OR (created_at=? AND id<?))"
             args += [micros, micros, after_id]
         rows = self.db.execute(sql + " ORDER BY created_at DESC, id DESC LIMIT ?", (*args, limit + 1)).fetchall()
-        token = _token(rows[limit - 1]["created_at"], rows[limit - 1]["id"]) if len(rows) > limit else None
+        token = (self.gm.page_tokens.encode("tasks", rows[limit - 1]["created_at"], rows[limit - 1]["id"])
+                 if len(rows) > limit else None)
         return Page([self._task(r) for r in rows[:limit]], token)
 
     def task_access(self, task_id: str, store_id: str) -> Access | None:
@@ -558,6 +543,7 @@ class Tasks(HomeTables):
         payload = {} if payload is None else payload
         if not isinstance(payload, Mapping):
             raise InvalidRequest("an event payload is a JSON object")
+        check_text(payload, "an event payload")
         try:
             text = json.dumps(dict(payload), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
         except (TypeError, ValueError) as exc:
@@ -582,7 +568,7 @@ class Tasks(HomeTables):
         event; ``next_page`` is ``None`` on the last page."""
         _check_limit(limit)
         if page:
-            (after_seq,) = _read_token(page, int)
+            (after_seq,) = self.gm.page_tokens.decode(page, f"events:{task_id}", int)
         if after_seq is not None and (isinstance(after_seq, bool) or not isinstance(after_seq, int)
                                       or not 0 <= after_seq <= MAX_INT):
             raise InvalidRequest("after_seq must be a non-negative integer")
@@ -592,7 +578,8 @@ class Tasks(HomeTables):
             args += list(types)
         rows = self.db.execute(sql + " ORDER BY seq LIMIT ?", (*args, limit + 1)).fetchall()
         items = [_event(r) for r in rows[:limit]]
-        return Page(items, _token(items[-1].seq) if len(rows) > limit else None)
+        token = self.gm.page_tokens.encode(f"events:{task_id}", items[-1].seq) if len(rows) > limit else None
+        return Page(items, token)
 
 
 def _event(row: sqlite3.Row) -> Event:

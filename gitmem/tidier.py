@@ -21,7 +21,6 @@ dream must stop.
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -29,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gitmem.errors import GitmemError, InvalidRequest
+from gitmem.settings import load_settings
 
 INDEX_PATH = "/INDEX.md"
 _INDEX_PATHS = re.compile(r"/INDEX(\.dream(-[0-9]+)?)?\.md")  # where the tidier may put its index
@@ -319,22 +319,16 @@ class ModelDreamer:
 
 def dreamer_from_env(environ: Mapping[str, str] | None = None) -> Dreamer:
     """``GITMEM_DREAMER``: ``offline`` (default), ``anthropic`` (the SDK, configured from its own
-    environment: ``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``) or ``offline-hold`` (for tests, with
-    ``GITMEM_DREAM_HOLD`` seconds)."""
-    env = os.environ if environ is None else environ
-    kind = (env.get("GITMEM_DREAMER") or "offline").strip().lower()
-    if kind == "offline":
-        return OfflineTidier()
-    if kind == "offline-hold":
-        try:
-            return HoldingTidier(float(env.get("GITMEM_DREAM_HOLD") or 30.0))
-        except ValueError:
-            raise InvalidRequest("GITMEM_DREAM_HOLD must be a number of seconds") from None
-    if kind == "anthropic":
+    environment: ``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``) or ``offline-hold`` (for tests, holding
+    each dream ``GITMEM_DREAM_HOLD`` seconds)."""
+    settings = load_settings(environ)
+    if settings.DREAMER == "offline-hold":
+        return HoldingTidier(settings.DREAM_HOLD)
+    if settings.DREAMER == "anthropic":
         import anthropic
 
         return ModelDreamer(anthropic.Anthropic())
-    raise InvalidRequest("GITMEM_DREAMER must be 'offline', 'anthropic' or 'offline-hold'")
+    return OfflineTidier()
 
 
 __all__ = [

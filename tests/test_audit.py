@@ -144,10 +144,11 @@ def test_a_plain_clone_gives_the_same_log(story: Story, tmp_path: Path) -> None:
     bare = json.loads(result.stdout)
     assert [e["version_id"] for e in bare] == [e["version_id"] for e in server]
     unattributed = [e for e in bare if e.get("attributed") is False]
-    assert len(unattributed) == 4 and all(e["git_author"] == "Sam Person <sam@example.com>" for e in unattributed)
+    assert len(unattributed) == 4 and all(e["git_author"] == f"sam <{story.user_id}@user.gitmem>"
+                                         for e in unattributed)
     assert "git fetch origin refs/notes/gitmem:refs/notes/gitmem" in result.stderr
     human = story.cli("--repo", str(fresh)).stdout
-    assert "?sam@example.com" in human
+    assert f"?{story.user_id}@user.gitmem" in human
 
     # with them: the very same audit as the server's
     story.pusher.git("fetch", "-q", "origin", "refs/notes/gitmem:refs/notes/gitmem", cwd=fresh)
@@ -166,7 +167,7 @@ def test_git_log_reads_as_an_audit(story: Story) -> None:
     log = story.pusher.git("log", "--format=%an|%s", "origin/main").stdout.splitlines()
     assert log[-3:] == [f"{TASK.id}|modified /projects/acme.md", f"{API.id}|created /projects/acme.md",
                         f"{API.id}|created /people/sam.md"]
-    assert log[0] == "Sam Person|acme is done"
+    assert log[0] == "sam|acme is done"  # the pusher: no other author or committer is accepted
     story.pusher.git("fetch", "-q", "origin", "refs/notes/gitmem:refs/notes/gitmem")
     noted = story.pusher.git("log", "-1", "--notes=gitmem", "--format=%N", "origin/main").stdout
     assert json.loads(noted)["user_id"] == story.user_id

@@ -32,6 +32,7 @@ from gitmem.crypto import (
 )
 from gitmem.errors import GitmemError
 from gitmem.git_filter import ATTRIBUTES_LINE, configure_clone
+from gitmem.settings import SettingsError
 
 STORE = "memstore_01TEST"
 ROOT = Path(__file__).resolve().parent.parent
@@ -213,7 +214,7 @@ def test_master_key_from_env_and_file(tmp_path: Path, monkeypatch: pytest.Monkey
 
     monkeypatch.delenv(MASTER_KEY_FILE_ENV)
     monkeypatch.setenv(MASTER_KEY_ENV, base64.b64encode(os.urandom(16)).decode())
-    with pytest.raises(InvalidKey):
+    with pytest.raises(SettingsError, match="at least 32 bytes"):  # a bad setting, caught when read
         load_master_key(tmp_path / "h")
 
 

@@ -24,6 +24,7 @@ from gitmem.dreams import Dream, DreamRunner, Dreams, dreams_for
 from gitmem.errors import ArchivedStore, Conflict, InvalidRequest, NotFound
 from gitmem.home import Gitmem
 from gitmem.model import Actor, Note, StoreInfo
+from gitmem.settings import SettingsError
 from gitmem.store import MemoryStore
 from gitmem.tasks import tasks_for
 from gitmem.tidier import (
@@ -115,7 +116,7 @@ def test_tidier_is_deterministic_and_exact() -> None:
 def test_dreamer_from_env() -> None:
     assert isinstance(dreamer_from_env({}), OfflineTidier)
     assert isinstance(dreamer_from_env({"GITMEM_DREAMER": "offline"}), OfflineTidier)
-    with pytest.raises(InvalidRequest):
+    with pytest.raises(SettingsError, match="GITMEM_DREAMER"):
         dreamer_from_env({"GITMEM_DREAMER": "nope"})
 
 
@@ -542,9 +543,10 @@ def test_an_encrypted_store_dreams_into_an_encrypted_store(gm: Gitmem, workspace
 
 def test_a_dreamer_that_cannot_start_fails_the_dream_not_the_runner(
         gm: Gitmem, workspace: Workspace, store_info: StoreInfo, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("GITMEM_DREAMER", "nope")
+    monkeypatch.setenv("GITMEM_DREAMER", "anthropic")  # the SDK refuses to start without a key
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
     dream = make(gm, workspace, store_info.id)
     assert DreamRunner(gm).run_pending() == 1  # no dream is left "running" by a runner that gave up
     done = dreams_for(gm).get(workspace.id, dream.id)
     assert done.status == "failed" and done.error_type == "internal_error"
-    assert "GITMEM_DREAMER" in (done.error_message or "")

@@ -11,6 +11,7 @@ import pytest
 from gitmem.errors import InvalidRequest, SecretRefused
 from gitmem.filters import DEFAULT_FILTERS, FilterChain, load_filters, regex_filter
 from gitmem.home import Gitmem
+from gitmem.settings import SettingsError
 from gitmem.store import MemoryStore
 from tests.conftest import store_state
 
@@ -183,5 +184,5 @@ def test_gitmem_filters_empty_means_the_defaults(monkeypatch: pytest.MonkeyPatch
 
 def test_gitmem_filters_naming_a_missing_module_fails_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GITMEM_FILTERS", "no_such_module_for_gitmem:factory")
-    with pytest.raises(ModuleNotFoundError):
+    with pytest.raises(SettingsError, match="no_such_module_for_gitmem"):
         load_filters()

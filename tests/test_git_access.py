@@ -56,7 +56,7 @@ def git(*args: str, cwd: Path | None = None, secret: str | None = None, check: b
         ) -> subprocess.CompletedProcess[str]:
     """Run git with the secret as an Authorization header from the environment, never in a URL."""
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(cwd or Path.cwd())}
-    config: list[str] = ["-c", "credential.helper=", "-c", "user.name=Ana", "-c", "user.email=ana@example.com"]
+    config: list[str] = ["-c", "credential.helper="]
     if secret:
         env.update(GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="http.extraHeader",
                    GIT_CONFIG_VALUE_0=f"Authorization: Bearer {secret}")
@@ -76,6 +76,9 @@ def new_store(site: Site, notes: dict[str, str]) -> str:
 
 def clone(site: Site, store_id: str, into: Path, secret: str) -> Path:
     git("clone", "-q", site.url(store_id), str(into), secret=secret, cwd=into.parent)
+    # Pushed commits must name the pusher (the pre-receive hook refuses anyone else).
+    git("config", "user.name", "ana", cwd=into)
+    git("config", "user.email", f"{site.user_id}@user.gitmem", cwd=into)
     return into
 
 

@@ -21,7 +21,7 @@ from anthropic.types.beta import BetaMemoryTool20250818ViewCommand
 
 from gitmem.errors import NotFound
 from gitmem.home import Gitmem
-from gitmem.memory_tool import GitmemMemoryTool, MemoryToolHandler, ToolResult, format_size
+from gitmem.memory_tool import GitmemMemoryTool, MemoryToolHandler, ToolResult, format_size, printable
 from gitmem.model import Actor, Note
 from gitmem.store import MemoryStore
 
@@ -444,7 +444,7 @@ def test_paths_outside_memories_are_refused_and_change_nothing(
     for command in commands_with(path):
         answer = ours.execute(command)
         assert answer.is_error, command
-        assert answer.content.startswith("Path ") and path in answer.content, answer.content
+        assert answer.content.startswith("Path ") and printable(path) in answer.content, answer.content
         # Where the SDK refuses the same path, it must be with the same words.
         try:
             sdk_answer = run_sdk(sdk, command)

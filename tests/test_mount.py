@@ -215,7 +215,8 @@ def test_editor_temp_files_and_refused_paths_are_not_synced(client, store_id, mo
     mount = mounted(store_id)
     folder = tmp_path / "mnt"
     for name in [".note.md.swp", ".note.md.swx", "note.md~", ".#note.md", "4913", ".DS_Store", ".git/config",
-                 "sub/.hidden/deep.md", "#note.md#", "sub/note.md.swp"]:
+                 "sub/.hidden/deep.md", "#note.md#", "sub/note.md.swp", "note.md___jb_tmp___",
+                 "note.md___jb_old___", "sub/x.md___jb_tmp___"]:
         write(folder / name, "temp\n")
     write(folder / "bad\x01name.md", "refused\n")  # a control character: the store refuses the path
     write(folder / "real.md", "real\n")
@@ -392,7 +393,7 @@ def test_task_mount_specs():
 
 def test_ignored_names_and_conflict_names():
     for path in ["/.x.md.swp", "/x.md.swp", "/x.swx", "/x.md~", "/.#x.md", "/4913", "/.git/HEAD", "/a/.DS_Store",
-                 "/#x.md#", "/.gitmem-abc.tmp"]:
+                 "/#x.md#", "/.gitmem-abc.tmp", "/x.md___jb_tmp___", "/a/x.md___jb_old___"]:
         assert is_ignored(path), path
     for path in ["/x.md", "/a/b/c.md", "/4913.md", "/x.conflict-12345678.md"]:
         assert not is_ignored(path), path

@@ -24,7 +24,6 @@ GOOD_STORE_PATHS = [
     "/gitattributes",
     "/a/.gitattributes",  # only the top-level one is Git's
     "/a/.gitmodules",
-    "/a\\b",  # a backslash that hides no .git
     "/" + "x" * 1023,  # exactly 1,024 bytes
     "/" + "\u00e9" * 511 + "x",  # 1 + 1,022 + 1 = 1,024 UTF-8 bytes
     "/" + "/".join("s" * 20),  # 20 segments
@@ -82,6 +81,13 @@ BAD_STORE_PATHS = {
     "top-level .GITMODULES": "/.GITMODULES",
     "top-level .gitmodules.": "/.gitmodules.",
     "top-level .gitattributes as a folder": "/.gitattributes/x",
+    # One rule with the memory tool: what some layer reads as a separator or a dot segment.
+    "backslash": "/a\\b",
+    "fullwidth solidus": "/a\uff0fb",
+    "division slash": "/a\u2215b",
+    "fullwidth reverse solidus": "/a\uff3cb",
+    "fullwidth dot-dot": "/\uff0e\uff0e/x",
+    "one-dot leader pair": "/a/\u2024\u2024",
 }
 
 

@@ -37,10 +37,11 @@ class Pusher:
         self.repo_path = gm.repo_path(store_id)
         self.dir = root / f"clone-{store_id}"
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "GITMEM_"))}
+        name, email = receive.pusher_identity(user_id, gm.catalog.credential(user_id).name)
         self.env.update({
             "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_AUTHOR_NAME": "Sam Person", "GIT_AUTHOR_EMAIL": "sam@example.com",
-            "GIT_COMMITTER_NAME": "Sam Person", "GIT_COMMITTER_EMAIL": "sam@example.com",
+            "GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email,
+            "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email,
             # what the server passes to git http-backend for a push
             "GITMEM_PYTHON": sys.executable, "GITMEM_HOME": str(gm.home), "GITMEM_STORE_ID": store_id,
             "GITMEM_USER_ID": user_id, "GITMEM_ACCESS": "read_write", "GITMEM_FSYNC": "never",
@@ -356,7 +357,36 @@ def test_commits_that_borrow_gitmem_trailers_or_identities_are_refused(unchanged
     unchanged.git("add", "-A")
     unchanged.git("commit", "-q", "-m", "x", env={"GIT_AUTHOR_NAME": "task_x",
                                                   "GIT_AUTHOR_EMAIL": "task_x@task.gitmem"})
-    _assert_refused(unchanged, unchanged.push(), "the author task_x <task_x@task.gitmem> is one of gitmem's own")
+    _assert_refused(unchanged, unchanged.push(), "the author task_x <task_x@task.gitmem> is not you, the pusher")
+
+
+@pytest.mark.parametrize(("role", "name", "email"), [
+    ("author", "gitmem", "gitmem@example.com"),   # the red team's forgery: a free name and e-mail
+    ("author", "gitmem", None),                   # the pusher's own e-mail under another name
+    ("author", None, "someone@example.com"),      # the pusher's name with another e-mail
+    ("committer", "Mallory", "mallory@example.com"),
+])
+def test_a_commit_must_name_its_pusher_as_author_and_committer(
+        world: Pusher, role: str, name: str | None, email: str | None) -> None:
+    prefix = "GIT_AUTHOR" if role == "author" else "GIT_COMMITTER"
+    env = {}
+    if name is not None:
+        env[f"{prefix}_NAME"] = name
+    if email is not None:
+        env[f"{prefix}_EMAIL"] = email
+    before = world.git("ls-remote", "origin", "main").stdout
+    world.write("people/sam.md", "forged\n")
+    world.git("add", "-A")
+    world.git("commit", "-q", "-m", "x", env=env)
+    result = world.push()
+    _assert_refused(world, result, "remote: gitmem: refused:", f"the {role} ", "is not you, the pusher",
+                    f"<{world.user_id}@user.gitmem>")
+    assert world.git("ls-remote", "origin", "main").stdout == before
+    # As the pusher, the same change lands and git log tells who made it.
+    world.git("commit", "-q", "--amend", "--no-edit", "--reset-author")
+    assert world.push().returncode == 0
+    log = world.git("log", "-1", "--format=%an <%ae> / %cn <%ce>").stdout.strip()
+    assert log == f"sam <{world.user_id}@user.gitmem> / sam <{world.user_id}@user.gitmem>"
 
 
 def test_one_bad_commit_refuses_the_whole_push(unchanged: Pusher) -> None:
@@ -525,3 +555,22 @@ def test_an_encrypted_store_takes_pushes_from_a_keyed_clone(gm: Gitmem, tmp_path
     plain.write("c.md", "plaintext\n")
     plain.commit()
     _assert_refused(plain, plain.push(), "/c.md: the content is not encrypted with this store's key")
+
+
+@pytest.mark.parametrize(("path", "reason"), [
+    ("People/sam2.md", "differs only in case from /people"),
+    ("projects/ACME.md", "differs only in case from /projects/acme.md"),
+    ("notes/a\\b.md", "which some systems read as a path separator"),
+    ("notes/a\uff0fb.md", "which some systems read as a path separator"),
+])
+def test_case_twins_and_separator_lookalikes_are_refused_by_push(unchanged: Pusher, path: str, reason: str) -> None:
+    unchanged.write(path, "twin\n")
+    unchanged.commit()
+    _assert_refused(unchanged, unchanged.push(), "refused:", reason)
+
+
+def test_a_push_may_change_the_case_of_a_path_by_moving_it(world: Pusher) -> None:
+    world.move("projects/acme.md", "projects/Acme.md")
+    world.commit()
+    assert world.push().returncode == 0
+    assert {n.path for n in world.store.list(limit=100, depth=0).items} == {"/people/sam.md", "/projects/Acme.md"}

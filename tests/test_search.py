@@ -13,7 +13,6 @@ from gitmem.catalog import Workspace
 from gitmem.clock import FrozenClock
 from gitmem.errors import InvalidRequest
 from gitmem.home import Gitmem
-from gitmem.index import _encode_token
 from gitmem.retention import prune_store
 from gitmem.search import _fingerprint as search_fingerprint
 from gitmem.store import MemoryStore
@@ -120,7 +119,7 @@ def test_an_encrypted_store_leaves_no_plaintext_on_disk(gm: Gitmem, workspace: W
 
 
 def test_bad_arguments_are_invalid_requests(store: MemoryStore) -> None:
-    deep = _encode_token("search", [10**30, search_fingerprint("x", "/")])
+    deep = store.index.tokens.encode("search", 10**30, search_fingerprint("x", "/"))  # signed, but too deep
     for kwargs in ({"limit": 0}, {"limit": 101}, {"path_prefix": "x"}, {"page": "garbage"}, {"page": deep}):
         with pytest.raises(InvalidRequest):
             store.search("x", **kwargs)  # type: ignore[arg-type]

@@ -94,10 +94,10 @@ JWT_NOTE = ("session: eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0."
 
 
 def test_allowed_rules_reads_the_setting() -> None:
-    assert allowed_rules({}) == frozenset()
-    assert allowed_rules({"GITMEM_SECRETS_ALLOW": " jwt, url-credentials ,"}) == {"jwt", "url-credentials"}
+    assert allowed_rules("") == frozenset()
+    assert allowed_rules(" jwt, url-credentials ,") == {"jwt", "url-credentials"}
     with pytest.raises(ValueError, match="no-such-rule"):
-        allowed_rules({"GITMEM_SECRETS_ALLOW": "jwt,no-such-rule"})
+        allowed_rules("jwt,no-such-rule")
 
 
 def test_an_allowed_rule_no_longer_refuses_but_the_others_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -156,12 +156,37 @@ def test_bad_paths_are_refused_on_create_and_rename_and_change_nothing(store: Me
     assert store_state(store) == before
 
 
-def test_paths_are_case_sensitive(store: MemoryStore) -> None:
-    lower = store.create("/notes/todo.md", "lower")
+def test_paths_keep_their_case(store: MemoryStore) -> None:
     upper = store.create("/Notes/ToDo.md", "upper")
-    assert lower.id != upper.id
-    assert store.get_by_path("/Notes/ToDo.md").content == "upper"
-    assert git(store.path, "ls-tree", "-r", "--name-only", "main").split() == ["Notes/ToDo.md", "notes/todo.md"]
+    assert store.get_by_path("/Notes/ToDo.md").id == upper.id
+    with pytest.raises(NotFound):
+        store.get_by_path("/notes/todo.md")
+    assert git(store.path, "ls-tree", "-r", "--name-only", "main").split() == ["Notes/ToDo.md"]
+
+
+@pytest.mark.parametrize(("existing", "new"), [
+    ("/Readme.md", "/README.md"), ("/Dir/a.md", "/dir/b.md"), ("/dir/a.md", "/Dir/a.md"),
+    ("/a/Sub/x.md", "/a/sub/y/z.md"), ("/a", "/A/b"), ("/A/b", "/a"), ("/caf\u00e9.md", "/CAF\u00c9.md"),
+    ("/\u00c9t\u00e9/x.md", "/\u00e9t\u00e9/y.md"),
+])
+def test_case_only_twins_are_refused(store: MemoryStore, existing: str, new: str) -> None:
+    other = store.create(existing, "one")
+    before = store_state(store)
+    with pytest.raises(PathConflict) as conflict:
+        store.create(new, "two")
+    assert conflict.value.details == {"conflicting_memory_id": other.id, "conflicting_path": existing}
+    assert "only in case" in conflict.value.message
+    assert store_state(store) == before
+    moved = store.create("/elsewhere.md", "three")
+    with pytest.raises(PathConflict):
+        store.update(moved.id, path=new)
+    assert {n.path for n in all_listed(store)} == {existing, "/elsewhere.md"}
+
+
+def test_a_note_may_change_only_the_case_of_its_own_path(store: MemoryStore) -> None:
+    note = store.create("/Dir/readme.md", "one")
+    assert store.update(note.id, path="/dir/README.md").path == "/dir/README.md"
+    store.create("/dir/b.md", "two")  # the folder's old spelling is gone with its last note
 
 
 # -- collisions ---------------------------------------------------------------------------------------
@@ -190,7 +215,7 @@ def test_a_note_at_above_or_below_another_is_a_path_conflict(store: MemoryStore,
 
 @pytest.mark.parametrize(("existing", "new"), [
     ("/a/b", "/ab"), ("/a/b", "/a-b/c"), ("/notes/x", "/notes-archive/x"), ("/notes", "/notes0"),
-    ("/a/b", "/a/c"), ("/a/b/c", "/a/b2/c"), ("/a", "/A/b"),
+    ("/a/b", "/a/c"), ("/a/b/c", "/a/b2/c"), ("/a", "/Ab/c"),
 ])
 def test_neighbours_that_do_not_collide(store: MemoryStore, existing: str, new: str) -> None:
     store.create(existing, "one")

@@ -51,12 +51,24 @@ class Model:
         note itself may sit below its new path and collides with nothing)."""
         parts = path[1:].split("/")
         candidates = [path] + ["/" + "/".join(parts[:i]) for i in range(1, len(parts))]
-        for candidate in candidates:
-            found = self.at(candidate)
-            if found is not None:
-                return (found, candidate) if found != moving else None
-        below = sorted((p, m) for m, (p, _) in self.notes.items() if p.startswith(path + "/") and m != moving)
-        return (below[0][1], below[0][0]) if below else None
+        exact = next(((found, c) for c in candidates if (found := self.at(c)) is not None), None)
+        if exact is None:
+            below = sorted((p, m) for m, (p, _) in self.notes.items() if p.startswith(path + "/") and m != moving)
+            exact = (below[0][1], below[0][0]) if below else None
+        if exact is not None and exact[0] != moving:
+            return exact
+        return self.case_twin(path, moving)
+
+    def case_twin(self, path: str, moving: str | None) -> tuple[str, str] | None:
+        """The first note (in path order) that differs from ``path``, at a folder above it or at itself,
+        only in case: ``/A`` for ``/a``, ``/a/b`` for ``/A/c``."""
+        parts = path[1:].split("/")
+        for level in ["/" + "/".join(parts[:i]) for i in range(1, len(parts) + 1)]:
+            for other, memory_id in sorted((p, m) for m, (p, _) in self.notes.items() if m != moving):
+                head, rest = other[:len(level)], other[len(level):]
+                if head != level and head.casefold() == level.casefold() and rest[:1] in ("", "/"):
+                    return memory_id, other
+        return None
 
 
 def expected_for(check: str | None, content: str) -> dict[str, str]:

@@ -378,7 +378,7 @@ def test_a_push_is_reported_when_it_lands(tmp_path: Path, receiver: Receiver) ->
     """post-receive writes the outbox rows (the server's own delivery and catch-up are off here)."""
     home = Gitmem.open(tmp_path / "home", fsync=False)
     ws = home.catalog.create_workspace("w")
-    _, token = home.catalog.create_user(ws.id, "ana")
+    user, token = home.catalog.create_user(ws.id, "ana")
     info = home.create_store(ws.id, "team")
     home.store(ws.id, info.id).create("/before.md", "made before anyone listened")
     hook = webhooks_for(home).create(ws.id, receiver.url, ["memory.created"])
@@ -386,6 +386,8 @@ def test_a_push_is_reported_when_it_lands(tmp_path: Path, receiver: Receiver) ->
     with serve(home.home, env={"GITMEM_WEBHOOKS": "off", "GITMEM_DREAM_RUNNER": "off", "GITMEM_PRUNE_INTERVAL": "0"}
                ) as url:
         git("clone", "-q", f"{url}/v1/memory_stores/{info.id}.git", str(work), secret=token, cwd=tmp_path)
+        git("config", "user.name", "ana", cwd=work)  # pushed commits must name the pusher
+        git("config", "user.email", f"{user.id}@user.gitmem", cwd=work)
         (work / "pushed.md").write_text("from my editor")
         git("add", ".", cwd=work)
         git("commit", "-qm", "add a note", cwd=work)

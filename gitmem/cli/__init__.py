@@ -26,6 +26,7 @@ COMMAND_MODULES = [
     "gitmem.cli.find",
     "gitmem.cli.review",
     "gitmem.cli.mcp",
+    "gitmem.cli.settings",
 ]
 
 for _module in COMMAND_MODULES:

@@ -15,6 +15,7 @@ import click
 
 from gitmem.errors import GitmemError
 from gitmem.home import Gitmem, default_home
+from gitmem.settings import SettingsError, load_settings
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_WORKSPACE = "default"
@@ -55,6 +56,11 @@ def main(ctx: click.Context, home: Path | None, verbose: bool) -> None:
     """gitmem: memory stores for AI agents, each one a Git repository."""
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    try:  # every setting, before any command runs: a bad one is one line and exit 2
+        load_settings()
+    except SettingsError as exc:
+        click.echo(f"gitmem: {exc.message}", err=True)
+        sys.exit(2)
     ctx.obj = Context(home or default_home())
 
 

@@ -8,7 +8,7 @@ import click
 
 from gitmem import repository
 from gitmem.cli.base import Context, main, pass_context, refusals, workspace_option
-from gitmem.fsck import check_store
+from gitmem.fsck import check_home_store, orphan_folders
 from gitmem.model import StoreInfo
 
 
@@ -44,11 +44,16 @@ def fsck(ctx: Context, store_id: str | None, workspace: str | None) -> None:
     """Git's fsck plus index-versus-history consistency; exit 1 if anything is wrong."""
     bad = 0
     for info in _stores(ctx, store_id, workspace):
-        report = check_store(ctx.gm.store(info.workspace_id, info.id))
+        report = check_home_store(ctx.gm, info)
         click.echo(f"{info.id}: {'ok' if report.ok else 'PROBLEMS'}")
         for problem in report.problems:
             click.echo(f"  {problem}")
         bad += not report.ok
+    if store_id is None:
+        for orphan in orphan_folders(ctx.gm):
+            click.echo(f"{orphan.name}: PROBLEMS\n  no store in the catalog owns this folder (left by a failed"
+                       f" create?); remove it: rm -rf {orphan}")
+            bad += 1
     if bad:
         sys.exit(1)
 

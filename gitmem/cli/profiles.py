@@ -194,6 +194,27 @@ def keys_rotate(ctx: Context, store_id: str) -> None:
     click.echo("clones made before now see a forced update; give them the new key (gitmem keys export)", err=True)
 
 
+@keys_group.command("rewrap")
+@click.option("--new-key-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="The new master key (hex or base64 of 32 bytes). Default: generate one into"
+                   " $GITMEM_HOME/master.key (only when that is where the master key lives).")
+@pass_context
+@refusals
+def keys_rewrap(ctx: Context, new_key_file: Path | None) -> None:
+    """Wrap every data key under a new master key; the old master key then opens nothing. Stop the
+    server first (it holds the old master key) and restart it with the new one."""
+    from gitmem.rotation import rewrap_master_key
+
+    text = new_key_file.read_text("ascii").strip() if new_key_file is not None else None
+    report = rewrap_master_key(ctx.gm, text)
+    click.echo(f"re-wrapped {report.keys} data keys: master key {report.old_master_key_id} ->"
+               f" {report.new_master_key_id}")
+    if report.replaced_file is not None:
+        click.echo(f"the new master key is in {report.replaced_file}; back it up now", err=True)
+    else:
+        click.echo("now point GITMEM_MASTER_KEY or GITMEM_MASTER_KEY_FILE at the new key", err=True)
+
+
 # -- clone --------------------------------------------------------------------------------------------
 
 

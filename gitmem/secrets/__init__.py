@@ -30,8 +30,7 @@ Allow-listing
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gitmem.secrets.engine import Rule, Scanner
@@ -42,7 +41,6 @@ from gitmem.secrets.vendors import VENDOR_RULES
 RULES: tuple[Rule, ...] = (*VENDOR_RULES, *KEY_RULES, *KEYWORD_RULES)
 RULE_IDS = frozenset(rule.id for rule in RULES)
 _KEYWORD_RULE_IDS = frozenset(rule.id for rule in KEYWORD_RULES)
-ALLOW_SETTING = "GITMEM_SECRETS_ALLOW"
 
 
 @dataclass(frozen=True)
@@ -55,13 +53,12 @@ class Finding:
         return f"{self.kind} on line {self.line} (rule {self.rule_id})"
 
 
-def allowed_rules(environ: Mapping[str, str] = os.environ) -> frozenset[str]:
-    """The rule ids ``GITMEM_SECRETS_ALLOW`` turns off; raises ValueError naming an unknown one."""
-    ids = frozenset(filter(None, (part.strip() for part in environ.get(ALLOW_SETTING, "").split(","))))
+def allowed_rules(spec: str) -> frozenset[str]:
+    """The rule ids a ``GITMEM_SECRETS_ALLOW`` value turns off; raises ValueError naming an unknown one."""
+    ids = frozenset(filter(None, (part.strip() for part in spec.split(","))))
     unknown = sorted(ids - RULE_IDS)
     if unknown:
-        raise ValueError(f"{ALLOW_SETTING} names unknown rule(s) {', '.join(unknown)}; "
-                         f"rules are: {', '.join(sorted(RULE_IDS))}")
+        raise ValueError(f"unknown rule(s) {', '.join(unknown)}; rules are: {', '.join(sorted(RULE_IDS))}")
     return ids
 
 
@@ -106,8 +103,9 @@ class SecretDetector:
         return "secrets"
 
 
-def detector_from_env(environ: Mapping[str, str] = os.environ) -> SecretDetector:
-    return SecretDetector(allowed_rules(environ))
+def detector_for(allow_spec: str) -> SecretDetector:
+    """The detector less the rules a ``GITMEM_SECRETS_ALLOW`` value turns off."""
+    return SecretDetector(allowed_rules(allow_spec))
 
 
 def find_secrets(text: str, allow: Iterable[str] = ()) -> list[Finding]:

@@ -1,0 +1,20 @@
+"""``gitmem settings``: the ``GITMEM_*`` settings in effect, or (``--markdown``) the README's table."""
+
+from __future__ import annotations
+
+import click
+
+from gitmem.cli.base import main
+from gitmem.settings import PREFIX, load_settings, markdown_table
+
+
+@main.command("settings", hidden=True)
+@click.option("--markdown", is_flag=True, help="Print the README's table of every setting.")
+def settings(markdown: bool) -> None:
+    """Show the settings in effect (secrets masked)."""
+    if markdown:
+        click.echo(markdown_table(), nl=False)
+        return
+    for name, value in load_settings().model_dump().items():
+        if value is not None and value != "":
+            click.echo(f"{PREFIX}{name}={value}")
