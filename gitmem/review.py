@@ -35,7 +35,6 @@ from gitmem.commits import author_for
 from gitmem.diff import VersionDiff
 from gitmem.errors import InvalidRequest, NotFound, PermissionDenied, StoreBusy
 from gitmem.home import Gitmem, HomeTables
-from gitmem.index import decode_token
 from gitmem.model import Actor, Page, Version
 from gitmem.store import MemoryStore, check_limit
 from gitmem.tasks import principal_task_id
@@ -232,21 +231,15 @@ class Reviews(HomeTables):
         self._require_enabled(store)
         check_limit(limit, MAX_PENDING_PAGE, full=False)
         after = mark_seq(store, current_mark(store))
+        tokens = store.index.tokens  # the store's signed page tokens
         if page is not None:
-            seq = decode_token("review", page)
-            if not isinstance(seq, int) or isinstance(seq, bool):
-                raise InvalidRequest("invalid page token")
+            (seq,) = tokens.decode(page, "review", int)
             after = max(after, seq)
         rows = store.index.db.execute("SELECT version_id, seq FROM versions WHERE seq>? ORDER BY seq LIMIT ?",
                                       (after, limit + 1)).fetchall()
         diffs = [store.diff(r[0]) for r in rows[:limit]]
         items = [PendingChange(d.new, d) for d in diffs]
-        token = None
-        if len(rows) > limit:
-            from gitmem.index import _encode_token  # the index's page-token format
-
-            token = _encode_token("review", rows[limit - 1][1])
-        return Page(items, token)
+        return Page(items, tokens.encode("review", rows[limit - 1][1]) if len(rows) > limit else None)
 
     def pending_count(self, store: MemoryStore) -> int:
         after = mark_seq(store, current_mark(store))

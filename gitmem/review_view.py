@@ -56,6 +56,7 @@ class ApprovedNotes:
         self.db.execute("COMMIT")
         self.lock = threading.Lock()
         self.upto_seq = upto_seq
+        self.tokens = store.index.tokens  # list_notes signs its page tokens as the store's index does
 
     def note(self, memory_id: str) -> NoteRow | None:
         with self.lock:

@@ -75,7 +75,8 @@ def test_pending_pages(workspace: Workspace, store: MemoryStore, reviews: Review
         if page is None:
             break
     assert seen == written
-    for bad in ("not-a-token", "WyJyZXZpZXciLCJ4Il0", "WyJub3RlcyIsMV0"):  # junk, ["review","x"], another listing's
+    other_listing = store.versions(limit=1).next_page
+    for bad in ("not-a-token", "WyJyZXZpZXciLCJ4Il0", other_listing):  # junk, unsigned ["review","x"], another
         with pytest.raises(InvalidRequest):
             reviews.pending(store, page=bad)
 
