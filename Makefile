@@ -20,7 +20,8 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
-	$(BIN)/ruff check gitmem api hooks tests bench
+	$(BIN)/ruff check gitmem api hooks tests bench docs
+	$(BIN)/cog --check -I docs README.md  # the README's CLI examples are real output (refresh: cog -r -I docs README.md)
 
 # The browser tests (tests/test_ui_browser.py) drive Debian's chromium with Playwright; CI installs it
 # here (as root) so `make test` itself stays quick. Without it those tests skip and say why.

@@ -19,6 +19,8 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from starlette.concurrency import run_in_threadpool
+
 from gitmem.access import store_access
 from gitmem.catalog import Principal
 from gitmem.errors import GitmemError, NotFound
@@ -116,17 +118,11 @@ class GitEndpoint:
         store_id, path_info = match.groups()
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         gm = self._gm_of(scope)
-        try:
-            principal = gm.catalog.authenticate(basic_auth_secret(headers))
-        except GitmemError:
-            return unauthorized_response()
-        try:
-            gm.get_store(principal.workspace_id, store_id)
-            access = store_access(gm, principal, store_id)
-        except NotFound:
-            return text_response(404, "gitmem: repository not found")
-        if Reviews.of(gm).reads_approved_only(principal, store_id):  # Git would hand over unreviewed history
-            return text_response(403, "gitmem: a task reads only this store's approved state; use the memories API")
+        # Catalog reads may wait on SQLite's busy timeout: in a worker thread, not on the event loop.
+        resolved = await run_in_threadpool(_resolve, gm, headers, store_id)
+        if isinstance(resolved, GitResponse):
+            return resolved
+        principal, access = resolved
         query = scope["query_string"].decode("latin-1")
         # Without gitmem's hooks nothing would check a push (an install that lacks hooks/): refuse it.
         can_push = access == "read_write" and principal.actor.type == "user_actor" and HOOKS_DIR.is_dir()
@@ -141,3 +137,18 @@ class GitEndpoint:
             hooks_path=HOOKS_DIR,  # a store's own config cannot turn gitmem's rules off
         )
 
+
+def _resolve(gm: Gitmem, headers: dict[str, str], store_id: str) -> tuple[Principal, str] | GitResponse:
+    """The caller and their access to the store, or the answer that refuses them."""
+    try:
+        principal = gm.catalog.authenticate(basic_auth_secret(headers))
+    except GitmemError:
+        return unauthorized_response()
+    try:
+        gm.get_store(principal.workspace_id, store_id)
+        access = store_access(gm, principal, store_id)
+    except NotFound:
+        return text_response(404, "gitmem: repository not found")
+    if Reviews.of(gm).reads_approved_only(principal, store_id):  # Git would hand over unreviewed history
+        return text_response(403, "gitmem: a task reads only this store's approved state; use the memories API")
+    return principal, access

@@ -7,7 +7,6 @@ import logging
 import re
 from collections.abc import Iterable
 
-from starlette.datastructures import Headers, MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -20,6 +19,7 @@ from api.errors import (
 )
 
 log = logging.getLogger("gitmem.api")
+_REQUEST_ID = REQUEST_ID_HEADER.encode()
 
 
 class BodyTooLarge(StarletteHTTPException):
@@ -42,7 +42,8 @@ class RequestContextMiddleware:
     def __init__(self, app: ASGIApp, max_body_bytes: int, unlimited_paths: Iterable[str] = ()) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
-        self.unlimited = [re.compile(p) for p in unlimited_paths]
+        patterns = list(unlimited_paths)
+        self.unlimited = re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -51,18 +52,21 @@ class RequestContextMiddleware:
         request_id = new_request_id()
         scope.setdefault("state", {})["request_id"] = request_id
         started = False
+        id_header = (_REQUEST_ID, request_id.encode())
 
         async def send_with_id(message: Message) -> None:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
-                headers = MutableHeaders(scope=message)
-                if REQUEST_ID_HEADER not in headers:
-                    headers.append(REQUEST_ID_HEADER, request_id)
+                headers = message.setdefault("headers", [])
+                if not any(name.lower() == _REQUEST_ID for name, _ in headers):
+                    message["headers"] = [*headers, id_header]
             await send(message)
 
-        limited = not any(p.match(scope.get("path", "")) for p in self.unlimited)
-        declared = Headers(scope=scope).get("content-length") if limited else None
+        # Raw header and path checks: this runs on every request, so no Headers objects or regex loop.
+        limited = self.unlimited is None or not self.unlimited.match(scope.get("path", ""))
+        declared = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"content-length"),
+                        None) if limited else None
         if declared is not None:
             try:
                 too_large = int(declared) > self.max_body_bytes

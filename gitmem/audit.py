@@ -23,7 +23,7 @@ from pathlib import Path
 import pygit2
 
 from gitmem import ids, pushes
-from gitmem.commits import VersionRecord, parse_message
+from gitmem.commits import SERVICE, VersionRecord, parse_message
 from gitmem.errors import InvalidRequest, NotFound
 from gitmem.model import Actor
 from gitmem.repository import MAIN, NOTES_REF
@@ -120,7 +120,7 @@ class AuditFilter:
         if self.path is not None and not (self._path_matches(entry.path)
                                           or self._path_matches(entry.previous_path)):
             return False
-        if self.actor is not None and entry.created_by != parse_actor(self.actor):
+        if self.actor is not None and actor_name(entry.created_by) != actor_name(parse_actor(self.actor)):
             return False
         if self.operation is not None and entry.operation != self.operation:
             return False
@@ -257,13 +257,19 @@ def repo_log(path: Path, rev: str | None = None, notes_ref: str = NOTES_REF) -> 
 # -- output ---------------------------------------------------------------------------------------
 
 
+def actor_name(actor: Actor | None) -> str:
+    """How every command names an actor: its id, or ``service`` for gitmem itself (``None`` or its
+    service account)."""
+    if actor is None or actor.type == "service_account_actor":
+        return SERVICE
+    return actor.id
+
+
 def actor_text(entry: AuditEntry) -> str:
-    if entry.created_by is not None:
-        return entry.created_by.id
-    if not entry.attributed:
+    if entry.created_by is None and not entry.attributed:
         email = entry.git_author.rsplit("<", 1)[-1].rstrip(">") if entry.git_author else ""
         return f"?{email}" if email else "?"
-    return "gitmem"
+    return actor_name(entry.created_by)
 
 
 def path_text(entry: AuditEntry) -> str:
@@ -274,14 +280,9 @@ def path_text(entry: AuditEntry) -> str:
     return entry.path
 
 
-def format_lines(entries: list[AuditEntry]) -> list[str]:
-    """``git log --oneline``-style aligned columns: time, actor, operation, path, version id."""
-    rows = [[time_text(e.created_at), actor_text(e), e.operation, path_text(e), e.version_id] for e in entries]
-    if not rows:
-        return []
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    return ["  ".join([*(cell.ljust(w) for cell, w in zip(row[:4], widths, strict=True)), row[4]])
-            for row in rows]
+def row(entry: AuditEntry) -> list[str]:
+    """An entry as ``gitmem log`` prints it: time, actor, operation, path, version id."""
+    return [time_text(entry.created_at), actor_text(entry), entry.operation, path_text(entry), entry.version_id]
 
 
 def entry_json(entry: AuditEntry) -> dict[str, object]:

@@ -49,7 +49,7 @@ import pygit2
 
 from gitmem import paths, repository
 from gitmem.commits import VersionRecord, format_message, parse_message
-from gitmem.errors import Conflict, GitmemError, NotFound, StoreBusy
+from gitmem.errors import GitmemError, StoreBusy
 from gitmem.model import Actor
 from gitmem.repository import MAIN, NOTES_REF, read_tip
 
@@ -715,6 +715,25 @@ def purge(store: MemoryStore, *, lock_timeout: float = 60.0) -> RewriteReport:
 # -- the rewrite ----------------------------------------------------------------------------------
 
 
+@dataclass
+class _Planned:
+    """What the plan made of the snapshot: the new history's versions and where each old blob went."""
+
+    snapshot: pygit2.Oid | None
+    history: _History
+    kept: list[Entry]
+    kept_blobs: set[str]  # blobs the new history's trees use
+    gone: set[str]  # blobs of old versions that were dropped or changed: to purge unless still used
+    blob_map: dict[str, str]  # old blob -> its replacement (a re-encryption)
+
+
+@contextlib.contextmanager
+def _timed(report: RewriteReport, step: str) -> Iterator[None]:
+    clock = time.monotonic()
+    yield
+    report.timings[step] = time.monotonic() - clock
+
+
 def rewrite_history(store: MemoryStore, plan: Plan, *, dry_run: bool = False, progress: Progress | None = None,
                     lock_timeout: float = 60.0, landed: Callable[[Entry], Entry] | None = None) -> RewriteReport:
     """Replay ``main`` through ``plan``, swap it in, and purge what the old history alone held.
@@ -724,140 +743,130 @@ def rewrite_history(store: MemoryStore, plan: Plan, *, dry_run: bool = False, pr
     repo_path = store.path
     report = RewriteReport(store.id, dry_run=dry_run)
     with contextlib.nullcontext() if dry_run else _rewrite_lock(store, lock_timeout):
-        clock = time.monotonic()
         repo = pygit2.Repository(str(repo_path))
-        report.bytes_before = objects_size(repo_path)
-        if not dry_run:
-            _delete_ref(repo_path, REWRITE_REF)
-        snapshot = read_tip(repo)
-        history = _History(repo)
-        entries = history.read(snapshot, None) if snapshot is not None else []
-        decided = plan(entries, history.live())
-        if len(decided) != len(entries):
-            raise ValueError("a rewrite plan must say what becomes of every version")
-        report.old_tip = str(snapshot) if snapshot is not None else None
-        report.versions_before = len(entries)
-        report.versions_after = sum(d is not None for d in decided)
-        report.dropped = [e.record.version_id for e, d in zip(entries, decided, strict=True) if d is None]
-        report.redacted = [e.record.version_id for e, d in zip(entries, decided, strict=True)
-                           if d is not None and d.redacted and not e.redacted]
-        report.changed = any(d is not e for e, d in zip(entries, decided, strict=True))
-        kept_blobs = {d.blob for d in decided if d is not None and d.blob is not None and d.changes_state}
-        gone = {e.blob for e, d in zip(entries, decided, strict=True)
-                if e.blob is not None and (d is None or d.blob != e.blob)}
-        blob_map = {e.blob: d.blob for e, d in zip(entries, decided, strict=True)
-                    if e.blob is not None and d is not None and d.blob is not None and d.blob != e.blob}
-        report.timings["read"] = time.monotonic() - clock
+        with _timed(report, "read"):
+            report.bytes_before = objects_size(repo_path)
+            if not dry_run:
+                _delete_ref(repo_path, REWRITE_REF)
+            planned = _snapshot_and_plan(repo, plan, report)
         if dry_run:
-            report.blobs_shared = sorted(gone & kept_blobs)
-            report.blobs_purged = sorted(gone - kept_blobs)  # would be
+            report.blobs_shared = sorted(planned.gone & planned.kept_blobs)
+            report.blobs_purged = sorted(planned.gone - planned.kept_blobs)  # would be
             report.bytes_after = report.bytes_before
             return report
         if not report.changed:
-            _finish_pending_purge(store, report)
-            report.bytes_after = objects_size(repo_path)
-            report.timings["purge"] = time.monotonic() - clock - report.timings["read"]
+            with _timed(report, "purge"):
+                _finish_pending_purge(store, report)
+                report.bytes_after = objects_size(repo_path)
             return report
-        assert snapshot is not None
-
-        clock = time.monotonic()
-        emitter = _Emitter(repo_path)
-        new_tip = emitter.run([d for d in decided if d is not None], None, progress)
-        _check_same_notes(repo, snapshot, new_tip, blob_map)
-        _checkpoint("built")
-        report.timings["rebuild"] = time.monotonic() - clock
-
-        clock = time.monotonic()
+        with _timed(report, "rebuild"):
+            emitter, new_tip = _rebuild(repo_path, repo, planned, progress)
         try:
-            with _writer_lock(repo_path):
-                base = snapshot
-                for _attempt in range(MAX_SWAP_ATTEMPTS):
-                    current = read_tip(repo)
-                    if current is None:
-                        raise RewriteFailed("main disappeared during the rewrite; nothing was changed")
-                    if current != base:
-                        try:
-                            arrived = history.read(current, base)
-                        except _Diverged:
-                            raise RewriteFailed("main was rewritten by someone else meanwhile; nothing was"
-                                                " changed") from None
-                        replayed = [landed(e) for e in arrived] if landed is not None else arrived
-                        for old, new in zip(arrived, replayed, strict=True):
-                            if old.blob is not None and new.blob is not None and new.blob != old.blob:
-                                blob_map[old.blob] = new.blob
-                                gone.add(old.blob)
-                        new_tip = emitter.run(replayed, new_tip)
-                        _check_same_notes(repo, current, new_tip, blob_map)
-                        report.replayed += len(arrived)
-                        report.versions_before += len(arrived)
-                        report.versions_after += len(arrived)
-                        base = current
-                    previous = _read_marker(repo_path) or set()
-                    _write_marker(repo_path, (gone | previous) - emitter.blobs)
-                    _checkpoint("before-swap")
-                    if repository.compare_and_swap(repo, base, pygit2.Oid(hex=new_tip)):
-                        break
-                else:
-                    raise StoreBusy(f"store {store.id} kept changing; its history was not rewritten")
-                _checkpoint("after-swap")
-                report.new_tip = new_tip
-                report.timings["swap"] = time.monotonic() - clock
-                clock = time.monotonic()
-                _purge_locked(repo_path)
+            _swap_and_purge(store, repo, planned, emitter, new_tip, landed, report)
         except BaseException:
             if report.new_tip is None:  # nothing swapped: forget the new history (the marker stays
                 _delete_ref(repo_path, REWRITE_REF)  # harmless; it only asks for a purge)
             raise
-        report.timings["purge"] = time.monotonic() - clock
-
-        clock = time.monotonic()
-        _scrub_index(store)
-        report.timings["index"] = time.monotonic() - clock
-
-        clock = time.monotonic()
-        pending = _read_marker(repo_path) or set()
-        report.blobs_shared = sorted(gone & emitter.blobs)
-        _verify(repo_path, pending, report)
-        _marker(repo_path).unlink(missing_ok=True)
-        report.bytes_after = objects_size(repo_path)
-        report.timings["verify"] = time.monotonic() - clock
+        with _timed(report, "index"):
+            _scrub_index(store)
+        with _timed(report, "verify"):
+            _verify_purged(repo_path, planned.gone & emitter.blobs, report)
         return report
 
 
-# -- redaction ------------------------------------------------------------------------------------
+def _snapshot_and_plan(repo: pygit2.Repository, plan: Plan, report: RewriteReport) -> _Planned:
+    """Read ``main``'s history at its tip now and ask the plan what becomes of every version."""
+    snapshot = read_tip(repo)
+    history = _History(repo)
+    entries = history.read(snapshot, None) if snapshot is not None else []
+    decided = plan(entries, history.live())
+    if len(decided) != len(entries):
+        raise ValueError("a rewrite plan must say what becomes of every version")
+    pairs = list(zip(entries, decided, strict=True))
+    report.old_tip = str(snapshot) if snapshot is not None else None
+    report.versions_before = len(entries)
+    report.versions_after = sum(d is not None for d in decided)
+    report.dropped = [e.record.version_id for e, d in pairs if d is None]
+    report.redacted = [e.record.version_id for e, d in pairs if d is not None and d.redacted and not e.redacted]
+    report.changed = any(d is not e for e, d in pairs)
+    return _Planned(
+        snapshot, history, [d for d in decided if d is not None],
+        kept_blobs={d.blob for d in decided if d is not None and d.blob is not None and d.changes_state},
+        gone={e.blob for e, d in pairs if e.blob is not None and (d is None or d.blob != e.blob)},
+        blob_map={e.blob: d.blob for e, d in pairs
+                  if e.blob is not None and d is not None and d.blob is not None and d.blob != e.blob})
 
 
-def redact_version(store: MemoryStore, version_id: str, actor: Actor | None) -> RewriteReport:
-    """Blank one version everywhere: it keeps its id, author and time and gains ``Redacted-At`` and
-    ``Redacted-By``; its path and content leave every commit, the index and the object store.
+def _rebuild(repo_path: Path, repo: pygit2.Repository, planned: _Planned,
+             progress: Progress | None) -> tuple[_Emitter, str]:
+    """Write the new history with ``git fast-import`` (no lock held) and check it ends with the same notes."""
+    assert planned.snapshot is not None
+    emitter = _Emitter(repo_path)
+    new_tip = emitter.run(planned.kept, None, progress)
+    _check_same_notes(repo, planned.snapshot, new_tip, planned.blob_map)
+    _checkpoint("built")
+    return emitter, new_tip
 
-    The newest version of a note that still exists cannot be redacted (409). Idempotent. Allowed on
-    archived stores (it changes no note)."""
-    store.index.catch_up()
-    row = store.index.version(version_id)
-    if row is None:
-        raise NotFound(f"memory version {version_id} not found")
-    if row.record.redacted_at is not None:
-        return finish_pending_purge(store)  # already redacted; make sure a crashed purge is finished
-    note = store.index.note(row.record.memory_id)
-    if note is not None and note.version_id == version_id:
-        raise Conflict("the newest version of a memory that still exists cannot be redacted")
-    when = store.clock()
 
-    def plan(entries: Sequence[Entry], live: frozenset[str]) -> list[Entry | None]:
-        found = [e for e in entries if e.record.version_id == version_id]
-        if not found:
-            raise NotFound(f"memory version {version_id} not found")
-        target = found[0]
-        if target.redacted:
-            return list(entries)
-        newest = max(e.seq for e in entries if e.record.memory_id == target.record.memory_id)
-        if target.record.memory_id in live and target.seq == newest:
-            raise Conflict("the newest version of a memory that still exists cannot be redacted")
-        return [target.redact(when, actor) if e is target else e for e in entries]
+def _swap_and_purge(store: MemoryStore, repo: pygit2.Repository, planned: _Planned, emitter: _Emitter,
+                    new_tip: str, landed: Callable[[Entry], Entry] | None, report: RewriteReport) -> None:
+    """Under the writer lock: replay what landed since the snapshot, mark what to purge, swap ``main``, purge."""
+    repo_path = store.path
+    clock = time.monotonic()
+    with _writer_lock(repo_path):
+        base = planned.snapshot
+        for _attempt in range(MAX_SWAP_ATTEMPTS):
+            current = read_tip(repo)
+            if current is None:
+                raise RewriteFailed("main disappeared during the rewrite; nothing was changed")
+            if current != base:
+                assert base is not None
+                new_tip = _replay_landed(repo, planned, emitter, base, current, new_tip, landed, report)
+                base = current
+            previous = _read_marker(repo_path) or set()
+            _write_marker(repo_path, (planned.gone | previous) - emitter.blobs)
+            _checkpoint("before-swap")
+            if repository.compare_and_swap(repo, base, pygit2.Oid(hex=new_tip)):
+                break
+        else:
+            raise StoreBusy(f"store {store.id} kept changing; its history was not rewritten")
+        _checkpoint("after-swap")
+        report.new_tip = new_tip
+        report.timings["swap"] = time.monotonic() - clock
+        clock = time.monotonic()
+        _purge_locked(repo_path)
+    report.timings["purge"] = time.monotonic() - clock
 
-    return rewrite_history(store, plan)
+
+def _replay_landed(repo: pygit2.Repository, planned: _Planned, emitter: _Emitter, base: pygit2.Oid,
+                   current: pygit2.Oid, new_tip: str, landed: Callable[[Entry], Entry] | None,
+                   report: RewriteReport) -> str:
+    """Put the versions written between ``base`` and ``current`` on top of the new history; its new tip."""
+    try:
+        arrived = planned.history.read(current, base)
+    except _Diverged:
+        raise RewriteFailed("main was rewritten by someone else meanwhile; nothing was changed") from None
+    replayed = [landed(e) for e in arrived] if landed is not None else arrived
+    for old, new in zip(arrived, replayed, strict=True):
+        if old.blob is not None and new.blob is not None and new.blob != old.blob:
+            planned.blob_map[old.blob] = new.blob
+            planned.gone.add(old.blob)
+    new_tip = emitter.run(replayed, new_tip)
+    _check_same_notes(repo, current, new_tip, planned.blob_map)
+    report.replayed += len(arrived)
+    report.versions_before += len(arrived)
+    report.versions_after += len(arrived)
+    return new_tip
+
+
+def _verify_purged(repo_path: Path, shared: set[str], report: RewriteReport) -> None:
+    """Check that every blob the marker names is unreadable now, then drop the marker."""
+    pending = _read_marker(repo_path) or set()
+    report.blobs_shared = sorted(shared)
+    _verify(repo_path, pending, report)
+    _marker(repo_path).unlink(missing_ok=True)
+    report.bytes_after = objects_size(repo_path)
 
 
 __all__ = ["Entry", "Plan", "RewriteFailed", "RewriteReport", "finish_pending_purge", "objects_size", "purge",
-           "redact_version", "rewrite_history"]
+           "rewrite_history"]

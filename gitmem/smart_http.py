@@ -466,12 +466,14 @@ async def _git_output(repo_path: Path, env: Mapping[str, str], *args: str, stdin
     proc = await asyncio.create_subprocess_exec(
         "git",
         *args,
-        stdin=asyncio.subprocess.PIPE,
+        # Nothing to send: no pipe. Under uvloop, writing even b"" to a command that already exited
+        # raises instead of being ignored.
+        stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         env=git_env,
     )
-    out, err = await proc.communicate(stdin)
+    out, err = await proc.communicate(stdin or None)
     if proc.returncode not in (0, 1):  # show-ref exits 1 in an empty repository
         log.error("git %s failed in %s: %s", args[0], repo_path.name, err.decode(errors="replace").strip())
         raise _Refused("upload-pack: could not check the request")

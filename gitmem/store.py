@@ -155,18 +155,33 @@ class MemoryStore:
         self.policy.validate_path(path)
         data = self.policy.check_content(path, content)
 
-        def plan(index: StoreIndex) -> _Change:
-            self._check_free(index, path, moving=None)
-            count, size = index.totals()
-            self.policy.check_counts(count + 1, size + len(data))
-            now = self.clock()
-            record = VersionRecord(ids.new_id(ids.MEMORY), ids.new_id(ids.VERSION), "created", path,
-                                   _sha256(data), len(data), actor, now, now)
-            return _Change(record, {paths.git_path(path): self._blob(path, data)})
-
-        change = self._write(plan)
+        change = self._write(lambda index: self._plan_create(index, path, data, actor))
         assert change is not None
         return self.get(change.record.memory_id, with_content=False)
+
+    def upsert(self, path: str, content: str, actor: Actor | None = None,
+               expected_sha256: str | None = None) -> tuple[Note, bool]:
+        """Create the note at ``path``, or replace its content if there is one: decided inside the write,
+        against the tip, so two writers never both create. With ``expected_sha256``, only if a note is
+        there with that content. Returns the note and whether it was created."""
+        self.policy.validate_path(path)
+        data = self.policy.check_content(path, content)
+        decided: list[tuple[str, bool]] = []  # (memory id, created) as planned by the attempt that ran last
+
+        def plan(index: StoreIndex) -> _Change | None:
+            existing = index.note_at(path)
+            if existing is None:
+                if expected_sha256 is not None:
+                    raise PreconditionFailed(f"there is no memory at {path} with content_sha256 {expected_sha256}")
+                change = self._plan_create(index, path, data, actor)
+                decided.append((change.record.memory_id, True))
+                return change
+            decided.append((existing.memory_id, False))
+            return self._plan_update(index, existing.memory_id, None, data, expected_sha256, None, actor)
+
+        self._write(plan)
+        memory_id, created = decided[-1]
+        return self.get(memory_id, with_content=False), created
 
     def update(self, memory_id: str, content: str | None = None, path: str | None = None, *,
                expected_sha256: str | None = None, expected_blob_id: str | None = None,
@@ -178,26 +193,8 @@ class MemoryStore:
             current = self.index.note(memory_id)  # only to name the note in a refusal
             data = self.policy.check_content(path or (current.path if current else memory_id), content)
 
-        def plan(index: StoreIndex) -> _Change | None:
-            note = self._current(index, memory_id)
-            new_path = path if path is not None else note.path
-            new_sha = _sha256(data) if data is not None else note.sha256
-            if new_path == note.path and new_sha == note.sha256:
-                return None  # already so (a retried update that landed): no new version
-            self._check_precondition(note, expected_sha256, expected_blob_id)
-            if new_path != note.path:
-                self._check_free(index, new_path, moving=memory_id)
-            body = data if data is not None else self.codec.decode(note.path, self.repo[note.blob_id].data)
-            count, size = index.totals()
-            self.policy.check_counts(count, size - note.size + len(body))
-            now = self.clock()
-            record = VersionRecord(memory_id, ids.new_id(ids.VERSION), "modified", new_path, new_sha,
-                                   len(body), actor, now, note.created_at)
-            tree_changes: dict[str, pygit2.Oid | None] = {paths.git_path(note.path): None}
-            tree_changes[paths.git_path(new_path)] = self._blob(new_path, body)
-            return _Change(record, tree_changes)
-
-        self._write(plan)
+        self._write(lambda index: self._plan_update(index, memory_id, path, data, expected_sha256,
+                                                    expected_blob_id, actor))
         return self.get(memory_id, with_content=False)
 
     def delete(self, memory_id: str, *, expected_sha256: str | None = None,
@@ -234,6 +231,36 @@ class MemoryStore:
         from gitmem.diff import diff_versions  # the diff engine keeps its own module
 
         return diff_versions(self, version_id, against)
+
+    def _plan_create(self, index: StoreIndex, path: str, data: bytes, actor: Actor | None) -> _Change:
+        self._check_free(index, path, moving=None)
+        count, size = index.totals()
+        self.policy.check_counts(count + 1, size + len(data))
+        now = self.clock()
+        record = VersionRecord(ids.new_id(ids.MEMORY), ids.new_id(ids.VERSION), "created", path,
+                               _sha256(data), len(data), actor, now, now)
+        return _Change(record, {paths.git_path(path): self._blob(path, data)})
+
+    def _plan_update(self, index: StoreIndex, memory_id: str, path: str | None, data: bytes | None,
+                     expected_sha256: str | None, expected_blob_id: str | None, actor: Actor | None) -> _Change | None:
+        """A new version of ``memory_id`` with a new path and/or content; None if it is already so."""
+        note = self._current(index, memory_id)
+        new_path = path if path is not None else note.path
+        new_sha = _sha256(data) if data is not None else note.sha256
+        if new_path == note.path and new_sha == note.sha256:
+            return None  # already so (a retried update that landed): no new version
+        self._check_precondition(note, expected_sha256, expected_blob_id)
+        if new_path != note.path:
+            self._check_free(index, new_path, moving=memory_id)
+        body = data if data is not None else self.codec.decode(note.path, self.repo[note.blob_id].data)
+        count, size = index.totals()
+        self.policy.check_counts(count, size - note.size + len(body))
+        now = self.clock()
+        record = VersionRecord(memory_id, ids.new_id(ids.VERSION), "modified", new_path, new_sha,
+                               len(body), actor, now, note.created_at)
+        tree_changes: dict[str, pygit2.Oid | None] = {paths.git_path(note.path): None}
+        tree_changes[paths.git_path(new_path)] = self._blob(new_path, body)
+        return _Change(record, tree_changes)
 
     def _current(self, index: StoreIndex, memory_id: str) -> NoteRow:
         note = index.note(memory_id)
@@ -311,13 +338,10 @@ class MemoryStore:
     def _after_write(self) -> None:
         maintenance.after_write(self.path, max_writes=PACK_EVERY_WRITES)
 
-    def redact(self, version_id: str, actor: Actor | None = None) -> Version:
-        from gitmem.rewrite import redact_version  # history rewriting lives in its own module
-
-        redact_version(self, version_id, actor)
-        version = self.version(version_id, with_content=False)
+    def announce_redaction(self, version: Version) -> None:
+        """Tell the store's listener (the webhooks' outbox) that ``version`` was redacted
+        (:func:`gitmem.redaction.redact` calls it once the rewrite has landed)."""
         self._tell(self._on_redact, self, version)
-        return version
 
     @staticmethod
     def _tell(listener: Callable[..., None] | None, *args: object) -> None:

@@ -140,3 +140,56 @@ def test_a_cli_redaction_names_its_actor(run, tmp_path: Path) -> None:
             body = api.get(f"/v1/memory_stores/{sid}/memory_versions/{version_id}").json()
             assert body["redacted_by"] == expected and body["redacted_at"]
             assert BetaManagedAgentsMemoryVersion.model_validate(body).redacted_by is not None
+
+
+def test_a_read_with_an_unknown_workspace_is_refused_and_creates_nothing(run, tmp_path: Path) -> None:
+    sid = store_id(run)
+    run("note", "put", sid, "/a.md", input="a")
+    for read in (["store", "list", "-w", "deafult"], ["note", "get", sid, "/a.md", "-w", "deafult"],
+                 ["versions", sid, "--workspace", "deafult"], ["keys", "list", "-w", "deafult"],
+                 ["note", "put", sid, "/b.md", "-w", "deafult"]):
+        refused = run(*read, input="b")
+        assert refused.exit_code == 1, read
+        assert "workspace 'deafult' not found (workspaces here: default)" in refused.output
+    assert [ws.name for ws in Gitmem.open(tmp_path).catalog.list_workspaces()] == ["default"]
+    assert run("store", "create", "x", "-w", "second").exit_code == 0  # a command that creates may
+    assert run("store", "list", "-w", "second").exit_code == 0
+
+
+def test_a_read_on_a_fresh_home_creates_no_workspace(run, tmp_path: Path) -> None:
+    refused = run("store", "list")
+    assert refused.exit_code == 1 and "workspace 'default' not found (workspaces here: none yet)" in refused.output
+    assert Gitmem.open(tmp_path).catalog.list_workspaces() == []
+
+
+def test_note_put_with_a_precondition_on_a_missing_note_is_refused(run) -> None:
+    sid = store_id(run)
+    refused = run("note", "put", sid, "/new.md", "--if-sha256", "0" * 64, input="x")
+    assert refused.exit_code == 1 and "no memory at /new.md" in refused.output
+    assert run("note", "get", sid, "/new.md").exit_code == 1
+
+
+def test_the_service_has_one_name_in_versions_and_log(run) -> None:
+    sid = store_id(run)
+    run("note", "put", sid, "/a.md", input="one")
+    run("note", "put", sid, "/a.md", input="two")
+    versions_rows = run("versions", sid).output.splitlines()[2:]
+    log_rows = run("log", sid).output.splitlines()
+    assert len(versions_rows) == len(log_rows) == 2
+    for line in versions_rows + log_rows:
+        assert line.split()[1] == "service", line
+    assert len(run("log", sid, "--actor", "service").output.splitlines()) == 2
+
+
+def test_one_table_printer_aligns_columns_with_or_without_headers(capsys: pytest.CaptureFixture[str]) -> None:
+    from gitmem.cli.base import table
+
+    table([["a", "long-cell", "x"], ["bbb", "c", "y"]], ["H", "TWO", "LAST"])
+    assert capsys.readouterr().out.splitlines() == ["H    TWO        LAST", "---  ---------  ----",
+                                                    "a    long-cell  x", "bbb  c          y"]
+    table([["a", "long-cell", "x"], ["bbb", "c", "y"]])
+    assert capsys.readouterr().out.splitlines() == ["a    long-cell  x", "bbb  c          y"]
+    table([], ["ID", "NAME"])
+    assert capsys.readouterr().out.splitlines() == ["ID  NAME", "--  ----"]
+    table([])
+    assert capsys.readouterr().out == ""

@@ -25,6 +25,7 @@ from gitmem.clock import FrozenClock
 from gitmem.errors import NotFound
 from gitmem.home import Gitmem
 from gitmem.model import MemoryPrefix, Note
+from gitmem.redaction import redact
 from gitmem.retention import prune_store
 from gitmem.store import MemoryStore
 from tests.conftest import assert_fsck_clean, git
@@ -120,7 +121,7 @@ def test_redaction_and_pruning_with_a_big_folder(fast_gm: Gitmem, clock: FrozenC
     store.delete(gone.id)
     repository.pack(store.path, full=True)  # the old blobs are in a pack, as after a quiet spell
 
-    store.redact(first.id)
+    redact(store, first.id)
     assert store.version(first.id).content is None
     assert repository.git(store.path, "cat-file", "-e", secret.blob_id).returncode != 0  # gone for good
     assert store.get(secret.id).content == "nothing to see"

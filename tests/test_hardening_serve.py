@@ -49,7 +49,7 @@ def test_keys_in_query_strings_never_reach_the_log(tmp_path: Path) -> None:
     finally:
         server.terminate()
         output, _ = server.communicate(timeout=30)
-    assert '"GET /v1/memory_stores?… HTTP/1.1" 401' in output, output  # the request is still logged
+    assert '"GET /v1/memory_stores HTTP/1.1" 401' in output, output  # the request is still logged
     assert secret not in output and admin not in output
     assert "api_key" not in output
 

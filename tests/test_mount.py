@@ -431,3 +431,19 @@ def test_remote_entry_contract(client, store_id):
     remote.delete(made.memory_id, expected_sha256=sha("a\n"))
     with pytest.raises(RemoteNotFound):
         remote.read(made.memory_id)
+
+
+def test_the_mount_is_client_side() -> None:
+    """The mount runs on machines without the server: importing it loads no server-side module."""
+    import subprocess
+    import sys
+
+    code = ("import sys, gitmem.mount, gitmem.bank_remote; "
+            "print(' '.join(sorted(m for m in sys.modules if m.startswith(('gitmem', 'api')))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    loaded = set(out.split())
+    assert loaded >= {"gitmem.mount", "gitmem.mount_folder", "gitmem.debounce", "gitmem.sync", "gitmem.sync_pull"}
+    allowed = {"gitmem", "gitmem.bank_remote", "gitmem.debounce", "gitmem.errors", "gitmem.merge", "gitmem.model",
+               "gitmem.mount", "gitmem.mount_folder", "gitmem.paths", "gitmem.policy", "gitmem.remote", "gitmem.settings",
+               "gitmem.sync", "gitmem.sync_pull"}
+    assert loaded - allowed == set()

@@ -16,6 +16,7 @@ from gitmem.diff import diff_versions, hunks
 from gitmem.errors import ArchivedStore, InvalidRequest, NotFound, PathConflict, PreconditionFailed, TooLarge
 from gitmem.home import Gitmem
 from gitmem.model import Actor
+from gitmem.redaction import redact
 from gitmem.store import MemoryStore
 
 USER = Actor("user_actor", "user_01TESTTESTTESTTESTTESTTEST")
@@ -60,7 +61,7 @@ def test_restore_refusals_change_nothing(store: MemoryStore, gm: Gitmem, workspa
 def test_restore_of_a_redacted_version_is_invalid(store: MemoryStore) -> None:
     note = store.create("/a.md", "first")
     store.update(note.id, content="second")
-    store.redact(note.version_id)
+    redact(store, note.version_id)
     with pytest.raises(InvalidRequest, match="redacted"):
         store.restore(note.id, note.version_id)
 

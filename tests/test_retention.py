@@ -21,6 +21,7 @@ from gitmem.clock import FrozenClock
 from gitmem.errors import InvalidRequest
 from gitmem.home import Gitmem
 from gitmem.model import Actor
+from gitmem.redaction import redact
 from gitmem.retention import KEEP_ALL, PruneScheduler, prune_all, prune_store, retention_days
 from tests.test_rewrite import (
     API,
@@ -108,8 +109,8 @@ def test_ninety_days_then_prune_keeps_exactly_what_the_rule_keeps(gm: Gitmem, cl
     newest = {n.version_id for n in notes_state(store)}
     old_one = next(v for v in versions if v.id not in newest and v.operation != "deleted")
     young_one = next(v for v in reversed(versions) if v.id not in newest and v.operation != "deleted")
-    store.redact(old_one.id, USER)
-    store.redact(young_one.id, USER)
+    redact(store, old_one.id, USER)
+    redact(store, young_one.id, USER)
 
     before = all_versions(store)
     notes_before = notes_state(store)

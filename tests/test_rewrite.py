@@ -28,8 +28,9 @@ from gitmem.clock import FrozenClock
 from gitmem.errors import Conflict, NotFound
 from gitmem.home import Gitmem
 from gitmem.model import Actor
+from gitmem.redaction import redact, redact_version
 from gitmem.retention import prune_all, prune_store
-from gitmem.rewrite import CRASH_ENV, REWRITE_REF, redact_version
+from gitmem.rewrite import CRASH_ENV, REWRITE_REF
 from gitmem.store import MemoryStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -178,7 +179,7 @@ def test_redacting_a_middle_version_removes_its_path_and_content_for_good(gm: Gi
     assert secret.encode() in repository_bytes(store.path)  # the grep below can see it
 
     clock.advance(hours=1)
-    redacted = store.redact(middle.id, USER)
+    redacted = redact(store, middle.id, USER)
 
     assert redacted.id == middle.id and redacted.memory_id == memory_id
     assert redacted.created_by == TASK and redacted.created_at == middle.created_at
@@ -214,15 +215,15 @@ def test_redaction_refusals_and_idempotence(gm: Gitmem, clock: FrozenClock) -> N
     newest = before[-1]
     tip = repository.read_tip(store.repo)
     with pytest.raises(Conflict) as refused:
-        store.redact(newest.id, USER)
+        redact(store, newest.id, USER)
     assert refused.value.status == 409
     with pytest.raises(NotFound):
-        store.redact("memver_01UNKNOWNUNKNOWNUNKNOWN0000", USER)
+        redact(store, "memver_01UNKNOWNUNKNOWNUNKNOWN0000", USER)
     assert repository.read_tip(store.repo) == tip
 
-    first = store.redact(before[0].id, USER)
+    first = redact(store, before[0].id, USER)
     tip = repository.read_tip(store.repo)
-    again = store.redact(before[0].id, API)  # idempotent: nothing changes, not even who redacted it
+    again = redact(store, before[0].id, API)  # idempotent: nothing changes, not even who redacted it
     assert again == first and repository.read_tip(store.repo) == tip
     assert again.redacted_by == USER
 
@@ -233,7 +234,7 @@ def test_redaction_refusals_and_idempotence(gm: Gitmem, clock: FrozenClock) -> N
     ws_id = gm.catalog.store(store.id).workspace_id
     gm.archive_store(ws_id, store.id)
     created = store.versions(memory_id=gone.id).items[-1]
-    redacted = store.redact(created.id, USER)
+    redacted = redact(store, created.id, USER)
     assert redacted.redacted_at is not None
     assert store.version(deleted.id).operation == "deleted"
     assert_fsck_clean(store.path)
@@ -244,7 +245,7 @@ def test_redacting_the_delete_of_a_deleted_note_keeps_it_deleted(gm: Gitmem, clo
     store = new_store(gm)
     note = store.create("/x.md", "x")
     deleted = store.delete(note.id)
-    store.redact(deleted.id, USER)
+    redact(store, deleted.id, USER)
     assert store.version(deleted.id).redacted_at is not None
     with pytest.raises(NotFound):
         store.get(note.id)

@@ -13,6 +13,7 @@ from gitmem.catalog import Workspace
 from gitmem.clock import FrozenClock
 from gitmem.errors import InvalidRequest
 from gitmem.home import Gitmem
+from gitmem.redaction import redact
 from gitmem.retention import prune_store
 from gitmem.search import _fingerprint as search_fingerprint
 from gitmem.store import MemoryStore
@@ -91,7 +92,7 @@ def test_redacted_text_leaves_the_index_file(store: MemoryStore) -> None:
     assert b"swordfish" in index_bytes(store)  # the test can fail
     store.update(note.id, content="the launch code is elsewhere")
     store.update(note.id, content="nothing here")
-    store.redact(note.version_id)
+    redact(store, note.version_id)
     assert found(store, "swordfish") == [] and found(store, "nothing") == ["/launch.md"]
     assert b"swordfish" not in index_bytes(store)
 

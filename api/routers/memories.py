@@ -7,11 +7,13 @@ precondition on the note's current blob, beside the SDK's ``content_sha256`` pre
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 
 from fastapi import APIRouter, Header, Query, Response
 
-from api.deps import Caller, Store
+from api.deps import Caller, OpenStore
+from api.responses import json_response
 from api.schemas import (
     ERROR_RESPONSES,
     DeletedMemory,
@@ -26,9 +28,10 @@ from api.schemas import (
 from api.schemas_find import MemoryRestore
 from gitmem.errors import InvalidRequest
 from gitmem.model import Note
-from gitmem.store import MAX_FULL_PAGE
+from gitmem.store import MAX_FULL_PAGE, MemoryStore
 from gitmem.store import MAX_NOTES_PAGE as MAX_PAGE
 
+log = logging.getLogger("gitmem.api")
 _BLOB_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 router = APIRouter(
@@ -48,36 +51,34 @@ IfMatch = Header(
 
 
 @router.post("", response_model=Memory, summary="Create a memory", responses=WITH_ETAG)
-def create_memory(
-    body: MemoryCreate, response: Response, store: Store, principal: Caller, view: View = Query("basic")
-) -> Memory:
+def create_memory(body: MemoryCreate, ref: OpenStore, principal: Caller, view: View = Query("basic")) -> Response:
     content = body.content or ""
-    note = store.create(body.path, content, actor=principal.actor)
+    note = ref.open().create(body.path, content, actor=principal.actor)
     if note.content is None:
         note = dataclasses.replace(note, content=content)
-    return _answer(note, view, response)
+    return _answer(note, view)
 
 
 @router.get("", response_model=MemoryList, summary="List memories")
 def list_memories(
-    store: Store,
+    ref: OpenStore,
     path_prefix: str | None = Query(None, description="Only paths below this prefix; it ends with '/'"),
     depth: int = Query(0, ge=0, le=1, description="1: direct children, deeper ones as memory_prefix"),
     view: View = Query("basic"),
     limit: int = Query(20, ge=1, le=MAX_PAGE, description=f"With view=full, at most {MAX_FULL_PAGE}"),
     page: str | None = Query(None),
-) -> MemoryList:
+) -> Response:
     if view == "full":
         limit = min(limit, MAX_FULL_PAGE)
-    result = store.list(
+    result = ref.open().list(
         path_prefix=path_prefix or None, depth=depth, limit=limit, page=page or None, with_content=view == "full"
     )
-    return MemoryList(data=[memory_item(i, view) for i in result.items], next_page=result.next_page)
+    return json_response(MemoryList(data=[memory_item(i, view) for i in result.items], next_page=result.next_page))
 
 
 @router.get("/{memory_id}", response_model=Memory, summary="Retrieve a memory", responses=WITH_ETAG)
-def retrieve_memory(memory_id: str, response: Response, store: Store, view: View = Query("full")) -> Memory:
-    return _answer(store.get(memory_id, with_content=view == "full"), view, response)
+def retrieve_memory(memory_id: str, ref: OpenStore, view: View = Query("full")) -> Response:
+    return _answer(ref.open().get(memory_id, with_content=view == "full"), view)
 
 
 @router.post(
@@ -86,12 +87,12 @@ def retrieve_memory(memory_id: str, response: Response, store: Store, view: View
 def update_memory(
     memory_id: str,
     body: MemoryUpdate,
-    response: Response,
-    store: Store,
+    ref: OpenStore,
     principal: Caller,
     view: View = Query("basic"),
     if_match: str | None = IfMatch,
-) -> Memory:
+) -> Response:
+    store = ref.open()
     note = store.update(
         memory_id,
         content=body.content,
@@ -101,25 +102,25 @@ def update_memory(
         actor=principal.actor,
     )
     if view == "full" and note.content is None:
-        note = store.get(note.id, with_content=True)
-    return _answer(note, view, response)
+        note = _with_content(store, note, body.content)
+    return _answer(note, view)
 
 
 @router.delete("/{memory_id}", response_model=DeletedMemory, summary="Delete a memory")
 def delete_memory(
     memory_id: str,
-    store: Store,
+    ref: OpenStore,
     principal: Caller,
     expected_content_sha256: Sha256Hex | None = Query(None),
     if_match: str | None = IfMatch,
-) -> DeletedMemory:
-    store.delete(
+) -> Response:
+    ref.open().delete(
         memory_id,
         expected_sha256=expected_content_sha256,
         expected_blob_id=_blob_precondition(if_match),
         actor=principal.actor,
     )
-    return DeletedMemory(id=memory_id)
+    return json_response(DeletedMemory(id=memory_id))
 
 
 @router.post(
@@ -129,12 +130,12 @@ def delete_memory(
 def restore_memory(
     memory_id: str,
     body: MemoryRestore,
-    response: Response,
-    store: Store,
+    ref: OpenStore,
     principal: Caller,
     view: View = Query("basic"),
     if_match: str | None = IfMatch,
-) -> Memory:
+) -> Response:
+    store = ref.open()
     note = store.restore(
         memory_id,
         body.version_id,
@@ -142,14 +143,26 @@ def restore_memory(
         expected_blob_id=_blob_precondition(if_match),
         actor=principal.actor,
     )
-    if view == "full":
-        note = store.get(note.id, with_content=True)
-    return _answer(note, view, response)
+    if view == "full" and note.content is None:
+        note = _with_content(store, note, None)
+    return _answer(note, view)
 
 
-def _answer(note: Note, view: View, response: Response) -> Memory:
-    response.headers["ETag"] = f'"{note.blob_id}"'
-    return Memory.of(note, view)
+def _with_content(store: MemoryStore, note: Note, sent: str | None) -> Note:
+    """The written note with its text, for ``view=full``. The write is on ``main`` already, so a failing
+    re-read (a path-only move, then a concurrent delete) must not turn its answer into an error: the
+    answer then leaves the content out."""
+    if sent is not None:
+        return dataclasses.replace(note, content=sent)
+    try:
+        return store.get(note.id, with_content=True)
+    except Exception:
+        log.warning("memory %s was written but could not be read back", note.id, exc_info=True)
+        return note
+
+
+def _answer(note: Note, view: View) -> Response:
+    return json_response(Memory.of(note, view), headers={"ETag": f'"{note.blob_id}"'})
 
 
 def _blob_precondition(if_match: str | None) -> str | None:

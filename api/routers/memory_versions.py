@@ -11,6 +11,7 @@ from api.schemas import ERROR_RESPONSES, MemoryVersion, MemoryVersionList, Opera
 from api.schemas_find import MemoryVersionDiff
 from gitmem.diff import diff_versions
 from gitmem.errors import InvalidRequest
+from gitmem.redaction import redact
 from gitmem.store import MAX_FULL_PAGE
 from gitmem.store import MAX_VERSIONS_PAGE as MAX_PAGE
 
@@ -76,8 +77,4 @@ def diff_memory_version(
 
 @router.post("/{memory_version_id}/redact", response_model=MemoryVersion, summary="Redact a memory version")
 def redact_memory_version(memory_version_id: str, store: Store, principal: Caller) -> MemoryVersion:
-    try:
-        version = store.redact(memory_version_id, principal.actor)
-    except NotImplementedError:
-        raise InvalidRequest("redaction is not available yet") from None
-    return MemoryVersion.of(version, "basic")
+    return MemoryVersion.of(redact(store, memory_version_id, principal.actor), "basic")

@@ -25,7 +25,7 @@ def keys_group() -> None:
 @refusals
 def keys_create(ctx: Context, name: str, role: str, workspace: str | None) -> None:
     """Create a key; print its secret alone (a new workspace name creates that workspace)."""
-    _key, secret = ctx.gm.catalog.create_api_key(ctx.workspace_id(workspace), name, role)  # type: ignore[arg-type]
+    _key, secret = ctx.gm.catalog.create_api_key(ctx.workspace_id(workspace, create=True), name, role)  # type: ignore[arg-type]
     click.echo(secret)
 
 
@@ -66,7 +66,7 @@ def users_group() -> None:
 @refusals
 def users_create(ctx: Context, name: str, role: str, workspace: str | None) -> None:
     """Create a user; print their token alone."""
-    _user, token = ctx.gm.catalog.create_user(ctx.workspace_id(workspace), name, role)  # type: ignore[arg-type]
+    _user, token = ctx.gm.catalog.create_user(ctx.workspace_id(workspace, create=True), name, role)  # type: ignore[arg-type]
     click.echo(token)
 
 

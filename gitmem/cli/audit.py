@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from gitmem import audit
-from gitmem.cli.base import emit_json, main, pass_context, refusals, workspace_option
+from gitmem.cli.base import emit_json, main, pass_context, refusals, table, workspace_option
 from gitmem.errors import InvalidRequest, NotFound
 
 
@@ -69,8 +69,7 @@ def log_command(ctx, store_id: str | None, repo_dir: Path | None, rev: str | Non
     if as_json:
         emit_json([audit.entry_json(e) for e in chosen])
     else:
-        for line in audit.format_lines(chosen):
-            click.echo(line)
+        table([audit.row(e) for e in chosen])
     if unattributed:
         click.echo(f"gitmem: {unattributed} pushed commit(s) have no gitmem note here, so their pusher is unknown"
                    " (shown as ?<author e-mail>); fetch the notes with: git fetch origin"

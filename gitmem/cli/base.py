@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import click
 
-from gitmem.errors import GitmemError
+from gitmem.errors import GitmemError, NotFound
 from gitmem.home import Gitmem, default_home
 from gitmem.settings import SettingsError, load_settings
 
@@ -32,8 +32,9 @@ class Context:
             self._gm = Gitmem.open(self.home)
         return self._gm
 
-    def workspace_id(self, name: str | None) -> str:
-        """The named workspace (created on first use), else the only one, else 'default'."""
+    def workspace_id(self, name: str | None, *, create: bool = False) -> str:
+        """The named workspace, else the only one, else 'default'. Only a command that creates something
+        (``create``) makes a workspace that does not exist; any other refuses, so a typo changes nothing."""
         catalog = self.gm.catalog
         if name is None:
             existing = catalog.list_workspaces()
@@ -43,7 +44,13 @@ class Context:
                 names = ", ".join(ws.name for ws in existing)
                 raise click.UsageError(f"this home has several workspaces ({names}): name one with --workspace")
             name = DEFAULT_WORKSPACE
-        ws = catalog.workspace_by_name(name) or catalog.create_workspace(name)
+        ws = catalog.workspace_by_name(name)
+        if ws is None and create:
+            ws = catalog.create_workspace(name)
+        if ws is None:
+            names = ", ".join(sorted(w.name for w in catalog.list_workspaces())) or "none yet"
+            raise NotFound(f"workspace {name!r} not found (workspaces here: {names}); a command that creates"
+                           " (store create, keys create, users create) makes a new one")
         return ws.id
 
 
@@ -99,8 +106,14 @@ def emit_json(value: Any) -> None:
     click.echo(json.dumps(_plain(value), indent=2, ensure_ascii=False))
 
 
-def table(rows: list[list[str]], headers: list[str]) -> None:
-    """A plain aligned table, the way a person would rather look than read."""
-    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows, strict=False)]
-    for line in [headers, [ "-" * w for w in widths], *rows]:
-        click.echo("  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=False)).rstrip())
+def table(rows: list[list[str]], headers: list[str] | None = None) -> None:
+    """A plain aligned table, the way a person would rather look than read; every command's tables.
+    Without ``headers``, bare lines (``git log --oneline`` style); with them, no rows still prints them."""
+    lines = [[str(c) for c in row] for row in ([headers] if headers is not None else []) + rows]
+    if not lines:
+        return
+    widths = [max(len(c) for c in col) for col in zip(*lines, strict=False)]
+    if headers is not None:
+        lines.insert(1, ["-" * w for w in widths])
+    for line in lines:
+        click.echo("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=False)).rstrip())

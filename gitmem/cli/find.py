@@ -6,6 +6,7 @@ import re
 
 import click
 
+from gitmem.audit import actor_name
 from gitmem.cli.base import Context, emit_json, main, pass_context, refusals, workspace_option
 from gitmem.clock import iso
 from gitmem.diff import diff_versions, unified_lines
@@ -51,8 +52,7 @@ def _styled(line: str) -> str:
 
 
 def _about(version: Version) -> str:
-    who = version.created_by.id if version.created_by else "service"
-    return f"{version.id} ({version.operation} by {who} at {iso(version.created_at)})"
+    return f"{version.id} ({version.operation} by {actor_name(version.created_by)} at {iso(version.created_at)})"
 
 
 @main.command("diff")

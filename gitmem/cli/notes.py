@@ -6,6 +6,8 @@ import sys
 
 import click
 
+from gitmem import redaction
+from gitmem.audit import actor_name
 from gitmem.cli.base import Context, emit_json, main, pass_context, refusals, table, workspace_option
 from gitmem.clock import iso
 from gitmem.errors import NotFound
@@ -28,17 +30,8 @@ def note_group() -> None:
 def note_put(ctx: Context, store_id: str, path: str, file, if_sha256: str | None, workspace: str | None) -> None:
     """Create or replace the note at PATH with FILE (default: standard input)."""
     store = ctx.gm.store(ctx.workspace_id(workspace), store_id)
-    content = file.read()
-    try:
-        existing = store.get_by_path(path, with_content=False)
-    except NotFound:
-        existing = None
-    if existing is None:
-        note = store.create(path, content)
-        click.echo(f"created {note.path} {note.id} {note.version_id}")
-    else:
-        note = store.update(existing.id, content=content, expected_sha256=if_sha256)
-        click.echo(f"updated {note.path} {note.id} {note.version_id}")
+    note, created = store.upsert(path, file.read(), expected_sha256=if_sha256)
+    click.echo(f"{'created' if created else 'updated'} {note.path} {note.id} {note.version_id}")
 
 
 @note_group.command("get")
@@ -109,7 +102,7 @@ def versions(ctx: Context, store_id: str, memory_id: str | None, operation: str 
     if as_json:
         emit_json(page.items)
         return
-    table([[iso(v.created_at), v.created_by.id if v.created_by else "service", v.operation,
+    table([[iso(v.created_at), actor_name(v.created_by), v.operation,
             v.path or "(redacted)", v.id] for v in page.items], ["WHEN", "WHO", "OPERATION", "PATH", "VERSION"])
 
 
@@ -131,5 +124,5 @@ def redact(ctx: Context, store_id: str, version_id: str, as_user: str | None, wo
         if user.kind != "user" or user.workspace_id != workspace_id:
             raise NotFound(f"user {as_user} not found")
         actor = Actor("user_actor", user.id)
-    version = ctx.gm.store(workspace_id, store_id).redact(version_id, actor=actor)
+    version = redaction.redact(ctx.gm.store(workspace_id, store_id), version_id, actor)
     click.echo(f"redacted {version.id} at {iso(version.redacted_at)}" if version.redacted_at else version.id)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import importlib.util
 import logging
 import os
 import sys
@@ -17,27 +18,37 @@ log = logging.getLogger(__name__)
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
-class QueryStringFilter(logging.Filter):
-    """Drops the query string from uvicorn's access-log lines: a query may carry a key (``?api_key=``,
-    even one the server refuses), and nothing in one is needed to read the log. Headers are never
-    logged by uvicorn; this filter is the one place a request line is written."""
+class DropQueryString(logging.Filter):
+    """Keeps query strings out of uvicorn's access log: a client may put a secret there (``?api_key=``),
+    and uvicorn logs the path with its query. Headers (``x-api-key``, ``Authorization``) are never in
+    the access line."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args
-        if isinstance(args, tuple) and len(args) == 5 and isinstance(args[2], str) and "?" in args[2]:
-            record.args = (args[0], args[1], args[2].split("?", 1)[0] + "?…", *args[3:])
+        if isinstance(args, tuple) and len(args) >= 3 and isinstance(args[2], str):
+            record.args = (*args[:2], args[2].split("?", 1)[0], *args[3:])
         return True
 
 
-def log_config() -> dict[str, Any]:
-    """uvicorn's logging configuration with :class:`QueryStringFilter` on the access log (a dict, so
-    every worker process applies it)."""
+def uvicorn_options() -> dict[str, Any]:
+    """How ``gitmem serve`` runs uvicorn (the HTTP benchmark runs its naive server the same way).
+
+    The fast HTTP parser (httptools) and event loop (uvloop) when installed, uvicorn's pure-Python
+    ones otherwise; an access log without query strings."""
     from uvicorn.config import LOGGING_CONFIG
 
-    config = copy.deepcopy(LOGGING_CONFIG)
-    config.setdefault("filters", {})["no_query"] = {"()": f"{__name__}.QueryStringFilter"}
-    config["handlers"]["access"]["filters"] = ["no_query"]
-    return config
+    log_config = copy.deepcopy(LOGGING_CONFIG)
+    log_config.setdefault("filters", {})["drop_query"] = {"()": f"{__name__}.DropQueryString"}
+    log_config["handlers"]["access"]["filters"] = ["drop_query"]
+    return {
+        "loop": "uvloop" if _installed("uvloop") else "asyncio",
+        "http": "httptools" if _installed("httptools") else "h11",
+        "log_config": log_config,
+    }
+
+
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
 
 
 @main.command("serve")
@@ -59,5 +70,5 @@ def serve(ctx: Context, host: str, port: int, workers: int) -> None:
                    err=True)
     os.environ["GITMEM_HOME"] = str(ctx.home.resolve())
     click.echo(f"gitmem serving {ctx.home} on http://{host}:{port}", err=True)
-    uvicorn.run("api.app:app", host=host, port=port, workers=workers, log_level="info", log_config=log_config())
+    uvicorn.run("api.app:app", host=host, port=port, workers=workers, log_level="info", **uvicorn_options())
     sys.exit(0)

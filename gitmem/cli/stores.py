@@ -23,7 +23,7 @@ def store_group() -> None:
 def store_create(ctx: Context, name: str, description: str, metadata: tuple[str, ...], workspace: str | None) -> None:
     """Create a store and print its id."""
     pairs = dict(item.split("=", 1) for item in metadata)
-    info = ctx.gm.create_store(ctx.workspace_id(workspace), name, description, pairs)
+    info = ctx.gm.create_store(ctx.workspace_id(workspace, create=True), name, description, pairs)
     click.echo(info.id)
 
 

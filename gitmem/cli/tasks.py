@@ -6,6 +6,7 @@ import json
 
 import click
 
+from gitmem.audit import actor_name
 from gitmem.cli.base import Context, emit_json, main, pass_context, refusals, table, workspace_option
 from gitmem.clock import iso
 from gitmem.errors import InvalidRequest
@@ -187,6 +188,6 @@ def task_events(ctx: Context, task_id: str, after_seq: int | None, limit: int | 
                                    "created_by": e.created_by.as_dict() if e.created_by else None},
                                   ensure_ascii=False))
         return
-    table([[str(e.seq), iso(e.created_at), e.type, e.created_by.trailer() if e.created_by else "",
+    table([[str(e.seq), iso(e.created_at), e.type, actor_name(e.created_by),
             json.dumps(e.payload, ensure_ascii=False)[:80]] for e in events],
           ["SEQ", "CREATED", "TYPE", "BY", "PAYLOAD"])

@@ -1,0 +1,73 @@
+"""README examples as real output: ``cog`` runs the commands and writes what they print.
+
+Used from the ``[[[cog ...]]]`` blocks of README.md (``cog -r -I docs README.md`` to refresh,
+``cog --check -I docs README.md`` in ``make lint``). Each :func:`console` call runs its commands in
+one ``bash`` on a fresh temporary data home, with this interpreter's ``gitmem`` first on ``PATH``, and
+prints them as a console session. Ids, secrets and times differ on every run, so they are replaced by
+stable stand-ins of the same length (the same value always by the same stand-in, times in the same
+order), which keeps the README's tables aligned and ``cog --check`` quiet.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import cog  # type: ignore[import-not-found]  # provided by cogapp while it runs a README block
+
+_MARK = "\x1e"
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_ULID = re.compile(r"\b([a-z]+_)(01[0-9A-HJKMNP-TV-Z]{24})\b")
+_TIME = re.compile(r"\b\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z")
+_SECRET = re.compile(r"\b(gm_key_|gm_user_)([A-Za-z0-9_-]{20,})")
+
+
+def _fake_ulid(prefix: str, n: int) -> str:
+    rng = random.Random(f"{prefix}{n}")
+    return "01M8KS" + "".join(rng.choice(_CROCKFORD) for _ in range(20))
+
+
+def normalise(text: str) -> str:
+    """Ids, secrets and times of one run replaced by stable stand-ins of the same length."""
+    times = {t: f"2026-11-29T13:53:{10 + i:02d}.{((i + 1) * 104729) % 1000000:06d}Z"
+             for i, t in enumerate(sorted(set(_TIME.findall(text))))}
+    ulids: dict[str, str] = {}
+    secrets: dict[str, str] = {}
+
+    def secret(m: re.Match[str]) -> str:
+        rng = random.Random(len(secrets))
+        alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+        return secrets.setdefault(m.group(0), m.group(1) + "".join(rng.choice(alphabet) for _ in m.group(2)))
+
+    text = _SECRET.sub(secret, text)
+    text = _ULID.sub(lambda m: m.group(1) + ulids.setdefault(m.group(2), _fake_ulid(m.group(1), len(ulids))), text)
+    return _TIME.sub(lambda m: times[m.group(0)], text)
+
+
+def run(commands: str) -> str:
+    """The commands (one a line) and what each printed, as a console session."""
+    lines = [c for c in commands.strip().splitlines() if c.strip()]
+    script = "".join(f"printf '{_MARK}%d\\n' {n}\n{{ {c}\n}} 2>&1\n" for n, c in enumerate(lines))
+    with tempfile.TemporaryDirectory(prefix="gitmem-readme-") as home:
+        env = {**os.environ, "GITMEM_HOME": home, "GITMEM_FSYNC": "never",
+               "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+        out = subprocess.run(["bash", "--noprofile", "--norc"], input=script, env=env, cwd=home,
+                             capture_output=True, text=True, check=True).stdout
+    session: list[str] = []
+    for chunk in out.split(_MARK)[1:]:
+        n, _, printed = chunk.partition("\n")
+        session.append(f"$ {lines[int(n)]}")
+        session += printed.rstrip("\n").splitlines()
+    return normalise("\n".join(session))
+
+
+def console(commands: str) -> None:
+    """Write a ``console`` code block of the commands and their real output into the README."""
+    cog.outl("```console")
+    cog.outl(run(commands))
+    cog.outl("```")
