@@ -11,6 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
+from gitmem import redaction
 from gitmem.home import Gitmem
 from gitmem.model import Actor
 from gitmem.review import Reviews, current_mark
@@ -150,7 +151,7 @@ def test_history_diffs_and_redacted_versions(world: World) -> None:
     task, _ = tasks_for(world.gm).create_task(world.workspace_id, worker.id)
     store.update(note.id, "line one\nline two\nline three\n", actor=Actor("task_actor", task.id))
     latest = store.update(note.id, "line one\nline 2\n")
-    store.redact(first)
+    redaction.redact(store, first, None)
     client = signed_in(world, world.admin)
     history = client.get(f"/ui/stores/{store.id}/notes/{note.id}").text
     assert "secret-ish" not in history and "redacted" in history
