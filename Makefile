@@ -15,9 +15,11 @@ $(STAMP): pyproject.toml
 serve: $(STAMP)
 	GITMEM_HOME=$${GITMEM_HOME:-./.gitmem} $(BIN)/gitmem serve
 
+# The whole suite, slow tests included, one worker per core; a test module stays on one worker (its
+# module fixtures are built once). `pytest -m "not slow"` skips real servers and SIGKILLs while developing.
 test: $(STAMP)
 	$(BIN)/ruff check gitmem api hooks tests bench
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --dist loadfile
 
 lint: $(STAMP)
 	$(BIN)/ruff check gitmem api hooks tests bench docs

@@ -7,12 +7,15 @@ nothing), and if ``main`` was rewritten it rebuilds from the history alone.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import logging
 import os
 import sqlite3
+import threading
 import time
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +29,7 @@ from gitmem.model import Actor, MemoryPrefix
 from gitmem.pagetoken import tokens_for
 from gitmem.paths import api_path, fold, git_path, levels
 from gitmem.repository import NOTES_REF, read_tip
+from gitmem.thread_db import ThreadConnections
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +63,7 @@ CREATE TRIGGER IF NOT EXISTS notes_resized AFTER UPDATE OF size ON notes
     BEGIN UPDATE totals SET bytes = bytes - OLD.size + NEW.size; END;
 """
 SCHEMA_VERSION = "1"
+SCHEMA_MARK = zlib.crc32(SCHEMA.encode()) & 0x7FFFFFFF  # kept in PRAGMA user_version
 
 
 @dataclass(frozen=True)
@@ -112,39 +117,34 @@ _DAMAGED = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}  # not "locked" or "b
 _verified: set[tuple[str, int, int]] = set()  # (path, inode, size) of index files this process checked whole
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    db = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
-    try:
-        db.row_factory = sqlite3.Row
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")  # the index is rebuildable; Git holds durability
-        db.executescript(SCHEMA)
-        # A file cut short can open and answer the first queries; quick_check reads every page (about
-        # 35 ms for 50,000 versions), so it runs once per file (and size) and process, not per connection.
-        stat = path.stat()
-        key = (str(path), stat.st_ino, stat.st_size)
-        if key not in _verified:
-            damage = [row[0] for row in db.execute("PRAGMA quick_check")]
-            if damage != ["ok"]:
-                raise sqlite3.DatabaseError("; ".join(map(str, damage[:3])))
-            _verified.add(key)
-    except BaseException:
-        db.close()
-        raise
-    return db
+def _probe(path: Path) -> None:
+    """Open ``path`` and read it whole once per file (and size) in this process: a file cut short can
+    open and answer the first queries, and ``quick_check`` reads every page (about 35 ms for 50,000
+    versions). Raises ``sqlite3.DatabaseError`` if it is damaged."""
+    if not path.exists():
+        return
+    stat = path.stat()
+    key = (str(path), stat.st_ino, stat.st_size)
+    if key in _verified:
+        return
+    with contextlib.closing(sqlite3.connect(path, timeout=30)) as db:
+        damage = [row[0] for row in db.execute("PRAGMA quick_check")]
+    if damage != ["ok"]:
+        raise sqlite3.DatabaseError("; ".join(map(str, damage[:3])))
+    _verified.add(key)
 
 
-def open_index_db(path: Path) -> tuple[sqlite3.Connection, Path | None]:
-    """Open (or make) a store's index database. The index is derived from Git, so a damaged one
-    (garbage bytes, a file cut short) is moved aside as ``index.sqlite3.corrupt-<time>`` and an empty
-    one made in its place, which ``catch_up`` fills from history. Returns the connection and where a
+def set_aside_if_damaged(path: Path) -> Path | None:
+    """The index is derived from Git, so a damaged one (garbage bytes, a file cut short) is moved aside
+    as ``index.sqlite3.corrupt-<time>`` and ``catch_up`` fills a new one from history. Returns where a
     damaged file was set aside (``None`` if it was sound)."""
     try:
         found = path.stat().st_ino
     except FileNotFoundError:
-        found = None
+        return None
     try:
-        return _connect(path), None
+        _probe(path)
+        return None
     except sqlite3.DatabaseError as exc:
         code = getattr(exc, "sqlite_errorcode", None)
         if isinstance(exc, sqlite3.OperationalError) or (code is not None and code not in _DAMAGED):
@@ -153,7 +153,7 @@ def open_index_db(path: Path) -> tuple[sqlite3.Connection, Path | None]:
     aside = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
     try:
         # Only the file found damaged: another process may already have set it aside and made a new one.
-        if found is not None and path.stat().st_ino == found:
+        if path.stat().st_ino == found:
             path.rename(aside)
             for suffix in ("-wal", "-shm"):  # a stale log must never be replayed into the new file
                 sidecar = path.with_name(path.name + suffix)
@@ -163,20 +163,57 @@ def open_index_db(path: Path) -> tuple[sqlite3.Connection, Path | None]:
                         aside.name)
     except FileNotFoundError:
         pass
-    return _connect(path), aside
+    return aside
 
 
 class StoreIndex:
+    """The index of one store, safe to share between threads.
+
+    Every thread gets its own SQLite connection (:mod:`gitmem.thread_db`) and its own pygit2
+    repository, opened on first use. A transaction belongs to a connection: with one connection
+    shared by a thread pool, one thread's ``ROLLBACK`` ended another's transaction, whose remaining
+    statements then autocommitted one by one. A single index-writer thread would also fix that, but
+    every write would then hop to it and back, and readers would still need connections of their
+    own; with a connection per thread, WAL readers run in parallel and never wait for a writer, and
+    writers of this process take turns on one lock per index file (other processes on SQLite's
+    lock). Reads never open a write transaction: :meth:`catch_up` writes only when ``main`` has
+    moved past what the index holds.
+    """
+
     def __init__(self, repo: pygit2.Repository, db_path: Path | None = None) -> None:
-        self.repo = repo
+        self._repo_path = repo.path
         self.path = db_path or Path(repo.path) / "gitmem" / "index.sqlite3"
         self.path.parent.mkdir(exist_ok=True)
         self.tokens = tokens_for(self.path.parent)
-        self.db, self.set_aside = open_index_db(self.path)
+        self.set_aside = set_aside_if_damaged(self.path)
+        self._repos = threading.local()
+        self._repos.repo = repo
+        self._connections = ThreadConnections(self.path)
+        self.write_lock = self._connections.write_lock
+        # The schema script writes; run it only when the file's schema mark differs from this
+        # SCHEMA's, so that opening an index (every thread does) takes no write lock.
+        if self.db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_MARK:
+            with self.write_lock:
+                self.db.executescript(SCHEMA)
+                self.db.execute(f"PRAGMA user_version={SCHEMA_MARK}")
         search_index.ensure_schema(self.db, self.repo)
 
+    @property
+    def repo(self) -> pygit2.Repository:
+        """This thread's repository (libgit2 objects must not be used by two threads at once)."""
+        repo = getattr(self._repos, "repo", None)
+        if repo is None:
+            repo = self._repos.repo = pygit2.Repository(self._repo_path)
+        return repo
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        """This thread's connection to the index."""
+        return self._connections.get()
+
     def close(self) -> None:
-        self.db.close()
+        self._connections.close()
+        self._repos = threading.local()
 
     # -- keeping up with main -------------------------------------------------------------------
 
@@ -185,37 +222,44 @@ class StoreIndex:
         return row[0] if row else None
 
     def catch_up(self) -> pygit2.Oid | None:
-        """Bring the index to ``main``'s tip; return that tip."""
+        """Bring the index to ``main``'s tip; return that tip.
+
+        The tip read before taking the write lock only decides whether there is work; the tip that is
+        indexed is read again under the lock. Otherwise a tip read before another thread or process
+        indexed a newer one looked like a rewrite (the indexed tip is not among its ancestors) and
+        triggered a full rebuild, backwards."""
+        tip = read_tip(self.repo)
+        if (str(tip) if tip else None) == self.indexed_tip():
+            return tip
+        with self.transaction():
+            return self.advance()
+
+    def advance(self) -> pygit2.Oid | None:
+        """:meth:`catch_up` for a caller that holds the write transaction."""
         tip = read_tip(self.repo)
         tip_hex = str(tip) if tip else None
-        if tip_hex == self.indexed_tip():
-            return tip
-        self.db.execute("BEGIN IMMEDIATE")
-        try:
-            indexed = self.indexed_tip()
-            if tip_hex != indexed:
-                self._apply_range(tip, indexed)
-                self.db.execute("INSERT OR REPLACE INTO meta VALUES ('tip', ?)", (tip_hex,))
-                self.db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
-            self.db.execute("COMMIT")
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
+        indexed = self.indexed_tip()
+        if tip_hex != indexed:
+            self._apply_range(tip, indexed)
+            self.set_tip(tip_hex)
         return tip
+
+    def set_tip(self, tip_hex: str | None) -> None:
+        self.db.execute("INSERT OR REPLACE INTO meta VALUES ('tip', ?)", (tip_hex,))
+        self.db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
+
+    def transaction(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        """A write transaction on this thread's connection, committed on success."""
+        return self._connections.transaction()
 
     def rebuild(self) -> None:
         """Forget everything and rebuild from the history alone (``gitmem reindex``)."""
-        self.db.execute("BEGIN IMMEDIATE")
-        try:
+        with self.transaction():
             self._clear()
             tip = read_tip(self.repo)
             if tip is not None:
                 self._apply_range(tip, None)
             self.db.execute("INSERT OR REPLACE INTO meta VALUES ('tip', ?)", (str(tip) if tip else None,))
-            self.db.execute("COMMIT")
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
 
     def _clear(self) -> None:
         search_index.clear(self.db)
@@ -252,6 +296,13 @@ class StoreIndex:
                 blob_id = str(commit.tree[git_path(record.path)].id)
             except KeyError:
                 log.warning("commit %s names %s but its tree lacks it", commit.id, record.path)
+        self.apply_version(str(commit.id), record, blob_id)
+
+    def apply_version(self, commit_id: str, record: VersionRecord, blob_id: str | None,
+                      blob_data: bytes | None = None) -> None:
+        """Record one version (and its effect on the note) made by ``commit_id``; the caller holds
+        the write transaction (the write path indexes its own commits as it makes them, and hands
+        over the blob, which is not in the repository yet)."""
         self.db.execute(
             "INSERT OR REPLACE INTO versions (version_id, memory_id, operation, path, sha256, size, blob_id,"
             " created_at, actor_type, actor_id, commit_id, redacted_at, redacted_by_type, redacted_by_id)"
@@ -259,7 +310,7 @@ class StoreIndex:
             (record.version_id, record.memory_id, record.operation, record.path, record.content_sha256,
              record.content_size, blob_id, to_micros(record.created_at),
              record.created_by.type if record.created_by else None,
-             record.created_by.id if record.created_by else None, str(commit.id),
+             record.created_by.id if record.created_by else None, commit_id,
              to_micros(record.redacted_at) if record.redacted_at else None,
              record.redacted_by.type if record.redacted_by else None,
              record.redacted_by.id if record.redacted_by else None))
@@ -277,7 +328,7 @@ class StoreIndex:
             " version_id=excluded.version_id, updated_at=excluded.updated_at",
             (record.memory_id, record.path, blob_id, record.content_sha256, record.content_size,
              record.version_id, to_micros(record.note_created_at), to_micros(record.created_at)))
-        search_index.index_note(self.db, self.repo, record.memory_id, record.path, blob_id)
+        search_index.index_note(self.db, self.repo, record.memory_id, record.path, blob_id, data=blob_data)
 
     def _derive_pushed(self, commit: pygit2.Commit) -> list[VersionRecord]:
         """Versions of a commit pushed with plain Git: one per changed path, ids derived from the

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pygit2
@@ -130,11 +130,17 @@ def fsync_dir(path: Path) -> None:
 
 
 def compare_and_swap(repo: pygit2.Repository, old: pygit2.Oid | None, new: pygit2.Oid, *,
-                     ref: str = MAIN, timeout: float = 10.0) -> bool:
+                     ref: str = MAIN, timeout: float = 10.0,
+                     before_swap: Callable[[Callable[[], None]], None] | None = None) -> bool:
     """Point ``ref`` at ``new`` only if it still points at ``old``, under Git's ``<ref>.lock``.
 
     Returns False if the ref moved (the caller re-reads and retries). Git's own writers (receive-pack)
     honour the same lock, so pushes and API writes never overwrite each other.
+
+    ``before_swap``, if given, runs once the lock is held and the ref checked, before the swap (the
+    write path writes its pack there: no pack is written for a swap that would fail). It is handed
+    the function that flushes the lock file, and must call it, so that it can flush the lock file
+    and its own files at once. If it raises, the ref is left as it was.
     """
     repo_path = Path(repo.path)
     ref_path = _ref_file(repo_path, ref)
@@ -158,8 +164,15 @@ def compare_and_swap(repo: pygit2.Repository, old: pygit2.Oid | None, new: pygit
             os.unlink(lock_path)
             return False
         os.write(fd, f"{new}\n".encode())
-        if _fsync_enabled:
-            os.fsync(fd)
+
+        def flush() -> None:
+            if _fsync_enabled:
+                os.fsync(fd)
+
+        if before_swap is not None:
+            before_swap(flush)
+        else:
+            flush()
         os.close(fd)
         os.replace(lock_path, ref_path)
         if _fsync_enabled:

@@ -16,14 +16,16 @@ import pygit2
 from gitmem import ids, paths
 from gitmem.commits import VersionRecord, parse_message
 from gitmem.errors import InvalidRequest, NotFound, PreconditionFailed
+from gitmem.group_commit import BatchView, Change
 from gitmem.index import StoreIndex
 from gitmem.model import Actor, Operation
-from gitmem.store import MemoryStore, _Change, _sha256
+from gitmem.store import MemoryStore, _sha256
 
 
 def restore_plan(store: MemoryStore, memory_id: str, version_id: str, expected_sha256: str | None,
-                 expected_blob_id: str | None, actor: Actor | None) -> Callable[[StoreIndex], _Change | None]:
-    def plan(index: StoreIndex) -> _Change | None:
+                 expected_blob_id: str | None, actor: Actor | None) -> Callable[[BatchView], Change | None]:
+    def plan(view: BatchView) -> Change | None:
+        index = view.index
         old = index.version(version_id)
         if old is None or old.record.memory_id != memory_id:
             raise NotFound(f"memory version {version_id} of memory {memory_id} not found")
@@ -33,7 +35,7 @@ def restore_plan(store: MemoryStore, memory_id: str, version_id: str, expected_s
             raise InvalidRequest(f"memory version {version_id} is a deletion: it has no content to restore")
         path = old.record.path
         store.policy.validate_path(path)
-        data = store.policy.check_content(path, store._content(path, old.blob_id))
+        data = store.policy.check_content(path, store.codec.decode(path, view.read_blob(old.blob_id)).decode())
         note = index.note(memory_id)
         if note is None:
             if expected_sha256 is not None or expected_blob_id is not None:
@@ -41,7 +43,8 @@ def restore_plan(store: MemoryStore, memory_id: str, version_id: str, expected_s
             store._check_free(index, path, moving=memory_id)
             count, size = index.totals()
             store.policy.check_counts(count + 1, size + len(data))
-            return _change(store, memory_id, "created", path, data, None, actor, _created_at(store, index, memory_id))
+            return _change(store, view, memory_id, "created", path, data, None, actor,
+                           _created_at(store, index, memory_id))
         if note.path == path and note.sha256 == _sha256(data):
             return None  # already so: no new version
         store._check_precondition(note, expected_sha256, expected_blob_id)
@@ -49,26 +52,29 @@ def restore_plan(store: MemoryStore, memory_id: str, version_id: str, expected_s
             store._check_free(index, path, moving=memory_id)
         count, size = index.totals()
         store.policy.check_counts(count, size - note.size + len(data))
-        return _change(store, memory_id, "modified", path, data, note.path, actor, note.created_at)
+        return _change(store, view, memory_id, "modified", path, data, note.path, actor, note.created_at)
 
     return plan
 
 
-def _change(store: MemoryStore, memory_id: str, operation: Operation, path: str, data: bytes,
-            old_path: str | None, actor: Actor | None, note_created_at: dt.datetime) -> _Change:
+def _change(store: MemoryStore, view: BatchView, memory_id: str, operation: Operation, path: str, data: bytes,
+            old_path: str | None, actor: Actor | None, note_created_at: dt.datetime) -> Change:
     record = VersionRecord(memory_id, ids.new_id(ids.VERSION), operation, path, _sha256(data), len(data),
                            actor, store.clock(), note_created_at)
-    tree_changes: dict[str, pygit2.Oid | None] = {}
+    tree_changes: dict[str, str | None] = {}
     if old_path is not None:
         tree_changes[paths.git_path(old_path)] = None
-    tree_changes[paths.git_path(path)] = store._blob(path, data)
-    return _Change(record, tree_changes)
+    tree_changes[paths.git_path(path)] = store._blob(view, path, data)
+    return Change(record, tree_changes)
 
 
 def _created_at(store: MemoryStore, index: StoreIndex, memory_id: str) -> dt.datetime:
     """When a deleted note was first made, as its newest version's commit records it."""
     newest = index.versions_of(memory_id)[-1]
-    commit = store.repo[newest.commit_id]
+    try:
+        commit = store.repo[newest.commit_id]
+    except KeyError:  # deleted earlier in the same batch: its commit is not in the repository yet
+        return newest.record.created_at
     assert isinstance(commit, pygit2.Commit)
     for record in parse_message(commit.message):
         if record.version_id == newest.record.version_id:

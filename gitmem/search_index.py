@@ -79,10 +79,13 @@ def forget(db: sqlite3.Connection, memory_id: str) -> None:
     db.execute("DELETE FROM search_docs WHERE memory_id=?", (memory_id,))
 
 
-def index_note(db: sqlite3.Connection, repo: pygit2.Repository, memory_id: str, path: str, blob_id: str) -> None:
+def index_note(db: sqlite3.Connection, repo: pygit2.Repository, memory_id: str, path: str, blob_id: str,
+               *, data: bytes | None = None) -> None:
     """A note's current path and text, as the index applies its version. An encrypted blob is never
-    indexed on disk (its store is searched in memory)."""
-    data = repo[blob_id].read_raw()
+    indexed on disk (its store is searched in memory). ``data``: the blob, when it is not in the
+    repository yet (the write path indexes a batch before its pack is written)."""
+    if data is None:
+        data = repo[blob_id].read_raw()
     if is_encrypted(data):
         forget(db, memory_id)
         return

@@ -1,25 +1,27 @@
 """A memory store (porcelain): notes and versions over one bare repository.
 
 Every change is one commit on ``main`` made under the store's writer lock and swapped in with a
-compare-and-swap; the index follows. See DESIGN.md sections 4 and 5.
+compare-and-swap; the index follows. Writes that arrive together are committed together
+(:mod:`gitmem.group_commit`).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pygit2
 
-from gitmem import ids, maintenance, paths, repository
-from gitmem.clock import Clock, system_clock
-from gitmem.commits import VersionRecord, author_for, format_message
+from gitmem import ids, maintenance, paths
+from gitmem.clock import Clock, from_micros, system_clock, to_micros
+from gitmem.commits import VersionRecord
 from gitmem.crypto import ContentCodec, PlainCodec
-from gitmem.errors import InvalidRequest, NotFound, PathConflict, PreconditionFailed, StoreBusy
+from gitmem.errors import InvalidRequest, NotFound, PathConflict, PreconditionFailed
+from gitmem.group_commit import BatchView, Change, Landed, Plan, committer_for
 from gitmem.index import NoteRow, StoreIndex, VersionRow
 from gitmem.model import Actor, MemoryPrefix, Note, Operation, Page, Version
 from gitmem.policy import MEMORY_STORE, StorePolicy
@@ -30,19 +32,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MAX_CAS_ATTEMPTS = 50
 PACK_EVERY_WRITES = 256  # at most, between background packs (gitmem.maintenance decides sooner)
 MAX_NOTES_PAGE = 1000
 MAX_VERSIONS_PAGE = 100
 MAX_FULL_PAGE = 20
 
 
-@dataclass(frozen=True)
-class _Change:
-    """What one planned write does: the version record and the tree paths it sets or removes."""
-
-    record: VersionRecord
-    tree_changes: dict[str, pygit2.Oid | None]
+def _stored_time(when: dt.datetime) -> dt.datetime:
+    """A time as the index gives it back (microseconds, UTC)."""
+    return from_micros(to_micros(when))
 
 
 def _sha256(data: bytes) -> str:
@@ -72,8 +70,12 @@ class MemoryStore:
         # Told right after a change lands (webhooks' outbox); a failure there never fails the write.
         self._on_commit = on_commit
         self._on_redact = on_redact
-        self.repo = pygit2.Repository(str(repo_path))
-        self.index = StoreIndex(self.repo)
+        self.index = StoreIndex(pygit2.Repository(str(repo_path)))
+
+    @property
+    def repo(self) -> pygit2.Repository:
+        """This thread's repository: a store object may be shared by threads, libgit2 objects not."""
+        return self.index.repo
 
     def close(self) -> None:
         self.index.close()
@@ -155,9 +157,9 @@ class MemoryStore:
         self.policy.validate_path(path)
         data = self.policy.check_content(path, content)
 
-        change = self._write(lambda index: self._plan_create(index, path, data, actor))
-        assert change is not None
-        return self.get(change.record.memory_id, with_content=False)
+        landed = self._write(lambda view: self._plan_create(view, path, data, actor))
+        assert landed is not None
+        return self._landed_note(landed)
 
     def upsert(self, path: str, content: str, actor: Actor | None = None,
                expected_sha256: str | None = None) -> tuple[Note, bool]:
@@ -168,16 +170,16 @@ class MemoryStore:
         data = self.policy.check_content(path, content)
         decided: list[tuple[str, bool]] = []  # (memory id, created) as planned by the attempt that ran last
 
-        def plan(index: StoreIndex) -> _Change | None:
-            existing = index.note_at(path)
+        def plan(view: BatchView) -> Change | None:
+            existing = view.index.note_at(path)
             if existing is None:
                 if expected_sha256 is not None:
                     raise PreconditionFailed(f"there is no memory at {path} with content_sha256 {expected_sha256}")
-                change = self._plan_create(index, path, data, actor)
+                change = self._plan_create(view, path, data, actor)
                 decided.append((change.record.memory_id, True))
                 return change
             decided.append((existing.memory_id, False))
-            return self._plan_update(index, existing.memory_id, None, data, expected_sha256, None, actor)
+            return self._plan_update(view, existing.memory_id, None, data, expected_sha256, None, actor)
 
         self._write(plan)
         memory_id, created = decided[-1]
@@ -193,23 +195,37 @@ class MemoryStore:
             current = self.index.note(memory_id)  # only to name the note in a refusal
             data = self.policy.check_content(path or (current.path if current else memory_id), content)
 
-        self._write(lambda index: self._plan_update(index, memory_id, path, data, expected_sha256,
-                                                    expected_blob_id, actor))
-        return self.get(memory_id, with_content=False)
+        landed = self._write(lambda view: self._plan_update(view, memory_id, path, data, expected_sha256,
+                                                            expected_blob_id, actor))
+        if landed is None:
+            return self.get(memory_id, with_content=False)
+        return self._landed_note(landed)
 
     def delete(self, memory_id: str, *, expected_sha256: str | None = None,
                expected_blob_id: str | None = None, actor: Actor | None = None) -> Version:
-        def plan(index: StoreIndex) -> _Change:
-            note = self._current(index, memory_id)
+        def plan(view: BatchView) -> Change:
+            note = self._current(view.index, memory_id)
             self._check_precondition(note, expected_sha256, expected_blob_id)
             now = self.clock()
             record = VersionRecord(memory_id, ids.new_id(ids.VERSION), "deleted", note.path, None, None,
                                    actor, now, note.created_at)
-            return _Change(record, {paths.git_path(note.path): None})
+            return Change(record, {paths.git_path(note.path): None})
 
-        change = self._write(plan, archived_ok=True)
-        assert change is not None
-        return self.version(change.record.version_id, with_content=False)
+        landed = self._write(plan, archived_ok=True)
+        assert landed is not None
+        r = landed.change.record
+        return Version(id=r.version_id, store_id=self.id, memory_id=r.memory_id, operation=r.operation,
+                       created_at=_stored_time(r.created_at), created_by=r.created_by, path=r.path,
+                       content_sha256=None, content_size_bytes=None, commit_id=landed.commit_id)
+
+    def _landed_note(self, landed: Landed) -> Note:
+        """The answer to a write, from what was committed: the index may not have caught up."""
+        r = landed.change.record
+        blob_id = landed.change.blob_id
+        assert r.path is not None and r.content_sha256 is not None and r.content_size is not None and blob_id
+        return Note(id=r.memory_id, store_id=self.id, path=r.path, content_sha256=r.content_sha256,
+                    content_size_bytes=r.content_size, blob_id=blob_id, version_id=r.version_id,
+                    created_at=_stored_time(r.note_created_at), updated_at=_stored_time(r.created_at))
 
     def restore(self, memory_id: str, version_id: str, *, expected_sha256: str | None = None,
                 expected_blob_id: str | None = None, actor: Actor | None = None) -> Note:
@@ -232,35 +248,35 @@ class MemoryStore:
 
         return diff_versions(self, version_id, against)
 
-    def _plan_create(self, index: StoreIndex, path: str, data: bytes, actor: Actor | None) -> _Change:
-        self._check_free(index, path, moving=None)
-        count, size = index.totals()
+    def _plan_create(self, view: BatchView, path: str, data: bytes, actor: Actor | None) -> Change:
+        self._check_free(view.index, path, moving=None)
+        count, size = view.index.totals()
         self.policy.check_counts(count + 1, size + len(data))
         now = self.clock()
         record = VersionRecord(ids.new_id(ids.MEMORY), ids.new_id(ids.VERSION), "created", path,
                                _sha256(data), len(data), actor, now, now)
-        return _Change(record, {paths.git_path(path): self._blob(path, data)})
+        return Change(record, {paths.git_path(path): self._blob(view, path, data)})
 
-    def _plan_update(self, index: StoreIndex, memory_id: str, path: str | None, data: bytes | None,
-                     expected_sha256: str | None, expected_blob_id: str | None, actor: Actor | None) -> _Change | None:
+    def _plan_update(self, view: BatchView, memory_id: str, path: str | None, data: bytes | None,
+                     expected_sha256: str | None, expected_blob_id: str | None, actor: Actor | None) -> Change | None:
         """A new version of ``memory_id`` with a new path and/or content; None if it is already so."""
-        note = self._current(index, memory_id)
+        note = self._current(view.index, memory_id)
         new_path = path if path is not None else note.path
         new_sha = _sha256(data) if data is not None else note.sha256
         if new_path == note.path and new_sha == note.sha256:
             return None  # already so (a retried update that landed): no new version
         self._check_precondition(note, expected_sha256, expected_blob_id)
         if new_path != note.path:
-            self._check_free(index, new_path, moving=memory_id)
-        body = data if data is not None else self.codec.decode(note.path, self.repo[note.blob_id].data)
-        count, size = index.totals()
+            self._check_free(view.index, new_path, moving=memory_id)
+        body = data if data is not None else self.codec.decode(note.path, view.read_blob(note.blob_id))
+        count, size = view.index.totals()
         self.policy.check_counts(count, size - note.size + len(body))
         now = self.clock()
         record = VersionRecord(memory_id, ids.new_id(ids.VERSION), "modified", new_path, new_sha,
                                len(body), actor, now, note.created_at)
-        tree_changes: dict[str, pygit2.Oid | None] = {paths.git_path(note.path): None}
-        tree_changes[paths.git_path(new_path)] = self._blob(new_path, body)
-        return _Change(record, tree_changes)
+        tree_changes: dict[str, str | None] = {paths.git_path(note.path): None}
+        tree_changes[paths.git_path(new_path)] = self._blob(view, new_path, body)
+        return Change(record, tree_changes)
 
     def _current(self, index: StoreIndex, memory_id: str) -> NoteRow:
         note = index.note(memory_id)
@@ -296,46 +312,20 @@ class MemoryStore:
                                " case-insensitive file system they would be one file",
                                conflicting_memory_id=twin.memory_id, conflicting_path=twin.path)
 
-    def _blob(self, path: str, data: bytes) -> pygit2.Oid:
-        return self.repo.create_blob(self.codec.encode(path, data))
+    def _blob(self, view: BatchView, path: str, data: bytes) -> str:
+        return view.add_blob(self.codec.encode(path, data))
 
-    def _write(self, plan: Callable[[StoreIndex], _Change | None], *,
-               archived_ok: bool = False) -> _Change | None:
-        """Plan against the tip, commit on top of it, swap the ref if the tip is unchanged; retry."""
+    def _write(self, plan: Plan, *, archived_ok: bool = False) -> Landed | None:
+        """Commit ``plan``'s change in the store's next batch (see :mod:`gitmem.group_commit`)."""
         if not archived_ok:
             self._write_guard()
-        with repository.writer_lock(self.path):
-            os_errors = 0
-            for _attempt in range(MAX_CAS_ATTEMPTS):
-                tip = self.index.catch_up()
-                try:
-                    change = plan(self.index)
-                    if change is None:
-                        return None
-                    base = self.repo[tip].tree if tip is not None else None
-                    tree = repository.tree_with(self.repo, base, change.tree_changes)
-                    record = change.record
-                    commit_id = repository.commit(self.repo, tree=tree, parent=tip,
-                                                  author=author_for(record.created_by, record.created_at),
-                                                  message=format_message([record]))
-                except OSError:
-                    # libgit2 makes objects/xx/ and then renames a new object into it; a background
-                    # packer's prune-packed may remove that emptied folder in between. Objects are
-                    # content-addressed, so writing them again is safe; a lasting failure is raised.
-                    os_errors += 1
-                    if os_errors > 3:
-                        raise
-                    log.debug("writing objects to %s raced a packer; retrying", self.id)
-                    continue
-                if repository.compare_and_swap(self.repo, tip, commit_id):
-                    self.index.catch_up()
-                    self._tell(self._on_commit, self)
-                    self._after_write()
-                    return change
-                log.debug("main moved under a write to %s; retrying", self.id)
-        raise StoreBusy(f"store {self.id} kept changing; the write was not made")
+        landed = committer_for(self.path).submit(self.index, plan, self._after_write)
+        if landed is not None:
+            self._tell(self._on_commit, self)
+        return landed
 
     def _after_write(self) -> None:
+        """After each batch that wrote a pack (run by its leader)."""
         maintenance.after_write(self.path, max_writes=PACK_EVERY_WRITES)
 
     def announce_redaction(self, version: Version) -> None:

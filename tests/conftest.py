@@ -4,17 +4,34 @@
 :class:`~gitmem.clock.FrozenClock`; ``fast_gm`` turns fsync off for bulk tests. ``workspace`` and
 ``store`` build on ``gm``. :func:`assert_fsck_clean` runs the real ``git fsck --full``;
 :func:`store_state` captures everything a refusal must leave alone.
+
+For the API: :func:`make_test_home` (and the ``test_home`` fixture factory) builds the home most API
+tests share (two workspaces, their keys, a user); :func:`in_process` serves a home from this process
+(the real app behind starlette's TestClient, no sockets), with httpx clients and official SDK clients
+on it. A real uvicorn (tests/server.py) is kept for the few tests where the network itself matters.
+
+Hypothesis runs the ``ci`` profile (moderate example counts, no deadline: the machine is shared);
+``HYPOTHESIS_PROFILE=thorough`` runs ten times more examples in the tests that set no count of their own.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import anthropic
+import httpx
+import httpx2
 import pytest
+from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, settings
 
+from api.app import create_app
+from api.settings import Settings
 from gitmem.catalog import Workspace
 from gitmem.clock import FrozenClock
 from gitmem.home import Gitmem
@@ -22,6 +39,11 @@ from gitmem.index import NoteRow, VersionRow
 from gitmem.model import StoreInfo
 from gitmem.repository import MAIN, loose_object_count, set_fsync
 from gitmem.store import MemoryStore
+
+settings.register_profile("ci", max_examples=50, deadline=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("thorough", max_examples=500, deadline=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture
@@ -104,3 +126,116 @@ def store_state(store: MemoryStore) -> StoreState:
 
 def index_snapshot(store: MemoryStore) -> tuple[tuple[NoteRow, ...], tuple[VersionRow, ...], str | None]:
     return tuple(store.index.all_notes()), tuple(store.index.all_versions()), store.index.indexed_tip()
+
+
+# -- the API: a shared home, served in this process ---------------------------------------------------
+
+BASE_URL = "http://gitmem.test"
+
+
+@dataclass(frozen=True)
+class TestHome:
+    """A data home as most API tests want it: workspace ``alpha`` with an admin key, a read-only key and
+    a user; workspace ``beta`` with an admin key of its own (the outsider)."""
+
+    __test__ = False  # not a test class, whatever its name
+
+    path: Path
+    workspace_id: str
+    admin_key_id: str
+    admin: str
+    reader: str
+    user_id: str
+    user: str
+    other_workspace_id: str
+    other: str
+
+
+def make_test_home(path: Path, *, workspace: str = "alpha", other_workspace: str = "beta",
+                   fsync: bool = True) -> TestHome:
+    gm = Gitmem.open(path, fsync=fsync)
+    ws = gm.catalog.create_workspace(workspace)
+    admin_key, admin = gm.catalog.create_api_key(ws.id, "admin", role="admin")
+    _, reader = gm.catalog.create_api_key(ws.id, "reader", role="read-only")
+    user, user_token = gm.catalog.create_user(ws.id, "sam")
+    other = gm.catalog.create_workspace(other_workspace)
+    _, other_secret = gm.catalog.create_api_key(other.id, "admin")
+    return TestHome(path, ws.id, admin_key.id, admin, reader, user.id, user_token, other.id, other_secret)
+
+
+@pytest.fixture(scope="session")
+def test_home(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., TestHome]:
+    """A factory: ``test_home("name")`` builds a fresh :class:`TestHome` in a new temporary folder (usable
+    from module-scoped fixtures, which cannot ask for ``tmp_path``)."""
+    def build(name: str = "home", **kwargs: object) -> TestHome:
+        return make_test_home(tmp_path_factory.mktemp(name), **kwargs)  # type: ignore[arg-type]
+    return build
+
+
+def _forward(app_client: TestClient,
+             request: httpx.Request | httpx2.Request) -> tuple[int, list[tuple[str, str]], bytes]:
+    """One request of either httpx, through the app client; the answer as (status, headers, body)."""
+    body = request.read()
+    # A body the caller sent without a length goes on without one (the app must count it itself).
+    chunked = "content-length" not in request.headers and "transfer-encoding" in request.headers
+    content: bytes | Iterator[bytes] = iter([body]) if chunked else body
+    answer = app_client.request(request.method, str(request.url), headers=list(request.headers.multi_items()),
+                                content=content, follow_redirects=False)
+    kept = [(k, v) for k, v in answer.headers.multi_items()
+            if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
+    return answer.status_code, kept, answer.content
+
+
+class HttpxToApp(httpx.BaseTransport):
+    """An httpx client's requests, handed to the in-process app."""
+
+    def __init__(self, app_client: TestClient) -> None:
+        self.app_client = app_client
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        status, headers, content = _forward(self.app_client, request)
+        return httpx.Response(status, headers=headers, content=content)
+
+
+class Httpx2ToApp(httpx2.BaseTransport):
+    """The official SDK's requests (it speaks httpx2), handed to the in-process app."""
+
+    def __init__(self, app_client: TestClient) -> None:
+        self.app_client = app_client
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        status, headers, content = _forward(self.app_client, request)
+        return httpx2.Response(status, headers=headers, content=content)
+
+
+@dataclass(frozen=True)
+class InProcess:
+    """The real app serving a home from this process; clients on it speak to no socket."""
+
+    gm: Gitmem
+    app_client: TestClient  # the one client whose context runs the app's lifespan
+    base_url: str = BASE_URL
+
+    def http(self, secret: str | None = None, *, bearer: bool = False) -> httpx.Client:
+        """A raw httpx client; with ``secret`` as ``x-api-key`` (or a Bearer token), else no credentials."""
+        headers = {}
+        if secret is not None:
+            headers = {"authorization": f"Bearer {secret}"} if bearer else {"x-api-key": secret}
+        return httpx.Client(base_url=self.base_url, headers=headers, transport=HttpxToApp(self.app_client))
+
+    def sdk(self, secret: str, **kwargs: object) -> anthropic.Anthropic:
+        """The official SDK. No retries: a retry would hide a wrong status or a missing x-should-retry."""
+        return anthropic.Anthropic(api_key=secret, base_url=self.base_url, max_retries=0,  # type: ignore[arg-type]
+                                   http_client=httpx2.Client(transport=Httpx2ToApp(self.app_client)), **kwargs)
+
+
+QUIET = Settings(rate_limit_per_second=0, prune_interval_seconds=0, dream_runner=False, webhook_delivery=False)
+
+
+@contextlib.contextmanager
+def in_process(home: Path | Gitmem, settings: Settings = QUIET) -> Iterator[InProcess]:
+    """Serve ``home`` from this process until the block ends (the app's lifespan runs around it).
+    ``QUIET`` (the default) runs no background job and no rate limit; pass ``Settings()`` for a server's."""
+    gm = home if isinstance(home, Gitmem) else Gitmem.open(home)
+    with TestClient(create_app(gm, settings), base_url=BASE_URL) as app_client:
+        yield InProcess(gm, app_client)

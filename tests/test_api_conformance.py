@@ -1,11 +1,11 @@
-"""The official SDK against a real gitmem server: every method of client.beta.memory_stores,
-.memories and .memory_versions, over real uvicorn, SQLite and Git."""
+"""The official SDK against gitmem: every method of client.beta.memory_stores, .memories and
+.memory_versions, over the real app (served in this process), SQLite and Git."""
 
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,38 +21,34 @@ from anthropic.types.beta.memory_stores import (
 
 from gitmem.home import Gitmem
 from gitmem.tasks import tasks_for
-from tests.server import serve
+from tests.conftest import InProcess, TestHome, in_process
 
 
 @dataclass(frozen=True)
 class Live:
-    base_url: str
-    home: Path
-    admin_key_id: str
-    admin: str
-    reader: str
-    other_workspace: str
-    user_id: str
-    user: str
+    server: InProcess
+    test_home: TestHome
+
+    def __getattr__(self, name: str) -> str:  # the home's keys and ids: live.admin, live.reader, ...
+        return getattr(self.test_home, name)
+
+    @property
+    def home(self) -> Path:
+        return self.test_home.path
+
+    @property
+    def other_workspace(self) -> str:
+        return self.test_home.other
 
     def client(self, secret: str | None = None, **kwargs: object) -> anthropic.Anthropic:
-        # No retries: a retry would hide a wrong status or a missing x-should-retry.
-        return anthropic.Anthropic(api_key=secret or self.admin, base_url=self.base_url, max_retries=0,
-                                   **kwargs)  # type: ignore[arg-type]
+        return self.server.sdk(secret or self.test_home.admin, **kwargs)
 
 
 @pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
-    home = tmp_path_factory.mktemp("gitmem-home")
-    gm = Gitmem.open(home)
-    ws = gm.catalog.create_workspace("alpha")
-    admin_key, admin = gm.catalog.create_api_key(ws.id, "admin", role="admin")
-    _, reader = gm.catalog.create_api_key(ws.id, "reader", role="read-only")
-    user, user_token = gm.catalog.create_user(ws.id, "sam")
-    other = gm.catalog.create_workspace("beta")
-    _, other_secret = gm.catalog.create_api_key(other.id, "admin")
-    with serve(home) as base_url:
-        yield Live(base_url, home, admin_key.id, admin, reader, other_secret, user.id, user_token)
+def live(test_home: Callable[..., TestHome]) -> Iterator[Live]:
+    home = test_home("gitmem-home")
+    with in_process(home.path) as server:
+        yield Live(server, home)
 
 
 @pytest.fixture
@@ -301,16 +297,16 @@ def test_list_depth_and_prefix(client: anthropic.Anthropic, store_id: str) -> No
     assert all(i.content is None for i in basic if i.type == "memory")
 
 
-def test_paging_through_250_notes(client: anthropic.Anthropic, store_id: str) -> None:
+def test_paging_through_130_notes(client: anthropic.Anthropic, store_id: str) -> None:
     memories = client.beta.memory_stores.memories
-    paths = {f"/bulk/{i:03d}.md" for i in range(250)}
+    paths = {f"/bulk/{i:03d}.md" for i in range(130)}  # two pages of 100, seven of 20 with view=full
     for path in sorted(paths):
         memories.create(store_id, path=path, content=path)
 
     first = memories.list(store_id, limit=100)
     assert len(first.data) == 100 and first.next_page
     seen = [item.path for item in memories.list(store_id, limit=100)]
-    assert len(seen) == 250 and set(seen) == paths
+    assert len(seen) == 130 and set(seen) == paths
 
     assert {i.path for i in memories.list(store_id, limit=1000).data} == paths  # one page of up to 1000
 
@@ -318,7 +314,7 @@ def test_paging_through_250_notes(client: anthropic.Anthropic, store_id: str) ->
     full_page = memories.list(store_id, limit=100, view="full")
     assert len(full_page.data) == 20 and full_page.next_page
     full = [(i.path, i.content) for i in memories.list(store_id, limit=100, view="full")]
-    assert len(full) == 250 and all(path == content for path, content in full)
+    assert len(full) == 130 and all(path == content for path, content in full)
 
     with pytest.raises(anthropic.BadRequestError):
         memories.list(store_id, limit=1001)

@@ -1,10 +1,11 @@
-"""The HTTP layer seen raw (httpx against real uvicorn): the error envelope, headers, auth, parsing."""
+"""The HTTP layer seen raw (httpx against the app, served in this process): the error envelope, headers,
+auth, parsing, rate limits."""
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,39 +18,32 @@ from api.app import create_app
 from api.ratelimit import TokenBucketLimiter
 from api.settings import Settings
 from gitmem.home import Gitmem
-from tests.server import serve
+from tests.conftest import InProcess, TestHome, in_process, make_test_home
 
 REQUEST_ID = re.compile(r"^req_[0-9A-Z]{26}$")
 
 
 @dataclass(frozen=True)
 class Live:
-    base_url: str
+    server: InProcess
     admin: str
     reader: str
     other: str
 
     def http(self, secret: str | None = None) -> httpx.Client:
-        headers = {"x-api-key": secret or self.admin}
-        return httpx.Client(base_url=self.base_url, headers=headers, timeout=30)
+        return self.server.http(secret or self.admin)
 
-
-def make_home(home: Path) -> tuple[str, str, str]:
-    gm = Gitmem.open(home)
-    ws = gm.catalog.create_workspace("alpha")
-    _, admin = gm.catalog.create_api_key(ws.id, "admin")
-    _, reader = gm.catalog.create_api_key(ws.id, "reader", role="read-only")
-    other = gm.catalog.create_workspace("beta")
-    _, other_secret = gm.catalog.create_api_key(other.id, "admin")
-    return admin, reader, other_secret
+    def anonymous(self, headers: dict[str, str] | None = None) -> httpx.Client:
+        client = self.server.http()
+        client.headers.update(headers or {})
+        return client
 
 
 @pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
-    home = tmp_path_factory.mktemp("gitmem-home")
-    admin, reader, other = make_home(home)
-    with serve(home) as base_url:
-        yield Live(base_url, admin, reader, other)
+def live(test_home: Callable[..., TestHome]) -> Iterator[Live]:
+    home = test_home("gitmem-home")
+    with in_process(home.path) as server:
+        yield Live(server, home.admin, home.reader, home.other)
 
 
 @pytest.fixture
@@ -85,7 +79,8 @@ def test_request_id_on_every_response(live: Live, http: httpx.Client) -> None:
     ok = http.get("/v1/memory_stores")
     assert ok.status_code == 200
     assert REQUEST_ID.match(ok.headers["request-id"])
-    assert REQUEST_ID.match(httpx.get(f"{live.base_url}/healthz").headers["request-id"])
+    with live.anonymous() as anonymous:
+        assert REQUEST_ID.match(anonymous.get("/healthz").headers["request-id"])
     ids = {http.get("/v1/memory_stores").headers["request-id"] for _ in range(3)}
     assert len(ids) == 3
 
@@ -111,10 +106,11 @@ def test_sdk_extras_are_accepted(http: httpx.Client) -> None:
     assert response.status_code == 200
 
 
-def test_unknown_route_is_404_in_envelope(http: httpx.Client) -> None:
+def test_unknown_route_is_404_in_envelope(live: Live, http: httpx.Client) -> None:
     body = assert_error(http.get("/v1/no_such_thing"), 404, "not_found_error")
     assert "/v1/no_such_thing" in body["error"]["message"]
-    assert_error(httpx.get(f"{http.base_url}/nowhere"), 404, "not_found_error")
+    with live.anonymous() as anonymous:
+        assert_error(anonymous.get("/nowhere"), 404, "not_found_error")
 
 
 def test_wrong_method_is_405_in_envelope(http: httpx.Client, store_id: str) -> None:
@@ -137,7 +133,8 @@ def test_missing_object_is_404(http: httpx.Client, store_id: str) -> None:
 
 
 def test_missing_key_is_401(live: Live) -> None:
-    response = httpx.get(f"{live.base_url}/v1/memory_stores")
+    with live.anonymous() as anonymous:
+        response = anonymous.get("/v1/memory_stores")
     assert_error(response, 401, "authentication_error")
     assert response.headers["x-should-retry"] == "false"
 
@@ -145,14 +142,16 @@ def test_missing_key_is_401(live: Live) -> None:
 def test_wrong_key_is_401(live: Live) -> None:
     for headers in ({"x-api-key": "gm_key_wrong"}, {"authorization": "Bearer gm_key_wrong"},
                     {"authorization": f"Basic {live.admin}"}, {"x-api-key": ""}):
-        response = httpx.get(f"{live.base_url}/v1/memory_stores", headers=headers)
+        with live.anonymous(headers) as client:
+            response = client.get("/v1/memory_stores")
         body = assert_error(response, 401, "authentication_error")
         assert live.admin not in response.text
         assert "gm_key_wrong" not in body["error"]["message"]
 
 
 def test_bearer_token_works(live: Live) -> None:
-    response = httpx.get(f"{live.base_url}/v1/memory_stores", headers={"authorization": f"Bearer {live.admin}"})
+    with live.anonymous({"authorization": f"Bearer {live.admin}"}) as bearer:
+        response = bearer.get("/v1/memory_stores")
     assert response.status_code == 200, response.text
 
 
@@ -314,17 +313,19 @@ def test_openapi_has_no_422(http: httpx.Client) -> None:
 
 
 def test_rate_limit_is_429_with_retry_after(tmp_path: Path) -> None:
-    admin, _, other = make_home(tmp_path)
-    env = {"GITMEM_RATE_LIMIT_RPS": "0.01", "GITMEM_RATE_LIMIT_BURST": "3"}  # no refill during the test
-    with serve(tmp_path, env=env) as base_url:
-        statuses = [httpx.get(f"{base_url}/v1/memory_stores", headers={"x-api-key": admin}) for _ in range(4)]
+    home = make_test_home(tmp_path)
+    settings = Settings(rate_limit_per_second=0.01, rate_limit_burst=3,  # no refill during the test
+                        prune_interval_seconds=0, dream_runner=False, webhook_delivery=False)
+    with in_process(home.path, settings) as server, server.http(home.admin) as admin:
+        statuses = [admin.get("/v1/memory_stores") for _ in range(4)]
         assert [r.status_code for r in statuses[:3]] == [200, 200, 200]
         limited = statuses[3]
         assert_error(limited, 429, "rate_limit_error")
         assert limited.headers["x-should-retry"] == "true"
         assert int(limited.headers["retry-after"]) >= 1
         # Buckets are per key: another key is not slowed down.
-        assert httpx.get(f"{base_url}/v1/memory_stores", headers={"x-api-key": other}).status_code == 200
+        with server.http(home.other) as other:
+            assert other.get("/v1/memory_stores").status_code == 200
 
 
 def test_token_bucket_refills() -> None:
@@ -341,7 +342,7 @@ def test_token_bucket_refills() -> None:
 
 
 def test_unhandled_exception_is_500_without_details(tmp_path: Path) -> None:
-    admin, _, _ = make_home(tmp_path)
+    admin = make_test_home(tmp_path).admin
     app = create_app(Gitmem.open(tmp_path), Settings())
     boom = APIRouter()
 

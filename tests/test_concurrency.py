@@ -7,10 +7,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from gitmem.catalog import Workspace
 from gitmem.home import Gitmem
 from gitmem.store import MemoryStore
 from tests.conftest import assert_fsck_clean, index_snapshot
+
+# Several writer processes at once.
+pytestmark = pytest.mark.slow
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PROCESSES = 4

@@ -22,6 +22,9 @@ from gitmem.home import Gitmem
 from gitmem.store import MemoryStore
 from tests.conftest import assert_fsck_clean, index_snapshot, store_state
 
+# Writers and packers killed with SIGKILL in subprocesses: slow by nature.
+pytestmark = pytest.mark.slow
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 WRITER = """

@@ -1,8 +1,8 @@
-"""``/v1/dreams`` through the official SDK (``client.beta.dreams``) against a real uvicorn, with real
-SQLite and Git: create, poll until completed, retrieve, list, the cancel and archive rules, speed
-``fast`` refused, another workspace's dream 404.
+"""``/v1/dreams`` through the official SDK (``client.beta.dreams``) against the real app (served in this
+process), with real SQLite and Git: create, poll until completed, retrieve, list, the cancel and archive
+rules, speed ``fast`` refused, another workspace's dream 404.
 
-A second server, on a data home of its own, runs with ``GITMEM_DREAM_RUNNER=off`` so that its dreams
+A second server, on a data home of its own, runs without a dream runner so that its dreams
 stay ``pending`` for as long as a test needs (the rules for pending dreams, without racing a runner)."""
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import anthropic
-import httpx
 import pytest
 from anthropic.types.beta import BetaDream
 
+from api.settings import Settings
 from gitmem.home import Gitmem
 from gitmem.model import Note
 from gitmem.tasks import tasks_for
-from tests.server import serve
+from tests.conftest import InProcess, in_process, make_test_home
 
 MODEL = "claude-opus-4-7"
 DEADLINE = 20.0
@@ -29,39 +29,36 @@ DEADLINE = 20.0
 
 @dataclass(frozen=True)
 class Live:
-    base_url: str
+    server: InProcess
     home: Path
     workspace_id: str
     admin: str
     other: str
 
     def client(self, secret: str | None = None) -> anthropic.Anthropic:
-        return anthropic.Anthropic(api_key=secret or self.admin, base_url=self.base_url, max_retries=0, timeout=30)
-
-
-ENV = {"GITMEM_DREAM_POLL": "0.2", "GITMEM_RATE_LIMIT_RPS": "0", "GITMEM_DREAMER": "offline"}
+        return self.server.sdk(secret or self.admin, timeout=30)
 
 
 @contextlib.contextmanager
-def live_server(home: Path, env: dict[str, str]) -> Iterator[Live]:
-    gm = Gitmem.open(home)
-    ws = gm.catalog.create_workspace("alpha")
-    _, admin = gm.catalog.create_api_key(ws.id, "admin")
-    other = gm.catalog.create_workspace("beta")
-    _, other_secret = gm.catalog.create_api_key(other.id, "admin")
-    with serve(home, env=env) as base_url:
-        yield Live(base_url, home, ws.id, admin, other_secret)
+def live_server(home: Path, *, runner: bool) -> Iterator[Live]:
+    made = make_test_home(home)
+    settings = Settings(dream_runner=runner, dream_poll_seconds=0.2, rate_limit_per_second=0,
+                        prune_interval_seconds=0, webhook_delivery=False)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("GITMEM_DREAMER", "offline")
+        with in_process(home, settings) as server:
+            yield Live(server, home, made.workspace_id, made.admin, made.other)
 
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
-    with live_server(tmp_path_factory.mktemp("dreams-home"), ENV) as server:
+    with live_server(tmp_path_factory.mktemp("dreams-home"), runner=True) as server:
         yield server
 
 
 @pytest.fixture(scope="module")
 def idle_live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
-    with live_server(tmp_path_factory.mktemp("idle-home"), {**ENV, "GITMEM_DREAM_RUNNER": "off"}) as server:
+    with live_server(tmp_path_factory.mktemp("idle-home"), runner=False) as server:
         yield server
 
 
@@ -144,13 +141,13 @@ def test_create_poll_retrieve_list_archive(live: Live, client: anthropic.Anthrop
         "/copy/sam.md": "# Sam\nlikes tea\n",
     }
     # The output store is an ordinary store; its versions are the dream's task's.
-    raw = httpx.get(f"{live.base_url}/v1/memory_stores/{out_id}/memory_versions",
-                    headers={"x-api-key": live.admin}).json()
+    with live.server.http(live.admin) as http:
+        raw = http.get(f"/v1/memory_stores/{out_id}/memory_versions").json()
+        body = http.get(f"/v1/dreams/{dream.id}").json()
     assert {v["created_by"]["type"] for v in raw["data"]} == {"session_actor"}
     assert {v["created_by"]["session_id"] for v in raw["data"]} == {done.session_id}
 
     # The raw body validates against the SDK's model and has no field the SDK does not declare.
-    body = httpx.get(f"{live.base_url}/v1/dreams/{dream.id}", headers={"x-api-key": live.admin}).json()
     BetaDream.model_validate(body)
     assert set(body) == set(BetaDream.model_fields) and "task_id" not in body
 

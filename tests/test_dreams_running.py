@@ -29,26 +29,12 @@ from api.app import Settings, create_app
 from gitmem.catalog import Workspace
 from gitmem.home import Gitmem
 from gitmem.model import Note
-from tests.conftest import assert_fsck_clean, store_state
+from tests.conftest import Httpx2ToApp, assert_fsck_clean, store_state
 from tests.server import REPO_ROOT
 
 MODEL = "claude-opus-4-7"
 DEADLINE = 20.0
 FINAL = ("completed", "failed", "canceled")
-
-
-class AppTransport(httpx2.BaseTransport):
-    """The SDK's requests, handed to an in-process app through starlette's TestClient."""
-
-    def __init__(self, client: TestClient) -> None:
-        self.client = client
-
-    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
-        answer = self.client.request(request.method, str(request.url), headers=list(request.headers.multi_items()),
-                                     content=request.read())
-        headers = [(k, v) for k, v in answer.headers.multi_items()
-                   if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
-        return httpx2.Response(answer.status_code, headers=headers, content=answer.content)
 
 
 @dataclass(frozen=True)
@@ -71,7 +57,7 @@ def in_process(home: Path, admin: str | None = None, *, runner: bool = True) -> 
                                   prune_interval_seconds=0))
     with TestClient(app, base_url="http://gitmem.test", headers={"x-api-key": admin}) as http:
         sdk = anthropic.Anthropic(api_key=admin, base_url="http://gitmem.test", max_retries=0,
-                                  http_client=httpx2.Client(transport=AppTransport(http)))
+                                  http_client=httpx2.Client(transport=Httpx2ToApp(http)))
         yield Server(gm, ws, http, sdk)
 
 

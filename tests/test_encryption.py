@@ -5,11 +5,13 @@ as a history rewrite after which the old key reads nothing, and a deleted profil
 
 from __future__ import annotations
 
+import itertools
 import os
 import stat
 import subprocess
 import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -114,7 +116,7 @@ def test_the_repository_holds_no_plaintext(gm: Gitmem, workspace: Workspace, enc
     fill(store)
     repo = gm.repo_path(encrypted.id)
     assert store.get_by_path("/projects/acme.md").content == SECRETS["/projects/acme.md"]
-    assert list(loose_objects(repo))  # there are loose objects to look into
+    assert list((repo / "objects" / "pack").glob("*.pack"))  # the packs the writes made, to look into
     assert_no_plaintext(repo)
     git(repo, "repack", "-a", "-d", "-q")
     assert list((repo / "objects" / "pack").glob("*.pack"))
@@ -139,15 +141,36 @@ def test_a_plain_store_is_plain(gm: Gitmem, workspace: Workspace) -> None:
 # -- git clone with and without the key --------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Served:
+    url: str
+    token: str  # the bank owner's
+    info: StoreInfo  # the bank
+    gm: Gitmem  # the served home
+    workspace: Workspace
+
+
+@pytest.fixture(scope="module")
+def bank_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Gitmem, Workspace]]:
+    """One real server for the module's clones (Git's client needs the network); each test has its own bank."""
+    gm = Gitmem.open(tmp_path_factory.mktemp("served") / "home")
+    workspace = gm.catalog.create_workspace("tests")
+    with serve(gm.home, env={"GITMEM_RATE_LIMIT_RPS": "0"}) as url:
+        yield url, gm, workspace
+
+
 @pytest.fixture
-def served(gm: Gitmem, workspace: Workspace, user_id: str) -> Iterator[tuple[str, str, StoreInfo]]:
-    """A bank with history, served over smart HTTP; (base url, the user's token, the bank)."""
-    owner, token = gm.catalog.create_user(workspace.id, "owner")
+def served(bank_server: tuple[str, Gitmem, Workspace]) -> Served:
+    """A bank with history, of an owner of its own, on the module's server."""
+    url, gm, workspace = bank_server
+    owner, token = gm.catalog.create_user(workspace.id, f"owner {next(_owners)}")
     profile = profiles_for(gm).create(workspace.id, owner.id, "research")
     info = gm.get_store(workspace.id, profile.bank_store_id)
     fill(gm.store(workspace.id, info.id))
-    with serve(gm.home, env={"GITMEM_RATE_LIMIT_RPS": "0"}) as url:
-        yield url, token, info
+    return Served(url, token, info, gm, workspace)
+
+
+_owners = itertools.count()
 
 
 @pytest.fixture
@@ -163,9 +186,9 @@ def client_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     subprocess.run(["git", "config", "--global", "credential.helper", "store"], check=True)
 
 
-def test_clone_without_the_key_shows_no_plaintext(gm: Gitmem, tmp_path: Path, served: tuple[str, str, StoreInfo],
-                                                  client_env: None) -> None:
-    url, token, info = served
+@pytest.mark.slow
+def test_clone_without_the_key_shows_no_plaintext(tmp_path: Path, served: Served, client_env: None) -> None:
+    url, token, info = served.url, served.token, served.info
     target = clone_store(info.id, tmp_path / "no-key", base_url=url, token=token)
     log = git_bytes(target, "log", "-p", "--text", "--all")
     assert b"GITMEM-SIV1" in log  # the diffs are there, as ciphertext
@@ -187,9 +210,9 @@ def test_clone_without_the_key_shows_no_plaintext(gm: Gitmem, tmp_path: Path, se
     git(target, "fetch", "-q", "origin")
 
 
-def test_clone_with_the_key_shows_plaintext(gm: Gitmem, workspace: Workspace, tmp_path: Path,
-                                            served: tuple[str, str, StoreInfo], client_env: None) -> None:
-    url, token, info = served
+@pytest.mark.slow
+def test_clone_with_the_key_shows_plaintext(tmp_path: Path, served: Served, client_env: None) -> None:
+    url, token, info, gm, workspace = served.url, served.token, served.info, served.gm, served.workspace
     key_text = export_key(gm.keyring.current(info.id))
     target = clone_store(f"{url}/v1/memory_stores/{info.id}.git", tmp_path / "with-key", token=token,
                          key_text=key_text)
@@ -204,21 +227,22 @@ def test_clone_with_the_key_shows_plaintext(gm: Gitmem, workspace: Workspace, tm
     assert "marker-later" in git(target, "log", "-p", "-1")
 
 
-def test_clone_needs_the_token(tmp_path: Path, served: tuple[str, str, StoreInfo], client_env: None) -> None:
+@pytest.mark.slow
+def test_clone_needs_the_token(tmp_path: Path, served: Served, client_env: None) -> None:
     from gitmem.errors import InvalidRequest
 
-    url, _token, info = served
+    url, info = served.url, served.info
     with pytest.raises(InvalidRequest, match="git clone failed"):
         clone_store(info.id, tmp_path / "anonymous", base_url=url)
     with pytest.raises(InvalidRequest, match="git clone failed"):
         clone_store(info.id, tmp_path / "wrong", base_url=url, token="gm_usr_wrong")
 
 
-def test_only_the_owner_clones_a_bank(gm: Gitmem, workspace: Workspace, tmp_path: Path,
-                                      served: tuple[str, str, StoreInfo], client_env: None) -> None:
+@pytest.mark.slow
+def test_only_the_owner_clones_a_bank(tmp_path: Path, served: Served, client_env: None) -> None:
     from gitmem.errors import InvalidRequest
 
-    url, _token, info = served
+    url, info, gm, workspace = served.url, served.info, served.gm, served.workspace
     _alex, alex = gm.catalog.create_user(workspace.id, "alex")
     _key, admin = gm.catalog.create_api_key(workspace.id, "admin")
     for token in (alex, admin):

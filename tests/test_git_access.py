@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +18,11 @@ import pytest
 
 from gitmem.home import Gitmem
 from gitmem.tasks import tasks_for
+from tests.conftest import TestHome
 from tests.server import serve
+
+# The real git client against a real uvicorn: the network is the point.
+pytestmark = pytest.mark.slow
 
 
 @dataclass(frozen=True)
@@ -39,17 +43,10 @@ class Site:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
-    home = tmp_path_factory.mktemp("home")
-    gm = Gitmem.open(home)
-    ws = gm.catalog.create_workspace("alpha")
-    _, admin = gm.catalog.create_api_key(ws.id, "admin")
-    _, reader = gm.catalog.create_api_key(ws.id, "reader", role="read-only")
-    user, token = gm.catalog.create_user(ws.id, "ana")
-    other = gm.catalog.create_workspace("beta")
-    _, stranger = gm.catalog.create_api_key(other.id, "admin")
-    with serve(home) as base_url:
-        yield Site(base_url, home, admin, reader, user.id, token, stranger)
+def site(test_home: Callable[..., TestHome]) -> Iterator[Site]:
+    home = test_home("home")
+    with serve(home.path) as base_url:
+        yield Site(base_url, home.path, home.admin, home.reader, home.user_id, home.user, home.other)
 
 
 def git(*args: str, cwd: Path | None = None, secret: str | None = None, check: bool = True,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +27,11 @@ from mcp.client.streamable_http import streamable_http_client
 from api.app import create_app
 from gitmem.home import Gitmem
 from gitmem.tasks import tasks_for
+from tests.conftest import TestHome
 from tests.server import REPO_ROOT, serve
+
+# MCP over real HTTP (a live uvicorn) and the stdio bridge in a subprocess.
+pytestmark = pytest.mark.slow
 
 TOOLS = {"view", "create", "str_replace", "insert", "delete", "rename", "search", "history", "diff", "restore",
          "list_stores"}
@@ -52,22 +56,18 @@ class Home:
 
 
 @pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Home]:
-    home = tmp_path_factory.mktemp("mcp") / "home"
+def live(test_home: Callable[..., TestHome]) -> Iterator[Home]:
+    made = test_home("mcp", workspace="mcp", other_workspace="elsewhere", fsync=False)
+    home, ws_id = made.path, made.workspace_id
     gm = Gitmem.open(home, fsync=False)
-    ws = gm.catalog.create_workspace("mcp")
-    admin_cred, admin = gm.catalog.create_api_key(ws.id, "admin")
-    _, reader = gm.catalog.create_api_key(ws.id, "reader", role="read-only")
-    user_cred, user = gm.catalog.create_user(ws.id, "ana")
-    store = gm.create_store(ws.id, "notes")
-    other_ws = gm.catalog.create_workspace("elsewhere")
-    other = gm.create_store(other_ws.id, "theirs")
-    attached = gm.create_store(ws.id, "team")
-    worker = tasks_for(gm).create_worker(ws.id, "helper", attached_store_ids=[attached.id])
-    task, task_token = tasks_for(gm).create_task(ws.id, worker.id)
+    store = gm.create_store(ws_id, "notes")
+    other = gm.create_store(made.other_workspace_id, "theirs")
+    attached = gm.create_store(ws_id, "team")
+    worker = tasks_for(gm).create_worker(ws_id, "helper", attached_store_ids=[attached.id])
+    task, task_token = tasks_for(gm).create_task(ws_id, worker.id)
     with serve(home, env={"GITMEM_DREAM_RUNNER": "off", "GITMEM_PRUNE_INTERVAL": "0"}) as url:
-        yield Home(url, home, ws.id, admin, admin_cred.id, reader, user, user_cred.id, store.id, other.id,
-                   task_token, task.id, worker.own_store_id, attached.id)
+        yield Home(url, home, ws_id, made.admin, made.admin_key_id, made.reader, made.user, made.user_id, store.id,
+                   other.id, task_token, task.id, worker.own_store_id, attached.id)
 
 
 @asynccontextmanager

@@ -25,7 +25,8 @@ from tests.server import serve
 WAIT = 10.0
 
 # watchdog's inotify emitter warns when a new folder is filled faster than it adds the watch; harmless here
-pytestmark = pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning")
+# Mounts sync with a real uvicorn over the network, as they would from another machine.
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning")]
 
 
 @dataclass(frozen=True)
@@ -444,6 +445,6 @@ def test_the_mount_is_client_side() -> None:
     loaded = set(out.split())
     assert loaded >= {"gitmem.mount", "gitmem.mount_folder", "gitmem.debounce", "gitmem.sync", "gitmem.sync_pull"}
     allowed = {"gitmem", "gitmem.bank_remote", "gitmem.debounce", "gitmem.errors", "gitmem.merge", "gitmem.model",
-               "gitmem.mount", "gitmem.mount_folder", "gitmem.paths", "gitmem.policy", "gitmem.remote", "gitmem.settings",
-               "gitmem.sync", "gitmem.sync_pull"}
+               "gitmem.mount", "gitmem.mount_folder", "gitmem.paths", "gitmem.policy", "gitmem.remote",
+               "gitmem.settings", "gitmem.sync", "gitmem.sync_pull"}
     assert loaded - allowed == set()

@@ -1,10 +1,7 @@
-"""The profile and bank REST API (seed 000) against a real uvicorn on 127.0.0.1: ownership, every bank
-rule and cap in the error envelope, created/changed flags, the prompt section, a mount of a bank
+"""The profile and bank REST API: ownership, every bank rule and cap in the error envelope,
+created/changed flags, the prompt section (against the app served in this process); and, over a real
+uvicorn on 127.0.0.1 where the network is the point, the CLI's prompt, a mount of a bank
 (``BankRemote`` + :class:`gitmem.mount.Mount`) and the agent session hooks.
-
-The module also holds the app the server runs (``tests.test_profiles_api:app``): ``api.app.create_app``
-plus the profiles router and, until the lead wires Git's smart HTTP into the app, a minimal
-``/v1/memory_stores/{id}.git/`` route, if the app lacks them.
 """
 
 from __future__ import annotations
@@ -22,6 +19,7 @@ import pytest
 
 from gitmem.home import Gitmem
 from gitmem.profiles import profiles_for
+from tests.conftest import InProcess, in_process
 from tests.server import REPO_ROOT, serve
 
 KIB = 1024
@@ -34,7 +32,7 @@ HOOKS = REPO_ROOT / "hooks" / "agent"
 
 @dataclass
 class Env:
-    url: str
+    server: InProcess
     home: Path
     gm: Gitmem
     workspace_id: str
@@ -44,7 +42,7 @@ class Env:
     api_key: str
 
     def client(self, token: str) -> httpx.Client:
-        return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        return self.server.http(token, bearer=True)
 
 
 @pytest.fixture(scope="module")
@@ -55,9 +53,15 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     sam, sam_token = gm.catalog.create_user(ws.id, "sam")
     _alex, alex_token = gm.catalog.create_user(ws.id, "alex")
     _key, secret = gm.catalog.create_api_key(ws.id, "robot")
-    server_env = {"GITMEM_RATE_LIMIT_RPS": "0", "GITMEM_FSYNC": "never"}
-    with serve(home, env=server_env) as url:
-        yield Env(url, home, gm, ws.id, sam_token, sam.id, alex_token, secret)
+    with in_process(gm) as server:
+        yield Env(server, home, gm, ws.id, sam_token, sam.id, alex_token, secret)
+
+
+@pytest.fixture(scope="module")
+def url(env: Env) -> Iterator[str]:
+    """A real uvicorn on the same home, for the clients that run over the network (CLI, Git, hooks)."""
+    with serve(env.home, env={"GITMEM_RATE_LIMIT_RPS": "0", "GITMEM_FSYNC": "never"}) as base_url:
+        yield base_url
 
 
 @pytest.fixture
@@ -136,7 +140,8 @@ def test_api_keys_and_strangers_cannot_use_profiles(env: Env, profile_id: str) -
         error(robot.get(f"/v1/profiles/{profile_id}/memories"), 403, "permission_error")
     with env.client("gm_usr_not-a-token") as nobody:
         error(nobody.get("/v1/profiles"), 401, "authentication_error")
-    error(httpx.get(f"{env.url}/v1/profiles"), 401, "authentication_error")
+    with env.server.http() as anonymous:
+        error(anonymous.get("/v1/profiles"), 401, "authentication_error")
 
 
 # -- the bank's REST API ---------------------------------------------------------------------------------
@@ -248,17 +253,18 @@ def test_prompt_endpoint(sam: httpx.Client, profile_id: str) -> None:
     assert "- `.memory/preferences.md`" in full and "create the first entry" not in full
 
 
-def test_cli_prompt_over_http(env: Env, sam: httpx.Client, profile_id: str, tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_cli_prompt_over_http(env: Env, url: str, sam: httpx.Client, profile_id: str, tmp_path: Path) -> None:
     from click.testing import CliRunner
 
     from gitmem.cli import main as cli
 
     put(sam, profile_id, "projects/acme.md", "x")
     home = ["--home", str(tmp_path / "unused-home")]
-    result = CliRunner().invoke(cli, [*home, "prompt", "--profile", profile_id, "--url", env.url, "--token", env.sam])
+    result = CliRunner().invoke(cli, [*home, "prompt", "--profile", profile_id, "--url", url, "--token", env.sam])
     assert result.exit_code == 0, result.output
     assert result.output == sam.get(f"/v1/profiles/{profile_id}/prompt").text
-    denied = CliRunner().invoke(cli, [*home, "prompt", "--profile", profile_id, "--url", env.url,
+    denied = CliRunner().invoke(cli, [*home, "prompt", "--profile", profile_id, "--url", url,
                                       "--token", env.alex])
     assert denied.exit_code == 1 and "not found" in denied.output
 
@@ -266,11 +272,12 @@ def test_cli_prompt_over_http(env: Env, sam: httpx.Client, profile_id: str, tmp_
 # -- a mounted bank ----------------------------------------------------------------------------------------
 
 
-def test_bank_remote_protocol(env: Env, sam: httpx.Client, profile_id: str) -> None:
+@pytest.mark.slow
+def test_bank_remote_protocol(env: Env, url: str, sam: httpx.Client, profile_id: str) -> None:
     from gitmem.bank_remote import BankRemote
     from gitmem.remote import RemoteNotFound, RemotePathConflict, RemotePreconditionFailed, RemoteRefused
 
-    remote = BankRemote(env.url, env.sam, profile_id)
+    remote = BankRemote(url, env.sam, profile_id)
     try:
         with pytest.raises(ValueError, match="starts with '.'"):
             remote.validate_path("/.x.swp")
@@ -301,7 +308,8 @@ def test_bank_remote_protocol(env: Env, sam: httpx.Client, profile_id: str) -> N
         remote.close()
 
 
-def test_a_mounted_bank_syncs_both_ways(env: Env, sam: httpx.Client, profile_id: str, tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_a_mounted_bank_syncs_both_ways(env: Env, url: str, sam: httpx.Client, profile_id: str, tmp_path: Path) -> None:
     from gitmem.bank_remote import bank_mount
 
     put(sam, profile_id, "preferences.md", "staging first")
@@ -316,7 +324,7 @@ def test_a_mounted_bank_syncs_both_ways(env: Env, sam: httpx.Client, profile_id:
         response = sam.get(f"{base}/content", params={"path": path})
         return response.json()["content"] if response.status_code == 200 else None
 
-    mount = bank_mount(env.url, env.sam, profile_id, folder, debounce=0.05, poll_interval=0.1)
+    mount = bank_mount(url, env.sam, profile_id, folder, debounce=0.05, poll_interval=0.1)
     try:
         # A clean start: exactly the entries.
         files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
@@ -350,12 +358,14 @@ def test_a_mounted_bank_syncs_both_ways(env: Env, sam: httpx.Client, profile_id:
 # -- the agent session hooks -------------------------------------------------------------------------------
 
 
-def test_session_hooks_mount_print_and_flush(env: Env, sam: httpx.Client, profile_id: str, tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_session_hooks_mount_print_and_flush(env: Env, url: str, sam: httpx.Client, profile_id: str,
+                                             tmp_path: Path) -> None:
     put(sam, profile_id, "preferences.md", "staging first")
     workspace = tmp_path / "ws"
     (workspace / ".memory").mkdir(parents=True)
     (workspace / ".memory" / "stale.tmp").write_text("from an earlier session")
-    hook_env = {**os.environ, "GITMEM_URL": env.url, "GITMEM_TOKEN": env.sam, "GITMEM_PROFILE": profile_id,
+    hook_env = {**os.environ, "GITMEM_URL": url, "GITMEM_TOKEN": env.sam, "GITMEM_PROFILE": profile_id,
                 "WORKSPACE": str(workspace), "GITMEM_STATE_DIR": str(tmp_path / "state")}
     start = subprocess.run([str(HOOKS / "session-start")], env=hook_env, input='{"session_id": "s1"}',
                            capture_output=True, text=True, timeout=60)
@@ -395,14 +405,15 @@ def test_hooks_without_a_profile_do_nothing(tmp_path: Path) -> None:
     assert not (tmp_path / ".memory").exists()
 
 
-def test_cli_bank_mount(env: Env, sam: httpx.Client, profile_id: str, tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_cli_bank_mount(env: Env, url: str, sam: httpx.Client, profile_id: str, tmp_path: Path) -> None:
     import sys
 
     put(sam, profile_id, "preferences.md", "staging first")
     folder, pid_file = tmp_path / ".memory", tmp_path / "mount.pid"
     cli_env = {**os.environ, "GITMEM_TOKEN": env.sam, "PYTHONPATH": str(REPO_ROOT)}
     proc = subprocess.Popen([sys.executable, "-c", "from gitmem.cli import main; main()", "bank-mount",
-                             "--profile", profile_id, "--url", env.url, "--pid-file", str(pid_file), str(folder)],
+                             "--profile", profile_id, "--url", url, "--pid-file", str(pid_file), str(folder)],
                             env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_for(pid_file.exists, timeout=30)
@@ -417,7 +428,8 @@ def test_cli_bank_mount(env: Env, sam: httpx.Client, profile_id: str, tmp_path: 
     assert read.json()["content"] == "staging first, via the CLI mount"
 
 
-def test_cli_mount_profile_once_materialises_a_clean_bank(env: Env, sam: httpx.Client, profile_id: str,
+@pytest.mark.slow
+def test_cli_mount_profile_once_materialises_a_clean_bank(env: Env, url: str, sam: httpx.Client, profile_id: str,
                                                           tmp_path: Path) -> None:
     from click.testing import CliRunner
 
@@ -427,11 +439,11 @@ def test_cli_mount_profile_once_materialises_a_clean_bank(env: Env, sam: httpx.C
     folder = tmp_path / ".memory"
     folder.mkdir()
     (folder / "scratch.txt").write_text("left over from the last session")
-    result = CliRunner().invoke(cli, ["mount", "--profile", profile_id, "--url", env.url, "--key", env.sam,
+    result = CliRunner().invoke(cli, ["mount", "--profile", profile_id, "--url", url, "--key", env.sam,
                                       "--once", str(folder)])
     assert result.exit_code == 0, result.output
     assert (folder / "projects" / "acme.md").read_text() == "single-tenant"
     assert not (folder / "scratch.txt").exists()
-    both = CliRunner().invoke(cli, ["mount", "--profile", profile_id, "--task", "task_x", "--url", env.url,
+    both = CliRunner().invoke(cli, ["mount", "--profile", profile_id, "--task", "task_x", "--url", url,
                                     "--key", env.sam, str(folder)])
     assert both.exit_code == 2

@@ -78,14 +78,26 @@ def test_a_vendor_finding_is_named_before_the_keyword_on_its_line() -> None:
     assert finding is not None and finding.rule_id == "aws-access-key-id"
 
 
-def test_without_pyahocorasick_the_trie_regex_finds_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_ahocorasick_rs_the_trie_regex_finds_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
     fast = engine.Scanner(RULES)
-    monkeypatch.setattr(engine, "ahocorasick", None)
+    monkeypatch.setattr(engine, "ahocorasick_rs", None)
     slow = engine.Scanner(RULES)
     for _, text in POSITIVES + NEGATIVES:
         # The same rules fire (an offset may differ by where overlapping triggers woke them).
         assert {h.rule.id for h in fast.hits(text)} == {h.rule.id for h in slow.hits(text)}
 
+
+
+def test_looking_only_near_triggers_finds_what_sweeping_every_rule_over_the_note_finds() -> None:
+    # A rule searched only from its triggers (and only at them when it looks no further back) must
+    # not miss a match of its own pattern: e.g. a pattern that starts before or after its trigger.
+    # Padded: in a short note a rule's first window already costs as much as sweeping the note.
+    scanner, padding = engine.Scanner(RULES), "plain words and nothing else\n" * 400
+    for _, note in POSITIVES + NEGATIVES:
+        text = padding + note + "\n" + padding
+        near_triggers = {(h.rule.id, h.offset) for h in scanner.hits(text) if h.rule.sweep is not None}
+        everywhere = {(r.id, offset) for r in RULES if r.sweep is not None for offset in r.sweep(text, 0)}
+        assert everywhere <= near_triggers, note  # near triggers also finds overlapping matches
 
 # -- allow-listing ---------------------------------------------------------------------------------------
 

@@ -12,10 +12,14 @@ from pathlib import Path
 
 import anthropic
 import httpx
+import pytest
 
 from gitmem.fsck import check_store
 from gitmem.home import Gitmem
 from tests.server import free_port
+
+# `gitmem serve` with several workers, in a subprocess.
+pytestmark = pytest.mark.slow
 
 
 def test_serve_bootstraps_an_empty_home_and_workers_share_it(tmp_path: Path) -> None:

@@ -33,6 +33,9 @@ from gitmem.smart_http import (
     unauthorized_response,
 )
 
+# The real git client against a real uvicorn: the network is the point.
+pytestmark = pytest.mark.slow
+
 SECRET = "gmk_test_0123456789abcdef"
 ROOT_ENV = "GITMEM_SMART_HTTP_TEST_ROOT"
 TESTS = Path(__file__).resolve().parent

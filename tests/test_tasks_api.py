@@ -1,15 +1,11 @@
-"""``/v1/workers`` and ``/v1/tasks`` over a real uvicorn on 127.0.0.1, with real SQLite and Git; and a
-task's token against the memory-store routes (its writes are ``task_actor`` versions, read-only stores
-refuse them with 403, stores outside its list are 404).
-
-The server runs ``tests.test_tasks_api:app``: the app of ``api.app.create_app_from_env`` with the
-workers and tasks routers and the task access check on the store dependency added, for as long as
-``api/app.py`` and ``api/deps.py`` do not do that themselves (see :func:`with_tasks`).
+"""``/v1/workers`` and ``/v1/tasks`` over the real app (served in this process), with real SQLite and Git;
+and a task's token against the memory-store routes (its writes are ``task_actor`` versions, read-only
+stores refuse them with 403, stores outside its list are 404).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,14 +17,14 @@ from fastapi.testclient import TestClient
 from api.app import Settings, create_app
 from gitmem.home import Gitmem
 from gitmem.tasks import tasks_for
-from tests.server import serve
+from tests.conftest import InProcess, TestHome, in_process
 
 # -- fixtures --------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Live:
-    base_url: str
+    server: InProcess
     home: Path
     workspace_id: str
     admin: str
@@ -36,20 +32,14 @@ class Live:
     other: str
 
     def client(self, secret: str | None = None) -> httpx.Client:
-        return httpx.Client(base_url=self.base_url, headers={"x-api-key": secret or self.admin}, timeout=30)
+        return self.server.http(secret or self.admin)
 
 
 @pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
-    home = tmp_path_factory.mktemp("tasks-home")
-    gm = Gitmem.open(home)
-    ws = gm.catalog.create_workspace("alpha")
-    _, admin = gm.catalog.create_api_key(ws.id, "admin", role="admin")
-    _, reader = gm.catalog.create_api_key(ws.id, "reader", role="read-only")
-    other = gm.catalog.create_workspace("beta")
-    _, other_secret = gm.catalog.create_api_key(other.id, "admin")
-    with serve(home) as base_url:
-        yield Live(base_url, home, ws.id, admin, reader, other_secret)
+def live(test_home: Callable[..., TestHome]) -> Iterator[Live]:
+    home = test_home("tasks-home")
+    with in_process(home.path) as server:
+        yield Live(server, home.path, home.workspace_id, home.admin, home.reader, home.other)
 
 
 @pytest.fixture
@@ -115,7 +105,8 @@ def test_worker_refusals(live: Live, api: httpx.Client) -> None:
     with live.client(live.other) as other:
         refused(other.get(f"/v1/workers/{worker['id']}"), 404, "not_found_error")
         refused(other.post(f"/v1/workers/{worker['id']}", json={"memory_store_ids": []}), 404, "not_found_error")
-    refused(httpx.post(f"{live.base_url}/v1/workers", json={"name": "w"}), 401, "authentication_error")
+    with live.server.http() as anonymous:
+        refused(anonymous.post("/v1/workers", json={"name": "w"}), 401, "authentication_error")
 
 
 # -- tasks -----------------------------------------------------------------------------------------
@@ -338,8 +329,9 @@ def test_engine_and_http_share_one_catalog(live: Live, api: httpx.Client) -> Non
 # -- ending and deleting a task --------------------------------------------------------------------
 
 
-def in_process(home: Path, secret: str) -> TestClient:
-    """A second server process's view of the same data home: the app in this test's process."""
+def second_server(home: Path, secret: str) -> TestClient:
+    """A second server's view of the same data home: another app on another ``Gitmem`` (its own
+    connections and caches), as another process would have."""
     return TestClient(create_app(Gitmem.open(home), Settings(dream_runner=False)), headers={"x-api-key": secret})
 
 
@@ -348,14 +340,14 @@ def test_end_task_kills_its_token_in_every_process(live: Live, api: httpx.Client
     worker = ok(api.post("/v1/workers", json={"name": "ender"}))
     task = ok(api.post("/v1/tasks", json={"worker_id": worker["id"], "resources": [resource(store_id)]}))
     own_store = worker["own_memory_store_id"]
-    with live.client(task["token"]) as as_task, in_process(live.home, task["token"]) as elsewhere:
+    with live.client(task["token"]) as as_task, second_server(live.home, task["token"]) as elsewhere:
         ok(as_task.post(f"/v1/memory_stores/{store_id}/memories", json={"path": "/a.md", "content": "a\n"}))
         ok(elsewhere.post(f"/v1/tasks/{task['id']}/events", json={"type": "agent.message"}))
         assert task["ended_at"] is None
 
-        ended = ok(api.post(f"/v1/tasks/{task['id']}/end"))  # on the uvicorn process
+        ended = ok(api.post(f"/v1/tasks/{task['id']}/end"))  # on the first server
         assert ended["ended_at"] is not None and ended["id"] == task["id"] and ended["token"] is None
-        # Refused at once by both processes: the revocation is in the shared catalog.
+        # Refused at once by both servers: the revocation is in the shared catalog.
         refused(as_task.get(f"/v1/tasks/{task['id']}"), 401, "authentication_error")
         refused(elsewhere.get(f"/v1/memory_stores/{store_id}/memories"), 401, "authentication_error")
         refused(elsewhere.post(f"/v1/tasks/{task['id']}/events", json={"type": "x"}), 401, "authentication_error")

@@ -2,11 +2,12 @@
 
 Running ~150 regular expressions over a 100 KB note would cost tens of milliseconds. Instead every
 rule names short lower-case *triggers* (``ghp_``, ``password``, ``-----begin``); one Aho-Corasick pass
-(pyahocorasick, in C) finds them all in a lower-cased copy of the note; a rule may also require its
-*anchor* pattern to match at the trigger (``password`` only where a value can follow); each hit runs
-only its rules, and only on a bounded window around the hit. Every rule's pattern is built from
-bounded repeats, so the cost stays linear in the note's length whatever the note holds. Without
-pyahocorasick a regular expression built as a trie of the triggers does the first pass, slower.
+(ahocorasick-rs, a DFA in Rust) finds them all in a lower-cased ASCII copy of the note; a rule may
+also require its *anchor* pattern to match at the trigger (``password`` only where a value can
+follow); each hit runs only its rules, and only on a bounded window around the hit. Every rule's
+pattern is built from bounded repeats, so the cost stays linear in the note's length whatever the
+note holds. Without ahocorasick-rs a regular expression built as a trie of the triggers does the
+first pass, slower.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 try:
-    import ahocorasick  # type: ignore[import-not-found]
+    import ahocorasick_rs
 except ImportError:  # pragma: no cover - the trie regex below does the same, slower
-    ahocorasick = None
+    ahocorasick_rs = None  # type: ignore[assignment]
 
 # (text, hit start, hit end, floor) -> (offset of a secret found near the hit or None, next floor).
 # The floor is where the rule's previous search left off: a rule woken many times in a row (a note
@@ -28,10 +29,13 @@ Locator = Callable[[str, int, int, int], "tuple[int | None, int]"]
 
 # (text, floor) -> offsets of every secret the rule finds from the floor on: one linear pass.
 Sweeper = Callable[[str, int], Iterator[int]]
-# A rule woken more often than this in one note (hostile input, or a note of hundreds of "login")
-# stops searching windows and sweeps the rest of the note once instead: either way each character is
-# looked at a bounded number of times, and padding with triggers cannot hide a secret.
-WINDOWED_WAKES = 16
+# A rule whose windows have added up to more characters than the note holds (hostile input, or a
+# note of hundreds of "login") stops searching windows and sweeps the rest of the note once instead:
+# either way each character is searched at most about twice, and padding with triggers cannot hide a
+# secret. Counting characters rather than wakes matters: a sweep of 100 KB with a pattern that has no
+# literal prefix costs a millisecond or two, thirty windows of 300 characters a twentieth of that.
+# A wake's own Python counts as this many characters searched.
+WAKE_COST = 200
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,7 @@ class Rule:
     triggers: tuple[str, ...]
     locate: Locator = field(compare=False)
     sweep: Sweeper | None = field(default=None, compare=False)
+    window: int = 0  # characters a locate searches, at most (for a rule with a sweep)
     # A regular expression that must match (in the lower-cased note) where a trigger starts: a
     # keyword counts only where a value can follow it ("password:", "token is"), so prose about
     # passwords costs one C-level check per mention.
@@ -55,9 +60,18 @@ def regex_rule(rule_id: str, kind: str, triggers: Iterable[str], pattern: str, *
     ``accept`` judges a match (a placeholder body, a value that is only a reference); a match it
     rejects does not count. ``longest`` bounds a match's length (``back + ahead`` unless given):
     the next search may start that far before this one's end.
+
+    With ``back=0`` every match must start where one of the triggers does (``AKIA…`` at ``akia``):
+    the pattern is then tried at the trigger only. Searching on through the window would find only
+    matches that their own triggers wake anyway, and a failed search of a 2,000-character window
+    costs more than everything else done for the trigger.
     """
     compiled = re.compile(pattern, flags)
     overlap = back + ahead if longest is None else longest
+
+    def locate_at_trigger(text: str, start: int, end: int, floor: int) -> tuple[int | None, int]:
+        match = compiled.match(text, start, min(len(text), end + ahead))
+        return (start if match is not None and (accept is None or accept(match)) else None), floor
 
     def locate(text: str, start: int, end: int, floor: int) -> tuple[int | None, int]:
         window_end = min(len(text), end + ahead)
@@ -71,7 +85,8 @@ def regex_rule(rule_id: str, kind: str, triggers: Iterable[str], pattern: str, *
             if accept is None or accept(match):
                 yield match.start()
 
-    return Rule(rule_id, kind, tuple(t.lower() for t in triggers), locate, sweep, anchor)
+    return Rule(rule_id, kind, tuple(t.lower() for t in triggers), locate_at_trigger if back == 0 else locate,
+                sweep, back + ahead, anchor)
 
 
 _Trie = dict[str, "_Trie"]
@@ -98,13 +113,16 @@ def _trie_pattern(words: Iterable[str]) -> str:
     return build(root)
 
 
-_ASCII_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
+def lowered_ascii(text: str) -> str:
+    """The note lower-cased, every non-ASCII character a ``?``: triggers and anchors are ASCII.
 
-
-def _lower_same_length(text: str) -> str:
-    lowered = text.lower()
-    # A few non-ASCII letters grow when lower-cased (İ -> i̇); offsets must stay those of the text.
-    return lowered if len(lowered) == len(text) else text.translate(_ASCII_LOWER)
+    The offsets stay those of the note (``İ``.lower() would add a character), and lower-casing ASCII
+    is a third of the cost of lower-casing Unicode. An anchor reads a non-ASCII space as a ``?``, so
+    it may pass where it would not have (the rule then reads the note itself), never the reverse.
+    """
+    if text.isascii():
+        return text.lower()
+    return text.encode("ascii", "replace").decode("ascii").lower()
 
 
 # Per trigger: groups of rules it wakes, each with the anchor (if any) that must match there first.
@@ -126,58 +144,61 @@ class Scanner:
         for rule in self.rules:
             for trigger in rule.triggers:
                 by_trigger.setdefault(trigger, []).append(rule)
-        # The trie regex reports the longest trigger at a position; a shorter trigger inside it
-        # ("token" in "access_token$") must still wake its rules.
         compiled = {a: re.compile(a) for a in {rule.anchor for rule in self.rules if rule.anchor is not None}}
-        self._plans: dict[str, tuple[int, _Plan]] = {}
-        for trigger in by_trigger:
-            woken = {r.id: r for t, rs in by_trigger.items() if t in trigger for r in rs}.values()
+        self._plans: dict[str, _Plan] = {}
+        for trigger, rules_of_trigger in by_trigger.items():
             groups: dict[str | None, list[Rule]] = {}
-            for rule in woken:
+            for rule in rules_of_trigger:
                 groups.setdefault(rule.anchor, []).append(rule)
-            plan = tuple((None if a is None else compiled[a], tuple(rs)) for a, rs in groups.items())
-            self._plans[trigger] = (len(trigger), plan)
+            self._plans[trigger] = tuple((None if a is None else compiled[a], tuple(rs)) for a, rs in groups.items())
+        self._by_index = tuple(self._plans.values())
         self._automaton = None
         self._triggers = None
-        if ahocorasick is not None:
-            self._automaton = ahocorasick.Automaton()
-            for trigger, plan_of_trigger in self._plans.items():
-                self._automaton.add_word(trigger, plan_of_trigger)
-            self._automaton.make_automaton()
+        if ahocorasick_rs is not None and self._plans:
+            # Overlapping matches: every trigger, also one inside another ("token" in "access_token$").
+            self._automaton = ahocorasick_rs.AhoCorasick(list(self._plans),
+                                                         implementation=ahocorasick_rs.Implementation.DFA)
         else:
-            self._triggers = re.compile(_trie_pattern(by_trigger))
+            # The trie regex reports only the longest trigger at a position: the shorter triggers
+            # inside it are reported with it, each where it starts.
+            self._triggers = re.compile(_trie_pattern(by_trigger) or "(?!)")
+            index = {trigger: i for i, trigger in enumerate(self._plans)}
+            self._inside = {longer: [(index[t], at, at + len(t)) for at in range(len(longer)) for t in by_trigger
+                                     if longer.startswith(t, at)]
+                            for longer in by_trigger}
 
-    def _trigger_hits(self, lowered: str) -> Iterator[tuple[int, tuple[int, _Plan]]]:
-        """(index of a trigger's last character, (its length, its plan)) for every trigger in the note."""
-        if self._triggers is not None:
-            for match in self._triggers.finditer(lowered):
-                yield match.end() - 1, self._plans[match.group()]
-        elif self._automaton is not None and self._plans:
-            yield from self._automaton.iter(lowered)
+    def trigger_hits(self, lowered: str) -> list[tuple[int, int, int]]:
+        """(plan index, start, end) of every trigger in the note."""
+        if self._automaton is not None:
+            return self._automaton.find_matches_as_indexes(lowered, overlapping=True)
+        assert self._triggers is not None
+        return [(i, match.start() + start, match.start() + end) for match in self._triggers.finditer(lowered)
+                for i, start, end in self._inside[match.group()]]
 
     def hits(self, text: str) -> Iterator[Hit]:
         """Secrets found, in the order their triggers appear (a rule reports a given offset once)."""
         seen: set[tuple[str, int]] = set()
         floors: dict[str, int] = {}
-        wakes: dict[str, int] = {}
+        searched: dict[str, int] = {}  # characters each rule's windows have searched so far
         swept: set[str] = set()
-        lowered = _lower_same_length(text)
-        for last, (length, plan) in self._trigger_hits(lowered):
-            start, end = last + 1 - length, last + 1
-            for anchor, rules in plan:
+        lowered = lowered_ascii(text)
+        by_index, size = self._by_index, len(text)
+        for index, start, end in self.trigger_hits(lowered):
+            for anchor, rules in by_index[index]:
                 if anchor is not None and anchor.match(lowered, start) is None:
                     continue
                 for rule in rules:
                     if rule.id in swept:
                         continue
-                    wakes[rule.id] = wakes.get(rule.id, 0) + 1
-                    if rule.sweep is not None and wakes[rule.id] > WINDOWED_WAKES:
-                        swept.add(rule.id)
-                        offsets: Iterable[int] = rule.sweep(text, floors.get(rule.id, 0))
-                    else:
-                        offset, floors[rule.id] = rule.locate(text, start, end, floors.get(rule.id, 0))
-                        offsets = () if offset is None else (offset,)
-                    for offset in offsets:
-                        if (rule.id, offset) not in seen:
-                            seen.add((rule.id, offset))
-                            yield Hit(rule, offset)
+                    floor = floors.get(rule.id, 0)
+                    if rule.sweep is not None:
+                        searched[rule.id] = spent = searched.get(rule.id, 0) + rule.window + WAKE_COST
+                        if spent > size:
+                            swept.add(rule.id)
+                            yield from (Hit(rule, offset) for offset in rule.sweep(text, floor)
+                                        if (rule.id, offset) not in seen)
+                            continue
+                    offset, floors[rule.id] = rule.locate(text, start, end, floor)
+                    if offset is not None and (rule.id, offset) not in seen:
+                        seen.add((rule.id, offset))
+                        yield Hit(rule, offset)

@@ -107,7 +107,7 @@ def _read_key(text: str, start: int) -> _Reading:
     flag = text.startswith("-", key_start)
     key = text[key_start:key_end].lstrip("-.")
     family = key_family(key)
-    if family is None:  # prose names a secret in two words: "the API key is ..."
+    if family is None and text[key_start - 1:key_start] in (" ", "\t"):  # prose: "the API key is ..."
         qualifier = _QUALIFIER_BEFORE.search(text, max(0, key_start - 24), key_start)
         if qualifier is not None:
             family = key_family(f"{qualifier[1]}_{key}")
@@ -257,7 +257,8 @@ KEYWORD_RULES: tuple[Rule, ...] = (
     regex_rule("named-secret-value", "a saved password or secret (name/value pair)", ["value"],
                r"""(?i:name|key)["']?[ \t]*[:=][ \t]*["']?(?P<key>[\w.\-]{1,64})["']?[ \t]*,?[ \t]*(?:\r?\n[ \t]*)?"""
                r"""(?:-[ \t]*)?["']?(?i:value)["']?[ \t]*[:=][ \t]*(?P<value>"[^"\n]{1,300}"|'[^'\n]{1,300}'|"""
-               r"""[^\s"'<>,}]{1,300})""", back=120, ahead=320, accept=_judged()),
+               r"""[^\s"'<>,}]{1,300})""", back=120, ahead=320, accept=_judged(),
+               anchor=r"""value["']?[ \t]*[:=]"""),  # Python's many "value"s cost one C-level check each
     regex_rule("url-credentials", "a saved password (in a URL)", ["://"],
                r"""://(?<=[A-Za-z0-9]://)(?P<user>[^\s:/@"'<>]{0,100}):(?P<value>[^\s/@"'<>]{1,200})@"""
                r"""(?=[\w\[])""", ahead=310, accept=_url_credentials),

@@ -32,6 +32,7 @@ PLACEHOLDER_VALUES = frozenset(words("""
 # Words whose presence marks a template or documentation value (``your-api-key``, ``changeme123``).
 PLACEHOLDER_WORDS = ("changeme", "change_me", "change-me", "example", "sample", "dummy", "redacted",
                      "placeholder", "your", "replace", "insert", "fixme", "todo", "fake", "xxx", "here")
+_PLACEHOLDER_WORD = re.compile("|".join(map(re.escape, PLACEHOLDER_WORDS)))
 # Remove these from a value; what is left decides whether anything secret remains.
 _FILLER = re.compile("|".join(PLACEHOLDER_WORDS + ("test", "password", "passwd", "secret", "token", "apikey",
                                                    "api", "key", "pass", "my", "the", "value", "user",
@@ -66,6 +67,11 @@ _PASCAL = re.compile(r"^[A-Z][a-z]+(?:[A-Z][a-z]+)+$")  # a type: ``password: Se
 _PASSWORD_HASH = re.compile(r"^(?:\$2[abxy]?\$\d\d\$|\$argon2|\$[1567]\$|\$apr1\$|\$scrypt\$|\{S?SHA\d*\}|"
                             r"(?:pbkdf2_sha\d+|bcrypt_sha256|argon2|sha\d+)\$|md5[0-9a-f]{32}$|SCRAM-SHA-)")
 _WORDS = re.compile(r"[A-Za-z]+")
+# Compiled once: these run for every value judged.
+_SEPARATORS = re.compile(r"[\s\-_.:/]")
+_NOT_LETTERS = re.compile(r"[\W_\d]")
+_CALL_PARTS = re.compile(r"[.(\[:]")
+_NAME_PARTS = re.compile(r"[-_.]")
 
 # Words that, opening an unquoted value, show that a sentence goes on rather than a password.
 STOPWORDS = frozenset(words("""
@@ -93,13 +99,13 @@ def is_placeholder(value: str) -> bool:
     lowered = value.lower()
     if lowered in PLACEHOLDER_VALUES or not value.strip():
         return True
-    compact = re.sub(r"[\s\-_.:/]", "", value)
+    compact = _SEPARATORS.sub("", value)
     if len(set(compact)) <= 2 or ascending_run(compact):  # ********, xxxxxxxx, abababab, 12345678
         return True
     if _TEMPLATE.search(value) or _WRAPPED.match(value) or _MASK.search(value):
         return True
-    if any(word in lowered for word in PLACEHOLDER_WORDS) or lowered.startswith("test"):  # test123, testpass
-        residue = re.sub(r"[\W_\d]", "", _FILLER.sub("", value))
+    if _PLACEHOLDER_WORD.search(lowered) or lowered.startswith("test"):  # test123, testpass
+        residue = _NOT_LETTERS.sub("", _FILLER.sub("", value))
         return len(residue) < 6
     return False
 
@@ -121,7 +127,7 @@ def is_reference(value: str, quoted: bool) -> bool:
         return True
     if quoted:
         return False
-    if not _EXPRESSION.match(value) or any(_random_word(w) for w in re.split(r"[.(\[:]", value)):
+    if not _EXPRESSION.match(value) or any(_random_word(w) for w in _CALL_PARTS.split(value)):
         return False
     return any(ch in value for ch in ".([:") or bool(_SNAKE.match(value) or _CONSTANT.match(value)
                                                      or _CAMEL.match(value) or _PASCAL.match(value))
@@ -154,7 +160,7 @@ def _is_prose_word(word: str) -> bool:
 
 def _identifier_like(value: str) -> bool:
     """``min-length-12``, ``prod_db_creds``: words joined by separators, a name rather than a secret."""
-    parts = [p for p in re.split(r"[-_.]", value) if p]
+    parts = [p for p in _NAME_PARTS.split(value) if p]
     if len(parts) < 2 or not all(p.isdigit() or is_plain_word(p) for p in parts):
         return False
     return any(len(p) >= 3 and p.isalpha() for p in parts)

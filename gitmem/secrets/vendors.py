@@ -15,14 +15,18 @@ _B = r"(?<![A-Za-z0-9_])"  # a token starts at a boundary
 _E = r"(?![A-Za-z0-9_])"  # ... and ends at one
 
 
+_VENDOR_PREFIX = re.compile(r"^[A-Za-z]{1,12}[_-](?:v1_|live_|test_|api\d\d-|proj-)?")
+_SIX_SAME = re.compile(r"(.)\1{5}")
+
+
 def placeholder_body(token: str) -> bool:
     """``ghp_xxxx…``, ``sk_live_0000…``: documentation, not a credential.
 
     A body of letters in order (``AKIAABCDEFGHIJKLMNOP``) still counts: it has a real token's shape,
     and tests and docs that use it expect a refusal.
     """
-    body = re.sub(r"^[A-Za-z]{1,12}[_-](?:v1_|live_|test_|api\d\d-|proj-)?", "", token)
-    return "xxxx" in body.lower() or len(set(body)) <= 4 or re.search(r"(.)\1{5}", body) is not None
+    body = _VENDOR_PREFIX.sub("", token)
+    return "xxxx" in body.lower() or len(set(body)) <= 4 or _SIX_SAME.search(body) is not None
 
 
 def _real(match: re.Match[str]) -> bool:
@@ -96,11 +100,14 @@ VENDOR_RULES: tuple[Rule, ...] = (
     _vendor("discord-bot-token", "Discord bot token", "discord bot ",
             _B + r"[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,40}" + _E, back=200, ahead=300),
     _vendor("discord-webhook", "Discord webhook URL", "discord.com/api/webhooks discordapp.com/api/webhooks",
-            r"/api/webhooks/\d{10,25}/[A-Za-z0-9_-]{40,100}", ahead=150, kind="a webhook secret"),
+            r"(?i:discord(?:app)?\.com/api/webhooks/)\d{10,25}/[A-Za-z0-9_-]{40,100}", ahead=150,
+            kind="a webhook secret"),
     _vendor("telegram-bot-token", "Telegram bot token", ":aa", r"(?<![\d:])\d{8,10}:AA[A-Za-z0-9_-]{33}" + _E,
             back=11),
     _vendor("jwt", "JSON Web Token", "eyj",
-            _B + r"eyJ[A-Za-z0-9_-]{10,1000}\.eyJ[A-Za-z0-9_-]{2,4000}\.[A-Za-z0-9_-]{10,1000}", ahead=5000,
+            # The boundary is checked after the literal: a sweep of the note then skips to each "eyJ".
+            r"eyJ(?<![A-Za-z0-9_]eyJ)[A-Za-z0-9_-]{10,1000}\.eyJ[A-Za-z0-9_-]{2,4000}\.[A-Za-z0-9_-]{10,1000}",
+            ahead=5000,
             kind="a token"),
     _vendor("databricks-token", "Databricks token", "dapi", _B + r"dapi[a-f0-9]{32}(?:-\d)?" + _E),
     _vendor("atlassian-token", "Atlassian API token", "atatt atctt",

@@ -1,0 +1,80 @@
+"""SQLite connections to one file, one per thread, and one write lock per file in the process.
+
+A transaction belongs to a connection, so a connection shared by threads lets one thread's
+``ROLLBACK`` end another's transaction. Here every thread opens its own connection on first use;
+writers of one process take turns on a lock per file (SQLite's busy handler sleeps in growing
+steps), and other processes meet SQLite's own lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+# WAL pages after which a commit checkpoints (SQLite's default is 1,000, i.e. a 4 MB WAL), and the size
+# the WAL file is cut back to after a checkpoint: the file's disk stays near its own size.
+WAL_AUTOCHECKPOINT_PAGES = 64
+WAL_SIZE_LIMIT_BYTES = 512 * 1024
+
+_write_locks: dict[str, threading.Lock] = {}
+_write_locks_guard = threading.Lock()
+
+
+def write_lock(path: Path) -> threading.Lock:
+    """The lock this process's writers of ``path`` take turns on."""
+    key = str(path.resolve())
+    with _write_locks_guard:
+        return _write_locks.setdefault(key, threading.Lock())
+
+
+class ThreadConnections:
+    """A WAL-mode SQLite file seen through one connection per thread."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.write_lock = write_lock(path)
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._all_guard = threading.Lock()
+
+    def get(self) -> sqlite3.Connection:
+        """This thread's connection."""
+        db = getattr(self._local, "db", None)
+        if db is None:
+            # check_same_thread=False only so that close() may close it from another thread.
+            db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            db.row_factory = sqlite3.Row
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")  # what it holds is rebuildable; Git holds durability
+            db.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
+            db.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT_BYTES}")
+            with self._all_guard:
+                self._all.append(db)
+            self._local.db = db
+        return db
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction on this thread's connection, committed on success."""
+        db = self.get()
+        with self.write_lock:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._all_guard:
+            connections, self._all = self._all, []
+        for db in connections:
+            db.close()
+        self._local = threading.local()
+
+
+__all__ = ["ThreadConnections", "write_lock"]
