@@ -1,4 +1,4 @@
-"""The FastAPI application: ``create_app(gm, settings)``, and ``app`` for ``uvicorn api.app:app``.
+"""The FastAPI application: ``create_app(gm, settings)``, and ``app`` for ``uvicorn gitmem.api.app:app``.
 
 ``app`` is built on first access from ``GITMEM_HOME`` (PEP 562 module ``__getattr__``), so importing
 this module to call ``create_app`` opens nothing.
@@ -15,11 +15,12 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from api import errors, mcp
-from api.git_http import GitEndpoint
-from api.middleware import RequestContextMiddleware
-from api.ratelimit import TokenBucketLimiter
-from api.routers import (
+from gitmem.agents.dreams import DreamRunner
+from gitmem.api import errors, mcp
+from gitmem.api.git_http import GitEndpoint
+from gitmem.api.middleware import RequestContextMiddleware
+from gitmem.api.ratelimit import TokenBucketLimiter
+from gitmem.api.routers import (
     dreams,
     health,
     maintenance,
@@ -34,13 +35,12 @@ from api.routers import (
     webhooks,
     workers,
 )
-from api.settings import Settings
-from api.ui import router as ui_router
-from gitmem.dreams import DreamRunner
-from gitmem.home import Gitmem
-from gitmem.retention import PruneScheduler
+from gitmem.api.settings import Settings
+from gitmem.api.ui import router as ui_router
+from gitmem.engine.home import Gitmem
+from gitmem.engine.retention import PruneScheduler
+from gitmem.engine.webhook_delivery import Dispatcher
 from gitmem.settings import SettingsError, load_settings
-from gitmem.webhook_delivery import Dispatcher
 
 log = logging.getLogger("gitmem.api")
 

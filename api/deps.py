@@ -9,15 +9,15 @@ from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
-from gitmem.access import require_access
-from gitmem.catalog import CatalogBusy, Principal
+from gitmem.engine.access import require_access
+from gitmem.engine.catalog import CatalogBusy, Principal
+from gitmem.engine.home import Gitmem
+from gitmem.engine.review import Reviews, check_reviewer
+from gitmem.engine.store import MemoryStore
 from gitmem.errors import AuthenticationFailed, PermissionDenied, RateLimited
-from gitmem.home import Gitmem
-from gitmem.review import Reviews, check_reviewer
-from gitmem.store import MemoryStore
 
 if TYPE_CHECKING:
-    from api.ratelimit import TokenBucketLimiter
+    from gitmem.api.ratelimit import TokenBucketLimiter
 
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 

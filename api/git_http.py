@@ -2,7 +2,7 @@
 
 Authentication is the API's (Git sends the key as the Basic-auth password; Bearer and x-api-key work
 too); another workspace's store is 404; read access clones, a user with write access pushes. The Git
-side (``git http-backend``, what may be served) is ``gitmem.smart_http``.
+side (``git http-backend``, what may be served) is ``gitmem.git.smart_http``.
 
 Raw ASGI rather than a StreamingResponse: Starlette would call ``receive()`` to watch for a disconnect
 while a push body is still arriving and swallow chunks of it.
@@ -21,13 +21,13 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
-from gitmem.access import store_access
-from gitmem.catalog import Principal
+from gitmem.engine.access import store_access
+from gitmem.engine.catalog import Principal
+from gitmem.engine.home import Gitmem
+from gitmem.engine.review import Reviews
 from gitmem.errors import GitmemError, NotFound
-from gitmem.home import Gitmem
-from gitmem.repository import HOOKS_DIR
-from gitmem.review import Reviews
-from gitmem.smart_http import GitResponse, basic_auth_secret, serve_git, text_response, unauthorized_response
+from gitmem.git.repository import HOOKS_DIR
+from gitmem.git.smart_http import GitResponse, basic_auth_secret, serve_git, text_response, unauthorized_response
 
 log = logging.getLogger("gitmem.api.git")
 

@@ -3,7 +3,7 @@
 Authentication is the REST API's: ``Authorization: Bearer`` (or ``x-api-key``) with an API key, a user's
 token or a task's token, checked by the catalog on every HTTP request (401 in the error envelope before
 MCP sees it) and again for every tool call from that call's own headers, so a tool always runs as the
-credential that sent it. Access rules and the engine calls live in :mod:`gitmem.mcp_tools`.
+credential that sent it. Access rules and the engine calls live in :mod:`gitmem.agents.mcp_tools`.
 
 Stateless mode: every POST is answered on its own, so any server process can answer any request (no
 session pinned to one process) and nothing is kept between calls.
@@ -26,18 +26,18 @@ from pydantic import Field
 from starlette.datastructures import Headers
 from starlette.types import Receive, Scope, Send
 
-from api.errors import error_response, request_id_of
-from api.schemas import Memory, MemoryVersion
-from api.schemas import MemoryStore as StoreOut
-from api.schemas_find import MemoryVersionDiff, SearchResult, SearchResults
-from gitmem import mcp_tools
-from gitmem.access import visible_stores
-from gitmem.catalog import Principal
-from gitmem.diff import VersionDiff
+from gitmem.agents import mcp_tools
+from gitmem.api.errors import error_response, request_id_of
+from gitmem.api.schemas import Memory, MemoryVersion
+from gitmem.api.schemas import MemoryStore as StoreOut
+from gitmem.api.schemas_find import MemoryVersionDiff, SearchResult, SearchResults
+from gitmem.engine.access import visible_stores
+from gitmem.engine.catalog import Principal
+from gitmem.engine.diff import VersionDiff
+from gitmem.engine.home import MAX_STORES_PAGE, Gitmem
+from gitmem.engine.search import SearchHit
 from gitmem.errors import GitmemError, PermissionDenied, RateLimited
-from gitmem.home import MAX_STORES_PAGE, Gitmem
 from gitmem.model import Note, Page, StoreInfo, Version
-from gitmem.search import SearchHit
 
 log = logging.getLogger("gitmem.api.mcp")
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.errors import (
+from gitmem.api.errors import (
     REQUEST_ID_HEADER,
     envelope,
     error_headers,

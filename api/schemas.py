@@ -9,8 +9,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, WithJsonSchema
 
 from gitmem.clock import iso
+from gitmem.engine.review import ReviewSettings
 from gitmem.model import Actor, MemoryPrefix, Note, StoreInfo, Version
-from gitmem.review import ReviewSettings
 
 # RFC 3339 in UTC with a ``Z``, microseconds kept when there are any.
 Timestamp = Annotated[

@@ -6,9 +6,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from api.schemas import Memory, MemoryVersion, Precondition
-from gitmem.diff import DiffLine, Hunk, VersionDiff
-from gitmem.search import SearchHit
+from gitmem.api.schemas import Memory, MemoryVersion, Precondition
+from gitmem.engine.diff import DiffLine, Hunk, VersionDiff
+from gitmem.engine.search import SearchHit
 
 
 class _Out(BaseModel):

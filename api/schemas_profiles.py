@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from api.schemas import Timestamp, _In, _Out
-from gitmem.profiles import BankEntry, Profile, PutResult
+from gitmem.api.schemas import Timestamp, _In, _Out
+from gitmem.banks.profiles import BankEntry, Profile, PutResult
 
 
 class ProfileCreate(_In):

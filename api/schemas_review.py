@@ -6,9 +6,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from api.schemas import MemoryVersion, Timestamp, WireActor, actor_out
-from api.schemas_find import MemoryVersionDiff
-from gitmem.review import PendingChange, ReviewMark
+from gitmem.api.schemas import MemoryVersion, Timestamp, WireActor, actor_out
+from gitmem.api.schemas_find import MemoryVersionDiff
+from gitmem.engine.review import PendingChange, ReviewMark
 
 
 class _Out(BaseModel):

@@ -1,4 +1,4 @@
-"""Wire shapes of ``/v1/workers`` and ``/v1/tasks``, and converters from ``gitmem.tasks``' values.
+"""Wire shapes of ``/v1/workers`` and ``/v1/tasks``, and converters from ``gitmem.agents.tasks``' values.
 
 A task's ``resources`` item has the SDK's session memory-store resource shape
 (``anthropic.types.beta.sessions.BetaManagedAgentsMemoryStoreResource``): ``type``,
@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from api.schemas import Timestamp, WireActor, actor_out
-from gitmem import tasks as engine
+from gitmem.agents import tasks as engine
+from gitmem.api.schemas import Timestamp, WireActor, actor_out
 
 Access = Literal["read_write", "read_only"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from gitmem.engine.webhook_delivery import DeliveryPolicy
 from gitmem.settings import load_settings
-from gitmem.webhook_delivery import DeliveryPolicy
 
 MIB = 1 << 20
 

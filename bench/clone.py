@@ -26,8 +26,8 @@ from pathlib import Path
 import httpx
 
 from bench.prune import build
-from gitmem import repository
-from gitmem.home import Gitmem
+from gitmem.engine.home import Gitmem
+from gitmem.git import repository
 
 
 def _free_port() -> int:
@@ -63,8 +63,8 @@ def main(argv: list[str] | None = None) -> int:
 
         port = _free_port()
         env = {**os.environ, "GITMEM_HOME": str(home), "GITMEM_LOG_LEVEL": "WARNING", "GITMEM_PRUNE_INTERVAL": "0"}
-        server = subprocess.Popen([sys.executable, "-m", "uvicorn", "api.app:app", "--host", "127.0.0.1", "--port",
-                                   str(port), "--log-level", "warning"], env=env)
+        server = subprocess.Popen([sys.executable, "-m", "uvicorn", "gitmem.api.app:app", "--host", "127.0.0.1",
+                                   "--port", str(port), "--log-level", "warning"], env=env)
         try:
             base = f"http://127.0.0.1:{port}"
             for _ in range(100):

@@ -23,9 +23,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from gitmem.home import Gitmem
+from gitmem.engine.home import Gitmem
+from gitmem.engine.store import MemoryStore
 from gitmem.model import Actor
-from gitmem.store import MemoryStore
 
 ACTOR = Actor("api_actor", "apikey_bench")
 
@@ -48,7 +48,7 @@ def _packed_bytes(repo: Path) -> int:
 
 def _codec_rows(bodies: list[str]) -> list[tuple[str, float, float, str]]:
     """The codec alone (no Git, no index): what AES-SIV adds to each blob write and read."""
-    from gitmem.crypto import DataKey, PlainCodec, SivCodec
+    from gitmem.crypto.keys import DataKey, PlainCodec, SivCodec
 
     plain, codec = PlainCodec(), SivCodec(DataKey.generate(), "memstore_bench")
     data = [b.encode() for b in bodies]

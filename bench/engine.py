@@ -43,10 +43,11 @@ from pathlib import Path
 
 import pygit2
 
-from gitmem import ids, repository
-from gitmem.home import Gitmem
+from gitmem import ids
+from gitmem.engine.home import Gitmem
+from gitmem.git import repository
+from gitmem.git.repository import fsync_dir
 from gitmem.model import Actor
-from gitmem.repository import fsync_dir
 
 LAYOUTS = {
     "folders": ("100 folders", lambda i: f"/topic-{i % 100:02d}/note-{i:05d}.md"),

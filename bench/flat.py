@@ -44,11 +44,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.engine import du
-from gitmem import ids, repository
+from gitmem import ids
 from gitmem.clock import system_clock
-from gitmem.commits import VersionRecord, format_message
-from gitmem.home import Gitmem
-from gitmem.store import MemoryStore
+from gitmem.engine.home import Gitmem
+from gitmem.engine.store import MemoryStore
+from gitmem.git import repository
+from gitmem.git.commits import VersionRecord, format_message
 
 SMALL_FOLDER = 100
 QUIET_WAIT_SECONDS = 10.0

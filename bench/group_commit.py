@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.engine import FilesStore
-from gitmem.home import Gitmem
+from gitmem.engine.home import Gitmem
 from gitmem.model import Actor
 
 ACTOR = Actor("api_actor", "apikey_bench")

@@ -25,9 +25,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from gitmem import ids, repository
+from gitmem import ids
 from gitmem.clock import iso
-from gitmem.commits import VersionRecord, author_for, format_message
+from gitmem.git import repository
+from gitmem.git.commits import VersionRecord, author_for, format_message
 from gitmem.model import Actor
 
 DAYS = 120
@@ -126,8 +127,8 @@ def run_prune(repo_path: Path, traced: bool) -> dict[str, object]:
     import threading
     import tracemalloc
 
-    from gitmem.retention import prune_store
-    from gitmem.store import MemoryStore
+    from gitmem.engine.retention import prune_store
+    from gitmem.engine.store import MemoryStore
 
     repository.set_fsync(True)
     store = MemoryStore(repo_path, "memstore_bench", clock=lambda: END)
@@ -205,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         build_s = time.perf_counter() - t
         import pygit2
 
-        from gitmem.index import StoreIndex
+        from gitmem.engine.store_index import StoreIndex
 
         t = time.perf_counter()
         index = StoreIndex(pygit2.Repository(str(repo_path)))

@@ -31,12 +31,15 @@ from pathlib import Path
 
 import httpx
 
-from gitmem import ids, paths, repository, search_index
+from gitmem import ids
 from gitmem.clock import system_clock
-from gitmem.commits import VersionRecord, author_for, format_message
-from gitmem.home import Gitmem
+from gitmem.engine import search_index
+from gitmem.engine.home import Gitmem
+from gitmem.engine.store import MemoryStore
+from gitmem.git import repository
+from gitmem.git.commits import VersionRecord, author_for, format_message
 from gitmem.model import Note
-from gitmem.store import MemoryStore
+from gitmem.rules import paths
 
 WORDS = ["memory", "agent", "prefers", "email", "meeting", "project", "deadline", "review", "design", "deploy",
          "customer", "support", "invoice", "schedule", "follow", "remember", "context", "summary", "decision",
@@ -96,7 +99,7 @@ def uvicorn(home: Path) -> Iterator[str]:
         port = sock.getsockname()[1]
     env = dict(os.environ, GITMEM_HOME=str(home), GITMEM_LOG_LEVEL="WARNING",
                PYTHONPATH=str(Path(__file__).resolve().parent.parent))
-    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "api.app:app", "--host", "127.0.0.1", "--port",
+    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "gitmem.api.app:app", "--host", "127.0.0.1", "--port",
                              str(port), "--log-level", "warning", "--no-access-log"], env=env)
     base = f"http://127.0.0.1:{port}"
     try:

@@ -25,9 +25,9 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from gitmem.secrets import SecretDetector, _scanner
-from gitmem.secrets.engine import Scanner, lowered_ascii
-from gitmem.secrets.values import words
+from gitmem.rules.secrets import SecretDetector, _scanner
+from gitmem.rules.secrets.engine import Scanner, lowered_ascii
+from gitmem.rules.secrets.values import words
 from tests.secrets_corpus import load
 
 # The filters gitmem shipped before the detector, kept here as the baseline it replaced.

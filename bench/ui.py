@@ -21,11 +21,11 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from api.app import create_app
 from bench.search import build_store
-from gitmem.home import Gitmem
-from gitmem.review import Reviews
-from gitmem.tasks import tasks_for
+from gitmem.agents.tasks import tasks_for
+from gitmem.api.app import create_app
+from gitmem.engine.home import Gitmem
+from gitmem.engine.review import Reviews
 
 TARGET_MS = 100.0
 

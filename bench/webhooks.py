@@ -18,10 +18,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from gitmem.home import Gitmem
-from gitmem.policy import policy_for
-from gitmem.store import MemoryStore
-from gitmem.webhooks import EVENT_TYPES, webhooks_for
+from gitmem.engine.home import Gitmem
+from gitmem.engine.store import MemoryStore
+from gitmem.engine.webhooks import EVENT_TYPES, webhooks_for
+from gitmem.rules.policy import policy_for
 
 
 def _rate(write: Callable[[int], object], writes: int) -> float:

@@ -150,7 +150,7 @@ class GitmemSettings(BaseSettings):
     @field_validator("SECRETS_ALLOW")
     @classmethod
     def _known_rules(cls, value: str) -> str:
-        from gitmem.secrets import allowed_rules
+        from gitmem.rules.secrets import allowed_rules
 
         allowed_rules(value)  # ValueError names an unknown rule
         return value
@@ -159,7 +159,7 @@ class GitmemSettings(BaseSettings):
     @classmethod
     def _master_key(cls, value: SecretStr | None) -> SecretStr | None:
         if value is not None:
-            from gitmem.crypto import check_master_key_text
+            from gitmem.crypto.keys import check_master_key_text
 
             check_master_key_text(value.get_secret_value())
         return value
@@ -168,7 +168,7 @@ class GitmemSettings(BaseSettings):
     @classmethod
     def _master_key_file(cls, value: Path | None) -> Path | None:
         if value is not None:
-            from gitmem.crypto import check_master_key_file
+            from gitmem.crypto.keys import check_master_key_file
 
             check_master_key_file(value)
         return value

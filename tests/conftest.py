@@ -30,15 +30,15 @@ import pytest
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, settings
 
-from api.app import create_app
-from api.settings import Settings
-from gitmem.catalog import Workspace
+from gitmem.api.app import create_app
+from gitmem.api.settings import Settings
 from gitmem.clock import FrozenClock
-from gitmem.home import Gitmem
-from gitmem.index import NoteRow, VersionRow
+from gitmem.engine.catalog import Workspace
+from gitmem.engine.home import Gitmem
+from gitmem.engine.store import MemoryStore
+from gitmem.engine.store_index import NoteRow, VersionRow
+from gitmem.git.repository import MAIN, loose_object_count, set_fsync
 from gitmem.model import StoreInfo
-from gitmem.repository import MAIN, loose_object_count, set_fsync
-from gitmem.store import MemoryStore
 
 settings.register_profile("ci", max_examples=50, deadline=None, print_blob=True,
                           suppress_health_check=[HealthCheck.too_slow])

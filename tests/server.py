@@ -36,7 +36,7 @@ def serve(
     home: Path | str,
     *,
     env: Mapping[str, str] | None = None,
-    app: str = "api.app:app",
+    app: str = "gitmem.api.app:app",
     startup_timeout: float = 30.0,
     attempts: int = 3,
 ) -> Iterator[str]:

@@ -23,7 +23,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from api.app import create_app
+from gitmem.api.app import create_app
 from tests.conftest import QUIET, InProcess, in_process, make_test_home
 
 # Per operation and generation mode. Every operation still sees both modes; a longer hunt is one

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from gitmem import audit
 from gitmem.cli import main
+from gitmem.engine import audit
+from gitmem.engine.home import Gitmem
 from gitmem.errors import InvalidRequest
-from gitmem.home import Gitmem
 from gitmem.model import Actor
 from tests.test_receive import API, Pusher
 

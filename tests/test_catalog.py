@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from gitmem import home as home_module
-from gitmem.catalog import Catalog, Workspace, hash_secret
+from gitmem.engine import home as home_module
+from gitmem.engine.catalog import Catalog, Workspace, hash_secret
+from gitmem.engine.home import Gitmem
 from gitmem.errors import AuthenticationFailed, InvalidRequest, LimitExceeded, NotFound
-from gitmem.home import Gitmem
 from gitmem.model import Actor
-from gitmem.policy import MAX_SHARED_STORES
+from gitmem.rules.policy import MAX_SHARED_STORES
 
 
 def all_bytes(gm: Gitmem) -> bytes:

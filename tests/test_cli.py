@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from gitmem.cli import main
-from gitmem.home import Gitmem
+from gitmem.engine.home import Gitmem
 
 
 @pytest.fixture
@@ -120,7 +120,7 @@ def test_a_cli_redaction_names_its_actor(run, tmp_path: Path) -> None:
     from anthropic.types.beta.memory_stores import BetaManagedAgentsMemoryVersion
     from fastapi.testclient import TestClient
 
-    from api.app import Settings, create_app
+    from gitmem.api.app import Settings, create_app
 
     sid = store_id(run)
     for content in ("v1", "v2", "v3"):

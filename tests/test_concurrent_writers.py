@@ -13,9 +13,9 @@ import sys
 import time
 from pathlib import Path
 
-from gitmem.catalog import Workspace
-from gitmem.fsck import check_store
-from gitmem.home import Gitmem
+from gitmem.engine.catalog import Workspace
+from gitmem.engine.fsck import check_store
+from gitmem.engine.home import Gitmem
 from tests.conftest import assert_fsck_clean, index_snapshot
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -23,9 +23,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # argv: home workspace fsync rounds threads store_id... ; thread t of process p writes into store t % n.
 WORKER = """
 import sys, threading
-from gitmem import maintenance
+from gitmem.git import packing as maintenance
 from gitmem.errors import PreconditionFailed
-from gitmem.home import Gitmem
+from gitmem.engine.home import Gitmem
 
 maintenance.after_write = lambda *args, **kwargs: None  # no background repack under the checks' git fsck
 

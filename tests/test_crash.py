@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from gitmem import repository
-from gitmem.catalog import Workspace
+from gitmem.engine.catalog import Workspace
+from gitmem.engine.home import Gitmem
+from gitmem.engine.store import MemoryStore
 from gitmem.errors import StoreBusy
-from gitmem.home import Gitmem
-from gitmem.store import MemoryStore
+from gitmem.git import repository
 from tests.conftest import assert_fsck_clean, index_snapshot, store_state
 
 # Writers and packers killed with SIGKILL in subprocesses: slow by nature.
@@ -29,8 +29,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 WRITER = """
 import sys
-from gitmem import store as store_module
-from gitmem.home import Gitmem
+from gitmem.engine import store as store_module
+from gitmem.engine.home import Gitmem
 
 home, workspace_id, store_id, counter_id, start, pack_every = sys.argv[1:]
 store_module.PACK_EVERY_WRITES = int(pack_every)  # pack often, so kills land mid-pack too
@@ -48,7 +48,7 @@ while True:
 PACKER = """
 import sys
 from pathlib import Path
-from gitmem.repository import pack
+from gitmem.git.repository import pack
 print("packing", flush=True)
 pack(Path(sys.argv[1]), full=True)
 """
@@ -190,7 +190,7 @@ def test_a_live_ref_lock_makes_the_store_busy_not_broken(store: MemoryStore,
 HOLDER = """
 import sys, time
 from pathlib import Path
-from gitmem.repository import writer_lock
+from gitmem.git.repository import writer_lock
 with writer_lock(Path(sys.argv[1])):
     print("held", flush=True)
     time.sleep(60)

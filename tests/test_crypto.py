@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gitmem.crypto import (
+from gitmem.crypto.keys import (
     MASTER_KEY_ENV,
     MASTER_KEY_FILE_ENV,
     ContentCodec,
@@ -31,7 +31,7 @@ from gitmem.crypto import (
     parse_header,
 )
 from gitmem.errors import GitmemError
-from gitmem.git_filter import ATTRIBUTES_LINE, configure_clone
+from gitmem.git.crypt_filter import ATTRIBUTES_LINE, configure_clone
 from gitmem.settings import SettingsError
 
 STORE = "memstore_01TEST"
@@ -183,7 +183,7 @@ def test_export_import_round_trip() -> None:
 
 def test_master_key_generated_once_with_mode_0600(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     home = tmp_path / "gitmem-home"
-    with caplog.at_level(logging.INFO, logger="gitmem.crypto"):
+    with caplog.at_level(logging.INFO, logger="gitmem.crypto.keys"):
         first = load_master_key(home)
     path = home / "master.key"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
@@ -426,7 +426,7 @@ def test_filter_commands_directly(tmp_path: Path, store: tuple[Path, SivCodec]) 
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
 
     def run(*args: str, data: bytes = b"") -> bytes:
-        cmd = [sys.executable, "-m", "gitmem.git_filter", *args]
+        cmd = [sys.executable, "-m", "gitmem.git.crypt_filter", *args]
         return subprocess.run(cmd, cwd=clone, input=data, capture_output=True, check=True, env=env).stdout
 
     blob = c.encode("a/b.md", b"hi there")
@@ -438,5 +438,5 @@ def test_filter_commands_directly(tmp_path: Path, store: tuple[Path, SivCodec]) 
     tmp_file = tmp_path / "XXXXXX_b.md"
     tmp_file.write_bytes(blob)
     assert run("textconv", str(tmp_file)) == b"hi there"
-    usage = subprocess.run([sys.executable, "-m", "gitmem.git_filter"], capture_output=True, env=env)
+    usage = subprocess.run([sys.executable, "-m", "gitmem.git.crypt_filter"], capture_output=True, env=env)
     assert usage.returncode == 2

@@ -16,18 +16,11 @@ import httpx2
 import pytest
 from click.testing import CliRunner
 
-import gitmem.dreams as dreams_module
-import gitmem.policy as policy_module
-from gitmem.catalog import Workspace
-from gitmem.cli import main
-from gitmem.dreams import Dream, DreamRunner, Dreams, dreams_for
-from gitmem.errors import ArchivedStore, Conflict, InvalidRequest, NotFound
-from gitmem.home import Gitmem
-from gitmem.model import Actor, Note, StoreInfo
-from gitmem.settings import SettingsError
-from gitmem.store import MemoryStore
-from gitmem.tasks import tasks_for
-from gitmem.tidier import (
+import gitmem.agents.dreams as dreams_module
+import gitmem.rules.policy as policy_module
+from gitmem.agents.dreams import Dream, DreamRunner, Dreams, dreams_for
+from gitmem.agents.tasks import tasks_for
+from gitmem.agents.tidier import (
     DreamRequest,
     DreamResult,
     InputNote,
@@ -37,6 +30,13 @@ from gitmem.tidier import (
     dreamer_from_env,
     normalise,
 )
+from gitmem.cli import main
+from gitmem.engine.catalog import Workspace
+from gitmem.engine.home import Gitmem
+from gitmem.engine.store import MemoryStore
+from gitmem.errors import ArchivedStore, Conflict, InvalidRequest, NotFound
+from gitmem.model import Actor, Note, StoreInfo
+from gitmem.settings import SettingsError
 
 MODEL = "claude-opus-4-7"
 

@@ -17,10 +17,10 @@ import anthropic
 import pytest
 from anthropic.types.beta import BetaDream
 
-from api.settings import Settings
-from gitmem.home import Gitmem
+from gitmem.agents.tasks import tasks_for
+from gitmem.api.settings import Settings
+from gitmem.engine.home import Gitmem
 from gitmem.model import Note
-from gitmem.tasks import tasks_for
 from tests.conftest import InProcess, in_process, make_test_home
 
 MODEL = "claude-opus-4-7"

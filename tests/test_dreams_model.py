@@ -15,13 +15,13 @@ import anthropic
 import httpx2
 import pytest
 
-from gitmem.catalog import Workspace
-from gitmem.dreams import Dream, DreamRunner, dreams_for
-from gitmem.home import Gitmem
+from gitmem.agents.dreams import Dream, DreamRunner, dreams_for
+from gitmem.agents.tasks import tasks_for
+from gitmem.agents.tidier import ModelDreamer
+from gitmem.engine.catalog import Workspace
+from gitmem.engine.home import Gitmem
+from gitmem.engine.store import MemoryStore
 from gitmem.model import Note, StoreInfo
-from gitmem.store import MemoryStore
-from gitmem.tasks import tasks_for
-from gitmem.tidier import ModelDreamer
 
 MODEL = "claude-opus-4-7"
 SECRET = "AKIA" + "ABCDEFGHIJKLMNOP"  # the shape of an AWS access key id

@@ -13,11 +13,11 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gitmem.dreams import DreamRunner, dreams_for
-from gitmem.home import Gitmem
+from gitmem.agents.dreams import DreamRunner, dreams_for
+from gitmem.agents.tidier import DreamRequest, InputNote, OfflineTidier
+from gitmem.engine.home import Gitmem
+from gitmem.engine.store import MemoryStore
 from gitmem.model import Note
-from gitmem.store import MemoryStore
-from gitmem.tidier import DreamRequest, InputNote, OfflineTidier
 
 MODEL = "claude-opus-4-7"
 

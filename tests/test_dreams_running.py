@@ -25,9 +25,9 @@ import pytest
 from anthropic.types.beta import BetaDream
 from fastapi.testclient import TestClient
 
-from api.app import Settings, create_app
-from gitmem.catalog import Workspace
-from gitmem.home import Gitmem
+from gitmem.api.app import Settings, create_app
+from gitmem.engine.catalog import Workspace
+from gitmem.engine.home import Gitmem
 from gitmem.model import Note
 from tests.conftest import Httpx2ToApp, assert_fsck_clean, store_state
 from tests.server import REPO_ROOT
@@ -216,7 +216,7 @@ def test_cancel_stops_a_running_dream(server: Server) -> None:
 # -- the runner's process dies ---------------------------------------------------------------------
 
 
-RUNNER = "import sys; from gitmem.home import Gitmem; from gitmem.dreams import DreamRunner;" \
+RUNNER = "import sys; from gitmem.engine.home import Gitmem; from gitmem.agents.dreams import DreamRunner;" \
          " DreamRunner(Gitmem.open(sys.argv[1])).run_pending()"
 
 

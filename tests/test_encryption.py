@@ -17,15 +17,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from gitmem.catalog import Workspace
+from gitmem.banks.profiles import profiles_for
 from gitmem.cli import main as cli
 from gitmem.cli.profiles import TOKEN_FILE, clone_store
-from gitmem.crypto import DecryptionFailed, SivCodec, export_key, parse_header
-from gitmem.home import Gitmem
+from gitmem.crypto.keys import DecryptionFailed, SivCodec, export_key, parse_header
+from gitmem.crypto.rotation import blob_key_ids, rotate_store_key
+from gitmem.engine.catalog import Workspace
+from gitmem.engine.home import Gitmem
+from gitmem.engine.store import MemoryStore
 from gitmem.model import Actor, StoreInfo
-from gitmem.profiles import profiles_for
-from gitmem.rotation import blob_key_ids, rotate_store_key
-from gitmem.store import MemoryStore
 from tests.conftest import assert_fsck_clean, git
 from tests.server import serve
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from gitmem.engine.home import Gitmem
+from gitmem.engine.store import MemoryStore
 from gitmem.errors import InvalidRequest, SecretRefused
-from gitmem.filters import DEFAULT_FILTERS, FilterChain, load_filters, regex_filter
-from gitmem.home import Gitmem
+from gitmem.rules.filters import DEFAULT_FILTERS, FilterChain, load_filters, regex_filter
 from gitmem.settings import SettingsError
-from gitmem.store import MemoryStore
 from tests.conftest import store_state
 
 # A body that looks like a real key's (random base64); a header alone, or around "...", is no secret.

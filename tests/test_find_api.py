@@ -11,9 +11,9 @@ import anthropic
 import pytest
 from fastapi.testclient import TestClient
 
-from api.app import create_app
-from gitmem.home import Gitmem
-from gitmem.tasks import tasks_for
+from gitmem.agents.tasks import tasks_for
+from gitmem.api.app import create_app
+from gitmem.engine.home import Gitmem
 
 
 @dataclass(frozen=True)

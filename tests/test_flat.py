@@ -20,14 +20,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.flat import seed_notes
-from gitmem import repository
 from gitmem.clock import FrozenClock
+from gitmem.engine.home import Gitmem
+from gitmem.engine.redaction import redact
+from gitmem.engine.retention import prune_store
+from gitmem.engine.store import MemoryStore
 from gitmem.errors import NotFound, PathConflict
-from gitmem.home import Gitmem
+from gitmem.git import repository
 from gitmem.model import MemoryPrefix, Note
-from gitmem.redaction import redact
-from gitmem.retention import prune_store
-from gitmem.store import MemoryStore
 from tests.conftest import assert_fsck_clean, git
 
 BIG = 9_990  # the store's limit is 10,000 notes: room for the writes below

@@ -16,8 +16,8 @@ from pathlib import Path
 import anthropic
 import pytest
 
-from gitmem.home import Gitmem
-from gitmem.tasks import tasks_for
+from gitmem.agents.tasks import tasks_for
+from gitmem.engine.home import Gitmem
 from tests.conftest import TestHome
 from tests.server import serve
 

@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from gitmem import maintenance, repository
-from gitmem.commits import parse_message
+from gitmem.engine.fsck import check_store
+from gitmem.engine.store import MemoryStore
 from gitmem.errors import GitmemError, PathConflict, PreconditionFailed
-from gitmem.fsck import check_store
-from gitmem.group_commit import committer_for
-from gitmem.store import MemoryStore
+from gitmem.git import packing as maintenance
+from gitmem.git import repository
+from gitmem.git.commits import parse_message
+from gitmem.git.group_commit import committer_for
 from tests.conftest import assert_fsck_clean, index_snapshot
 
 
@@ -115,7 +116,7 @@ def test_a_landed_write_is_answered_even_if_the_index_cannot_follow(store: Memor
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """Once main has moved the write succeeded: an index failure after that is no error for the
     caller, and the next request catches the index up."""
-    from gitmem.index import StoreIndex
+    from gitmem.engine.store_index import StoreIndex
 
     def broken(self: StoreIndex, tip_hex: str | None) -> None:
         raise OSError("disk full")

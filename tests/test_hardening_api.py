@@ -11,9 +11,9 @@ from dataclasses import dataclass
 import pytest
 from fastapi.testclient import TestClient
 
-from api.app import create_app
-from api.settings import Settings
-from gitmem.home import Gitmem
+from gitmem.api.app import create_app
+from gitmem.api.settings import Settings
+from gitmem.engine.home import Gitmem
 
 
 @dataclass

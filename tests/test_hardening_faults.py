@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from api.app import create_app
-from api.settings import Settings
-from gitmem.fsck import check_store
-from gitmem.home import Gitmem
+from gitmem.api.app import create_app
+from gitmem.api.settings import Settings
+from gitmem.engine.fsck import check_store
+from gitmem.engine.home import Gitmem
 from gitmem.model import StoreInfo
 
 

@@ -17,10 +17,10 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from api.app import create_app
-from api.settings import Settings
-from gitmem.catalog import CatalogBusy
-from gitmem.home import Gitmem
+from gitmem.api.app import create_app
+from gitmem.api.settings import Settings
+from gitmem.engine.catalog import CatalogBusy
+from gitmem.engine.home import Gitmem
 from tests.server import free_port
 
 THREADS = 12

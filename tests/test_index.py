@@ -10,14 +10,15 @@ from typing import Any
 
 import pytest
 
-from gitmem import ids, repository
-from gitmem.catalog import Workspace
+from gitmem import ids
 from gitmem.clock import FrozenClock
-from gitmem.commits import VersionRecord, author_for, format_message
-from gitmem.home import Gitmem
-from gitmem.index import StoreIndex
+from gitmem.engine.catalog import Workspace
+from gitmem.engine.home import Gitmem
+from gitmem.engine.store import MemoryStore
+from gitmem.engine.store_index import StoreIndex
+from gitmem.git import repository
+from gitmem.git.commits import VersionRecord, author_for, format_message
 from gitmem.model import Actor
-from gitmem.store import MemoryStore
 from tests.conftest import assert_fsck_clean, index_snapshot
 
 TASK = Actor("task_actor", "task_01INDEX")

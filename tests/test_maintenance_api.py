@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from api.settings import Settings
-from gitmem.home import Gitmem
+from gitmem.api.settings import Settings
+from gitmem.engine.home import Gitmem
 from tests.conftest import in_process
 
 

@@ -24,9 +24,9 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from api.app import create_app
-from gitmem.home import Gitmem
-from gitmem.tasks import tasks_for
+from gitmem.agents.tasks import tasks_for
+from gitmem.api.app import create_app
+from gitmem.engine.home import Gitmem
 from tests.conftest import TestHome
 from tests.server import REPO_ROOT, serve
 

@@ -19,11 +19,11 @@ from anthropic import Anthropic
 from anthropic.tools import BetaAbstractMemoryTool, BetaLocalFilesystemMemoryTool, ToolError
 from anthropic.types.beta import BetaMemoryTool20250818ViewCommand
 
+from gitmem.agents.memory_tool import GitmemMemoryTool, MemoryToolHandler, ToolResult, format_size, printable
+from gitmem.engine.home import Gitmem
+from gitmem.engine.store import MemoryStore
 from gitmem.errors import NotFound
-from gitmem.home import Gitmem
-from gitmem.memory_tool import GitmemMemoryTool, MemoryToolHandler, ToolResult, format_size, printable
 from gitmem.model import Actor, Note
-from gitmem.store import MemoryStore
 
 ACTOR = Actor("api_actor", "apikey_memtooltest")
 Command = dict[str, Any]

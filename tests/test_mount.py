@@ -16,10 +16,10 @@ import pytest
 from click.testing import CliRunner
 
 from gitmem.cli import main as cli_main
-from gitmem.home import Gitmem
-from gitmem.merge import merge3, merge3_git, merge3_python
-from gitmem.mount import Mount, MountSpec, conflict_path, is_ignored, task_mount_specs
-from gitmem.remote import MemoryStoreRemote, RemoteEntry
+from gitmem.engine.home import Gitmem
+from gitmem.sync.merge import merge3, merge3_git, merge3_python
+from gitmem.sync.mount import Mount, MountSpec, conflict_path, is_ignored, task_mount_specs
+from gitmem.sync.remote import MemoryStoreRemote, RemoteEntry
 from tests.server import serve
 
 WAIT = 10.0
@@ -267,7 +267,7 @@ def test_read_only_store_is_read_only_on_disk_and_never_pushed(client, store_id,
     assert stat.S_IMODE((folder / "docs").stat().st_mode) == 0o555
     assert stat.S_IMODE(folder.stat().st_mode) == 0o555
 
-    caplog.set_level(logging.WARNING, logger="gitmem.mount")
+    caplog.set_level(logging.WARNING, logger="gitmem.sync.mount")
     os.chmod(folder / "docs", 0o755)
     os.chmod(file, 0o644)
     file.write_text("vandalised\n")
@@ -415,7 +415,7 @@ def test_merge_git_and_python_agree():
 
 def test_remote_entry_contract(client, store_id):
     """The SDK-backed Remote: ids stable over renames, sha256 preconditions, typed failures."""
-    from gitmem.remote import RemoteNotFound, RemotePathConflict, RemotePreconditionFailed
+    from gitmem.sync.remote import RemoteNotFound, RemotePathConflict, RemotePreconditionFailed
 
     remote = MemoryStoreRemote(client, store_id)
     made = remote.create("/r/a.md", "a\n")
@@ -439,12 +439,13 @@ def test_the_mount_is_client_side() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, gitmem.mount, gitmem.bank_remote; "
+    code = ("import sys, gitmem.sync.mount, gitmem.sync.bank_remote; "
             "print(' '.join(sorted(m for m in sys.modules if m.startswith(('gitmem', 'api')))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     loaded = set(out.split())
-    assert loaded >= {"gitmem.mount", "gitmem.mount_folder", "gitmem.debounce", "gitmem.sync", "gitmem.sync_pull"}
-    allowed = {"gitmem", "gitmem.bank_remote", "gitmem.debounce", "gitmem.errors", "gitmem.merge", "gitmem.model",
-               "gitmem.mount", "gitmem.mount_folder", "gitmem.paths", "gitmem.policy", "gitmem.remote",
-               "gitmem.settings", "gitmem.sync", "gitmem.sync_pull"}
+    assert loaded >= {f"gitmem.sync.{m}" for m in ("mount", "folder", "debounce", "syncer", "pull")}
+    # the client side, and the rules and values it shares with the server: nothing else
+    allowed = {"gitmem", "gitmem.sync", "gitmem.errors", "gitmem.model", "gitmem.settings", "gitmem.rules",
+               "gitmem.rules.paths", "gitmem.rules.policy"}
+    loaded = {m for m in loaded if not m.startswith("gitmem.sync.")}
     assert loaded - allowed == set()

@@ -1,4 +1,4 @@
-"""The background packing policy (gitmem.maintenance): disk stays near the packed size while a big
+"""The background packing policy (gitmem.git.packing): disk stays near the packed size while a big
 folder is written, a quiet store is consolidated into one pack with deltas, a packer racing writers
 loses no object, and a packer that runs out of disk leaves no temporary pack behind."""
 
@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from bench.flat import seed_notes
-from gitmem import maintenance, repository
-from gitmem import store as store_module
-from gitmem.store import MemoryStore
+from gitmem.engine import store as store_module
+from gitmem.engine.store import MemoryStore
+from gitmem.git import packing as maintenance
+from gitmem.git import repository
 from tests.conftest import assert_fsck_clean, git
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from gitmem import paths
 from gitmem.errors import InvalidRequest
-from gitmem.policy import PROFILE_BANK
+from gitmem.rules import paths
+from gitmem.rules.policy import PROFILE_BANK
 
 # -- memory stores ------------------------------------------------------------------------------------
 

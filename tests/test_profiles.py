@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from gitmem.catalog import Workspace
+from gitmem.agents.prompt import HEADING, render_section
+from gitmem.banks.profiles import Bank, Profile, profiles_for, require_user
 from gitmem.cli import main as cli
-from gitmem.crypto import export_key
+from gitmem.crypto.keys import export_key
+from gitmem.engine.catalog import Workspace
+from gitmem.engine.home import Gitmem
 from gitmem.errors import InvalidRequest, LimitExceeded, NotFound, PathConflict, PermissionDenied, TooLarge
-from gitmem.home import Gitmem
 from gitmem.model import Actor
-from gitmem.profiles import Bank, Profile, profiles_for, require_user
-from gitmem.prompt import HEADING, render_section
 from tests.conftest import store_state
 
 KIB = 1024
@@ -267,7 +267,7 @@ def test_prompt_section_for_an_empty_bank() -> None:
 
 
 def test_prompt_section_for_a_full_bank(fast_gm: Gitmem) -> None:
-    from gitmem.prompt import bank_section
+    from gitmem.agents.prompt import bank_section
 
     ws = fast_gm.catalog.create_workspace("bulk")
     user, _ = fast_gm.catalog.create_user(ws.id, "sam")
@@ -348,7 +348,7 @@ def test_cli_profiles_prompt_and_key_export(tmp_path: Path) -> None:
 
 def test_a_bank_is_its_owners_alone_on_other_surfaces(gm: Gitmem, workspace: Workspace) -> None:
     """``check_bank_access`` is what the memory-store API and Git's smart HTTP call for a store id."""
-    from gitmem.profiles import check_bank_access
+    from gitmem.banks.profiles import check_bank_access
 
     owner, owner_token = gm.catalog.create_user(workspace.id, "owner")
     profile = profiles_for(gm).create(workspace.id, owner.id, "mine")

@@ -1,7 +1,7 @@
 """The profile and bank REST API: ownership, every bank rule and cap in the error envelope,
 created/changed flags, the prompt section (against the app served in this process); and, over a real
 uvicorn on 127.0.0.1 where the network is the point, the CLI's prompt, a mount of a bank
-(``BankRemote`` + :class:`gitmem.mount.Mount`) and the agent session hooks.
+(``BankRemote`` + :class:`gitmem.sync.mount.Mount`) and the agent session hooks.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gitmem.home import Gitmem
-from gitmem.profiles import profiles_for
+from gitmem.banks.profiles import profiles_for
+from gitmem.engine.home import Gitmem
 from tests.conftest import InProcess, in_process
 from tests.server import REPO_ROOT, serve
 
@@ -274,8 +274,8 @@ def test_cli_prompt_over_http(env: Env, url: str, sam: httpx.Client, profile_id:
 
 @pytest.mark.slow
 def test_bank_remote_protocol(env: Env, url: str, sam: httpx.Client, profile_id: str) -> None:
-    from gitmem.bank_remote import BankRemote
-    from gitmem.remote import RemoteNotFound, RemotePathConflict, RemotePreconditionFailed, RemoteRefused
+    from gitmem.sync.bank_remote import BankRemote
+    from gitmem.sync.remote import RemoteNotFound, RemotePathConflict, RemotePreconditionFailed, RemoteRefused
 
     remote = BankRemote(url, env.sam, profile_id)
     try:
@@ -310,7 +310,7 @@ def test_bank_remote_protocol(env: Env, url: str, sam: httpx.Client, profile_id:
 
 @pytest.mark.slow
 def test_a_mounted_bank_syncs_both_ways(env: Env, url: str, sam: httpx.Client, profile_id: str, tmp_path: Path) -> None:
-    from gitmem.bank_remote import bank_mount
+    from gitmem.sync.bank_remote import bank_mount
 
     put(sam, profile_id, "preferences.md", "staging first")
     put(sam, profile_id, "projects/acme.md", "## Acme")

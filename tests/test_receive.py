@@ -17,11 +17,12 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from gitmem import ids, receive
+from gitmem import ids
+from gitmem.engine.home import Gitmem
 from gitmem.errors import NotFound
-from gitmem.home import Gitmem
+from gitmem.git import receive
+from gitmem.git.repository import HOOKS_DIR, NOTES_REF, read_tip
 from gitmem.model import Actor
-from gitmem.repository import HOOKS_DIR, NOTES_REF, read_tip
 
 API = Actor("api_actor", "apikey_01TESTTESTTESTTESTTESTTEST")
 
@@ -337,7 +338,7 @@ def test_a_collision_in_the_pushed_tree_is_refused(unchanged: Pusher) -> None:
 
 def test_a_note_under_another_note_is_refused() -> None:
     """The collision rule against the store's notes, checked on the state the push would make."""
-    from gitmem.receive import NoteState
+    from gitmem.git.receive import NoteState
 
     state = NoteState(iter([("/a", "mem_1", 1), ("/b/c", "mem_2", 1)]))
     assert state.collision("/a/x") == "/a"
@@ -524,8 +525,8 @@ def test_the_first_push_to_an_empty_store(gm: Gitmem, tmp_path: Path) -> None:
 
 
 def test_an_encrypted_store_takes_pushes_from_a_keyed_clone(gm: Gitmem, tmp_path: Path) -> None:
-    from gitmem.crypto import export_key
-    from gitmem.git_filter import configure_clone
+    from gitmem.crypto.keys import export_key
+    from gitmem.git.crypt_filter import configure_clone
 
     ws = gm.catalog.create_workspace("secret")
     user, _ = gm.catalog.create_user(ws.id, "sam")

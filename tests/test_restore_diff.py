@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from gitmem.catalog import Workspace
 from gitmem.cli import main
 from gitmem.clock import FrozenClock
-from gitmem.diff import diff_versions, hunks
+from gitmem.engine.catalog import Workspace
+from gitmem.engine.diff import diff_versions, hunks
+from gitmem.engine.home import Gitmem
+from gitmem.engine.redaction import redact
+from gitmem.engine.store import MemoryStore
 from gitmem.errors import ArchivedStore, InvalidRequest, NotFound, PathConflict, PreconditionFailed, TooLarge
-from gitmem.home import Gitmem
 from gitmem.model import Actor
-from gitmem.redaction import redact
-from gitmem.store import MemoryStore
 
 USER = Actor("user_actor", "user_01TESTTESTTESTTESTTESTTEST")
 

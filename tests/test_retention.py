@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from gitmem import repository
 from gitmem.clock import FrozenClock
+from gitmem.engine.home import Gitmem
+from gitmem.engine.redaction import redact
+from gitmem.engine.retention import KEEP_ALL, PruneScheduler, prune_all, prune_store, retention_days
 from gitmem.errors import InvalidRequest
-from gitmem.home import Gitmem
+from gitmem.git import repository
 from gitmem.model import Actor
-from gitmem.redaction import redact
-from gitmem.retention import KEEP_ALL, PruneScheduler, prune_all, prune_store, retention_days
 from tests.test_rewrite import (
     API,
     TASK,

@@ -7,15 +7,15 @@ import datetime as dt
 
 import pytest
 
-from gitmem import redaction
-from gitmem.catalog import Workspace
 from gitmem.clock import FrozenClock
+from gitmem.engine import redaction
+from gitmem.engine.catalog import Workspace
+from gitmem.engine.home import Gitmem
+from gitmem.engine.review import REVIEW_REF, Reviews, current_mark, review_history
+from gitmem.engine.review_view import ApprovedView
+from gitmem.engine.store import MemoryStore
 from gitmem.errors import InvalidRequest, NotFound
-from gitmem.home import Gitmem
 from gitmem.model import Actor, Note
-from gitmem.review import REVIEW_REF, Reviews, current_mark, review_history
-from gitmem.review_view import ApprovedView
-from gitmem.store import MemoryStore
 from tests.conftest import assert_fsck_clean, git
 
 STEWARD = Actor("user_actor", "user_steward")
@@ -139,7 +139,7 @@ def test_the_approved_view_shows_the_store_at_the_mark(
 
 def test_a_person_reads_everything_and_a_task_reads_the_approved_state(
         gm: Gitmem, workspace: Workspace, store: MemoryStore, reviews: Reviews) -> None:
-    from gitmem.catalog import Principal
+    from gitmem.engine.catalog import Principal
 
     reviews.configure(workspace.id, store.id, enabled=True, read_approved_only=True)
     store.create("/x.md", "pending", actor=AGENT)

@@ -12,11 +12,11 @@ import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
-from api.app import create_app
-from gitmem import mcp_tools
+from gitmem.agents import mcp_tools
+from gitmem.agents.tasks import tasks_for
+from gitmem.api.app import create_app
 from gitmem.cli import main
-from gitmem.home import Gitmem
-from gitmem.tasks import tasks_for
+from gitmem.engine.home import Gitmem
 
 
 @dataclass(frozen=True)

@@ -23,15 +23,15 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from gitmem import repository
 from gitmem.clock import FrozenClock
+from gitmem.engine.home import Gitmem
+from gitmem.engine.redaction import redact, redact_version
+from gitmem.engine.retention import prune_all, prune_store
+from gitmem.engine.store import MemoryStore
 from gitmem.errors import Conflict, NotFound
-from gitmem.home import Gitmem
+from gitmem.git import repository
+from gitmem.git.rewrite import CRASH_ENV, REWRITE_REF
 from gitmem.model import Actor
-from gitmem.redaction import redact, redact_version
-from gitmem.retention import prune_all, prune_store
-from gitmem.rewrite import CRASH_ENV, REWRITE_REF
-from gitmem.store import MemoryStore
 
 ROOT = Path(__file__).resolve().parent.parent
 START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -327,8 +327,8 @@ PRUNER = """
 import datetime as dt, sys
 from pathlib import Path
 from gitmem.clock import FrozenClock
-from gitmem.home import Gitmem
-from gitmem.retention import prune_all
+from gitmem.engine.home import Gitmem
+from gitmem.engine.retention import prune_all
 gm = Gitmem(Path(sys.argv[1]), clock=FrozenClock(dt.datetime.fromisoformat(sys.argv[2])), fsync=True)
 print("start", flush=True)
 reports = prune_all(gm)
@@ -432,7 +432,7 @@ def test_sigkill_at_any_point_leaves_the_old_or_the_new_history(tmp_path: Path, 
 WRITER = """
 import sys, time
 from pathlib import Path
-from gitmem.home import Gitmem
+from gitmem.engine.home import Gitmem
 gm = Gitmem(Path(sys.argv[1]), fsync=False)
 store = gm.store(sys.argv[2], sys.argv[3])
 for i in range(100):

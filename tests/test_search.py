@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from gitmem.catalog import Workspace
 from gitmem.clock import FrozenClock
+from gitmem.engine.catalog import Workspace
+from gitmem.engine.home import Gitmem
+from gitmem.engine.redaction import redact
+from gitmem.engine.retention import prune_store
+from gitmem.engine.search import _fingerprint as search_fingerprint
+from gitmem.engine.store import MemoryStore
 from gitmem.errors import InvalidRequest
-from gitmem.home import Gitmem
-from gitmem.redaction import redact
-from gitmem.retention import prune_store
-from gitmem.search import _fingerprint as search_fingerprint
-from gitmem.store import MemoryStore
 from tests.test_receive import Pusher
 
 

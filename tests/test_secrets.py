@@ -1,4 +1,4 @@
-"""The secret detector (gitmem.secrets): corpus rates, what a refusal says, allow-listing, hostile input."""
+"""The secret detector (gitmem.rules.secrets): corpus rates, what a refusal says, allow-listing, hostile input."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gitmem.engine.home import Gitmem
 from gitmem.errors import SecretRefused
-from gitmem.filters import FilterChain, load_filters
-from gitmem.home import Gitmem
-from gitmem.secrets import RULE_IDS, RULES, Finding, SecretDetector, allowed_rules, engine, find_secrets
+from gitmem.rules.filters import FilterChain, load_filters
+from gitmem.rules.secrets import RULE_IDS, RULES, Finding, SecretDetector, allowed_rules, engine, find_secrets
 from tests.secrets_corpus import load
 
 POSITIVES = load("positives")

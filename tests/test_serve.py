@@ -14,8 +14,8 @@ import anthropic
 import httpx
 import pytest
 
-from gitmem.fsck import check_store
-from gitmem.home import Gitmem
+from gitmem.engine.fsck import check_store
+from gitmem.engine.home import Gitmem
 from tests.server import free_port
 
 # `gitmem serve` with several workers, in a subprocess.

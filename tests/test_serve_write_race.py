@@ -13,8 +13,8 @@ from pathlib import Path
 
 import httpx
 
-from gitmem.fsck import check_store
-from gitmem.home import Gitmem
+from gitmem.engine.fsck import check_store
+from gitmem.engine.home import Gitmem
 from tests.server import free_port
 from tests.test_crash import wait_for_packers
 

@@ -24,8 +24,8 @@ from typing import Any
 import httpx
 import pytest
 
-from api.git_http import AsgiBody, send_git_response
-from gitmem.smart_http import (
+from gitmem.api.git_http import AsgiBody, send_git_response
+from gitmem.git.smart_http import (
     PUSH_REFUSED_MESSAGE,
     GitResponse,
     basic_auth_secret,

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from gitmem import policy as policy_module
-from gitmem.catalog import Workspace
 from gitmem.clock import FrozenClock, iso
-from gitmem.commits import parse_message
+from gitmem.engine.catalog import Workspace
+from gitmem.engine.home import Gitmem
+from gitmem.engine.store import MemoryStore
 from gitmem.errors import (
     ArchivedStore,
     Conflict,
@@ -28,9 +28,9 @@ from gitmem.errors import (
     SecretRefused,
     TooLarge,
 )
-from gitmem.home import Gitmem
+from gitmem.git.commits import parse_message
 from gitmem.model import Actor, MemoryPrefix, Note
-from gitmem.store import MemoryStore
+from gitmem.rules import policy as policy_module
 from tests.conftest import assert_fsck_clean, git, store_state
 
 TASK = Actor("task_actor", "task_01TESTTASK0000000000000000")

@@ -17,10 +17,10 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
+from gitmem.engine.home import Gitmem
+from gitmem.engine.store import MemoryStore
 from gitmem.errors import GitmemError, NotFound, PathConflict, PreconditionFailed
-from gitmem.home import Gitmem
-from gitmem.repository import read_tip
-from gitmem.store import MemoryStore
+from gitmem.git.repository import read_tip
 from tests.conftest import assert_fsck_clean, index_snapshot
 
 PATHS = ["/a", "/a/b", "/a/b/c", "/a/c", "/b", "/ab", "/b/a", "/A"]

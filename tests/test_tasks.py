@@ -1,4 +1,4 @@
-"""Workers and tasks in the engine (gitmem/tasks.py) and the CLI: which stores a task reads (seed 002),
+"""Workers and tasks in the engine (gitmem/agents/tasks.py) and the CLI: which stores a task reads (seed 002),
 the frozen list, the access check, the memory section, and the append-only event log."""
 
 from __future__ import annotations
@@ -11,20 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from gitmem import home as home_module
-from gitmem.catalog import Workspace
-from gitmem.errors import (
-    ArchivedStore,
-    AuthenticationFailed,
-    Conflict,
-    InvalidRequest,
-    LimitExceeded,
-    NotFound,
-    PermissionDenied,
-)
-from gitmem.home import Gitmem
-from gitmem.model import Actor
-from gitmem.tasks import (
+from gitmem.agents.tasks import (
     MOUNT_ROOT,
     Tasks,
     check_task_access,
@@ -35,6 +22,19 @@ from gitmem.tasks import (
     unique_slugs,
     visible_store_ids,
 )
+from gitmem.engine import home as home_module
+from gitmem.engine.catalog import Workspace
+from gitmem.engine.home import Gitmem
+from gitmem.errors import (
+    ArchivedStore,
+    AuthenticationFailed,
+    Conflict,
+    InvalidRequest,
+    LimitExceeded,
+    NotFound,
+    PermissionDenied,
+)
+from gitmem.model import Actor
 
 
 @pytest.fixture

@@ -14,9 +14,9 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from api.app import Settings, create_app
-from gitmem.home import Gitmem
-from gitmem.tasks import tasks_for
+from gitmem.agents.tasks import tasks_for
+from gitmem.api.app import Settings, create_app
+from gitmem.engine.home import Gitmem
 from tests.conftest import InProcess, TestHome, in_process
 
 # -- fixtures --------------------------------------------------------------------------------------

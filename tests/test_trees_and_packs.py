@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gitmem import repository
-from gitmem.pack import PackObject, write_pack
-from gitmem.trees import (
+from gitmem.git import repository
+from gitmem.git.pack import PackObject, write_pack
+from gitmem.git.trees import (
     EMPTY_TREE,
     MODE_BLOB,
     MODE_TREE,

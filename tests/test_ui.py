@@ -10,13 +10,13 @@ from dataclasses import dataclass
 import pytest
 from fastapi.testclient import TestClient
 
-from api.app import create_app
-from gitmem import redaction
-from gitmem.home import Gitmem
+from gitmem.agents.tasks import tasks_for
+from gitmem.api.app import create_app
+from gitmem.engine import redaction
+from gitmem.engine.home import Gitmem
+from gitmem.engine.review import Reviews, current_mark
+from gitmem.engine.store import MemoryStore
 from gitmem.model import Actor
-from gitmem.review import Reviews, current_mark
-from gitmem.store import MemoryStore
-from gitmem.tasks import tasks_for
 
 EVIL_NOTE = """# Sam
 

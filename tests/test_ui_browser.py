@@ -18,9 +18,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gitmem.home import Gitmem
+from gitmem.engine.home import Gitmem
+from gitmem.engine.review import Reviews
 from gitmem.model import Actor
-from gitmem.review import Reviews
 from tests.server import REPO_ROOT, free_port
 
 CHROMIUM = Path(os.environ.get("GITMEM_CHROMIUM", "/usr/bin/chromium"))

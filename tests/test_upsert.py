@@ -6,9 +6,9 @@ import threading
 
 import pytest
 
+from gitmem.engine.store import MemoryStore
 from gitmem.errors import PathConflict, PreconditionFailed
 from gitmem.model import Actor
-from gitmem.store import MemoryStore
 from tests.conftest import store_state
 
 USER = Actor("user_actor", "user_01TESTTESTTESTTESTTESTTEST")

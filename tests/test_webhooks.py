@@ -20,14 +20,14 @@ import anthropic
 import pytest
 from fastapi.testclient import TestClient
 
-from api.app import create_app
-from api.settings import Settings
+from gitmem.api.app import create_app
+from gitmem.api.settings import Settings
 from gitmem.clock import FrozenClock
-from gitmem.home import Gitmem
-from gitmem.redaction import redact
-from gitmem.store import MemoryStore
-from gitmem.webhook_delivery import DeliveryPolicy, Dispatcher
-from gitmem.webhooks import EVENT_TYPES, webhooks_for
+from gitmem.engine.home import Gitmem
+from gitmem.engine.redaction import redact
+from gitmem.engine.store import MemoryStore
+from gitmem.engine.webhook_delivery import DeliveryPolicy, Dispatcher
+from gitmem.engine.webhooks import EVENT_TYPES, webhooks_for
 from tests.server import free_port, serve
 from tests.test_git_access import git
 

@@ -11,10 +11,11 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from gitmem import index as index_module
-from gitmem import maintenance, repository
+from gitmem.engine import store_index as index_module
+from gitmem.engine.store import MemoryStore
 from gitmem.errors import PreconditionFailed
-from gitmem.store import MemoryStore
+from gitmem.git import packing as maintenance
+from gitmem.git import repository
 from tests.conftest import assert_fsck_clean, index_snapshot
 
 THREADS = 12
@@ -102,7 +103,7 @@ def test_one_store_object_shared_by_many_threads(fast_store: MemoryStore, busy_s
                 except PreconditionFailed:
                     continue
 
-    with caplog.at_level(logging.INFO, logger="gitmem.index"):
+    with caplog.at_level(logging.INFO, logger="gitmem.engine.store_index"):
         errors = run_threads(THREADS, work)
     assert errors == []
     assert not [r for r in caplog.records if "rebuilding" in r.getMessage()]
@@ -133,7 +134,7 @@ def test_a_stale_view_of_main_never_rebuilds_the_index(fast_store: MemoryStore,
     reads = iter([stale])
     real_read_tip = index_module.read_tip
     monkeypatch.setattr(index_module, "read_tip", lambda repo: next(reads, None) or real_read_tip(repo))
-    with caplog.at_level(logging.INFO, logger="gitmem.index"):
+    with caplog.at_level(logging.INFO, logger="gitmem.engine.store_index"):
         store.index.catch_up()
     assert store.index.indexed_tip() == fresh
     assert not [r for r in caplog.records if "rebuilding" in r.getMessage()]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from api.schemas import Health
+from gitmem.api.schemas import Health
 
 router = APIRouter(tags=["health"])
 

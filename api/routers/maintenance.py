@@ -8,10 +8,10 @@ import threading
 from fastapi import APIRouter, Request
 from pydantic import BaseModel
 
-from api.deps import Caller
-from api.schemas import ERROR_RESPONSES
+from gitmem.api.deps import Caller
+from gitmem.api.schemas import ERROR_RESPONSES
+from gitmem.engine.retention import PruneReport
 from gitmem.errors import PermissionDenied
-from gitmem.retention import PruneReport
 
 router = APIRouter(prefix="/v1/maintenance", tags=["maintenance"], responses=ERROR_RESPONSES)
 

@@ -12,9 +12,9 @@ import re
 
 from fastapi import APIRouter, Header, Query, Response
 
-from api.deps import Caller, OpenStore
-from api.responses import json_response
-from api.schemas import (
+from gitmem.api.deps import Caller, OpenStore
+from gitmem.api.responses import json_response
+from gitmem.api.schemas import (
     ERROR_RESPONSES,
     DeletedMemory,
     Memory,
@@ -25,11 +25,11 @@ from api.schemas import (
     View,
     memory_item,
 )
-from api.schemas_find import MemoryRestore
+from gitmem.api.schemas_find import MemoryRestore
+from gitmem.engine.store import MAX_FULL_PAGE, MemoryStore
+from gitmem.engine.store import MAX_NOTES_PAGE as MAX_PAGE
 from gitmem.errors import InvalidRequest
 from gitmem.model import Note
-from gitmem.store import MAX_FULL_PAGE, MemoryStore
-from gitmem.store import MAX_NOTES_PAGE as MAX_PAGE
 
 log = logging.getLogger("gitmem.api")
 _BLOB_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")

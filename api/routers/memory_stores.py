@@ -6,8 +6,9 @@ import datetime as dt
 
 from fastapi import APIRouter, Query
 
-from api.deps import Caller, Engine
-from api.schemas import (
+from gitmem.agents.tasks import refuse_task
+from gitmem.api.deps import Caller, Engine
+from gitmem.api.schemas import (
     ERROR_RESPONSES,
     DeletedMemoryStore,
     MemoryStore,
@@ -16,11 +17,10 @@ from api.schemas import (
     MemoryStoreUpdate,
     as_utc,
 )
-from gitmem.access import require_access, store_access, visible_stores
-from gitmem.home import MAX_STORES_PAGE
+from gitmem.engine.access import require_access, store_access, visible_stores
+from gitmem.engine.home import MAX_STORES_PAGE
+from gitmem.engine.review import Reviews
 from gitmem.model import StoreInfo
-from gitmem.review import Reviews
-from gitmem.tasks import refuse_task
 
 router = APIRouter(prefix="/v1/memory_stores", tags=["memory_stores"], responses=ERROR_RESPONSES)
 

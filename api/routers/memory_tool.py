@@ -8,10 +8,10 @@ from typing import Any
 from fastapi import APIRouter, Body
 from pydantic import BaseModel
 
-from api.deps import Caller, Engine, Store
-from api.schemas import ERROR_RESPONSES
-from gitmem.access import store_access
-from gitmem.memory_tool import MemoryToolHandler
+from gitmem.agents.memory_tool import MemoryToolHandler
+from gitmem.api.deps import Caller, Engine, Store
+from gitmem.api.schemas import ERROR_RESPONSES
+from gitmem.engine.access import store_access
 
 router = APIRouter(prefix="/v1/memory_stores/{memory_store_id}", tags=["memory tool"], responses=ERROR_RESPONSES)
 

@@ -6,14 +6,14 @@ import datetime as dt
 
 from fastapi import APIRouter, Query
 
-from api.deps import Caller, Store
-from api.schemas import ERROR_RESPONSES, MemoryVersion, MemoryVersionList, Operation, View, as_utc
-from api.schemas_find import MemoryVersionDiff
-from gitmem.diff import diff_versions
+from gitmem.api.deps import Caller, Store
+from gitmem.api.schemas import ERROR_RESPONSES, MemoryVersion, MemoryVersionList, Operation, View, as_utc
+from gitmem.api.schemas_find import MemoryVersionDiff
+from gitmem.engine.diff import diff_versions
+from gitmem.engine.redaction import redact
+from gitmem.engine.store import MAX_FULL_PAGE
+from gitmem.engine.store import MAX_VERSIONS_PAGE as MAX_PAGE
 from gitmem.errors import InvalidRequest
-from gitmem.redaction import redact
-from gitmem.store import MAX_FULL_PAGE
-from gitmem.store import MAX_VERSIONS_PAGE as MAX_PAGE
 
 router = APIRouter(
     prefix="/v1/memory_stores/{memory_store_id}/memory_versions",

@@ -20,9 +20,10 @@ import re
 
 from fastapi import APIRouter, Header, Query, Response
 
-from api.deps import Caller, Engine
-from api.schemas import ERROR_RESPONSES
-from api.schemas_profiles import (
+from gitmem.agents.prompt import bank_section
+from gitmem.api.deps import Caller, Engine
+from gitmem.api.schemas import ERROR_RESPONSES
+from gitmem.api.schemas_profiles import (
     BankMemory,
     BankMemoryContent,
     BankMemoryDeleted,
@@ -35,11 +36,10 @@ from api.schemas_profiles import (
     ProfileOut,
     ProfileUpdate,
 )
-from gitmem.catalog import Principal
+from gitmem.banks.profiles import Bank, profiles_for, require_user
+from gitmem.engine.catalog import Principal
+from gitmem.engine.home import Gitmem
 from gitmem.errors import InvalidRequest
-from gitmem.home import Gitmem
-from gitmem.profiles import Bank, profiles_for, require_user
-from gitmem.prompt import bank_section
 
 router = APIRouter(prefix="/v1/profiles", tags=["profiles"], responses=ERROR_RESPONSES)
 

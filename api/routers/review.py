@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Query
 
-from api.deps import Engine, Reviewer
-from api.schemas import ERROR_RESPONSES, MemoryVersion
-from api.schemas_review import PendingVersion, ReviewApprove, ReviewMarkOut, ReviewPage, ReviewRevert
-from gitmem.review import MAX_PENDING_PAGE, Reviews, current_mark
+from gitmem.api.deps import Engine, Reviewer
+from gitmem.api.schemas import ERROR_RESPONSES, MemoryVersion
+from gitmem.api.schemas_review import PendingVersion, ReviewApprove, ReviewMarkOut, ReviewPage, ReviewRevert
+from gitmem.engine.review import MAX_PENDING_PAGE, Reviews, current_mark
 
 router = APIRouter(prefix="/v1/memory_stores/{memory_store_id}/review", tags=["review"],
                    responses=ERROR_RESPONSES)

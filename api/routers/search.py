@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Query
 
-from api.deps import Store
-from api.schemas import ERROR_RESPONSES
-from api.schemas_find import SearchResult, SearchResults
-from gitmem.search import MAX_SEARCH_PAGE
+from gitmem.api.deps import Store
+from gitmem.api.schemas import ERROR_RESPONSES
+from gitmem.api.schemas_find import SearchResult, SearchResults
+from gitmem.engine.search import MAX_SEARCH_PAGE
 
 router = APIRouter(prefix="/v1/memory_stores/{memory_store_id}", tags=["search"], responses=ERROR_RESPONSES)
 

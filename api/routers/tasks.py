@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Query
 
-from api.deps import Caller, Engine
-from api.schemas import ERROR_RESPONSES
-from api.schemas_tasks import (
+from gitmem.agents.tasks import MAX_CONTEXT_PATHS, MAX_INT, MAX_PAGE, principal_task_id, refuse_task, tasks_for
+from gitmem.api.deps import Caller, Engine
+from gitmem.api.schemas import ERROR_RESPONSES
+from gitmem.api.schemas_tasks import (
     DeletedTask,
     Task,
     TaskCreate,
@@ -21,10 +22,9 @@ from api.schemas_tasks import (
     TaskList,
     TaskMemory,
 )
-from gitmem.catalog import Principal
+from gitmem.engine.catalog import Principal
+from gitmem.engine.home import Gitmem
 from gitmem.errors import NotFound
-from gitmem.home import Gitmem
-from gitmem.tasks import MAX_CONTEXT_PATHS, MAX_INT, MAX_PAGE, principal_task_id, refuse_task, tasks_for
 
 router = APIRouter(prefix="/v1/tasks", tags=["tasks"], responses=ERROR_RESPONSES)
 

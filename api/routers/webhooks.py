@@ -11,11 +11,11 @@ from typing import Literal
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
-from api.deps import Caller, Engine
-from api.schemas import ERROR_RESPONSES
-from gitmem.catalog import Principal
+from gitmem.api.deps import Caller, Engine
+from gitmem.api.schemas import ERROR_RESPONSES
+from gitmem.engine.catalog import Principal
+from gitmem.engine.webhooks import EVENT_TYPES, MAX_URL_LENGTH, Webhook, webhooks_for
 from gitmem.errors import PermissionDenied
-from gitmem.webhooks import EVENT_TYPES, MAX_URL_LENGTH, Webhook, webhooks_for
 
 
 def require_admin(principal: Caller) -> Principal:

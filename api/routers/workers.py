@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Query
 
-from api.deps import Caller, Engine
-from api.schemas import ERROR_RESPONSES
-from api.schemas_tasks import Worker, WorkerCreate, WorkerList, WorkerUpdate
+from gitmem.agents.tasks import MAX_PAGE, principal_task_id, refuse_task, tasks_for
+from gitmem.api.deps import Caller, Engine
+from gitmem.api.schemas import ERROR_RESPONSES
+from gitmem.api.schemas_tasks import Worker, WorkerCreate, WorkerList, WorkerUpdate
 from gitmem.errors import NotFound
-from gitmem.tasks import MAX_PAGE, principal_task_id, refuse_task, tasks_for
 
 router = APIRouter(prefix="/v1/workers", tags=["workers"], responses=ERROR_RESPONSES)
 

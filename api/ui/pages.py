@@ -9,17 +9,17 @@ from typing import Any
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
-from api.deps import Engine
-from api.ui.session import COOKIE, SIGN_IN, Session, UiRoute, page, set_session_cookie
-from gitmem.access import require_access
+from gitmem.agents.tasks import visible_store_ids
+from gitmem.api.deps import Engine
+from gitmem.api.ui.session import COOKIE, SIGN_IN, Session, UiRoute, page, set_session_cookie
+from gitmem.engine.access import require_access
+from gitmem.engine.home import Gitmem
+from gitmem.engine.review import Reviews, check_reviewer, current_mark
+from gitmem.engine.store import MemoryStore
+from gitmem.engine.web_sessions import WebSession, WebSessions
 from gitmem.errors import AuthenticationFailed, InvalidRequest, NotFound
-from gitmem.home import Gitmem
 from gitmem.model import MemoryPrefix, Note
-from gitmem.paths import validate_prefix
-from gitmem.review import Reviews, check_reviewer, current_mark
-from gitmem.store import MemoryStore
-from gitmem.tasks import visible_store_ids
-from gitmem.web_sessions import WebSession, WebSessions
+from gitmem.rules.paths import validate_prefix
 
 router = APIRouter(prefix="/ui", route_class=UiRoute, include_in_schema=False)
 

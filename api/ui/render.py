@@ -13,11 +13,11 @@ from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 from markupsafe import Markup, escape
 
-from gitmem.diff import Hunk
+from gitmem.agents.tasks import tasks_for
+from gitmem.engine.diff import Hunk
+from gitmem.engine.home import Gitmem
 from gitmem.errors import NotFound
-from gitmem.home import Gitmem
 from gitmem.model import Actor
-from gitmem.tasks import tasks_for
 
 
 class _SafeRenderer(RendererHTML):

@@ -13,10 +13,10 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
 
-from api.deps import Engine
-from api.ui.render import Names, template_globals
+from gitmem.api.deps import Engine
+from gitmem.api.ui.render import Names, template_globals
+from gitmem.engine.web_sessions import WebSession, WebSessions
 from gitmem.errors import GitmemError
-from gitmem.web_sessions import WebSession, WebSessions
 
 COOKIE = "gitmem_session"
 SIGN_IN = "/ui/sign-in"

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import click
 
-from gitmem.catalog import ROLES
 from gitmem.cli.base import Context, main, pass_context, refusals, table, workspace_option
 from gitmem.clock import iso
+from gitmem.engine.catalog import ROLES
 
 
 @main.group("keys")

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from gitmem import audit
 from gitmem.cli.base import emit_json, main, pass_context, refusals, table, workspace_option
+from gitmem.engine import audit
 from gitmem.errors import InvalidRequest, NotFound
 
 
@@ -49,7 +49,7 @@ def log_command(ctx, store_id: str | None, repo_dir: Path | None, rev: str | Non
                                 until=audit.parse_time(until) if until else None)
     except InvalidRequest as exc:
         raise click.UsageError(exc.message) from None
-    from gitmem.review import with_reviews  # review records join the log as `reviewed` entries
+    from gitmem.engine.review import with_reviews  # review records join the log as `reviewed` entries
 
     unattributed = 0
     if repo_dir is not None:

@@ -13,8 +13,8 @@ from typing import Any, TypeVar
 
 import click
 
+from gitmem.engine.home import Gitmem, default_home
 from gitmem.errors import GitmemError, NotFound
-from gitmem.home import Gitmem, default_home
 from gitmem.settings import SettingsError, load_settings
 
 F = TypeVar("F", bound=Callable[..., Any])

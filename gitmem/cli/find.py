@@ -6,12 +6,12 @@ import re
 
 import click
 
-from gitmem.audit import actor_name
 from gitmem.cli.base import Context, emit_json, main, pass_context, refusals, workspace_option
 from gitmem.clock import iso
-from gitmem.diff import diff_versions, unified_lines
+from gitmem.engine.audit import actor_name
+from gitmem.engine.diff import diff_versions, unified_lines
+from gitmem.engine.search import MARK, MAX_SEARCH_PAGE
 from gitmem.model import Version
-from gitmem.search import MARK, MAX_SEARCH_PAGE
 
 _MARKED = re.compile(re.escape(MARK) + "(.+?)" + re.escape(MARK))
 

@@ -6,9 +6,9 @@ import sys
 
 import click
 
-from gitmem import repository
 from gitmem.cli.base import Context, main, pass_context, refusals, workspace_option
-from gitmem.fsck import check_home_store, orphan_folders
+from gitmem.engine.fsck import check_home_store, orphan_folders
+from gitmem.git import repository
 from gitmem.model import StoreInfo
 
 

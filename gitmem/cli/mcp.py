@@ -15,7 +15,7 @@ from gitmem.cli.base import main
 @click.option("--key", envvar="GITMEM_API_KEY", required=True, help="An API key, user token or task token.")
 def mcp_bridge(url: str, key: str) -> None:
     """Serve MCP on stdin/stdout for a desktop client, relayed to the server's /mcp (opens no store)."""
-    from gitmem.mcp_bridge import BridgeRefused, run_bridge
+    from gitmem.sync.mcp_bridge import BridgeRefused, run_bridge
 
     try:
         anyio.run(run_bridge, url, key)

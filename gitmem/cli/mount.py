@@ -19,8 +19,8 @@ from types import FrameType
 import click
 
 from gitmem.cli.base import main, refusals
-from gitmem.mount import Mount, MountSpec, safe_folder_name, task_mount_specs
-from gitmem.remote import MemoryStoreRemote, RemoteRefused, RemoteUnavailable
+from gitmem.sync.mount import Mount, MountSpec, safe_folder_name, task_mount_specs
+from gitmem.sync.remote import MemoryStoreRemote, RemoteRefused, RemoteUnavailable
 
 SDK_RETRIES = 2
 
@@ -98,7 +98,7 @@ def mount_command(url: str, key: str, stores: tuple[str, ...], task_id: str | No
 
 def _mount_bank(url: str, token: str, profile_id: str, folder: Path, debounce: float, poll_interval: float,
                 once: bool) -> None:
-    from gitmem.bank_remote import bank_mount, run_until_signal
+    from gitmem.sync.bank_remote import bank_mount, run_until_signal
 
     mount = bank_mount(url, token, profile_id, folder, debounce=debounce, poll_interval=poll_interval)
     click.echo(f"mounted the bank of {profile_id} at {folder}: {mount.status.notes} entries", err=True)

@@ -6,10 +6,10 @@ import sys
 
 import click
 
-from gitmem import redaction
-from gitmem.audit import actor_name
 from gitmem.cli.base import Context, emit_json, main, pass_context, refusals, table, workspace_option
 from gitmem.clock import iso
+from gitmem.engine import redaction
+from gitmem.engine.audit import actor_name
 from gitmem.errors import NotFound
 from gitmem.model import SERVICE_ACCOUNT, Actor, MemoryPrefix
 

@@ -37,8 +37,8 @@ CREDENTIAL_HELPER = (
 )
 
 
-def _profiles(ctx: Context):  # noqa: ANN202 - gitmem.profiles.Profiles, imported lazily
-    from gitmem.profiles import profiles_for
+def _profiles(ctx: Context):  # noqa: ANN202 - gitmem.banks.profiles.Profiles, imported lazily
+    from gitmem.banks.profiles import profiles_for
 
     return profiles_for(ctx.gm)
 
@@ -145,7 +145,7 @@ def _get_json(client: httpx.Client, path: str) -> dict:
 @refusals
 def prompt(ctx: Context, profile_id: str, url: str | None, token: str | None, directory: str) -> None:
     """Print the ``## Profile Memory Bank`` system-prompt section of a profile."""
-    from gitmem.prompt import bank_section, render_section
+    from gitmem.agents.prompt import bank_section, render_section
 
     if url:
         if not token:
@@ -172,7 +172,7 @@ def prompt(ctx: Context, profile_id: str, url: str | None, token: str | None, di
 @refusals
 def keys_export(ctx: Context, store_id: str) -> None:
     """Print an encrypted store's current data key (for ``gitmem clone --key``). Treat it as a secret."""
-    from gitmem.crypto import export_key
+    from gitmem.crypto.keys import export_key
 
     info = ctx.gm.catalog.store(store_id)
     if not info.encrypted:
@@ -186,7 +186,7 @@ def keys_export(ctx: Context, store_id: str) -> None:
 @refusals
 def keys_rotate(ctx: Context, store_id: str) -> None:
     """New data key for an encrypted store; its whole history is re-encrypted and the old key destroyed."""
-    from gitmem.rotation import rotate_store_key
+    from gitmem.crypto.rotation import rotate_store_key
 
     report = rotate_store_key(ctx.gm, store_id)
     click.echo(f"rotated {store_id}: key {', '.join(report.old_key_ids)} -> {report.new_key_id}"
@@ -203,7 +203,7 @@ def keys_rotate(ctx: Context, store_id: str) -> None:
 def keys_rewrap(ctx: Context, new_key_file: Path | None) -> None:
     """Wrap every data key under a new master key; the old master key then opens nothing. Stop the
     server first (it holds the old master key) and restart it with the new one."""
-    from gitmem.rotation import rewrap_master_key
+    from gitmem.crypto.rotation import rewrap_master_key
 
     text = new_key_file.read_text("ascii").strip() if new_key_file is not None else None
     report = rewrap_master_key(ctx.gm, text)
@@ -292,7 +292,7 @@ def clone_store(target: str, directory: Path | None = None, *, base_url: str = D
         if token and save_token:
             _write_private(git_dir / TOKEN_FILE, token + "\n")
     if key_text is not None:
-        from gitmem.git_filter import configure_clone
+        from gitmem.git.crypt_filter import configure_clone
 
         assert store_id is not None
         configure_clone(directory, key_text.strip(), store_id)
@@ -352,7 +352,7 @@ def bank_mount_command(profile_id: str, url: str, token: str, debounce: float, p
     A clean start: files in FOLDER that are not entries are removed. Edits are synced back debounced;
     on Ctrl-C or SIGTERM every pending change is pushed before the command exits.
     """
-    from gitmem.bank_remote import bank_mount, run_until_signal
+    from gitmem.sync.bank_remote import bank_mount, run_until_signal
 
     mount = bank_mount(url, token, profile_id, folder, debounce=debounce, poll_interval=poll_interval)
     click.echo(f"mounted the bank of {profile_id} at {folder}: {mount.status.notes} entries", err=True)

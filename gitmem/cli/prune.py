@@ -8,9 +8,9 @@ import sys
 import click
 
 from gitmem.cli.base import main, pass_context, refusals, table, workspace_option
+from gitmem.engine.retention import KEEP_ALL, SETTING, PruneReport, prune_info, retention_days
 from gitmem.errors import NotFound
 from gitmem.model import StoreInfo
-from gitmem.retention import KEEP_ALL, SETTING, PruneReport, prune_info, retention_days
 
 
 def _size(n: int) -> str:

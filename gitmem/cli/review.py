@@ -11,11 +11,11 @@ import click
 from gitmem.cli.base import Context, emit_json, main, pass_context, refusals, workspace_option
 from gitmem.cli.find import _styled
 from gitmem.clock import iso
-from gitmem.diff import unified_lines
+from gitmem.engine.diff import unified_lines
+from gitmem.engine.review import MAX_PENDING_PAGE, Reviews, current_mark, describe_mark
+from gitmem.engine.store import MemoryStore
 from gitmem.errors import NotFound
 from gitmem.model import Actor
-from gitmem.review import MAX_PENDING_PAGE, Reviews, current_mark, describe_mark
-from gitmem.store import MemoryStore
 
 
 class _ShowByDefault(click.Group):

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from gitmem.cli.base import Context, main, pass_context, refusals
-from gitmem.setup import ensure_admin_key
+from gitmem.engine.first_run import ensure_admin_key
 
 log = logging.getLogger(__name__)
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -70,5 +70,5 @@ def serve(ctx: Context, host: str, port: int, workers: int) -> None:
                    err=True)
     os.environ["GITMEM_HOME"] = str(ctx.home.resolve())
     click.echo(f"gitmem serving {ctx.home} on http://{host}:{port}", err=True)
-    uvicorn.run("api.app:app", host=host, port=port, workers=workers, log_level="info", **uvicorn_options())
+    uvicorn.run("gitmem.api.app:app", host=host, port=port, workers=workers, log_level="info", **uvicorn_options())
     sys.exit(0)

@@ -6,11 +6,11 @@ import json
 
 import click
 
-from gitmem.audit import actor_name
+from gitmem.agents.tasks import ACCESS_VALUES, MAX_PAGE, Task, Worker, tasks_for
 from gitmem.cli.base import Context, emit_json, main, pass_context, refusals, table, workspace_option
 from gitmem.clock import iso
+from gitmem.engine.audit import actor_name
 from gitmem.errors import InvalidRequest
-from gitmem.tasks import ACCESS_VALUES, MAX_PAGE, Task, Worker, tasks_for
 
 
 def _worker_json(worker: Worker) -> dict[str, object]:

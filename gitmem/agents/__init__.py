@@ -1,0 +1,1 @@
+"""Agents: workers and tasks, the memory tool, dreams and dreamers, the prompt section."""

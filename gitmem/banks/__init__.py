@@ -1,0 +1,1 @@
+"""Profiles and their encrypted memory banks."""

@@ -1,0 +1,1 @@
+"""Encryption at rest: master key, key ring, the content codec, key rotation."""

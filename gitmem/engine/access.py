@@ -1,0 +1,42 @@
+"""Who may read and write which store: the one place the HTTP API and Git access ask.
+
+A store of another workspace is not found; a bank is its profile owner's alone; a task sees only its
+frozen list, with the access it was given; a read-only key or user only reads.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from gitmem.agents.tasks import Access, visible_store_ids
+from gitmem.agents.tasks import store_access as _role_or_task_access
+from gitmem.banks.profiles import check_bank_access
+from gitmem.engine.catalog import Principal
+from gitmem.engine.home import Gitmem
+from gitmem.errors import PermissionDenied
+from gitmem.model import Page, StoreInfo
+
+
+def store_access(gm: Gitmem, principal: Principal, store_id: str) -> Access:
+    """``read_write`` or ``read_only``; ``NotFound`` if the caller may not see the store at all."""
+    check_bank_access(gm, principal, store_id)  # also 404 for another workspace's store
+    return _role_or_task_access(gm, principal, store_id)
+
+
+def require_access(gm: Gitmem, principal: Principal, store_id: str, *, write: bool) -> Access:
+    access = store_access(gm, principal, store_id)
+    if write and access != "read_write":
+        raise PermissionDenied(f"read-only access to memory store {store_id}")
+    return access
+
+
+def visible_stores(gm: Gitmem, principal: Principal, *, include_archived: bool = False,
+                   created_gte: dt.datetime | None = None, created_lte: dt.datetime | None = None,
+                   limit: int = 20, page: str | None = None) -> Page[StoreInfo]:
+    """The stores the caller may see, newest first; a task sees only its own (at most nine) stores."""
+    visible = visible_store_ids(gm, principal)
+    if visible is not None:
+        stores = [gm.get_store(principal.workspace_id, s) for s in sorted(visible)]
+        return Page([s for s in stores if include_archived or s.archived_at is None], None)
+    return gm.list_stores(principal.workspace_id, include_archived=include_archived, created_gte=created_gte,
+                          created_lte=created_lte, limit=limit, page=page or None)

@@ -1,0 +1,346 @@
+"""A memory store (porcelain): notes and versions over one bare repository.
+
+Every change is one commit on ``main`` made under the store's writer lock and swapped in with a
+compare-and-swap; the index follows. Writes that arrive together are committed together
+(:mod:`gitmem.git.group_commit`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pygit2
+
+from gitmem import ids
+from gitmem.clock import Clock, from_micros, system_clock, to_micros
+from gitmem.crypto.keys import ContentCodec, PlainCodec
+from gitmem.engine.store_index import NoteRow, StoreIndex, VersionRow
+from gitmem.errors import InvalidRequest, NotFound, PathConflict, PreconditionFailed
+from gitmem.git import packing as maintenance
+from gitmem.git.commits import VersionRecord
+from gitmem.git.group_commit import BatchView, Change, Landed, Plan, committer_for
+from gitmem.model import Actor, MemoryPrefix, Note, Operation, Page, Version
+from gitmem.rules import paths
+from gitmem.rules.policy import MEMORY_STORE, StorePolicy
+
+if TYPE_CHECKING:
+    from gitmem.engine.diff import VersionDiff
+    from gitmem.engine.search import SearchHit
+
+log = logging.getLogger(__name__)
+
+PACK_EVERY_WRITES = 256  # at most, between background packs (gitmem.git.packing decides sooner)
+MAX_NOTES_PAGE = 1000
+MAX_VERSIONS_PAGE = 100
+MAX_FULL_PAGE = 20
+
+
+def _stored_time(when: dt.datetime) -> dt.datetime:
+    """A time as the index gives it back (microseconds, UTC)."""
+    return from_micros(to_micros(when))
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def check_limit(limit: int, maximum: int, *, full: bool) -> int:
+    cap = min(maximum, MAX_FULL_PAGE) if full else maximum
+    if not isinstance(limit, int) or not 1 <= limit <= cap:
+        view = " with view=full" if full else ""
+        raise InvalidRequest(f"limit must be between 1 and {cap}{view}")
+    return limit
+
+
+class MemoryStore:
+    def __init__(self, repo_path: Path, store_id: str, *, policy: StorePolicy = MEMORY_STORE,
+                 codec: ContentCodec | None = None, clock: Clock = system_clock,
+                 write_guard: Callable[[], None] | None = None,
+                 on_commit: Callable[[MemoryStore], None] | None = None,
+                 on_redact: Callable[[MemoryStore, Version], None] | None = None) -> None:
+        self.path = repo_path
+        self.id = store_id
+        self.policy = policy
+        self.codec: ContentCodec = codec or PlainCodec()
+        self.clock = clock
+        self._write_guard = write_guard or (lambda: None)
+        # Told right after a change lands (webhooks' outbox); a failure there never fails the write.
+        self._on_commit = on_commit
+        self._on_redact = on_redact
+        self.index = StoreIndex(pygit2.Repository(str(repo_path)))
+
+    @property
+    def repo(self) -> pygit2.Repository:
+        """This thread's repository: a store object may be shared by threads, libgit2 objects not."""
+        return self.index.repo
+
+    def close(self) -> None:
+        self.index.close()
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    def _content(self, path: str, blob_id: str) -> str:
+        return self.codec.decode(path, self.repo[blob_id].data).decode("utf-8")
+
+    def _note(self, row: NoteRow, with_content: bool) -> Note:
+        return Note(id=row.memory_id, store_id=self.id, path=row.path, content_sha256=row.sha256,
+                    content_size_bytes=row.size, blob_id=row.blob_id, version_id=row.version_id,
+                    created_at=row.created_at, updated_at=row.updated_at,
+                    content=self._content(row.path, row.blob_id) if with_content else None)
+
+    def _version(self, row: VersionRow, with_content: bool) -> Version:
+        r = row.record
+        content = None
+        if with_content and row.blob_id is not None and r.path is not None and r.redacted_at is None:
+            content = self._content(r.path, row.blob_id)
+        return Version(id=r.version_id, store_id=self.id, memory_id=r.memory_id, operation=r.operation,
+                       created_at=r.created_at, created_by=r.created_by, path=r.path,
+                       content_sha256=r.content_sha256, content_size_bytes=r.content_size,
+                       commit_id=row.commit_id, content=content, redacted_at=r.redacted_at,
+                       redacted_by=r.redacted_by)
+
+    def get(self, memory_id: str, with_content: bool = True) -> Note:
+        self.index.catch_up()
+        row = self.index.note(memory_id)
+        if row is None:
+            raise NotFound(f"memory {memory_id} not found")
+        return self._note(row, with_content)
+
+    def get_by_path(self, path: str, with_content: bool = True) -> Note:
+        self.index.catch_up()
+        row = self.index.note_at(path)
+        if row is None:
+            raise NotFound(f"no memory at {path}")
+        return self._note(row, with_content)
+
+    def list(self, path_prefix: str | None = None, depth: int = 0, limit: int = 20,
+             page: str | None = None, with_content: bool = False) -> Page[Note | MemoryPrefix]:
+        prefix = paths.validate_prefix(path_prefix or "/")
+        if depth not in (0, 1):
+            raise InvalidRequest("depth must be 0 or 1")
+        check_limit(limit, MAX_NOTES_PAGE, full=with_content)
+        self.index.catch_up()
+        rows, token = self.index.list_notes(prefix, depth, limit, page)
+        items = [r if isinstance(r, MemoryPrefix) else self._note(r, with_content) for r in rows]
+        return Page(items, token)
+
+    def versions(self, *, memory_id: str | None = None, operation: Operation | None = None,
+                 task_id: str | None = None, api_key_id: str | None = None, user_id: str | None = None,
+                 created_gte=None, created_lte=None, limit: int = 20, page: str | None = None,
+                 with_content: bool = False) -> Page[Version]:
+        if operation is not None and operation not in ("created", "modified", "deleted"):
+            raise InvalidRequest("operation must be created, modified or deleted")
+        actors = [Actor(kind, value) for kind, value in
+                  (("task_actor", task_id), ("api_actor", api_key_id), ("user_actor", user_id)) if value]
+        if len(actors) > 1:
+            raise InvalidRequest("filter by at most one of task_id, api_key_id and user_id")
+        check_limit(limit, MAX_VERSIONS_PAGE, full=with_content)
+        self.index.catch_up()
+        rows, token = self.index.list_versions(
+            memory_id=memory_id, operation=operation, actor=actors[0] if actors else None,
+            created_gte=created_gte, created_lte=created_lte, limit=limit, page=page)
+        return Page([self._version(r, with_content) for r in rows], token)
+
+    def version(self, version_id: str, with_content: bool = True) -> Version:
+        self.index.catch_up()
+        row = self.index.version(version_id)
+        if row is None:
+            raise NotFound(f"memory version {version_id} not found")
+        return self._version(row, with_content)
+
+    # -- writing ----------------------------------------------------------------------------------
+
+    def create(self, path: str, content: str, actor: Actor | None = None) -> Note:
+        self.policy.validate_path(path)
+        data = self.policy.check_content(path, content)
+
+        landed = self._write(lambda view: self._plan_create(view, path, data, actor))
+        assert landed is not None
+        return self._landed_note(landed)
+
+    def upsert(self, path: str, content: str, actor: Actor | None = None,
+               expected_sha256: str | None = None) -> tuple[Note, bool]:
+        """Create the note at ``path``, or replace its content if there is one: decided inside the write,
+        against the tip, so two writers never both create. With ``expected_sha256``, only if a note is
+        there with that content. Returns the note and whether it was created."""
+        self.policy.validate_path(path)
+        data = self.policy.check_content(path, content)
+        decided: list[tuple[str, bool]] = []  # (memory id, created) as planned by the attempt that ran last
+
+        def plan(view: BatchView) -> Change | None:
+            existing = view.index.note_at(path)
+            if existing is None:
+                if expected_sha256 is not None:
+                    raise PreconditionFailed(f"there is no memory at {path} with content_sha256 {expected_sha256}")
+                change = self._plan_create(view, path, data, actor)
+                decided.append((change.record.memory_id, True))
+                return change
+            decided.append((existing.memory_id, False))
+            return self._plan_update(view, existing.memory_id, None, data, expected_sha256, None, actor)
+
+        self._write(plan)
+        memory_id, created = decided[-1]
+        return self.get(memory_id, with_content=False), created
+
+    def update(self, memory_id: str, content: str | None = None, path: str | None = None, *,
+               expected_sha256: str | None = None, expected_blob_id: str | None = None,
+               actor: Actor | None = None) -> Note:
+        if path is not None:
+            self.policy.validate_path(path)
+        data = None
+        if content is not None:
+            current = self.index.note(memory_id)  # only to name the note in a refusal
+            data = self.policy.check_content(path or (current.path if current else memory_id), content)
+
+        landed = self._write(lambda view: self._plan_update(view, memory_id, path, data, expected_sha256,
+                                                            expected_blob_id, actor))
+        if landed is None:
+            return self.get(memory_id, with_content=False)
+        return self._landed_note(landed)
+
+    def delete(self, memory_id: str, *, expected_sha256: str | None = None,
+               expected_blob_id: str | None = None, actor: Actor | None = None) -> Version:
+        def plan(view: BatchView) -> Change:
+            note = self._current(view.index, memory_id)
+            self._check_precondition(note, expected_sha256, expected_blob_id)
+            now = self.clock()
+            record = VersionRecord(memory_id, ids.new_id(ids.VERSION), "deleted", note.path, None, None,
+                                   actor, now, note.created_at)
+            return Change(record, {paths.git_path(note.path): None})
+
+        landed = self._write(plan, archived_ok=True)
+        assert landed is not None
+        r = landed.change.record
+        return Version(id=r.version_id, store_id=self.id, memory_id=r.memory_id, operation=r.operation,
+                       created_at=_stored_time(r.created_at), created_by=r.created_by, path=r.path,
+                       content_sha256=None, content_size_bytes=None, commit_id=landed.commit_id)
+
+    def _landed_note(self, landed: Landed) -> Note:
+        """The answer to a write, from what was committed: the index may not have caught up."""
+        r = landed.change.record
+        blob_id = landed.change.blob_id
+        assert r.path is not None and r.content_sha256 is not None and r.content_size is not None and blob_id
+        return Note(id=r.memory_id, store_id=self.id, path=r.path, content_sha256=r.content_sha256,
+                    content_size_bytes=r.content_size, blob_id=blob_id, version_id=r.version_id,
+                    created_at=_stored_time(r.note_created_at), updated_at=_stored_time(r.created_at))
+
+    def restore(self, memory_id: str, version_id: str, *, expected_sha256: str | None = None,
+                expected_blob_id: str | None = None, actor: Actor | None = None) -> Note:
+        """One new version with ``version_id``'s content at its path; a deleted note comes back with
+        its id. Every rule of a write applies."""
+        from gitmem.engine.restore import restore_plan  # the plan keeps its own module
+
+        self._write(restore_plan(self, memory_id, version_id, expected_sha256, expected_blob_id, actor))
+        return self.get(memory_id, with_content=False)
+
+    def search(self, query: str, path_prefix: str | None = None, limit: int = 20,
+               page: str | None = None) -> Page[SearchHit]:
+        from gitmem.engine.search import search  # search keeps its own module
+
+        return search(self, query, path_prefix, limit, page)
+
+    def diff(self, version_id: str, against: str | None = None) -> VersionDiff:
+        """What ``version_id`` changed against ``against`` (default: its note's version before it)."""
+        from gitmem.engine.diff import diff_versions  # the diff engine keeps its own module
+
+        return diff_versions(self, version_id, against)
+
+    def _plan_create(self, view: BatchView, path: str, data: bytes, actor: Actor | None) -> Change:
+        self._check_free(view.index, path, moving=None)
+        count, size = view.index.totals()
+        self.policy.check_counts(count + 1, size + len(data))
+        now = self.clock()
+        record = VersionRecord(ids.new_id(ids.MEMORY), ids.new_id(ids.VERSION), "created", path,
+                               _sha256(data), len(data), actor, now, now)
+        return Change(record, {paths.git_path(path): self._blob(view, path, data)})
+
+    def _plan_update(self, view: BatchView, memory_id: str, path: str | None, data: bytes | None,
+                     expected_sha256: str | None, expected_blob_id: str | None, actor: Actor | None) -> Change | None:
+        """A new version of ``memory_id`` with a new path and/or content; None if it is already so."""
+        note = self._current(view.index, memory_id)
+        new_path = path if path is not None else note.path
+        new_sha = _sha256(data) if data is not None else note.sha256
+        if new_path == note.path and new_sha == note.sha256:
+            return None  # already so (a retried update that landed): no new version
+        self._check_precondition(note, expected_sha256, expected_blob_id)
+        if new_path != note.path:
+            self._check_free(view.index, new_path, moving=memory_id)
+        body = data if data is not None else self.codec.decode(note.path, view.read_blob(note.blob_id))
+        count, size = view.index.totals()
+        self.policy.check_counts(count, size - note.size + len(body))
+        now = self.clock()
+        record = VersionRecord(memory_id, ids.new_id(ids.VERSION), "modified", new_path, new_sha,
+                               len(body), actor, now, note.created_at)
+        tree_changes: dict[str, str | None] = {paths.git_path(note.path): None}
+        tree_changes[paths.git_path(new_path)] = self._blob(view, new_path, body)
+        return Change(record, tree_changes)
+
+    def _current(self, index: StoreIndex, memory_id: str) -> NoteRow:
+        note = index.note(memory_id)
+        if note is None:
+            raise NotFound(f"memory {memory_id} not found")
+        return note
+
+    @staticmethod
+    def _check_precondition(note: NoteRow, expected_sha256: str | None, expected_blob_id: str | None) -> None:
+        if expected_sha256 is not None and expected_sha256 != note.sha256:
+            raise PreconditionFailed(
+                f"the memory's content_sha256 is {note.sha256}, not {expected_sha256}")
+        if expected_blob_id is not None and expected_blob_id != note.blob_id:
+            raise PreconditionFailed(f"the memory's blob is {note.blob_id}, not {expected_blob_id}")
+
+    @staticmethod
+    def _check_free(index: StoreIndex, path: str, *, moving: str | None) -> None:
+        """A note may not sit at, above or below another note's path."""
+        clash = index.note_at(path)
+        if clash is None:
+            for folder in paths.ancestors(path):
+                clash = index.note_at(folder)
+                if clash is not None:
+                    break
+        if clash is None:  # the moving note may itself be below its new path: look past it
+            clash = index.first_note_below(path, other_than=moving)
+        if clash is not None and clash.memory_id != moving:
+            raise PathConflict(f"{path} collides with the memory at {clash.path}",
+                               conflicting_memory_id=clash.memory_id, conflicting_path=clash.path)
+        twin = index.case_twin(path, other_than=moving)
+        if twin is not None:
+            raise PathConflict(f"{path} differs only in case from the memory at {twin.path}; on a"
+                               " case-insensitive file system they would be one file",
+                               conflicting_memory_id=twin.memory_id, conflicting_path=twin.path)
+
+    def _blob(self, view: BatchView, path: str, data: bytes) -> str:
+        return view.add_blob(self.codec.encode(path, data))
+
+    def _write(self, plan: Plan, *, archived_ok: bool = False) -> Landed | None:
+        """Commit ``plan``'s change in the store's next batch (see :mod:`gitmem.git.group_commit`)."""
+        if not archived_ok:
+            self._write_guard()
+        landed = committer_for(self.path).submit(self.index, plan, self._after_write)
+        if landed is not None:
+            self._tell(self._on_commit, self)
+        return landed
+
+    def _after_write(self) -> None:
+        """After each batch that wrote a pack (run by its leader)."""
+        maintenance.after_write(self.path, max_writes=PACK_EVERY_WRITES)
+
+    def announce_redaction(self, version: Version) -> None:
+        """Tell the store's listener (the webhooks' outbox) that ``version`` was redacted
+        (:func:`gitmem.engine.redaction.redact` calls it once the rewrite has landed)."""
+        self._tell(self._on_redact, self, version)
+
+    @staticmethod
+    def _tell(listener: Callable[..., None] | None, *args: object) -> None:
+        if listener is None:
+            return
+        try:
+            listener(*args)
+        except Exception:  # the change has landed; the outbox's catch-up scan reports it later
+            log.exception("a change listener failed; the change itself was made")
+

@@ -1,0 +1,487 @@
+"""The derived index of a store's notes and versions (SQLite, inside the bare repository).
+
+A cache: Git is the source of truth. The index remembers the commit it reflects; whenever ``main``
+has moved on it walks the new commits (a crash between the ref update and the index update loses
+nothing), and if ``main`` was rewritten it rebuilds from the history alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import logging
+import os
+import sqlite3
+import threading
+import time
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pygit2
+
+from gitmem.clock import from_micros, to_micros
+from gitmem.engine import search_index
+from gitmem.engine.pagetoken import tokens_for
+from gitmem.engine.thread_db import ThreadConnections
+from gitmem.git.commits import VersionRecord, parse_message
+from gitmem.git.repository import NOTES_REF, read_tip
+from gitmem.model import Actor, MemoryPrefix
+from gitmem.rules.paths import api_path, fold, git_path, levels
+
+log = logging.getLogger(__name__)
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS notes (
+    memory_id TEXT PRIMARY KEY, path TEXT NOT NULL UNIQUE, blob_id TEXT NOT NULL,
+    sha256 TEXT NOT NULL, size INTEGER NOT NULL, version_id TEXT NOT NULL,
+    created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS versions (
+    seq INTEGER PRIMARY KEY, version_id TEXT NOT NULL UNIQUE, memory_id TEXT NOT NULL,
+    operation TEXT NOT NULL, path TEXT, sha256 TEXT, size INTEGER, blob_id TEXT,
+    created_at INTEGER NOT NULL, actor_type TEXT, actor_id TEXT, commit_id TEXT NOT NULL,
+    redacted_at INTEGER, redacted_by_type TEXT, redacted_by_id TEXT);
+CREATE INDEX IF NOT EXISTS versions_memory ON versions (memory_id, seq);
+CREATE INDEX IF NOT EXISTS versions_actor ON versions (actor_type, actor_id, seq);
+CREATE INDEX IF NOT EXISTS versions_created ON versions (created_at);
+-- Finds a path's case-only twins (paths.fold) without a scan; lower() folds ASCII, the rest is checked
+-- in Python.
+CREATE INDEX IF NOT EXISTS notes_lower ON notes (lower(path));
+-- Count and bytes of the notes, kept by triggers: every write checks the limits, and a scan of the
+-- notes on each write grew with the store.
+CREATE TABLE IF NOT EXISTS totals (id INTEGER PRIMARY KEY CHECK (id = 1), notes INTEGER NOT NULL,
+                                   bytes INTEGER NOT NULL);
+INSERT OR IGNORE INTO totals SELECT 1, count(*), coalesce(sum(size), 0) FROM notes;
+CREATE TRIGGER IF NOT EXISTS notes_added AFTER INSERT ON notes
+    BEGIN UPDATE totals SET notes = notes + 1, bytes = bytes + NEW.size; END;
+CREATE TRIGGER IF NOT EXISTS notes_removed AFTER DELETE ON notes
+    BEGIN UPDATE totals SET notes = notes - 1, bytes = bytes - OLD.size; END;
+CREATE TRIGGER IF NOT EXISTS notes_resized AFTER UPDATE OF size ON notes
+    BEGIN UPDATE totals SET bytes = bytes - OLD.size + NEW.size; END;
+"""
+SCHEMA_VERSION = "1"
+SCHEMA_MARK = zlib.crc32(SCHEMA.encode()) & 0x7FFFFFFF  # kept in PRAGMA user_version
+
+
+@dataclass(frozen=True)
+class NoteRow:
+    memory_id: str
+    path: str
+    blob_id: str
+    sha256: str
+    size: int
+    version_id: str
+    created_at: dt.datetime
+    updated_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class VersionRow:
+    seq: int
+    record: VersionRecord
+    blob_id: str | None
+    commit_id: str
+
+
+def upper_bound(prefix: str) -> str:
+    """The smallest string greater than every string that starts with ``prefix`` (prefix ends in '/')."""
+    return prefix[:-1] + "0"  # '0' is the character after '/'
+
+
+def _note_row(row: sqlite3.Row) -> NoteRow:
+    return NoteRow(row["memory_id"], row["path"], row["blob_id"], row["sha256"], row["size"],
+                   row["version_id"], from_micros(row["created_at"]), from_micros(row["updated_at"]))
+
+
+def _actor(kind: str | None, actor_id: str | None) -> Actor | None:
+    return Actor(kind, actor_id) if kind and actor_id else None  # type: ignore[arg-type]
+
+
+def _version_row(row: sqlite3.Row) -> VersionRow:
+    record = VersionRecord(
+        memory_id=row["memory_id"], version_id=row["version_id"], operation=row["operation"],
+        path=row["path"], content_sha256=row["sha256"], content_size=row["size"],
+        created_by=_actor(row["actor_type"], row["actor_id"]), created_at=from_micros(row["created_at"]),
+        note_created_at=from_micros(row["created_at"]),
+        redacted_at=from_micros(row["redacted_at"]) if row["redacted_at"] is not None else None,
+        redacted_by=_actor(row["redacted_by_type"], row["redacted_by_id"]))
+    return VersionRow(row["seq"], record, row["blob_id"], row["commit_id"])
+
+
+_DAMAGED = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}  # not "locked" or "busy": those are not damage
+
+
+_verified: set[tuple[str, int, int]] = set()  # (path, inode, size) of index files this process checked whole
+
+
+def _probe(path: Path) -> None:
+    """Open ``path`` and read it whole once per file (and size) in this process: a file cut short can
+    open and answer the first queries, and ``quick_check`` reads every page (about 35 ms for 50,000
+    versions). Raises ``sqlite3.DatabaseError`` if it is damaged."""
+    if not path.exists():
+        return
+    stat = path.stat()
+    key = (str(path), stat.st_ino, stat.st_size)
+    if key in _verified:
+        return
+    with contextlib.closing(sqlite3.connect(path, timeout=30)) as db:
+        damage = [row[0] for row in db.execute("PRAGMA quick_check")]
+    if damage != ["ok"]:
+        raise sqlite3.DatabaseError("; ".join(map(str, damage[:3])))
+    _verified.add(key)
+
+
+def set_aside_if_damaged(path: Path) -> Path | None:
+    """The index is derived from Git, so a damaged one (garbage bytes, a file cut short) is moved aside
+    as ``index.sqlite3.corrupt-<time>`` and ``catch_up`` fills a new one from history. Returns where a
+    damaged file was set aside (``None`` if it was sound)."""
+    try:
+        found = path.stat().st_ino
+    except FileNotFoundError:
+        return None
+    try:
+        _probe(path)
+        return None
+    except sqlite3.DatabaseError as exc:
+        code = getattr(exc, "sqlite_errorcode", None)
+        if isinstance(exc, sqlite3.OperationalError) or (code is not None and code not in _DAMAGED):
+            raise
+        reason = str(exc)
+    aside = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
+    try:
+        # Only the file found damaged: another process may already have set it aside and made a new one.
+        if path.stat().st_ino == found:
+            path.rename(aside)
+            for suffix in ("-wal", "-shm"):  # a stale log must never be replayed into the new file
+                sidecar = path.with_name(path.name + suffix)
+                if sidecar.exists():
+                    sidecar.rename(aside.with_name(aside.name + suffix))
+            log.warning("index %s was damaged (%s); set aside as %s and rebuilt from history", path, reason,
+                        aside.name)
+    except FileNotFoundError:
+        pass
+    return aside
+
+
+class StoreIndex:
+    """The index of one store, safe to share between threads.
+
+    Every thread gets its own SQLite connection (:mod:`gitmem.engine.thread_db`) and its own pygit2
+    repository, opened on first use. A transaction belongs to a connection: with one connection
+    shared by a thread pool, one thread's ``ROLLBACK`` ended another's transaction, whose remaining
+    statements then autocommitted one by one. A single index-writer thread would also fix that, but
+    every write would then hop to it and back, and readers would still need connections of their
+    own; with a connection per thread, WAL readers run in parallel and never wait for a writer, and
+    writers of this process take turns on one lock per index file (other processes on SQLite's
+    lock). Reads never open a write transaction: :meth:`catch_up` writes only when ``main`` has
+    moved past what the index holds.
+    """
+
+    def __init__(self, repo: pygit2.Repository, db_path: Path | None = None) -> None:
+        self._repo_path = repo.path
+        self.path = db_path or Path(repo.path) / "gitmem" / "index.sqlite3"
+        self.path.parent.mkdir(exist_ok=True)
+        self.tokens = tokens_for(self.path.parent)
+        self.set_aside = set_aside_if_damaged(self.path)
+        self._repos = threading.local()
+        self._repos.repo = repo
+        self._connections = ThreadConnections(self.path)
+        self.write_lock = self._connections.write_lock
+        # The schema script writes; run it only when the file's schema mark differs from this
+        # SCHEMA's, so that opening an index (every thread does) takes no write lock.
+        if self.db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_MARK:
+            with self.write_lock:
+                self.db.executescript(SCHEMA)
+                self.db.execute(f"PRAGMA user_version={SCHEMA_MARK}")
+        search_index.ensure_schema(self.db, self.repo)
+
+    @property
+    def repo(self) -> pygit2.Repository:
+        """This thread's repository (libgit2 objects must not be used by two threads at once)."""
+        repo = getattr(self._repos, "repo", None)
+        if repo is None:
+            repo = self._repos.repo = pygit2.Repository(self._repo_path)
+        return repo
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        """This thread's connection to the index."""
+        return self._connections.get()
+
+    def close(self) -> None:
+        self._connections.close()
+        self._repos = threading.local()
+
+    # -- keeping up with main -------------------------------------------------------------------
+
+    def indexed_tip(self) -> str | None:
+        row = self.db.execute("SELECT value FROM meta WHERE key='tip'").fetchone()
+        return row[0] if row else None
+
+    def catch_up(self) -> pygit2.Oid | None:
+        """Bring the index to ``main``'s tip; return that tip.
+
+        The tip read before taking the write lock only decides whether there is work; the tip that is
+        indexed is read again under the lock. Otherwise a tip read before another thread or process
+        indexed a newer one looked like a rewrite (the indexed tip is not among its ancestors) and
+        triggered a full rebuild, backwards."""
+        tip = read_tip(self.repo)
+        if (str(tip) if tip else None) == self.indexed_tip():
+            return tip
+        with self.transaction():
+            return self.advance()
+
+    def advance(self) -> pygit2.Oid | None:
+        """:meth:`catch_up` for a caller that holds the write transaction."""
+        tip = read_tip(self.repo)
+        tip_hex = str(tip) if tip else None
+        indexed = self.indexed_tip()
+        if tip_hex != indexed:
+            self._apply_range(tip, indexed)
+            self.set_tip(tip_hex)
+        return tip
+
+    def set_tip(self, tip_hex: str | None) -> None:
+        self.db.execute("INSERT OR REPLACE INTO meta VALUES ('tip', ?)", (tip_hex,))
+        self.db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
+
+    def transaction(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        """A write transaction on this thread's connection, committed on success."""
+        return self._connections.transaction()
+
+    def rebuild(self) -> None:
+        """Forget everything and rebuild from the history alone (``gitmem reindex``)."""
+        with self.transaction():
+            self._clear()
+            tip = read_tip(self.repo)
+            if tip is not None:
+                self._apply_range(tip, None)
+            self.db.execute("INSERT OR REPLACE INTO meta VALUES ('tip', ?)", (str(tip) if tip else None,))
+
+    def _clear(self) -> None:
+        search_index.clear(self.db)
+        self.db.execute("DELETE FROM notes")  # the triggers bring totals back to zero
+        self.db.execute("DELETE FROM versions")
+        self.db.execute("DELETE FROM meta")
+
+    def _apply_range(self, tip: pygit2.Oid | None, indexed: str | None) -> None:
+        pending: list[pygit2.Oid] = []  # ids, not commits: a long history must not sit in memory
+        found_base = indexed is None
+        oid = tip
+        while oid is not None:
+            if indexed is not None and str(oid) == indexed:
+                found_base = True
+                break
+            pending.append(oid)
+            parents = self.repo[oid].parent_ids
+            oid = parents[0] if parents else None
+        if not found_base:
+            log.info("main was rewritten; rebuilding the index of %s", self.repo.path)
+            self._clear()
+        for oid in reversed(pending):
+            self._apply_commit(self.repo[oid])
+
+    def _apply_commit(self, commit: pygit2.Commit) -> None:
+        records = parse_message(commit.message) or self._derive_pushed(commit)
+        for record in records:
+            self._apply_record(commit, record)
+
+    def _apply_record(self, commit: pygit2.Commit, record: VersionRecord) -> None:
+        blob_id = None
+        if record.path is not None and record.operation != "deleted":
+            try:
+                blob_id = str(commit.tree[git_path(record.path)].id)
+            except KeyError:
+                log.warning("commit %s names %s but its tree lacks it", commit.id, record.path)
+        self.apply_version(str(commit.id), record, blob_id)
+
+    def apply_version(self, commit_id: str, record: VersionRecord, blob_id: str | None,
+                      blob_data: bytes | None = None) -> None:
+        """Record one version (and its effect on the note) made by ``commit_id``; the caller holds
+        the write transaction (the write path indexes its own commits as it makes them, and hands
+        over the blob, which is not in the repository yet)."""
+        self.db.execute(
+            "INSERT OR REPLACE INTO versions (version_id, memory_id, operation, path, sha256, size, blob_id,"
+            " created_at, actor_type, actor_id, commit_id, redacted_at, redacted_by_type, redacted_by_id)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (record.version_id, record.memory_id, record.operation, record.path, record.content_sha256,
+             record.content_size, blob_id, to_micros(record.created_at),
+             record.created_by.type if record.created_by else None,
+             record.created_by.id if record.created_by else None, commit_id,
+             to_micros(record.redacted_at) if record.redacted_at else None,
+             record.redacted_by.type if record.redacted_by else None,
+             record.redacted_by.id if record.redacted_by else None))
+        if record.operation == "deleted":  # redacted or not, the note is gone
+            self.db.execute("DELETE FROM notes WHERE memory_id=?", (record.memory_id,))
+            return
+        if record.redacted_at is not None:
+            return  # a redacted version changes no note; the next version carries the full state
+        if blob_id is None:
+            return
+        self.db.execute("DELETE FROM notes WHERE path=? AND memory_id<>?", (record.path, record.memory_id))
+        self.db.execute(
+            "INSERT INTO notes VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(memory_id) DO UPDATE SET"
+            " path=excluded.path, blob_id=excluded.blob_id, sha256=excluded.sha256, size=excluded.size,"
+            " version_id=excluded.version_id, updated_at=excluded.updated_at",
+            (record.memory_id, record.path, blob_id, record.content_sha256, record.content_size,
+             record.version_id, to_micros(record.note_created_at), to_micros(record.created_at)))
+        search_index.index_note(self.db, self.repo, record.memory_id, record.path, blob_id, data=blob_data)
+
+    def _derive_pushed(self, commit: pygit2.Commit) -> list[VersionRecord]:
+        """Versions of a commit pushed with plain Git: one per changed path, ids derived from the
+        commit and the path (or recorded on ``refs/notes/gitmem`` by the push hook)."""
+        from gitmem.git.pushes import derive_versions  # the push module knows pushed commits
+
+        return derive_versions(self.repo, commit, self.note_id_at, self._pushed_note(commit))
+
+    def _pushed_note(self, commit: pygit2.Commit) -> dict[str, object]:
+        try:
+            note = self.repo.lookup_note(str(commit.id), NOTES_REF)
+        except (KeyError, pygit2.GitError):
+            return {}
+        try:
+            return json.loads(note.message)
+        except ValueError:
+            return {}
+
+    # -- queries --------------------------------------------------------------------------------
+
+    def note(self, memory_id: str) -> NoteRow | None:
+        row = self.db.execute("SELECT * FROM notes WHERE memory_id=?", (memory_id,)).fetchone()
+        return _note_row(row) if row else None
+
+    def note_at(self, path: str) -> NoteRow | None:
+        row = self.db.execute("SELECT * FROM notes WHERE path=?", (path,)).fetchone()
+        return _note_row(row) if row else None
+
+    def note_id_at(self, path: str) -> str | None:
+        row = self.db.execute("SELECT memory_id FROM notes WHERE path=?", (path,)).fetchone()
+        return row[0] if row else None
+
+    def first_note_below(self, folder: str, *, other_than: str | None = None) -> NoteRow | None:
+        """The first note inside ``folder`` in path order (skipping the note ``other_than``)."""
+        prefix = folder.rstrip("/") + "/"
+        row = self.db.execute("SELECT * FROM notes WHERE path>=? AND path<? AND memory_id IS NOT ?"
+                              " ORDER BY path LIMIT 1", (prefix, upper_bound(prefix), other_than)).fetchone()
+        return _note_row(row) if row else None
+
+    def case_twin(self, path: str, *, other_than: str | None = None) -> NoteRow | None:
+        """A note whose path, or a folder above it, differs from ``path`` or a folder above it only in
+        case (``/Dir/a.md`` for ``/dir/b.md``); ``other_than`` (a note being renamed) does not count.
+        Folders that already exist as spelled were checked when they were made, so only the first new
+        level is compared, through the ``lower(path)`` index (or a LIKE scan for non-ASCII names)."""
+        for level in levels(path):
+            exists = self.db.execute("SELECT 1 FROM notes WHERE (path=? OR (path>? AND path<?)) AND memory_id IS NOT ?"
+                                     " LIMIT 1", (level, level + "/", level + "0", other_than)).fetchone()
+            if exists is None:
+                return self._first_twin(level, other_than)
+        return None
+
+    def _first_twin(self, level: str, other_than: str | None) -> NoteRow | None:
+        if level.isascii():
+            lowered = level.lower()
+            rows = self.db.execute("SELECT * FROM notes WHERE (lower(path)=? OR (lower(path)>? AND lower(path)<?))"
+                                   " AND memory_id IS NOT ? ORDER BY path",
+                                   (lowered, lowered + "/", lowered + "0", other_than))
+        else:  # lower() and LIKE fold ASCII only: a non-ASCII letter matches anything, then Python decides
+            pattern = "".join(ch if ch.isascii() and ch not in "%_\\" else ("\\" + ch if ch.isascii() else "_")
+                              for ch in level)
+            rows = self.db.execute("SELECT * FROM notes WHERE (path LIKE ? ESCAPE '\\' OR path LIKE ? ESCAPE '\\')"
+                                   " AND memory_id IS NOT ? ORDER BY path", (pattern, pattern + "/%", other_than))
+        folded = fold(level)
+        for row in rows:
+            other = row["path"]
+            head, rest = other[:len(level)], other[len(level):]
+            if head != level and fold(head) == folded and rest[:1] in ("", "/"):
+                return _note_row(row)
+        return None
+
+    def totals(self) -> tuple[int, int]:
+        count, size = self.db.execute("SELECT notes, bytes FROM totals").fetchone()
+        return count, size
+
+    def all_notes(self) -> Iterator[NoteRow]:
+        for row in self.db.execute("SELECT * FROM notes ORDER BY path"):
+            yield _note_row(row)
+
+    def list_notes(self, prefix: str, depth: int, limit: int,
+                   page: str | None) -> tuple[list[NoteRow | MemoryPrefix], str | None]:
+        """Notes under ``prefix`` in path order; with depth 1, deeper notes fold into folders.
+        Keyset paging on the last path shown, so pages stay stable while the store changes."""
+        lower, upper = prefix, upper_bound(prefix) if prefix != "/" else "0"
+        after: str | None = None
+        if page is not None:
+            (after,) = self.tokens.decode(page, "notes", str)
+            lower = upper_bound(after) if after.endswith("/") else after
+        items: list[NoteRow | MemoryPrefix] = []
+        exhausted = False
+        while len(items) < limit + 1 and not exhausted:
+            # A batch of rows in path order; a folder (depth 1) skips past its notes with a new query.
+            wanted = limit + 1 - len(items)
+            batch = wanted if depth == 0 else min(wanted, 16)  # a folder would waste the rest of a batch
+            rows = self.db.execute("SELECT * FROM notes WHERE path>=? AND path<? ORDER BY path LIMIT ?",
+                                   (lower, upper, batch)).fetchall()
+            exhausted = len(rows) < batch
+            for row in rows:
+                note = _note_row(row)
+                rest = note.path[len(prefix):]
+                if depth == 1 and "/" in rest:
+                    folder = prefix + rest.split("/", 1)[0] + "/"
+                    items.append(MemoryPrefix(folder))
+                    lower = upper_bound(folder)
+                    exhausted = False
+                    break
+                if note.path != after:
+                    items.append(note)
+                lower = note.path + "\x00"
+        if len(items) <= limit:
+            return items, None
+        items = items[:limit]
+        last = items[-1]
+        return items, self.tokens.encode("notes", last.path)
+
+    def version(self, version_id: str) -> VersionRow | None:
+        row = self.db.execute("SELECT * FROM versions WHERE version_id=?", (version_id,)).fetchone()
+        return _version_row(row) if row else None
+
+    def versions_of(self, memory_id: str) -> list[VersionRow]:
+        rows = self.db.execute("SELECT * FROM versions WHERE memory_id=? ORDER BY seq", (memory_id,))
+        return [_version_row(r) for r in rows]
+
+    def all_versions(self) -> list[VersionRow]:
+        return [_version_row(r) for r in self.db.execute("SELECT * FROM versions ORDER BY seq")]
+
+    def list_versions(self, *, memory_id: str | None, operation: str | None, actor: Actor | None,
+                      created_gte: dt.datetime | None, created_lte: dt.datetime | None, limit: int,
+                      page: str | None) -> tuple[list[VersionRow], str | None]:
+        where, args = [], []
+        if memory_id is not None:
+            where.append("memory_id=?")
+            args.append(memory_id)
+        if operation is not None:
+            where.append("operation=?")
+            args.append(operation)
+        if actor is not None:
+            where.append("actor_type=? AND actor_id=?")
+            args += [actor.type, actor.id]
+        if created_gte is not None:
+            where.append("created_at>=?")
+            args.append(to_micros(created_gte))
+        if created_lte is not None:
+            where.append("created_at<=?")
+            args.append(to_micros(created_lte))
+        if page is not None:
+            where.append("seq<?")
+            args += self.tokens.decode(page, "versions", int)
+        sql = "SELECT * FROM versions" + (" WHERE " + " AND ".join(where) if where else "")
+        rows = [_version_row(r) for r in
+                self.db.execute(sql + " ORDER BY seq DESC LIMIT ?", (*args, limit + 1))]
+        if len(rows) <= limit:
+            return rows, None
+        return rows[:limit], self.tokens.encode("versions", rows[limit - 1].seq)
+
+
+__all__ = ["NoteRow", "StoreIndex", "VersionRow", "api_path"]

@@ -1,0 +1,311 @@
+"""Webhook subscriptions and the event outbox, in the catalog.
+
+A subscription (``whk_...``) is a URL, the event types it wants, and a ``whsec_...`` signing secret
+(shown once, when it is made; kept in the catalog because every delivery is signed with it).
+
+**The outbox.** Every event is one ``webhook_outbox`` row; a trigger on that table fans it out, in the
+same transaction, to one ``webhook_deliveries`` row per subscription of its workspace that wants its
+type. Delivery (:mod:`gitmem.engine.webhook_delivery`) works only from those rows, so an event is never lost
+once its row is committed, across crashes and restarts.
+
+**Changes that live in the catalog** (stores made, archived, deleted; dreams completed or failed) are
+reported by SQLite triggers on the ``stores`` and ``dreams`` tables: the outbox row is written in the
+very transaction that makes the change, whichever process or code path makes it.
+
+**Note changes live in Git**, so no transaction covers both the commit and the outbox row. At least
+once is kept this way: right after a commit lands, the writer calls :meth:`Webhooks.notes_changed`,
+which, in one catalog transaction, reads the store's versions since the store's watermark (a version's
+``created_at``, when it landed) and writes an outbox row per new version (keyed by the version id, so
+a version seen twice is one event), then moves the watermark. If the process dies between the commit
+and that transaction, nothing is lost: :meth:`Webhooks.catch_up` (run by the delivery worker at start
+and periodically) does the same scan for every store whose ``main`` has moved since its watermark, so
+pushes, dreams and a crashed writer's versions are all reported. Scans run inside ``BEGIN IMMEDIATE``,
+one at a time, so events of a store enter the outbox in commit order (the order they are delivered).
+Versions made before a workspace's first subscription are not reported.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime as dt
+import json
+import logging
+import secrets
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pygit2
+
+from gitmem import ids
+from gitmem.clock import from_micros, to_micros
+from gitmem.engine.home import Gitmem, HomeTables
+from gitmem.engine.store import MAX_VERSIONS_PAGE, MemoryStore
+from gitmem.errors import InvalidRequest, NotFound
+from gitmem.git.repository import read_tip
+from gitmem.model import Version
+
+log = logging.getLogger(__name__)
+
+STORE_EVENTS = ("memory_store.created", "memory_store.archived", "memory_store.deleted")
+NOTE_EVENTS = ("memory.created", "memory.modified", "memory.deleted")
+EVENT_TYPES = (*STORE_EVENTS, *NOTE_EVENTS, "memory_version.redacted", "dream.completed", "dream.failed")
+MAX_URL_LENGTH = 2048
+MAX_WEBHOOKS = 20  # subscriptions a workspace keeps
+SECRET_PREFIX = "whsec_"
+WEBHOOK_PREFIX = "whk"
+EVENT_PREFIX = "evt"
+ORGANIZATION_ID = ""  # gitmem has no organizations; the SDK's event data has the field
+
+_NOW_MICROS = "CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)"
+# A catalog event's data, as SQL: the SDK's memory_store.* shape (id, type, workspace_id, organization_id).
+_STORE_EVENT = """
+CREATE TRIGGER IF NOT EXISTS webhook_store_{name} AFTER {when} ON stores
+    WHEN {condition} AND EXISTS (SELECT 1 FROM webhooks WHERE workspace_id = {row}.workspace_id)
+    BEGIN INSERT INTO webhook_outbox (event_id, event_key, workspace_id, store_id, type, data, created_at)
+          VALUES ('evt_' || lower(hex(randomblob(16))), NULL, {row}.workspace_id, {row}.id,
+                  'memory_store.{name}',
+                  json_object('id', {row}.id, 'type', 'memory_store.{name}', 'workspace_id', {row}.workspace_id,
+                              'organization_id', '{org}'),
+                  {time}); END;
+"""
+_DREAM_EVENT = """
+CREATE TRIGGER IF NOT EXISTS webhook_dream_ended AFTER UPDATE OF status ON dreams
+    WHEN NEW.status IN ('completed', 'failed') AND OLD.status <> NEW.status
+         AND EXISTS (SELECT 1 FROM webhooks WHERE workspace_id = NEW.workspace_id)
+    BEGIN INSERT INTO webhook_outbox (event_id, event_key, workspace_id, store_id, type, data, created_at)
+          VALUES ('evt_' || lower(hex(randomblob(16))), NULL, NEW.workspace_id,
+                  coalesce(NEW.output_store_id, NEW.input_store_id), 'dream.' || NEW.status,
+                  json_object('id', NEW.id, 'type', 'dream.' || NEW.status, 'workspace_id', NEW.workspace_id,
+                              'organization_id', '{org}', 'input_memory_store_id', NEW.input_store_id,
+                              'output_memory_store_id', NEW.output_store_id, 'error_type', NEW.error_type),
+                  coalesce(NEW.ended_at, NEW.created_at)); END;
+"""
+_DREAM_FAILED_AT_ONCE = _DREAM_EVENT.replace("webhook_dream_ended AFTER UPDATE OF status ON dreams",
+                                             "webhook_dream_failed_at_once AFTER INSERT ON dreams").replace(
+    "AND OLD.status <> NEW.status", "")
+
+SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS webhooks (
+    id TEXT PRIMARY KEY, workspace_id TEXT NOT NULL, url TEXT NOT NULL, event_types TEXT NOT NULL,
+    secret TEXT NOT NULL, description TEXT NOT NULL DEFAULT '', created_at INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS webhooks_workspace ON webhooks (workspace_id, created_at);
+CREATE TABLE IF NOT EXISTS webhook_outbox (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, event_id TEXT NOT NULL UNIQUE, event_key TEXT UNIQUE,
+    workspace_id TEXT NOT NULL, store_id TEXT, type TEXT NOT NULL, data TEXT NOT NULL,
+    created_at INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS webhook_deliveries (
+    webhook_id TEXT NOT NULL, seq INTEGER NOT NULL, store_key TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
+    first_attempt_at INTEGER, next_attempt_at INTEGER NOT NULL, delivered_at INTEGER, given_up_at INTEGER,
+    last_error TEXT, PRIMARY KEY (webhook_id, seq));
+CREATE INDEX IF NOT EXISTS webhook_deliveries_pending ON webhook_deliveries (given_up_at, delivered_at, seq);
+CREATE INDEX IF NOT EXISTS webhook_deliveries_queue ON webhook_deliveries (webhook_id, store_key, seq)
+    WHERE delivered_at IS NULL AND given_up_at IS NULL;
+CREATE TABLE IF NOT EXISTS webhook_watermarks (
+    store_id TEXT PRIMARY KEY, tip TEXT, landed_at INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS webhook_lease (
+    name TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at INTEGER NOT NULL);
+CREATE TRIGGER IF NOT EXISTS webhook_fan_out AFTER INSERT ON webhook_outbox
+    BEGIN INSERT INTO webhook_deliveries (webhook_id, seq, store_key, next_attempt_at)
+          SELECT w.id, NEW.seq, coalesce(NEW.store_id, ''), 0 FROM webhooks w
+          WHERE w.workspace_id = NEW.workspace_id
+            AND EXISTS (SELECT 1 FROM json_each(w.event_types) WHERE value = NEW.type); END;
+{_STORE_EVENT.format(name="created", when="INSERT", condition="1", row="NEW", org=ORGANIZATION_ID,
+                     time="NEW.created_at")}
+{_STORE_EVENT.format(name="archived", when="UPDATE OF archived_at",
+                     condition="OLD.archived_at IS NULL AND NEW.archived_at IS NOT NULL", row="NEW",
+                     org=ORGANIZATION_ID, time="NEW.archived_at")}
+{_STORE_EVENT.format(name="deleted", when="DELETE", condition="1", row="OLD", org=ORGANIZATION_ID,
+                     time=_NOW_MICROS)}
+{_DREAM_EVENT.format(org=ORGANIZATION_ID)}
+{_DREAM_FAILED_AT_ONCE.format(org=ORGANIZATION_ID)}
+"""
+
+
+@dataclass(frozen=True)
+class Webhook:
+    id: str
+    workspace_id: str
+    url: str
+    event_types: tuple[str, ...]
+    description: str
+    created_at: dt.datetime
+    secret: str | None = None  # only on the value :meth:`Webhooks.create` returns
+
+
+def new_secret() -> str:
+    """``whsec_`` + base64 of 32 random bytes: the Standard Webhooks form of a signing key."""
+    return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(32)).decode()
+
+
+def _webhook(row: sqlite3.Row) -> Webhook:
+    return Webhook(row["id"], row["workspace_id"], row["url"], tuple(json.loads(row["event_types"])),
+                   row["description"], from_micros(row["created_at"]))
+
+
+def _check_subscription(url: str, event_types: Sequence[str]) -> tuple[str, ...]:
+    if not isinstance(url, str) or not url.startswith(("https://", "http://")) or len(url) > MAX_URL_LENGTH:
+        raise InvalidRequest(f"url must be an http(s) URL of at most {MAX_URL_LENGTH} characters")
+    if isinstance(event_types, str) or not event_types:
+        raise InvalidRequest("event_types must be a non-empty list")
+    unknown = sorted(set(event_types) - set(EVENT_TYPES))
+    if unknown:
+        raise InvalidRequest(f"unknown event types {', '.join(unknown)}; known: {', '.join(EVENT_TYPES)}")
+    return tuple(t for t in EVENT_TYPES if t in set(event_types))
+
+
+class Webhooks(HomeTables):
+    SCHEMA = SCHEMA
+
+    def __init__(self, gm: Gitmem) -> None:
+        from gitmem.agents.dreams import SCHEMA as DREAMS_SCHEMA
+
+        gm.catalog.ensure_schema(DREAMS_SCHEMA)  # the dreams table must exist before the trigger on it
+        super().__init__(gm)
+
+    # -- subscriptions ----------------------------------------------------------------------------
+
+    def create(self, workspace_id: str, url: str, event_types: Sequence[str], description: str = "") -> Webhook:
+        """A subscription; the returned value carries its secret, which is never shown again."""
+        types = _check_subscription(url, event_types)
+        if len(description) > 1024:
+            raise InvalidRequest("description is at most 1024 characters")
+        webhook_id, secret, now = ids.new_id(WEBHOOK_PREFIX), new_secret(), self._now()
+        with self.catalog.transaction() as db:
+            (count,) = db.execute("SELECT count(*) FROM webhooks WHERE workspace_id=?", (workspace_id,)).fetchone()
+            if count >= MAX_WEBHOOKS:
+                raise InvalidRequest(f"a workspace keeps at most {MAX_WEBHOOKS} webhooks")
+            db.execute("INSERT INTO webhooks VALUES (?,?,?,?,?,?,?)",
+                       (webhook_id, workspace_id, url, json.dumps(types), secret, description, now))
+        return dataclasses.replace(self.get(workspace_id, webhook_id), secret=secret)
+
+    def get(self, workspace_id: str, webhook_id: str) -> Webhook:
+        row = self.db.execute("SELECT * FROM webhooks WHERE id=? AND workspace_id=?",
+                              (webhook_id, workspace_id)).fetchone()
+        if row is None:
+            raise NotFound(f"webhook {webhook_id} not found")
+        return _webhook(row)
+
+    def subscriptions(self, workspace_id: str) -> list[Webhook]:
+        rows = self.db.execute("SELECT * FROM webhooks WHERE workspace_id=? ORDER BY created_at, id", (workspace_id,))
+        return [_webhook(r) for r in rows]
+
+    def delete(self, workspace_id: str, webhook_id: str) -> None:
+        """The subscription and its undelivered events go; other subscriptions keep theirs."""
+        self.get(workspace_id, webhook_id)
+        with self.catalog.transaction() as db:
+            db.execute("DELETE FROM webhook_deliveries WHERE webhook_id=?", (webhook_id,))
+            db.execute("DELETE FROM webhooks WHERE id=?", (webhook_id,))
+            if not self._first_subscription(db, workspace_id):
+                # Nobody listens to notes any more: a later subscription starts from its own time.
+                db.execute("DELETE FROM webhook_watermarks WHERE store_id IN"
+                           " (SELECT id FROM stores WHERE workspace_id=?)", (workspace_id,))
+
+    # -- note events ------------------------------------------------------------------------------
+
+    def _wants_note_events(self, workspace_id: str) -> bool:
+        return bool(self._first_subscription(self.db, workspace_id))
+
+    def notes_changed(self, store: MemoryStore, workspace_id: str) -> int:
+        """Write an outbox row for every version of ``store`` since its watermark; the number written.
+
+        Called right after a commit lands and by :meth:`catch_up`. Cheap when nobody listens: one query.
+        """
+        if not self._wants_note_events(workspace_id):
+            return 0
+        tip = str(store.index.catch_up() or "")
+        written = 0
+        with self.catalog.transaction() as db:
+            mark = db.execute("SELECT tip, landed_at FROM webhook_watermarks WHERE store_id=?",
+                              (store.id,)).fetchone()
+            if mark is not None and mark["tip"] == tip:
+                return 0
+            since = mark["landed_at"] if mark is not None else self._first_subscription(db, workspace_id)
+            newest = since
+            # An encrypted store's paths are secret at rest: its events name notes by id only.
+            show_path = not self.catalog.store(store.id).encrypted
+            for version in self._versions_since(store, since):
+                newest = max(newest, to_micros(version.created_at))
+                written += self._insert_note_event(db, workspace_id, version, show_path)
+            db.execute("INSERT INTO webhook_watermarks VALUES (?,?,?) ON CONFLICT (store_id) DO UPDATE"
+                       " SET tip=excluded.tip, landed_at=excluded.landed_at", (store.id, tip, newest))
+        return written
+
+    @staticmethod
+    def _first_subscription(db: sqlite3.Connection, workspace_id: str) -> int:
+        """When the workspace's oldest subscription to note events was made; 0 if it has none."""
+        (first,) = db.execute(
+            "SELECT min(w.created_at) FROM webhooks w WHERE w.workspace_id=? AND EXISTS (SELECT 1 FROM"
+            " json_each(w.event_types) t WHERE t.value LIKE 'memory.%' OR t.value = 'memory_version.redacted')",
+            (workspace_id,)).fetchone()
+        return int(first or 0)
+
+    @staticmethod
+    def _versions_since(store: MemoryStore, since_micros: int) -> list[Version]:
+        """Versions landed at or after ``since`` (the same instant may hold more), oldest first."""
+        found: list[Version] = []
+        page: str | None = None
+        while True:
+            result = store.versions(created_gte=from_micros(since_micros), limit=MAX_VERSIONS_PAGE, page=page)
+            found.extend(result.items)
+            page = result.next_page
+            if not page:
+                return found[::-1]
+
+    def _insert_note_event(self, db: sqlite3.Connection, workspace_id: str, version: Version,
+                           show_path: bool) -> int:
+        event_type = f"memory.{version.operation}"
+        data = {"id": version.memory_id, "type": event_type, "workspace_id": workspace_id,
+                "organization_id": ORGANIZATION_ID, "memory_store_id": version.store_id,
+                "memory_version_id": version.id, "path": version.path if show_path else None,
+                "created_by": version.created_by.as_dict() if version.created_by else None}
+        return self._insert(db, workspace_id, version.store_id, event_type, data, version.id,
+                            to_micros(version.created_at))
+
+    def version_redacted(self, store: MemoryStore, workspace_id: str, version: Version) -> None:
+        """Called right after a redaction commits: the ``memory_version.redacted`` event."""
+        if not self._wants_note_events(workspace_id):
+            return
+        data = {"id": version.id, "type": "memory_version.redacted", "workspace_id": workspace_id,
+                "organization_id": ORGANIZATION_ID, "memory_store_id": store.id, "memory_id": version.memory_id}
+        with self.catalog.transaction() as db:
+            self._insert(db, workspace_id, store.id, "memory_version.redacted", data, f"redacted:{version.id}",
+                         self._now())
+
+    @staticmethod
+    def _insert(db: sqlite3.Connection, workspace_id: str, store_id: str, event_type: str,
+                data: dict[str, Any], key: str, created_at: int) -> int:
+        return db.execute(
+            "INSERT OR IGNORE INTO webhook_outbox (event_id, event_key, workspace_id, store_id, type, data, created_at)"
+            " VALUES (?,?,?,?,?,?,?)",
+            (ids.new_id(EVENT_PREFIX), key, workspace_id, store_id, event_type, json.dumps(data), created_at)).rowcount
+
+    def catch_up(self) -> int:
+        """Report versions no writer reported (a crash after its commit, a push, another process):
+        every store of a workspace that listens whose ``main`` moved since its watermark."""
+        written = 0
+        workspaces = [r[0] for r in self.db.execute("SELECT DISTINCT workspace_id FROM webhooks")]
+        for workspace_id in workspaces:
+            if not self._wants_note_events(workspace_id):
+                continue
+            marks = dict(self.db.execute(
+                "SELECT s.id, m.tip FROM stores s LEFT JOIN webhook_watermarks m ON m.store_id = s.id"
+                " WHERE s.workspace_id=?", (workspace_id,)).fetchall())
+            for store_id, tip in marks.items():
+                try:
+                    if tip is not None and tip == self._tip_of(store_id):
+                        continue
+                    written += self.notes_changed(self.gm.store(workspace_id, store_id), workspace_id)
+                except (NotFound, pygit2.GitError):
+                    continue  # deleted in between
+        return written
+
+    def _tip_of(self, store_id: str) -> str:
+        """``main``'s commit, read from the ref alone: no index opened, nothing cached."""
+        return str(read_tip(pygit2.Repository(str(self.gm.repo_path(store_id)))) or "")
+
+
+def webhooks_for(gm: Gitmem) -> Webhooks:
+    return Webhooks.of(gm)

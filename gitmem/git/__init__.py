@@ -1,0 +1,1 @@
+"""The Git layer (plumbing): repositories, objects and packs, commits, history, rewrite, pushes."""

@@ -1,0 +1,244 @@
+"""Writing a batch of objects as one Git pack (version 2) and its index (version 2).
+
+A write's objects (blob, trees, commit) used to be written loose, each flushed on its own. A batch
+of writes now goes into one pack flushed once, the way Git's ``core.fsyncMethod=batch`` makes many
+objects durable together: the ``.pack`` and ``.idx`` are written under temporary names, flushed,
+and renamed into ``objects/pack`` (``.pack`` first: a pack is used once its ``.idx`` exists), then
+the folder is flushed. libgit2 finds a new pack on its next lookup miss.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import struct
+import tempfile
+import zlib
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from gitmem.git.repository import fsync_dir
+
+OBJ_COMMIT = 1
+OBJ_TREE = 2
+OBJ_BLOB = 3
+OBJ_OFS_DELTA = 6
+KIND_CODES = {b"commit": OBJ_COMMIT, b"tree": OBJ_TREE, b"blob": OBJ_BLOB}
+# Fast compression: packs of a batch are small and the background packer recompresses them anyway.
+COMPRESSION_LEVEL = 1
+
+
+@dataclass(frozen=True)
+class PackObject:
+    kind: bytes  # b"blob", b"tree" or b"commit"
+    body: bytes
+    oid: bytes  # 20 bytes
+    # An object this one is likely to resemble (a folder's previous tree): if it comes earlier in the
+    # same pack, this one is stored as a delta against it.
+    delta_base: bytes | None = None
+
+
+# A delta is used only for objects at least this big, and only if it is less than half their size.
+DELTA_MIN_SIZE = 1024
+
+
+def _entry_header(code: int, size: int) -> bytes:
+    """Type and size: 3 bits of type and 4 of size in the first byte, then 7 bits a byte."""
+    out = bytearray()
+    byte = (code << 4) | (size & 0x0F)
+    size >>= 4
+    while size:
+        out.append(byte | 0x80)
+        byte = size & 0x7F
+        size >>= 7
+    out.append(byte)
+    return bytes(out)
+
+
+_fsync_file = fsync_dir  # opening read-only to flush works for a file as for a folder
+
+
+# Flushes the .idx while the caller flushes the .pack: the filesystem's journal takes both in one commit.
+_flusher = ThreadPoolExecutor(max_workers=8, thread_name_prefix="gitmem-fsync")  # stores never queue behind one
+
+
+def _write_temp(folder: Path, data: bytes) -> Path:
+    fd, name = tempfile.mkstemp(prefix="tmp_pack_", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name)
+        raise
+    os.chmod(name, 0o444)
+    return Path(name)
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        if not n:
+            out.append(byte)
+            return bytes(out)
+        out.append(byte | 0x80)
+
+
+def _common_length(a: bytes, b: bytes, limit: int, *, from_end: bool) -> int:
+    """How many bytes ``a`` and ``b`` share at their start (or end), at most ``limit``: blocks
+    compared whole, then a binary search in the first block that differs."""
+    block = 4096
+    done = 0
+    while done < limit:
+        size = min(block, limit - done)
+        if from_end:
+            same = a[len(a) - done - size:len(a) - done] == b[len(b) - done - size:len(b) - done]
+        else:
+            same = a[done:done + size] == b[done:done + size]
+        if not same:
+            break
+        done += size
+    else:
+        return limit
+    lo, hi = 0, size
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if from_end:
+            same = a[len(a) - done - mid:len(a) - done] == b[len(b) - done - mid:len(b) - done]
+        else:
+            same = a[done:done + mid] == b[done:done + mid]
+        if same:
+            lo = mid
+        else:
+            hi = mid - 1
+    return done + lo
+
+
+def delta(base: bytes, target: bytes) -> bytes:
+    """A Git delta that makes ``target`` from ``base``: copy their common start and end, insert the
+    rest (a tree that gained, lost or changed one entry is a few dozen bytes)."""
+    prefix = _common_length(base, target, min(len(base), len(target)), from_end=False)
+    suffix = _common_length(base, target, min(len(base), len(target)) - prefix, from_end=True)
+    out = bytearray(_varint(len(base)) + _varint(len(target)))
+
+    def copy(offset: int, size: int) -> None:
+        while size:
+            chunk = min(size, 0xFFFFFF)
+            cmd, args = 0x80, bytearray()
+            for i in range(4):
+                if (offset >> (8 * i)) & 0xFF:
+                    cmd |= 1 << i
+                    args.append((offset >> (8 * i)) & 0xFF)
+            for i in range(3):
+                if (chunk >> (8 * i)) & 0xFF:
+                    cmd |= 0x10 << i
+                    args.append((chunk >> (8 * i)) & 0xFF)
+            out.append(cmd)
+            out.extend(args)
+            offset += chunk
+            size -= chunk
+
+    copy(0, prefix)
+    middle = target[prefix:len(target) - suffix]
+    for start in range(0, len(middle), 127):
+        piece = middle[start:start + 127]
+        out.append(len(piece))
+        out.extend(piece)
+    copy(len(base) - suffix, suffix)
+    return bytes(out)
+
+
+def _ofs_distance(distance: int) -> bytes:
+    """The back-distance of an OFS_DELTA's base, in Git's offset encoding."""
+    out = [distance & 0x7F]
+    distance >>= 7
+    while distance:
+        distance -= 1
+        out.append(0x80 | (distance & 0x7F))
+        distance >>= 7
+    return bytes(reversed(out))
+
+
+def encode(objects: Sequence[PackObject]) -> tuple[bytes, bytes]:
+    """The pack and its index for ``objects`` (each id once)."""
+    pack = bytearray(b"PACK" + struct.pack(">II", 2, len(objects)))
+    located: list[tuple[bytes, int, int]] = []  # id, crc32, offset
+    earlier: dict[bytes, tuple[int, bytes]] = {}  # id -> offset and body, of possible delta bases
+    for obj in objects:
+        offset = len(pack)
+        base = earlier.get(obj.delta_base) if obj.delta_base is not None else None
+        entry = b""
+        if base is not None:
+            patch = delta(base[1], obj.body)
+            if len(patch) * 2 < len(obj.body):
+                entry = (_entry_header(OBJ_OFS_DELTA, len(patch)) + _ofs_distance(offset - base[0])
+                         + zlib.compress(patch, COMPRESSION_LEVEL))
+        if not entry:
+            entry = _entry_header(KIND_CODES[obj.kind], len(obj.body)) + zlib.compress(obj.body, COMPRESSION_LEVEL)
+        if len(obj.body) >= DELTA_MIN_SIZE:
+            earlier[obj.oid] = (offset, obj.body)
+        pack += entry
+        located.append((obj.oid, zlib.crc32(entry), offset))
+    if len(pack) >= 1 << 31:
+        raise ValueError("a batch pack over 2 GiB")  # would need the index's 8-byte offset table
+    checksum = hashlib.sha1(pack, usedforsecurity=False).digest()
+    pack += checksum
+    located.sort()
+    fanout, count = [], 0
+    for first in range(256):
+        while count < len(located) and located[count][0][0] == first:
+            count += 1
+        fanout.append(count)
+    index = bytearray(b"\xfftOc" + struct.pack(">I", 2))
+    index += struct.pack(">256I", *fanout)
+    index += b"".join(oid for oid, _, _ in located)
+    index += struct.pack(f">{len(located)}I", *(crc for _, crc, _ in located))
+    index += struct.pack(f">{len(located)}I", *(offset for _, _, offset in located))
+    index += checksum
+    index += hashlib.sha1(index, usedforsecurity=False).digest()
+    return bytes(pack), bytes(index)
+
+
+def write_pack(objects_dir: Path, objects: Sequence[PackObject], *, fsync: bool,
+               flush_with: Callable[[], None] | None = None) -> Path:
+    """Write ``objects`` as one pack into ``objects_dir/pack``; return the ``.pack`` path.
+
+    ``flush_with`` (another file's flush, such as the ref's lock file) runs beside the pack's own."""
+    unique = list({obj.oid: obj for obj in objects}.values())
+    pack, index = encode(unique)
+    folder = objects_dir / "pack"
+    folder.mkdir(exist_ok=True)
+    name = "pack-" + pack[-20:].hex()
+    pack_tmp = _write_temp(folder, pack)
+    try:
+        index_tmp = _write_temp(folder, index)
+        try:
+            if fsync:
+                others = [_flusher.submit(_fsync_file, index_tmp)]
+                if flush_with is not None:
+                    others.append(_flusher.submit(flush_with))
+                _fsync_file(pack_tmp)
+                for other in others:
+                    other.result()
+            elif flush_with is not None:
+                flush_with()
+        except BaseException:
+            index_tmp.unlink(missing_ok=True)
+            raise
+    except BaseException:
+        pack_tmp.unlink(missing_ok=True)
+        raise
+    pack_path = folder / f"{name}.pack"
+    os.replace(pack_tmp, pack_path)
+    os.replace(index_tmp, folder / f"{name}.idx")
+    if fsync:
+        fsync_dir(folder)
+    return pack_path
+
+
+__all__ = ["OBJ_BLOB", "OBJ_COMMIT", "OBJ_TREE", "PackObject", "delta", "encode", "write_pack"]

@@ -1,0 +1,361 @@
+"""Keeping a store's objects near their packed size while it is written, and the packer itself.
+
+A write leaves new objects behind (loose files today; small packs once writes are batched). Each
+commit writes a new tree for the folder it touches, as large as that folder: in a folder of 10,000
+notes a loose tree is ~250 KB, so counting writes says little about disk. The policy, per store:
+
+* **While written:** after a write, :func:`after_write` looks at the bytes written since the last
+  pack run (loose objects, or the small packs a batched writer leaves), the loose objects' count and
+  the number of packs, but only every few writes (it predicts from the bytes per write when the limit
+  will be near). Past :data:`UNPACKED_BYTES_LIMIT`, :data:`LOOSE_OBJECTS_LIMIT` or :data:`MAX_PACKS`
+  it starts a background ``geometric`` pack: loose objects into a new pack, small packs rolled up so
+  pack sizes grow geometrically (few packs, and little rewritten each time).
+* **When quiet:** once ``main`` has not moved for :data:`QUIET_SECONDS` and enough was written since
+  the last one, a ``full`` pack puts everything into one pack and searches deltas again, so
+  successive versions of a big tree, each stored whole at the head of its small pack, become deltas of
+  each other (a tree that differs by one entry is a delta of a few dozen bytes).
+
+The packer runs as ``python -m gitmem.git.packing pack REPO [MODE]``: a process of its own, so a busy
+server is not slowed by it and a packer outlives nothing but itself. One packer per store at a time
+(``gitmem/pack.lock``); history rewriting takes the same lock.
+
+Safety. Git's ``repack`` only deletes a loose object or an old pack once what it holds is in a new
+pack, so a packer never takes away an object a writer relies on; a writer that loses the race for an
+``objects/xx`` folder retries (see the store's write). Unreachable objects (a write that lost its
+compare-and-swap, a batch cut short by a crash) go to a cruft pack and are deleted only after
+:data:`UNREACHABLE_GRACE` (a writer may be about to reference them); purging on purpose is the history
+rewriter's job. A packer that fails (a full disk) removes its half-written ``tmp_pack_*`` files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+log = logging.getLogger(__name__)
+
+PackMode = Literal["geometric", "full"]
+MODES: tuple[PackMode, ...] = ("geometric", "full")
+
+UNPACKED_BYTES_LIMIT = 4 << 20  # objects written since the last pack run (loose, or in batch packs)
+LOOSE_OBJECTS_LIMIT = 256
+MAX_PACKS = 12  # geometric packs stay few (log2 of the store's size); many small ones mean batched writes
+NEW_PACKS_BEFORE_ROLL_UP = 4
+MAX_WRITES_BETWEEN_LOOKS = 32
+WRITES_WHILE_PACKING = 4
+QUIET_SECONDS = 2.0
+# A quiet store is consolidated again once it grew this much since the last consolidation (a fraction
+# of its size then, and at least some bytes): a lone write now and then must not repack everything.
+CONSOLIDATE_GROWTH = 0.10
+CONSOLIDATE_MIN_BYTES = 1 << 20
+# Git's default delta chain depth (50) stores every 50th version of a big tree whole: 200 whole copies
+# of a 10,000-entry folder over 10,000 writes. Longer chains keep a flat store near a nested one.
+DELTA_DEPTH = 1000
+UNREACHABLE_GRACE = "2.weeks.ago"
+PACK_LOCK = "pack.lock"
+
+
+# -- the packer -------------------------------------------------------------------------------------
+
+
+def repack_args(mode: PackMode) -> list[str]:
+    """``git`` arguments for one pack run. Bitmaps are neither written nor used to copy a pack
+    verbatim: verbatim reuse would keep whole trees whole instead of finding deltas for them."""
+    base = ["-c", "pack.allowPackReuse=false", "-c", "repack.writeBitmaps=false", "repack", "-d", "-q",
+            f"--depth={DELTA_DEPTH}"]
+    if mode == "geometric":
+        return [*base, "--geometric=2"]
+    return [*base, "--cruft", f"--cruft-expiration={UNREACHABLE_GRACE}"]
+
+
+TEMPORARY_PACK_GRACE = 2.0
+TEMPORARY_PACK_FILES = ("tmp_pack_*", "tmp_idx_*", "tmp_rev_*", "tmp_mtimes_*", ".tmp-*")
+
+
+def _temporary_packs(pack_dir: Path) -> set[Path]:
+    return {path for pattern in TEMPORARY_PACK_FILES for path in pack_dir.glob(pattern)}
+
+
+def _open_by_any_process(folder: Path) -> set[str]:
+    """Files in ``folder`` some process has open (Linux ``/proc``; elsewhere: none known)."""
+    held: set[str] = set()
+    prefix = str(folder.resolve()) + os.sep
+    for fd_dir in Path("/proc").glob("[0-9]*/fd"):
+        with contextlib.suppress(OSError):
+            for fd in os.scandir(fd_dir):
+                with contextlib.suppress(OSError):
+                    target = os.readlink(fd.path)
+                    if target.startswith(prefix):
+                        held.add(target)
+    return held
+
+
+def _remove_temporary_packs(pack_dir: Path, existing: set[Path]) -> None:
+    """Remove what a failed ``git repack`` left (a full disk, a kill): temporary pack files that were not
+    there before it ran and that no process has open or renames within :data:`TEMPORARY_PACK_GRACE`
+    seconds (the write path and a history rewrite write their own ``tmp_pack_*`` next to ours)."""
+    candidates = _temporary_packs(pack_dir) - existing
+    if not candidates:
+        return
+    time.sleep(TEMPORARY_PACK_GRACE)
+    held = _open_by_any_process(pack_dir)
+    for path in candidates:
+        with contextlib.suppress(FileNotFoundError):
+            if str(path.resolve()) not in held:
+                path.unlink()
+
+
+@contextlib.contextmanager
+def _pack_lock(repo_path: Path) -> Iterator[bool]:
+    """``gitmem/pack.lock`` if free (the same flock as :func:`gitmem.git.repository.file_lock`, without
+    importing pygit2: a packer process starts faster)."""
+    fd = os.open(repo_path / "gitmem" / PACK_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
+def pack(repo_path: Path, mode: PackMode = "geometric") -> bool:
+    """Pack the store's objects now. Returns False if another packer holds the lock (it does the work).
+
+    Raises :class:`subprocess.CalledProcessError` if ``git repack`` fails (after removing its
+    temporary files); the store is then as it was."""
+    with _pack_lock(repo_path) as locked:
+        if not locked:
+            return False
+        pack_dir = repo_path / "objects" / "pack"
+        before = _temporary_packs(pack_dir)
+        proc = subprocess.run(["git", "-C", str(repo_path), *repack_args(mode)], capture_output=True)
+        if proc.returncode != 0:
+            _remove_temporary_packs(pack_dir, before)
+            log.warning("git repack (%s) failed for %s: %s", mode, repo_path.name,
+                        proc.stderr.decode(errors="replace").strip())
+            raise subprocess.CalledProcessError(proc.returncode, proc.args, proc.stdout, proc.stderr)
+        size = objects_bytes(repo_path)
+        _set_size_mark(repo_path, AFTER_ANY_PACK, size)
+        if mode == "full":
+            _set_size_mark(repo_path, AFTER_FULL_PACK, size)
+        return True
+
+
+# -- what is on disk --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Loose:
+    count: int
+    bytes: int
+
+
+def loose_objects(repo_path: Path) -> Loose:
+    """Loose objects and their bytes on disk (a folder listing per fan-out folder that exists)."""
+    count = size = 0
+    try:
+        folders = list(os.scandir(repo_path / "objects"))
+    except FileNotFoundError:
+        return Loose(0, 0)
+    for folder in folders:
+        if len(folder.name) != 2:
+            continue
+        try:
+            for entry in os.scandir(folder.path):
+                try:
+                    size += entry.stat().st_blocks * 512
+                    count += 1
+                except FileNotFoundError:
+                    pass  # packed and pruned while we looked
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+    return Loose(count, size)
+
+
+def pack_count(repo_path: Path) -> int:
+    try:
+        return sum(1 for name in os.listdir(repo_path / "objects" / "pack") if name.endswith(".pack"))
+    except FileNotFoundError:
+        return 0
+
+
+def objects_bytes(repo_path: Path) -> int:
+    total = 0
+    for root, _, files in os.walk(repo_path / "objects"):
+        for name in files:
+            with contextlib.suppress(FileNotFoundError):
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+    return total
+
+
+# The objects' size on disk right after the last pack run of each kind, in ``gitmem/packed-size`` and
+# ``gitmem/consolidated-size``: shared by every process that writes the store.
+AFTER_ANY_PACK = "packed-size"
+AFTER_FULL_PACK = "consolidated-size"
+
+
+def _size_mark(repo_path: Path, name: str) -> int | None:
+    try:
+        return int((repo_path / "gitmem" / name).read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def _set_size_mark(repo_path: Path, name: str, size: int) -> None:
+    temp = repo_path / "gitmem" / f".{name}.{os.getpid()}"
+    temp.write_text(str(size))
+    os.replace(temp, repo_path / "gitmem" / name)
+
+
+def written_since_pack(repo_path: Path) -> int:
+    """Bytes of objects written since the last pack run: loose objects, or the small packs that a
+    batched writer leaves (each holding whole copies of the trees it changed)."""
+    return max(0, objects_bytes(repo_path) - (_size_mark(repo_path, AFTER_ANY_PACK) or 0))
+
+
+def worth_consolidating(repo_path: Path) -> bool:
+    if pack_count(repo_path) <= 1 and loose_objects(repo_path).count == 0:
+        return False
+    last = _size_mark(repo_path, AFTER_FULL_PACK)
+    grown = objects_bytes(repo_path) - (last or 0)
+    return grown >= max(CONSOLIDATE_MIN_BYTES, CONSOLIDATE_GROWTH * (last or 0))
+
+
+# -- the policy -------------------------------------------------------------------------------------
+
+
+class _StorePolicy:
+    """One store's packing state in this process (a store is opened once per thread: this is shared)."""
+
+    def __init__(self, repo_path: Path) -> None:
+        self.repo_path = repo_path
+        self.writes_until_look = 1
+        self.writes_since_pack = 0
+        self.packs_when_asked = 0  # packs when a pack was last asked for because there were many
+
+    def after_write(self, max_writes: int) -> bool:
+        """Count a write; True if a look at the disk is due now."""
+        self.writes_since_pack += 1
+        self.writes_until_look -= 1
+        return self.writes_until_look <= 0 or self.writes_since_pack >= max_writes
+
+    def due(self, max_writes: int) -> bool:
+        """Whether to pack now; if not, when to look again (predicted from the bytes per write so far)."""
+        loose = loose_objects(self.repo_path)
+        written = written_since_pack(self.repo_path)
+        packs = pack_count(self.repo_path)
+        if packs <= MAX_PACKS:
+            self.packs_when_asked = 0
+        # Geometric packs may legitimately stay above MAX_PACKS: then roll up only once more came.
+        many_packs = packs > max(MAX_PACKS, self.packs_when_asked + NEW_PACKS_BEFORE_ROLL_UP)
+        if (self.writes_since_pack >= max_writes or written >= UNPACKED_BYTES_LIMIT
+                or loose.count >= LOOSE_OBJECTS_LIMIT or many_packs):
+            if many_packs:
+                self.packs_when_asked = packs
+            self.writes_since_pack = 0
+            self.writes_until_look = WRITES_WHILE_PACKING  # a packer takes a while: no look each write
+            return True
+        writes = max(1, self.writes_since_pack)
+        room = min((UNPACKED_BYTES_LIMIT - written) / max(written / writes, 1.0),
+                   (LOOSE_OBJECTS_LIMIT - loose.count) / max(loose.count / writes, 1.0))
+        self.writes_until_look = int(max(1, min(MAX_WRITES_BETWEEN_LOOKS, room / 2)))
+        return False
+
+
+class _QuietWatcher:
+    """One thread a process: consolidates a store once it has been quiet for :data:`QUIET_SECONDS`."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Condition()
+        self.last_write: dict[str, float] = {}  # store path -> monotonic time of our last write to it
+        self.thread: threading.Thread | None = None
+
+    def wrote(self, repo_path: Path) -> None:
+        with self.lock:
+            self.last_write[str(repo_path)] = time.monotonic()
+            if self.thread is None or not self.thread.is_alive():
+                self.thread = threading.Thread(target=self._run, name="gitmem quiet packer", daemon=True)
+                self.thread.start()
+            self.lock.notify()
+
+    def _next_quiet(self) -> Path:
+        """Wait until some store we wrote to has been quiet for long enough."""
+        with self.lock:
+            while True:
+                if not self.last_write:
+                    self.lock.wait()
+                    continue
+                key, when = min(self.last_write.items(), key=lambda item: item[1])
+                wait = when + QUIET_SECONDS - time.monotonic()
+                if wait <= 0:
+                    del self.last_write[key]
+                    return Path(key)
+                self.lock.wait(wait)
+
+    def _run(self) -> None:
+        while True:
+            repo_path = self._next_quiet()
+            try:
+                ref_age = time.time() - (repo_path / "refs" / "heads" / "main").stat().st_mtime
+                if ref_age < QUIET_SECONDS:  # another process writes it: look again later
+                    with self.lock:
+                        self.last_write.setdefault(str(repo_path), time.monotonic() - ref_age)
+                    continue
+                from gitmem import repository  # the background packer's entry point lives there
+
+                repository.wait_for_background_packer(repo_path)
+                if worth_consolidating(repo_path):
+                    repository.pack_in_background(repo_path, full=True)
+                    repository.wait_for_background_packer(repo_path)
+            except OSError:  # the store went away, or no process could be started: try after the next write
+                log.debug("could not consolidate %s", repo_path.name, exc_info=True)
+
+
+_policies: dict[str, _StorePolicy] = {}
+_policies_lock = threading.Lock()
+_watcher = _QuietWatcher()
+
+
+def after_write(repo_path: Path, *, max_writes: int) -> None:
+    """Called after each successful write to a store: packs in the background when it is due (and at
+    least every ``max_writes`` writes of this process), consolidates when the store goes quiet."""
+    key = str(repo_path)
+    with _policies_lock:
+        policy = _policies.get(key)
+        if policy is None:
+            policy = _policies[key] = _StorePolicy(repo_path)
+        look = policy.after_write(max_writes)
+        due = look and policy.due(max_writes)
+    if due:
+        from gitmem.git import repository
+
+        repository.pack_in_background(repo_path)
+    _watcher.wrote(repo_path)
+
+
+def main(argv: list[str]) -> int:
+    if not 2 <= len(argv) <= 3 or argv[0] != "pack" or (len(argv) == 3 and argv[2] not in MODES):
+        print(f"usage: python -m gitmem.git.packing pack REPO [{'|'.join(MODES)}]", file=sys.stderr)
+        return 2
+    try:
+        pack(Path(argv[1]), argv[2] if len(argv) == 3 else "geometric")  # type: ignore[arg-type]
+    except subprocess.CalledProcessError:
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,277 @@
+"""The Git layer (plumbing): bare repositories, trees built from blobs, and the branch update as a
+compare-and-swap under Git's own ``.lock`` file. No working tree, no index file, no ``git`` on the
+write path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+import pygit2
+
+from gitmem.errors import StoreBusy
+
+log = logging.getLogger(__name__)
+
+MAIN = "refs/heads/main"
+NOTES_REF = "refs/notes/gitmem"
+COMMITTER = pygit2.Signature("gitmem", "gitmem@localhost", 0, 0)
+# A ref lock is held for the time it takes to write 41 bytes; one this old was left by a crash.
+STALE_REF_LOCK_SECONDS = 5.0
+HOOKS_DIR = Path(__file__).resolve().parents[1] / "hooks"
+
+_fsync_enabled: bool | None = None
+
+# libgit2 caches no tree over 4 KiB: the tree of a 10,000-note folder (~400 KiB) was read, inflated and
+# parsed again by each write and by the index after it (the index took a minute for a 10,000-note
+# commit). A cached parsed tree is shared by every reader of the repository object.
+BIG_TREE_CACHE_LIMIT = 8 << 20
+pygit2.settings.cache_object_limit(pygit2.enums.ObjectType.TREE, BIG_TREE_CACHE_LIMIT)
+
+
+def set_fsync(enabled: bool) -> None:
+    """Whether objects and refs reach the disk before a write returns (libgit2 is process-wide)."""
+    global _fsync_enabled
+    if _fsync_enabled is not enabled:
+        pygit2.option(pygit2.enums.Option.ENABLE_FSYNC_GITDIR, enabled)
+        _fsync_enabled = enabled
+
+
+def fsync_enabled() -> bool:
+    return bool(_fsync_enabled)
+
+
+def init_bare(path: Path) -> pygit2.Repository:
+    repo = pygit2.init_repository(str(path), bare=True, initial_head="main")
+    config = repo.config
+    config["http.getanyfile"] = False
+    config["receive.denyNonFastForwards"] = True
+    config["receive.denyDeletes"] = True
+    config["receive.fsckObjects"] = True
+    config["core.logAllRefUpdates"] = False
+    config["gc.auto"] = 0  # packing is ours (see pack_in_background), never a surprise gc
+    config["uploadpack.allowAnySHA1InWant"] = False
+    config["uploadpack.allowReachableSHA1InWant"] = False
+    config["uploadpack.allowTipSHA1InWant"] = False
+    config["uploadpack.hideRefs"] = "refs/gitmem"  # the rewriter's scratch refs are nobody's business
+    if HOOKS_DIR.is_dir():
+        config["core.hooksPath"] = str(HOOKS_DIR)
+    (path / "gitmem").mkdir(exist_ok=True)
+    return repo
+
+
+def read_tip(repo: pygit2.Repository) -> pygit2.Oid | None:
+    ref = repo.references.get(MAIN)
+    return None if ref is None else ref.target
+
+
+def tree_with(repo: pygit2.Repository, base: pygit2.Tree | None,
+              changes: Mapping[str, pygit2.Oid | None]) -> pygit2.Oid:
+    """Write the tree that is ``base`` with each tree path set to a blob (or removed, for ``None``).
+
+    Empty folders disappear, as in Git. Only the trees along changed paths are rewritten.
+    """
+    here: dict[str, pygit2.Oid | None] = {}
+    below: dict[str, dict[str, pygit2.Oid | None]] = {}
+    for tree_path, blob in changes.items():
+        head, sep, rest = tree_path.partition("/")
+        if sep:
+            below.setdefault(head, {})[rest] = blob
+        else:
+            here[head] = blob
+    builder = repo.TreeBuilder(base) if base is not None else repo.TreeBuilder()
+    # Removals, then folders, then blobs: a name may be both (a rename of /a to /a/b removes the blob
+    # "a" and fills the folder "a"; /a/b to /a empties the folder "a" and then sets the blob "a").
+    for name, blob in here.items():
+        if blob is None and builder.get(name) is not None:
+            builder.remove(name)
+    for name, sub_changes in below.items():
+        existing = builder.get(name)
+        sub_base = repo[existing.id] if existing is not None and existing.type_str == "tree" else None
+        sub_oid = tree_with(repo, sub_base, sub_changes)
+        if len(repo[sub_oid]) == 0:
+            if sub_base is not None:
+                builder.remove(name)
+        else:
+            builder.insert(name, sub_oid, pygit2.enums.FileMode.TREE)
+    for name, blob in here.items():
+        if blob is not None:
+            builder.insert(name, blob, pygit2.enums.FileMode.BLOB)
+    return builder.write()
+
+
+def commit(repo: pygit2.Repository, *, tree: pygit2.Oid, parent: pygit2.Oid | None, author: pygit2.Signature,
+           message: str) -> pygit2.Oid:
+    """Write a commit object without moving any ref."""
+    committer = pygit2.Signature(COMMITTER.name, COMMITTER.email, author.time, 0)
+    return repo.create_commit(None, author, committer, message, tree, [parent] if parent else [])
+
+
+def _ref_file(repo_path: Path, ref: str) -> Path:
+    return repo_path / ref
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def compare_and_swap(repo: pygit2.Repository, old: pygit2.Oid | None, new: pygit2.Oid, *,
+                     ref: str = MAIN, timeout: float = 10.0,
+                     before_swap: Callable[[Callable[[], None]], None] | None = None) -> bool:
+    """Point ``ref`` at ``new`` only if it still points at ``old``, under Git's ``<ref>.lock``.
+
+    Returns False if the ref moved (the caller re-reads and retries). Git's own writers (receive-pack)
+    honour the same lock, so pushes and API writes never overwrite each other.
+
+    ``before_swap``, if given, runs once the lock is held and the ref checked, before the swap (the
+    write path writes its pack there: no pack is written for a swap that would fail). It is handed
+    the function that flushes the lock file, and must call it, so that it can flush the lock file
+    and its own files at once. If it raises, the ref is left as it was.
+    """
+    repo_path = Path(repo.path)
+    ref_path = _ref_file(repo_path, ref)
+    lock_path = ref_path.with_name(ref_path.name + ".lock")
+    ref_path.parent.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fd = os.open(lock_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            break
+        except FileExistsError:
+            _recover_stale_lock(lock_path)
+            if time.monotonic() > deadline:
+                raise StoreBusy(f"the store is busy: {lock_path.name} is held") from None
+            time.sleep(0.002)
+    try:
+        current = repo.references.get(ref)
+        current_target = None if current is None else current.target
+        if current_target != old:
+            os.close(fd)
+            os.unlink(lock_path)
+            return False
+        os.write(fd, f"{new}\n".encode())
+
+        def flush() -> None:
+            if _fsync_enabled:
+                os.fsync(fd)
+
+        if before_swap is not None:
+            before_swap(flush)
+        else:
+            flush()
+        os.close(fd)
+        os.replace(lock_path, ref_path)
+        if _fsync_enabled:
+            fsync_dir(ref_path.parent)
+        return True
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(lock_path)
+        raise
+
+
+def _recover_stale_lock(lock_path: Path) -> None:
+    try:
+        age = time.time() - lock_path.stat().st_mtime
+    except FileNotFoundError:
+        return
+    if age > STALE_REF_LOCK_SECONDS:
+        log.warning("removing stale ref lock %s (%.0f s old)", lock_path, age)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(lock_path)
+
+
+@contextlib.contextmanager
+def file_lock(path: Path, *, timeout: float, busy: str) -> Iterator[int]:
+    """An advisory ``flock`` on ``path``, waited for up to ``timeout`` seconds (0: not at all), else
+    :class:`StoreBusy` with ``busy``. The kernel releases it if the holder dies, so a crash cannot
+    wedge a store. Yields the descriptor (a child process that inherits it keeps the lock held)."""
+    path.parent.mkdir(exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline = time.monotonic() + timeout
+        delay = 0.001
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                    raise
+                if time.monotonic() >= deadline:
+                    raise StoreBusy(busy) from None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.05)
+        yield fd
+    finally:
+        os.close(fd)  # closing releases the flock
+
+
+def writer_lock(repo_path: Path, *, timeout: float = 30.0) -> contextlib.AbstractContextManager[int]:
+    """One gitmem writer at a time per store. The ref CAS stays the source of correctness."""
+    return file_lock(repo_path / "gitmem" / "write.lock", timeout=timeout, busy="the store is busy; try again")
+
+
+def loose_object_count(repo_path: Path) -> int:
+    objects = repo_path / "objects"
+    return sum(len(os.listdir(d)) for d in objects.iterdir() if len(d.name) == 2 and d.is_dir())
+
+
+_packers: dict[str, threading.Thread] = {}
+_packers_lock = threading.Lock()
+
+
+def pack_in_background(repo_path: Path, *, full: bool = False) -> None:
+    """Pack in a process of its own (``python -m gitmem.git.packing pack``) without blocking the
+    caller: a geometric roll-up of new objects, or with ``full`` one pack with deltas found again.
+    Nothing if this process already runs a packer for the store. The policy: gitmem.git.packing."""
+    key = str(repo_path)
+    with _packers_lock:
+        running = _packers.get(key)
+        if running is not None and running.is_alive():
+            return
+        proc = subprocess.Popen([sys.executable, "-m", "gitmem.git.packing", "pack", key,
+                                 "full" if full else "geometric"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        thread = threading.Thread(target=proc.wait, name=f"pack {repo_path.name}", daemon=True)
+        thread.start()
+        _packers[key] = thread
+
+
+def wait_for_background_packer(repo_path: Path) -> None:
+    """Wait for this process's background packer of the store, if one runs."""
+    with _packers_lock:
+        thread = _packers.get(str(repo_path))
+    if thread is not None:
+        thread.join()
+
+
+def pack(repo_path: Path, *, full: bool = False) -> bool:
+    """Pack now: a geometric roll-up of loose objects and small packs, or with ``full`` one pack with
+    deltas searched again (see gitmem.git.packing). One packer per store; returns False if another
+    holds the lock."""
+    from gitmem.git.packing import pack as run_packer  # the policy module imports this one
+
+    return run_packer(repo_path, "full" if full else "geometric")
+
+
+def git(repo_path: Path, *args: str, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    """Run the real ``git`` on a store (maintenance and checks only, never the write path)."""
+    return subprocess.run(["git", "-C", str(repo_path), *args], input=input, capture_output=True,
+                          check=False)

@@ -1,0 +1,1 @@
+"""The client side: remotes, `gitmem mount`, three-way merge. Imports nothing from the server side."""
