@@ -19,10 +19,12 @@ serve: $(STAMP)
 # module fixtures are built once). `pytest -m "not slow"` skips real servers and SIGKILLs while developing.
 test: $(STAMP)
 	$(BIN)/ruff check gitmem api hooks tests bench
+	$(BIN)/mypy gitmem api
 	$(BIN)/python -m pytest -q -n auto --dist loadfile
 
 lint: $(STAMP)
 	$(BIN)/ruff check gitmem api hooks tests bench docs
+	$(BIN)/mypy gitmem api
 	$(BIN)/cog --check -I docs README.md  # the README's CLI examples are real output (refresh: cog -r -I docs README.md)
 
 bench: $(STAMP)
