@@ -513,7 +513,8 @@ class Tasks(HomeTables):
         task = self.get_task(workspace_id, task_id)
         views = []
         for ts in task.stores:
-            available, archived, paths, total = True, False, (), 0
+            available, archived, total = True, False, 0
+            paths: tuple[str, ...] = ()
             try:
                 info = self.gm.get_store(workspace_id, ts.store_id)
                 archived = info.archived_at is not None
