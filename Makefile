@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test lint bench clean
+.PHONY: serve test lint bench clean browser
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -26,6 +26,13 @@ lint: $(STAMP)
 	$(BIN)/ruff check gitmem api hooks tests bench docs
 	$(BIN)/mypy gitmem api
 	$(BIN)/cog --check -I docs README.md  # the README's CLI examples are real output (refresh: cog -r -I docs README.md)
+
+# The browser tests (tests/test_ui_browser.py) drive Debian's chromium with Playwright; CI installs it
+# here (as root) so `make test` itself stays quick. Without it those tests skip and say why.
+browser:
+	@if [ -x /usr/bin/chromium ]; then echo "chromium: /usr/bin/chromium"; \
+	elif [ "$$(id -u)" = 0 ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; \
+	else echo "chromium is missing and we are not root: the browser tests will skip"; fi
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

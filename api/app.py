@@ -28,12 +28,14 @@ from api.routers import (
     memory_tool,
     memory_versions,
     profiles,
+    review,
     search,
     tasks,
     webhooks,
     workers,
 )
 from api.settings import Settings
+from api.ui import router as ui_router
 from gitmem.dreams import DreamRunner
 from gitmem.home import Gitmem
 from gitmem.retention import PruneScheduler
@@ -97,6 +99,8 @@ def create_app(gm: Gitmem, settings: Settings | None = None, *, close_on_shutdow
     app.include_router(maintenance.router)
     app.include_router(dreams.router)
     app.include_router(search.router)
+    app.include_router(review.router)
+    app.include_router(ui_router)  # the web view at /ui/
     app.include_router(webhooks.router)
     # Git's smart HTTP: a raw ASGI endpoint (streaming both ways), outside FastAPI's request handling.
     # (Starlette runs an endpoint that is not a function as an ASGI app; its stub only names functions.)

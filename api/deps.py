@@ -13,6 +13,7 @@ from gitmem.access import require_access
 from gitmem.catalog import CatalogBusy, Principal
 from gitmem.errors import AuthenticationFailed, PermissionDenied, RateLimited
 from gitmem.home import Gitmem
+from gitmem.review import Reviews, check_reviewer
 from gitmem.store import MemoryStore
 
 if TYPE_CHECKING:
@@ -76,11 +77,12 @@ class StoreRef:
     store objects belong to one thread each."""
 
     gm: Gitmem
-    workspace_id: str
+    principal: Principal
     store_id: str
 
     def open(self) -> MemoryStore:
-        return self.gm.store(self.workspace_id, self.store_id)
+        # A task reads a store under read_approved_only at its review mark; people read everything.
+        return Reviews.of(self.gm).reader(self.gm.store(self.principal.workspace_id, self.store_id), self.principal)
 
 
 async def get_store_ref(memory_store_id: str, request: Request, principal: Caller, gm: Engine) -> StoreRef:
@@ -95,7 +97,7 @@ async def get_store_ref(memory_store_id: str, request: Request, principal: Calle
             require_access(gm, principal, memory_store_id, write=write)
     except CatalogBusy:
         await run_in_threadpool(require_access, gm, principal, memory_store_id, write=write)
-    return StoreRef(gm, principal.workspace_id, memory_store_id)
+    return StoreRef(gm, principal, memory_store_id)
 
 
 OpenStore = Annotated[StoreRef, Depends(get_store_ref)]
@@ -107,3 +109,12 @@ def get_store(ref: OpenStore) -> MemoryStore:
 
 
 Store = Annotated[MemoryStore, Depends(get_store)]
+
+
+def get_reviewer(memory_store_id: str, principal: Caller, gm: Engine) -> tuple[MemoryStore, Principal]:
+    """A reviewer: a user with write access to the store, or an admin key (never a task)."""
+    check_reviewer(gm, principal, memory_store_id)
+    return gm.store(principal.workspace_id, memory_store_id), principal
+
+
+Reviewer = Annotated[tuple[MemoryStore, Principal], Depends(get_reviewer)]

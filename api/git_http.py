@@ -26,6 +26,7 @@ from gitmem.catalog import Principal
 from gitmem.errors import GitmemError, NotFound
 from gitmem.home import Gitmem
 from gitmem.repository import HOOKS_DIR
+from gitmem.review import Reviews
 from gitmem.smart_http import GitResponse, basic_auth_secret, serve_git, text_response, unauthorized_response
 
 log = logging.getLogger("gitmem.api.git")
@@ -145,6 +146,9 @@ def _resolve(gm: Gitmem, headers: dict[str, str], store_id: str) -> tuple[Princi
         return unauthorized_response()
     try:
         gm.get_store(principal.workspace_id, store_id)
-        return principal, store_access(gm, principal, store_id)
+        access = store_access(gm, principal, store_id)
     except NotFound:
         return text_response(404, "gitmem: repository not found")
+    if Reviews.of(gm).reads_approved_only(principal, store_id):  # Git would hand over unreviewed history
+        return text_response(403, "gitmem: a task reads only this store's approved state; use the memories API")
+    return principal, access

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, WithJsonSche
 
 from gitmem.clock import iso
 from gitmem.model import Actor, MemoryPrefix, Note, StoreInfo, Version
+from gitmem.review import ReviewSettings
 
 # RFC 3339 in UTC with a ``Z``, microseconds kept when there are any.
 Timestamp = Annotated[
@@ -132,6 +133,13 @@ def actor_out(actor: Actor | None) -> ApiActor | UserActor | SessionActor | Serv
 # -- memory stores ---------------------------------------------------------------------------------
 
 
+class StoreReview(_Out):
+    """gitmem's extension of a memory store: it is under review (the SDK ignores the extra field)."""
+
+    enabled: bool
+    read_approved_only: bool
+
+
 class MemoryStore(_Out):
     id: str
     type: Literal["memory_store"] = "memory_store"
@@ -141,9 +149,10 @@ class MemoryStore(_Out):
     created_at: Timestamp
     updated_at: Timestamp
     archived_at: Timestamp | None = None
+    review: StoreReview | None = None
 
     @classmethod
-    def of(cls, info: StoreInfo) -> MemoryStore:
+    def of(cls, info: StoreInfo, review: ReviewSettings | None = None) -> MemoryStore:
         return cls(
             id=info.id,
             name=info.name,
@@ -152,6 +161,8 @@ class MemoryStore(_Out):
             created_at=info.created_at,
             updated_at=info.updated_at,
             archived_at=info.archived_at,
+            review=StoreReview(enabled=True, read_approved_only=review.read_approved_only)
+            if review is not None and review.enabled else None,
         )
 
 
@@ -171,6 +182,9 @@ class MemoryStoreCreate(_In):
     metadata: Annotated[dict[str, str], documented(maxProperties=16)] | None = None
     # gitmem's extension: encrypt note content at rest with the store's own AES-SIV key.
     encrypted: bool | None = None
+    # gitmem's extensions: put the store under a steward's review; tasks read only what was approved.
+    review: bool | None = None
+    read_approved_only: bool | None = None
 
 
 class MemoryStoreUpdate(_In):
@@ -178,6 +192,8 @@ class MemoryStoreUpdate(_In):
     description: StoreDescription | None = None
     # A key set to null is removed; keys left out keep their values.
     metadata: dict[str, str | None] | None = None
+    review: bool | None = None
+    read_approved_only: bool | None = None
 
 
 # -- memories --------------------------------------------------------------------------------------

@@ -90,6 +90,12 @@ def _credential(row: sqlite3.Row) -> Credential:
                       row["task_id"])
 
 
+def _principal(row: sqlite3.Row) -> Principal:
+    actor_type = {"api_key": "api_actor", "user": "user_actor", "task": "task_actor"}[row["kind"]]
+    return Principal(row["workspace_id"], Actor(actor_type, row["id"]), row["role"], row["id"],  # type: ignore[arg-type]
+                     row["task_id"])
+
+
 def store_info(row: sqlite3.Row) -> StoreInfo:
     return StoreInfo(
         id=row["id"], workspace_id=row["workspace_id"], name=row["name"], description=row["description"],
@@ -243,10 +249,13 @@ class Catalog:
                               (hash_secret(secret),)).fetchone()
         if row is None or row["revoked_at"] is not None:
             raise AuthenticationFailed("invalid API key")
-        kind = row["kind"]
-        actor_type = {"api_key": "api_actor", "user": "user_actor", "task": "task_actor"}[kind]
-        return Principal(row["workspace_id"], Actor(actor_type, row["id"]), row["role"], row["id"],  # type: ignore[arg-type]
-                         row["task_id"])
+        return _principal(row)
+
+    def principal(self, cred_id: str) -> Principal | None:
+        """The caller a credential id stands for while it is active (a web session keeps the id, not
+        the secret); ``None`` once it is revoked or gone."""
+        row = self.db.execute("SELECT * FROM credentials WHERE id=?", (cred_id,)).fetchone()
+        return _principal(row) if row is not None and row["revoked_at"] is None else None
 
     def authenticate_now(self, secret: str) -> Principal | None:
         """:meth:`authenticate` that never waits: ``None`` if SQLite is busy (then call

@@ -18,6 +18,7 @@ from gitmem.errors import InvalidRequest, NotFound
 from gitmem.home import Gitmem
 from gitmem.memory_tool import MemoryToolHandler, ToolResult, resolve_memory_path
 from gitmem.model import Note, Page, Version
+from gitmem.review import Reviews
 from gitmem.search import SearchHit
 from gitmem.store import MAX_VERSIONS_PAGE, MemoryStore
 from gitmem.tasks import principal_task_id
@@ -42,7 +43,8 @@ def open_store(gm: Gitmem, principal: Principal, store_id: str | None, *, write:
     """The store, if the caller may see it (else ``NotFound``) and, for a write, change it (else 403)."""
     resolved = resolve_store_id(gm, principal, store_id)
     require_access(gm, principal, resolved, write=write)
-    return gm.store(principal.workspace_id, resolved)
+    # A task reads a store under read_approved_only at its review mark, as over REST.
+    return Reviews.of(gm).reader(gm.store(principal.workspace_id, resolved), principal)
 
 
 def memory_command(gm: Gitmem, principal: Principal, store_id: str | None, command: dict[str, Any]) -> ToolResult:

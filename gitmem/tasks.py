@@ -165,6 +165,7 @@ class StoreView:
     archived: bool
     paths: tuple[str, ...]  # up to the cap, e.g. ("/people/sam.md", ...)
     total: int  # notes in the store
+    review: str | None = None  # under review: by whom and when, for the section
 
 
 @dataclass(frozen=True)
@@ -510,22 +511,26 @@ class Tasks(HomeTables):
 
         Names, descriptions, instructions and access are the frozen ones; the note paths are the
         stores' current ones (up to ``max_paths`` a store)."""
+        from gitmem.review import Reviews  # review builds on tasks
+
         task = self.get_task(workspace_id, task_id)
+        reviews = Reviews.of(self.gm)
         views = []
         for ts in task.stores:
-            available, archived, total = True, False, 0
+            available, archived, total, review = True, False, 0, None
             paths: tuple[str, ...] = ()
             try:
                 info = self.gm.get_store(workspace_id, ts.store_id)
                 archived = info.archived_at is not None
-                store = self.gm.store(workspace_id, ts.store_id)
+                store = reviews.task_reader(self.gm.store(workspace_id, ts.store_id))
                 listing = store.list(limit=max(1, min(max_paths, 1000)))
                 paths = tuple(n.path for n in listing.items if isinstance(n, Note))[:max_paths]
-                total = store.index.totals()[0]
+                total = reviews.note_count(store)
+                review = reviews.section_note(store)
             except NotFound:
                 available = False
             access: Access = "read_only" if archived or not available else ts.access
-            views.append(StoreView(ts, task.mount_path(ts), access, available, archived, paths, total))
+            views.append(StoreView(ts, task.mount_path(ts), access, available, archived, paths, total, review))
         return MemoryView(task.id, task.memory_root, tuple(views), render_context(task, views))
 
     # -- events -----------------------------------------------------------------------------------
@@ -609,6 +614,8 @@ def render_context(task: Task, views: Sequence[StoreView]) -> str:
             lines += _field("Description", ts.description)
         if ts.instructions.strip():
             lines += _field("Instructions", ts.instructions)
+        if view.review:
+            lines.append(f"- Review: {view.review}")
         if not view.available:
             lines += ["", "This store is no longer available: its folder is empty and cannot be written."]
         elif view.total == 0 and view.access == "read_write":

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gitmem.errors import GitmemError, InvalidRequest
+from gitmem.paths import fold
 from gitmem.settings import load_settings
 
 INDEX_PATH = "/INDEX.md"
@@ -189,10 +190,11 @@ def _without_own_index(notes: list[InputNote], limit_bytes: int) -> list[InputNo
 
 def _free_index_path(notes: Sequence[InputNote]) -> str | None:
     """``/INDEX.md``, else ``/INDEX.dream.md``, ``/INDEX.dream-2.md``, ...: the first path no note takes
-    (as a note or as a folder)."""
-    taken = {n.path for n in notes}
+    (as a note or as a folder), in any case: a case-only twin is a path conflict."""
+    taken = {fold(n.path) for n in notes}
     for candidate in (INDEX_PATH, "/INDEX.dream.md", *(f"/INDEX.dream-{n}.md" for n in range(2, 100))):
-        if candidate not in taken and not any(path.startswith(candidate + "/") for path in taken):
+        folded = fold(candidate)
+        if folded not in taken and not any(path.startswith(folded + "/") for path in taken):
             return candidate
     return None
 

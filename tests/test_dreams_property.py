@@ -37,6 +37,23 @@ NOTES = st.dictionaries(_PATHS, _CONTENT, max_size=8).filter(
     # a path that is also another's folder cannot be written to one store
     lambda notes: not any(other.startswith(path + "/") for path in notes for other in notes))
 
+
+
+def _no_case_twins(notes: dict[str, str]) -> bool:
+    """A store refuses a path (or folder) that differs from another only in case."""
+    seen: dict[str, str] = {}
+    for path in notes:
+        parts = path.split("/")
+        for end in range(2, len(parts) + 1):
+            level = "/".join(parts[:end])
+            if seen.setdefault(level.casefold(), level) != level:
+                return False
+    return True
+
+
+STORE_NOTES = NOTES.filter(_no_case_twins)
+
+
 def lines(text: str) -> set[str]:
     """The non-blank lines of a note, as the tidier splits them, without trailing whitespace."""
     return {line.rstrip() for line in re.split(r"\r\n|\r|\n", text) if line.strip()}
@@ -76,7 +93,7 @@ def store_notes(store: MemoryStore) -> dict[str, str]:
     return {n.path: store.get(n.id).content or "" for n in items if isinstance(n, Note)}
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(NOTES)
+@given(STORE_NOTES)
 def test_a_dream_through_the_engine_loses_nothing(notes: dict[str, str]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         gm = Gitmem.open(Path(tmp) / "home", fsync=False)

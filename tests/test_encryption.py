@@ -391,7 +391,11 @@ def test_rotation_keeps_the_ids_of_pushed_versions(gm: Gitmem, workspace: Worksp
     (work / "projects" / "acme.md").write_text(SECRETS["/projects/acme.md"] + "\n- pushed line (marker-c0de)")
     (work / "pushed.md").write_text("new from a push")
     git(work, "add", "-A")
-    git(work, "-c", "user.name=sam", "-c", f"user.email={user_id}@user.gitmem", "commit", "-q", "-m", "edit by hand")
+    name = gm.catalog.credential(user_id).name  # pushed commits must name the pusher
+    identity = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": f"{user_id}@user.gitmem",
+                "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": f"{user_id}@user.gitmem"}
+    subprocess.run(["git", "commit", "-q", "-m", "edit by hand"], cwd=work, check=True, capture_output=True,
+                   env={**os.environ, **CLIENT_ENV, **identity})
     push = subprocess.run(["git", "-C", str(work), "push", "-q", "origin", "HEAD:main"], capture_output=True,
                           text=True, env={**os.environ, "GITMEM_USER_ID": user_id, "GITMEM_ACCESS": "read_write",
                                           "GITMEM_HOME": str(gm.home)})

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from bench.flat import seed_notes
 from gitmem import repository
 from gitmem.clock import FrozenClock
-from gitmem.errors import NotFound
+from gitmem.errors import NotFound, PathConflict
 from gitmem.home import Gitmem
 from gitmem.model import MemoryPrefix, Note
 from gitmem.redaction import redact
@@ -170,7 +170,19 @@ def test_trees_are_the_trees_stock_git_writes(fast_gm: Gitmem, tmp_path_factory:
     store = new_store(fast_gm)
     model: dict[str, str] = {}  # path -> content: what the store must hold
     ids: dict[str, str] = {}  # path -> memory id
+    def twin(path: str, moving: str | None = None) -> bool:
+        """Another note differs only in case: the store refuses that as a path conflict."""
+        return any(p not in (path, moving) and p.casefold() == path.casefold() for p in model)
+
     for kind, path, other, content in operations:
+        if (kind == "write" and path not in model and twin(path)) or (
+                kind == "move" and path in model and other not in model and twin(other, moving=path)):
+            with pytest.raises(PathConflict):
+                if kind == "write":
+                    store.create(path, content)
+                else:
+                    store.update(ids[path], path=other)
+            continue
         if kind == "write" and path in model:
             store.update(ids[path], content=content)
             model[path] = content

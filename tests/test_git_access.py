@@ -74,7 +74,7 @@ def new_store(site: Site, notes: dict[str, str]) -> str:
 def clone(site: Site, store_id: str, into: Path, secret: str) -> Path:
     git("clone", "-q", site.url(store_id), str(into), secret=secret, cwd=into.parent)
     # Pushed commits must name the pusher (the pre-receive hook refuses anyone else).
-    git("config", "user.name", "ana", cwd=into)
+    git("config", "user.name", Gitmem.open(site.home).catalog.credential(site.user_id).name, cwd=into)
     git("config", "user.email", f"{site.user_id}@user.gitmem", cwd=into)
     return into
 

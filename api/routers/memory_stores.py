@@ -18,9 +18,15 @@ from api.schemas import (
 )
 from gitmem.access import require_access, store_access, visible_stores
 from gitmem.home import MAX_STORES_PAGE
+from gitmem.model import StoreInfo
+from gitmem.review import Reviews
 from gitmem.tasks import refuse_task
 
 router = APIRouter(prefix="/v1/memory_stores", tags=["memory_stores"], responses=ERROR_RESPONSES)
+
+
+def _out(gm: Engine, info: StoreInfo) -> MemoryStore:
+    return MemoryStore.of(info, Reviews.of(gm).settings(info.id))
 
 
 def _may_change(gm: Engine, principal: Caller, memory_store_id: str) -> None:
@@ -36,7 +42,10 @@ def create_memory_store(body: MemoryStoreCreate, principal: Caller, gm: Engine) 
         principal.workspace_id, body.name, description=body.description or "", metadata=body.metadata,
         encrypted=bool(body.encrypted),
     )
-    return MemoryStore.of(info)
+    if body.review or body.read_approved_only:
+        Reviews.of(gm).configure(principal.workspace_id, info.id, enabled=body.review,
+                                 read_approved_only=body.read_approved_only, actor=principal.actor)
+    return _out(gm, info)
 
 
 @router.get("", response_model=MemoryStoreList, summary="List memory stores")
@@ -51,13 +60,13 @@ def list_memory_stores(
 ) -> MemoryStoreList:
     result = visible_stores(gm, principal, include_archived=include_archived, created_gte=as_utc(created_at_gte),
                             created_lte=as_utc(created_at_lte), limit=limit, page=page)
-    return MemoryStoreList(data=[MemoryStore.of(s) for s in result.items], next_page=result.next_page)
+    return MemoryStoreList(data=[_out(gm, s) for s in result.items], next_page=result.next_page)
 
 
 @router.get("/{memory_store_id}", response_model=MemoryStore, summary="Retrieve a memory store")
 def retrieve_memory_store(memory_store_id: str, principal: Caller, gm: Engine) -> MemoryStore:
     store_access(gm, principal, memory_store_id)
-    return MemoryStore.of(gm.get_store(principal.workspace_id, memory_store_id))
+    return _out(gm, gm.get_store(principal.workspace_id, memory_store_id))
 
 
 @router.post("/{memory_store_id}", response_model=MemoryStore, summary="Update a memory store")
@@ -72,13 +81,16 @@ def update_memory_store(
         description=body.description,
         metadata_patch=body.metadata,
     )
-    return MemoryStore.of(info)
+    if body.review is not None or body.read_approved_only is not None:
+        Reviews.of(gm).configure(principal.workspace_id, info.id, enabled=body.review,
+                                 read_approved_only=body.read_approved_only, actor=principal.actor)
+    return _out(gm, info)
 
 
 @router.post("/{memory_store_id}/archive", response_model=MemoryStore, summary="Archive a memory store")
 def archive_memory_store(memory_store_id: str, principal: Caller, gm: Engine) -> MemoryStore:
     _may_change(gm, principal, memory_store_id)
-    return MemoryStore.of(gm.archive_store(principal.workspace_id, memory_store_id))
+    return _out(gm, gm.archive_store(principal.workspace_id, memory_store_id))
 
 
 @router.delete("/{memory_store_id}", response_model=DeletedMemoryStore, summary="Delete a memory store")

@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "gitmem.cli.prune",
     "gitmem.cli.dreams",
     "gitmem.cli.find",
+    "gitmem.cli.review",
     "gitmem.cli.mcp",
     "gitmem.cli.settings",
 ]

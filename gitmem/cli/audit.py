@@ -49,9 +49,12 @@ def log_command(ctx, store_id: str | None, repo_dir: Path | None, rev: str | Non
                                 until=audit.parse_time(until) if until else None)
     except InvalidRequest as exc:
         raise click.UsageError(exc.message) from None
+    from gitmem.review import with_reviews  # review records join the log as `reviewed` entries
+
     unattributed = 0
     if repo_dir is not None:
         entries, unattributed = audit.repo_log(repo_dir, rev)
+        entries = with_reviews(entries, audit.open_repository(repo_dir))
     else:
         gm = ctx.gm
         assert store_id is not None
@@ -60,7 +63,8 @@ def log_command(ctx, store_id: str | None, repo_dir: Path | None, rev: str | Non
             ws = gm.catalog.workspace_by_name(workspace)
             if ws is None or ws.id != info.workspace_id:
                 raise NotFound(f"memory store {store_id} not found in workspace {workspace}")
-        entries = audit.store_log(gm.store(info.workspace_id, store_id))
+        store = gm.store(info.workspace_id, store_id)
+        entries = with_reviews(audit.store_log(store), store.repo)
     chosen = audit.select(entries, flt, newest_first=not reverse, limit=max_count)
     if as_json:
         emit_json([audit.entry_json(e) for e in chosen])

@@ -1,0 +1,37 @@
+"""``/v1/memory_stores/{id}/review``: what changed since the last review, approve, revert."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Query
+
+from api.deps import Engine, Reviewer
+from api.schemas import ERROR_RESPONSES, MemoryVersion
+from api.schemas_review import PendingVersion, ReviewApprove, ReviewMarkOut, ReviewPage, ReviewRevert
+from gitmem.review import MAX_PENDING_PAGE, Reviews, current_mark
+
+router = APIRouter(prefix="/v1/memory_stores/{memory_store_id}/review", tags=["review"],
+                   responses=ERROR_RESPONSES)
+
+
+@router.get("", response_model=ReviewPage, summary="The versions written since the last review, with diffs")
+def pending_review(reviewer: Reviewer, gm: Engine, limit: int = Query(20, ge=1, le=MAX_PENDING_PAGE),
+                   page: str | None = Query(None)) -> ReviewPage:
+    store, _ = reviewer
+    reviews = Reviews.of(gm)
+    result = reviews.pending(store, limit=limit, page=page or None)
+    mark = current_mark(store)
+    return ReviewPage(memory_store_id=store.id, read_approved_only=reviews.settings(store.id).read_approved_only,
+                      mark=ReviewMarkOut.of(mark) if mark else None, pending_count=reviews.pending_count(store),
+                      data=[PendingVersion.of(c) for c in result.items], next_page=result.next_page)
+
+
+@router.post("/approve", response_model=ReviewMarkOut, summary="Approve every version through one")
+def approve(body: ReviewApprove, reviewer: Reviewer, gm: Engine) -> ReviewMarkOut:
+    store, principal = reviewer
+    return ReviewMarkOut.of(Reviews.of(gm).approve(store, body.through_version_id, principal.actor))
+
+
+@router.post("/revert", response_model=MemoryVersion, summary="Undo one version's change with a new version")
+def revert(body: ReviewRevert, reviewer: Reviewer, gm: Engine) -> MemoryVersion:
+    store, principal = reviewer
+    return MemoryVersion.of(Reviews.of(gm).revert(store, body.version_id, principal.actor), "basic")

@@ -1,0 +1,213 @@
+"""The pages: sign-in, stores, a store's folders (one level at a time) and search, a note with its
+history, a version's diff, a store's activity, and the review with its forms. Every listing is paged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Form, Query, Request
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+
+from api.deps import Engine
+from api.ui.session import COOKIE, SIGN_IN, Session, UiRoute, page, set_session_cookie
+from gitmem.access import require_access
+from gitmem.errors import AuthenticationFailed, InvalidRequest, NotFound
+from gitmem.home import Gitmem
+from gitmem.model import MemoryPrefix, Note
+from gitmem.paths import validate_prefix
+from gitmem.review import Reviews, check_reviewer, current_mark
+from gitmem.store import MemoryStore
+from gitmem.tasks import visible_store_ids
+from gitmem.web_sessions import WebSession, WebSessions
+
+router = APIRouter(prefix="/ui", route_class=UiRoute, include_in_schema=False)
+
+FOLDER_PAGE = 100
+HISTORY_PAGE = 20
+ACTIVITY_PAGE = 50
+REVIEW_PAGE = 20
+STORES_PAGE = 20
+STYLESHEET = Path(__file__).parent / "static" / "style.css"
+
+
+def _store(gm: Gitmem, session: WebSession, store_id: str, *, write: bool = False) -> MemoryStore:
+    """The store, if this person may see it (else 404, exactly as the API answers)."""
+    require_access(gm, session.principal, store_id, write=write)
+    return gm.store(session.principal.workspace_id, store_id)
+
+
+def _open(gm: Gitmem, session: WebSession, store_id: str, *,
+          write: bool = False) -> tuple[MemoryStore, dict[str, Any]]:
+    """The store and what every store page shows of it (its name, whether this person reviews it)."""
+    store = _store(gm, session, store_id, write=write)
+    info = gm.get_store(session.principal.workspace_id, store_id)
+    return store, {"info": info, "may_review": _may_review(gm, session, store_id)}
+
+
+def _may_review(gm: Gitmem, session: WebSession, store_id: str) -> bool:
+    try:
+        check_reviewer(gm, session.principal, store_id)
+    except Exception:  # noqa: BLE001 - any refusal simply hides the review's actions
+        return False
+    return Reviews.of(gm).settings(store_id).enabled
+
+
+@router.get("/style.css")
+def stylesheet() -> Response:
+    return FileResponse(STYLESHEET, media_type="text/css", headers={"cache-control": "max-age=3600"})
+
+
+@router.get("/sign-in", response_class=HTMLResponse)
+def sign_in_form(request: Request) -> HTMLResponse:
+    return page(request, "sign_in.html", error=None)
+
+
+@router.post("/sign-in")
+def sign_in(request: Request, gm: Engine, secret: str = Form("")) -> Response:
+    try:
+        session_id = WebSessions.of(gm).sign_in(secret.strip())
+    except AuthenticationFailed as refused:
+        return page(request, "sign_in.html", 401, error=refused.message)
+    response = RedirectResponse("/ui/", status_code=303)
+    set_session_cookie(request, response, session_id)
+    return response
+
+
+@router.post("/sign-out")
+def sign_out(request: Request, session: Session, gm: Engine, csrf_token: str = Form("")) -> Response:
+    session.check_csrf(csrf_token)
+    WebSessions.of(gm).sign_out(request.cookies.get(COOKIE, ""))
+    response = RedirectResponse(SIGN_IN, status_code=303)
+    response.delete_cookie(COOKIE, path="/ui")
+    return response
+
+
+@router.get("/", response_class=HTMLResponse)
+def stores(request: Request, session: Session, gm: Engine,
+           page_token: str | None = Query(None, alias="page")) -> Response:
+    principal = session.principal
+    visible = visible_store_ids(gm, principal)
+    listing = gm.list_stores(principal.workspace_id, include_archived=True, limit=STORES_PAGE, page=page_token)
+    rows = []
+    for info in listing.items:
+        if visible is not None and info.id not in visible:
+            continue
+        store = gm.store(principal.workspace_id, info.id)
+        store.index.catch_up()
+        count, total = store.index.totals()
+        newest = store.versions(limit=1).items
+        rows.append({"info": info, "notes": count, "bytes": total,
+                     "changed": newest[0].created_at if newest else info.updated_at})
+    return page(request, "stores.html", rows=rows, next_page=listing.next_page)
+
+
+@router.get("/stores/{store_id}", response_class=HTMLResponse)
+def store_page(request: Request, store_id: str, session: Session, gm: Engine, path: str = Query("/"),
+               q: str = Query(""), page_token: str | None = Query(None, alias="page")) -> Response:
+    store, ctx = _open(gm, session, store_id)
+    folder = validate_prefix(path or "/")
+    hits, folders, notes, next_page = [], [], [], None
+    if q.strip():
+        found = store.search(q, path_prefix=folder if folder != "/" else None, limit=FOLDER_PAGE // 5,
+                             page=page_token)
+        hits, next_page = found.items, found.next_page
+    else:
+        listing = store.list(path_prefix=folder, depth=1, limit=FOLDER_PAGE, page=page_token)
+        folders = [item.path for item in listing.items if isinstance(item, MemoryPrefix)]
+        notes = [item for item in listing.items if isinstance(item, Note)]
+        next_page = listing.next_page
+    crumbs, parts = [("/", "/")], [p for p in folder.strip("/").split("/") if p]
+    for i, part in enumerate(parts):
+        crumbs.append(("/" + "/".join(parts[: i + 1]) + "/", part))
+    settings = Reviews.of(gm).settings(store_id)
+    return page(request, "store.html", **ctx, folder=folder, crumbs=crumbs, folders=folders, notes=notes,
+                hits=hits, q=q, next_page=next_page, review=settings, mark=current_mark(store))
+
+
+@router.get("/stores/{store_id}/notes/{memory_id}", response_class=HTMLResponse)
+def note_page(request: Request, store_id: str, memory_id: str, session: Session, gm: Engine,
+              page_token: str | None = Query(None, alias="page")) -> Response:
+    store, ctx = _open(gm, session, store_id)
+    try:
+        note: Note | None = store.get(memory_id)
+    except NotFound:
+        note = None
+    history = store.versions(memory_id=memory_id, limit=HISTORY_PAGE, page=page_token)
+    if note is None and not history.items:
+        raise NotFound(f"memory {memory_id} not found")
+    title = note.path if note else next((v.path for v in history.items if v.path), memory_id)
+    return page(request, "note.html", **ctx, note=note, title=title, memory_id=memory_id,
+                versions=history.items, next_page=history.next_page,
+                may_edit=session.principal.can_write)
+
+
+@router.get("/stores/{store_id}/versions/{version_id}", response_class=HTMLResponse)
+def version_page(request: Request, store_id: str, version_id: str, session: Session, gm: Engine,
+                 mode: str = Query("unified"), against: str | None = Query(None)) -> Response:
+    store, ctx = _open(gm, session, store_id)
+    if mode not in ("unified", "split"):
+        raise InvalidRequest("mode is unified or split")
+    diff = store.diff(version_id, against or None)
+    return page(request, "version.html", **ctx, diff=diff, mode=mode, against=against)
+
+
+@router.get("/stores/{store_id}/activity", response_class=HTMLResponse)
+def activity(request: Request, store_id: str, session: Session, gm: Engine,
+             page_token: str | None = Query(None, alias="page")) -> Response:
+    store, ctx = _open(gm, session, store_id)
+    result = store.versions(limit=ACTIVITY_PAGE, page=page_token)
+    return page(request, "activity.html", **ctx, versions=result.items, next_page=result.next_page)
+
+
+@router.get("/stores/{store_id}/review", response_class=HTMLResponse)
+def review_page(request: Request, store_id: str, session: Session, gm: Engine,
+                page_token: str | None = Query(None, alias="page"), done: str = Query("")) -> Response:
+    check_reviewer(gm, session.principal, store_id)
+    store, ctx = _open(gm, session, store_id)
+    reviews = Reviews.of(gm)
+    result = reviews.pending(store, limit=REVIEW_PAGE, page=page_token)
+    groups: dict[str, list] = {}
+    for change in result.items:
+        groups.setdefault(change.version.memory_id, []).append(change)
+    return page(request, "review.html", **ctx, groups=groups, next_page=result.next_page,
+                count=reviews.pending_count(store), mark=current_mark(store),
+                settings=reviews.settings(store_id), done=done)
+
+
+@router.post("/stores/{store_id}/review/approve")
+def approve(store_id: str, session: Session, gm: Engine, through_version_id: str = Form(...),
+            csrf_token: str = Form("")) -> Response:
+    session.check_csrf(csrf_token)
+    check_reviewer(gm, session.principal, store_id)
+    Reviews.of(gm).approve(_store(gm, session, store_id), through_version_id, session.principal.actor)
+    return RedirectResponse(f"/ui/stores/{store_id}/review?done=approved", status_code=303)
+
+
+@router.post("/stores/{store_id}/review/revert")
+def revert(store_id: str, session: Session, gm: Engine, version_id: str = Form(...),
+           csrf_token: str = Form("")) -> Response:
+    session.check_csrf(csrf_token)
+    check_reviewer(gm, session.principal, store_id)
+    Reviews.of(gm).revert(_store(gm, session, store_id, write=True), version_id, session.principal.actor)
+    return RedirectResponse(f"/ui/stores/{store_id}/review?done=reverted", status_code=303)
+
+
+@router.get("/stores/{store_id}/notes/{memory_id}/edit", response_class=HTMLResponse)
+def edit_form(request: Request, store_id: str, memory_id: str, session: Session, gm: Engine) -> Response:
+    store, ctx = _open(gm, session, store_id, write=True)
+    return page(request, "edit.html", **ctx, note=store.get(memory_id), error=None)
+
+
+@router.post("/stores/{store_id}/notes/{memory_id}/edit")
+def edit(request: Request, store_id: str, memory_id: str, session: Session, gm: Engine,
+         content: str = Form(""), expected_sha256: str = Form(...), csrf_token: str = Form("")) -> Response:
+    session.check_csrf(csrf_token)
+    store = _store(gm, session, store_id, write=True)
+    try:
+        store.update(memory_id, content.replace("\r\n", "\n"), expected_sha256=expected_sha256,
+                     actor=session.principal.actor)
+    except InvalidRequest as refused:  # a secret, a size limit: show the form again with the reason
+        return page(request, "edit.html", 400, info=gm.get_store(session.principal.workspace_id, store_id),
+                    note=store.get(memory_id), error=refused.message)
+    return RedirectResponse(f"/ui/stores/{store_id}/notes/{memory_id}", status_code=303)
