@@ -19,10 +19,12 @@ serve: $(STAMP)
 # module fixtures are built once). `pytest -m "not slow"` skips real servers and SIGKILLs while developing.
 test: $(STAMP)
 	$(BIN)/ruff check gitmem api hooks tests bench
+	$(BIN)/mypy gitmem  # gitmem/api is api/
 	$(BIN)/python -m pytest -q -n auto --dist loadfile
 
 lint: $(STAMP)
 	$(BIN)/ruff check gitmem api hooks tests bench docs
+	$(BIN)/mypy gitmem  # gitmem/api is api/
 	$(BIN)/cog --check -I docs README.md  # the README's CLI examples are real output (refresh: cog -r -I docs README.md)
 
 # The browser tests (tests/test_ui_browser.py) drive Debian's chromium with Playwright; CI installs it
@@ -36,4 +38,4 @@ bench: $(STAMP)
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

@@ -110,7 +110,7 @@ class InsufficientStorage(GitmemError):
 
 
 # What a write can raise when the disk is full: the OS, SQLite and libgit2 each report it their way.
-STORAGE_ERRORS: tuple[type[BaseException], ...] = (OSError, sqlite3.Error, pygit2.GitError)
+STORAGE_ERRORS: tuple[type[Exception], ...] = (OSError, sqlite3.Error, pygit2.GitError)
 _FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT}
 _NEARLY_FULL_BYTES = 1 << 20
 

@@ -347,7 +347,8 @@ class Dreams(HomeTables):
         """Newest first; archived dreams only with ``include_archived``."""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
             raise InvalidRequest(f"limit must be between 1 and {MAX_PAGE}")
-        sql, args = "SELECT * FROM dreams WHERE workspace_id=?", [workspace_id]
+        sql = "SELECT * FROM dreams WHERE workspace_id=?"
+        args: list[str | int] = [workspace_id]  # SQL parameters: ids as text, times as integers
         if not include_archived:
             sql += " AND archived_at IS NULL"
         if statuses:
@@ -714,10 +715,10 @@ class _Job:
                 counts["deleted"] += self._write("delete", path, lambda n=note: store.delete(
                     n.id, expected_sha256=n.content_sha256, actor=actor))
         for path, content in sorted(wanted.items()):
-            note = current.get(path)
-            if note is not None and note.content != content:
+            old = current.get(path)
+            if old is not None and old.content != content:
                 self.check()
-                counts["modified"] += self._write("modify", path, lambda n=note, c=content: store.update(
+                counts["modified"] += self._write("modify", path, lambda n=old, c=content: store.update(
                     n.id, content=c, expected_sha256=n.content_sha256, actor=actor))
         for path, content in sorted(wanted.items()):
             if path not in current:

@@ -517,7 +517,8 @@ class Tasks(HomeTables):
         reviews = Reviews.of(self.gm)
         views = []
         for ts in task.stores:
-            available, archived, paths, total, review = True, False, (), 0, None
+            available, archived, total, review = True, False, 0, None
+            paths: tuple[str, ...] = ()
             try:
                 info = self.gm.get_store(workspace_id, ts.store_id)
                 archived = info.archived_at is not None

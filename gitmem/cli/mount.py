@@ -15,12 +15,16 @@ import sys
 import threading
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import click
 
 from gitmem.cli.base import main, refusals
 from gitmem.sync.mount import Mount, MountSpec, safe_folder_name, task_mount_specs
 from gitmem.sync.remote import MemoryStoreRemote, RemoteRefused, RemoteUnavailable
+
+if TYPE_CHECKING:
+    import anthropic
 
 SDK_RETRIES = 2
 
@@ -132,7 +136,7 @@ def _task_specs(url: str, key: str, task_id: str) -> list[MountSpec]:
     return specs
 
 
-def _named_folders(client, specs: list[MountSpec]) -> list[MountSpec]:
+def _named_folders(client: anthropic.Anthropic, specs: list[MountSpec]) -> list[MountSpec]:
     """Several stores: one folder each, named after the store."""
     out: list[MountSpec] = []
     used: set[str] = set()

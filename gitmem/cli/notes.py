@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import TextIO
 
 import click
 
@@ -27,7 +28,8 @@ def note_group() -> None:
 @workspace_option
 @pass_context
 @refusals
-def note_put(ctx: Context, store_id: str, path: str, file, if_sha256: str | None, workspace: str | None) -> None:
+def note_put(ctx: Context, store_id: str, path: str, file: TextIO, if_sha256: str | None,
+             workspace: str | None) -> None:
     """Create or replace the note at PATH with FILE (default: standard input)."""
     store = ctx.gm.store(ctx.workspace_id(workspace), store_id)
     note, created = store.upsert(path, file.read(), expected_sha256=if_sha256)

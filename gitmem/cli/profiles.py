@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 import httpx
@@ -20,6 +21,9 @@ from gitmem.cli.access import keys_group
 from gitmem.cli.base import Context, emit_json, main, pass_context, refusals, table, workspace_option
 from gitmem.clock import iso
 from gitmem.errors import InvalidRequest, NotFound
+
+if TYPE_CHECKING:
+    from gitmem.banks.profiles import Profiles
 
 DEFAULT_URL = "http://127.0.0.1:8765"
 TOKEN_FILE = "gitmem-token"  # inside the clone's .git/, mode 0600
@@ -37,7 +41,7 @@ CREDENTIAL_HELPER = (
 )
 
 
-def _profiles(ctx: Context):  # noqa: ANN202 - gitmem.banks.profiles.Profiles, imported lazily
+def _profiles(ctx: Context) -> Profiles:
     from gitmem.banks.profiles import profiles_for
 
     return profiles_for(ctx.gm)

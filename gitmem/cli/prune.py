@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from gitmem.cli.base import main, pass_context, refusals, table, workspace_option
+from gitmem.cli.base import Context, main, pass_context, refusals, table, workspace_option
 from gitmem.engine.retention import KEEP_ALL, SETTING, PruneReport, prune_info, retention_days
 from gitmem.errors import NotFound
 from gitmem.model import StoreInfo
@@ -40,7 +40,7 @@ def _status(report: PruneReport) -> str:
 @workspace_option
 @pass_context
 @refusals
-def prune(ctx, store_id: str | None, dry_run: bool, workspace: str | None) -> None:
+def prune(ctx: Context, store_id: str | None, dry_run: bool, workspace: str | None) -> None:
     """Drop expired versions (retention_days, 30 by default; keep-all keeps every one), always keeping the
     two newest versions of each note, then delete the dropped content from the repository for good.
 
@@ -88,7 +88,7 @@ def prune(ctx, store_id: str | None, dry_run: bool, workspace: str | None) -> No
 @workspace_option
 @pass_context
 @refusals
-def retention(ctx, period: str | None, workspace: str | None) -> None:
+def retention(ctx: Context, period: str | None, workspace: str | None) -> None:
     """Show or set how long versions live: a number of days, or keep-all."""
     ws = ctx.workspace_id(workspace)
     if period is not None:

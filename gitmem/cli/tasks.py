@@ -6,7 +6,7 @@ import json
 
 import click
 
-from gitmem.agents.tasks import ACCESS_VALUES, MAX_PAGE, Task, Worker, tasks_for
+from gitmem.agents.tasks import ACCESS_VALUES, MAX_PAGE, Event, Task, Worker, tasks_for
 from gitmem.cli.base import Context, emit_json, main, pass_context, refusals, table, workspace_option
 from gitmem.clock import iso
 from gitmem.engine.audit import actor_name
@@ -174,7 +174,8 @@ def task_events(ctx: Context, task_id: str, after_seq: int | None, limit: int | 
     """Print a task's events, oldest first."""
     tasks = tasks_for(ctx.gm)
     tasks.get_task(ctx.workspace_id(workspace), task_id)
-    events, page = [], None
+    events: list[Event] = []
+    page: str | None = None
     while limit is None or len(events) < limit:
         want = MAX_PAGE if limit is None else min(MAX_PAGE, limit - len(events))
         result = tasks.list_events(task_id, after_seq=after_seq, limit=want, page=page)

@@ -74,7 +74,7 @@ def reencryption(store: MemoryStore, old_codec: ContentCodec, new_codec: SivCode
         tree_path = git_path(entry.record.path)
         key = (entry.blob, tree_path)
         if key not in done:
-            data = store.repo[entry.blob].data
+            data = repository.blob_at(store.repo, entry.blob).data
             header = parse_header(data)
             if header is not None and header.key_id == new_codec.key_id:
                 done[key] = entry.blob  # already under the new key (written after the ring rotated)

@@ -24,7 +24,8 @@ from gitmem.errors import InvalidRequest, NotFound, PathConflict, PreconditionFa
 from gitmem.git import packing as maintenance
 from gitmem.git.commits import VersionRecord
 from gitmem.git.group_commit import BatchView, Change, Landed, Plan, committer_for
-from gitmem.model import Actor, MemoryPrefix, Note, Operation, Page, Version
+from gitmem.git.repository import blob_at
+from gitmem.model import Actor, ActorType, MemoryPrefix, Note, Operation, Page, Version
 from gitmem.rules import paths
 from gitmem.rules.policy import MEMORY_STORE, StorePolicy
 
@@ -61,7 +62,7 @@ class MemoryStore:
     def __init__(self, repo_path: Path, store_id: str, *, policy: StorePolicy = MEMORY_STORE,
                  codec: ContentCodec | None = None, clock: Clock = system_clock,
                  write_guard: Callable[[], None] | None = None,
-                 on_commit: Callable[[MemoryStore], None] | None = None,
+                 on_commit: Callable[[MemoryStore], object] | None = None,
                  on_redact: Callable[[MemoryStore, Version], None] | None = None) -> None:
         self.path = repo_path
         self.id = store_id
@@ -85,7 +86,7 @@ class MemoryStore:
     # -- reading ----------------------------------------------------------------------------------
 
     def _content(self, path: str, blob_id: str) -> str:
-        return self.codec.decode(path, self.repo[blob_id].data).decode("utf-8")
+        return self.codec.decode(path, blob_at(self.repo, blob_id).data).decode("utf-8")
 
     def _note(self, row: NoteRow, with_content: bool) -> Note:
         return Note(id=row.memory_id, store_id=self.id, path=row.path, content_sha256=row.sha256,
@@ -131,12 +132,13 @@ class MemoryStore:
 
     def versions(self, *, memory_id: str | None = None, operation: Operation | None = None,
                  task_id: str | None = None, api_key_id: str | None = None, user_id: str | None = None,
-                 created_gte=None, created_lte=None, limit: int = 20, page: str | None = None,
-                 with_content: bool = False) -> Page[Version]:
+                 created_gte: dt.datetime | None = None, created_lte: dt.datetime | None = None,
+                 limit: int = 20, page: str | None = None, with_content: bool = False) -> Page[Version]:
         if operation is not None and operation not in ("created", "modified", "deleted"):
             raise InvalidRequest("operation must be created, modified or deleted")
-        actors = [Actor(kind, value) for kind, value in
-                  (("task_actor", task_id), ("api_actor", api_key_id), ("user_actor", user_id)) if value]
+        filters: tuple[tuple[ActorType, str | None], ...] = (
+            ("task_actor", task_id), ("api_actor", api_key_id), ("user_actor", user_id))
+        actors = [Actor(kind, value) for kind, value in filters if value]
         if len(actors) > 1:
             raise InvalidRequest("filter by at most one of task_id, api_key_id and user_id")
         check_limit(limit, MAX_VERSIONS_PAGE, full=with_content)
@@ -336,7 +338,7 @@ class MemoryStore:
         self._tell(self._on_redact, self, version)
 
     @staticmethod
-    def _tell(listener: Callable[..., None] | None, *args: object) -> None:
+    def _tell(listener: Callable[..., object] | None, *args: object) -> None:
         if listener is None:
             return
         try:

@@ -27,7 +27,7 @@ from gitmem.engine import search_index
 from gitmem.engine.pagetoken import tokens_for
 from gitmem.engine.thread_db import ThreadConnections
 from gitmem.git.commits import VersionRecord, parse_message
-from gitmem.git.repository import NOTES_REF, read_tip
+from gitmem.git.repository import NOTES_REF, commit_at, read_tip
 from gitmem.model import Actor, MemoryPrefix
 from gitmem.rules.paths import api_path, fold, git_path, levels
 
@@ -276,13 +276,13 @@ class StoreIndex:
                 found_base = True
                 break
             pending.append(oid)
-            parents = self.repo[oid].parent_ids
+            parents = commit_at(self.repo, oid).parent_ids
             oid = parents[0] if parents else None
         if not found_base:
             log.info("main was rewritten; rebuilding the index of %s", self.repo.path)
             self._clear()
         for oid in reversed(pending):
-            self._apply_commit(self.repo[oid])
+            self._apply_commit(commit_at(self.repo, oid))
 
     def _apply_commit(self, commit: pygit2.Commit) -> None:
         records = parse_message(commit.message) or self._derive_pushed(commit)
@@ -319,7 +319,7 @@ class StoreIndex:
             return
         if record.redacted_at is not None:
             return  # a redacted version changes no note; the next version carries the full state
-        if blob_id is None:
+        if blob_id is None or record.path is None:
             return
         self.db.execute("DELETE FROM notes WHERE path=? AND memory_id<>?", (record.path, record.memory_id))
         self.db.execute(
@@ -457,7 +457,8 @@ class StoreIndex:
     def list_versions(self, *, memory_id: str | None, operation: str | None, actor: Actor | None,
                       created_gte: dt.datetime | None, created_lte: dt.datetime | None, limit: int,
                       page: str | None) -> tuple[list[VersionRow], str | None]:
-        where, args = [], []
+        where: list[str] = []
+        args: list[str | int] = []  # SQL parameters: ids as text, times and seq as integers
         if memory_id is not None:
             where.append("memory_id=?")
             args.append(memory_id)

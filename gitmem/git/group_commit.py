@@ -82,7 +82,7 @@ class BatchView:
     def read_blob(self, blob_id: str) -> bytes:
         raw = bytes.fromhex(blob_id)
         made = self.staged.get(raw) or self._batch.get(raw)
-        return made.body if made is not None else self.index.repo[blob_id].data
+        return made.body if made is not None else repository.blob_at(self.index.repo, blob_id).data
 
 
 Plan = Callable[[BatchView], Change | None]
@@ -211,7 +211,7 @@ class GroupCommitter:
                     write_pack(Path(repo.path) / "objects", list(objects.values()),
                                fsync=repository.fsync_enabled(), flush_with=flush_ref)
 
-                assert parent is not None
+                assert parent is not None and root is not None  # something was committed
                 if not repository.compare_and_swap(repo, tip, pygit2.Oid(raw=parent), before_swap=write_objects):
                     db.execute("ROLLBACK")
                     return False
@@ -240,7 +240,7 @@ class GroupCommitter:
             return None
         if self._last_commit is not None and self._last_commit[0] == commit.raw:
             return self._last_commit[1]
-        return repo[commit].tree_id.raw
+        return repository.commit_at(repo, commit).tree_id.raw
 
 
 def _commit_object(record: VersionRecord, tree: bytes, parent: bytes | None) -> PackObject:

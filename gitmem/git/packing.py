@@ -314,7 +314,7 @@ class _QuietWatcher:
                     with self.lock:
                         self.last_write.setdefault(str(repo_path), time.monotonic() - ref_age)
                     continue
-                from gitmem import repository  # the background packer's entry point lives there
+                from gitmem.git import repository  # the background packer's entry point lives there
 
                 repository.wait_for_background_packer(repo_path)
                 if worth_consolidating(repo_path):

@@ -31,7 +31,8 @@ import pygit2
 
 from gitmem import ids
 from gitmem.git.commits import VersionRecord
-from gitmem.model import Actor
+from gitmem.git.repository import blob_at
+from gitmem.model import Actor, Operation
 from gitmem.rules.paths import api_path
 
 log = logging.getLogger(__name__)
@@ -127,11 +128,11 @@ def derive_versions(repo: pygit2.Repository, commit: pygit2.Commit, note_id_at: 
     for tree_path, blob in sorted((p, b) for p, b in changes.items() if b is not None):
         path = api_path(tree_path)
         memory_id, version_id = new_ids(path)
-        data = repo[blob].data
+        data = blob_at(repo, blob).data
         if decode is not None:
             data = decode(path, data)
         existing = note_id_at(path)
-        operation = "created"
+        operation: Operation = "created"
         if existing:
             memory_id, operation = existing, "modified"
         elif blob in removed_by_blob:  # moved unchanged: a rename keeps the note's id

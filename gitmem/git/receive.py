@@ -236,7 +236,7 @@ class PushCheck:
             self._check_blob(commit, tree_path, entry)
         if len(verdict.reasons) > before:
             return
-        record = {"user_id": self.user_id, "created_at": _now_text(when), "store_id": self.info.id}
+        record: dict[str, Any] = {"user_id": self.user_id, "created_at": _now_text(when), "store_id": self.info.id}
         try:
             versions = pushes.derive_versions(self.repo, commit, notes.note_id_at, record, self.decode)
         except (GitmemError, UnicodeDecodeError, ValueError) as exc:
@@ -281,10 +281,12 @@ class PushCheck:
         old_entries: dict[bytes, pygit2.Object] = {}
         if old is not None:
             for entry in old:
+                assert entry.raw_name is not None  # a tree's entries are named; only looked-up objects are not
                 old_entries.setdefault(entry.raw_name, entry)
         seen: set[bytes] = set()
         for entry in tree:
             raw = entry.raw_name
+            assert raw is not None
             try:
                 name = raw.decode("utf-8")
             except UnicodeDecodeError:
@@ -303,8 +305,10 @@ class PushCheck:
                 continue
             mode = entry.filemode
             if mode == MODE_TREE:
-                old_sub = self.repo[before.id] if before is not None and before.filemode == MODE_TREE else None
-                yield from self._changed_blobs(commit, self.repo[entry.id], old_sub, tree_path + "/")
+                old_sub = (repository.tree_at(self.repo, before.id)
+                           if before is not None and before.filemode == MODE_TREE else None)
+                yield from self._changed_blobs(commit, repository.tree_at(self.repo, entry.id), old_sub,
+                                               tree_path + "/")
             elif mode == MODE_BLOB:
                 yield tree_path, entry
             elif mode == MODE_EXECUTABLE:
@@ -323,7 +327,7 @@ class PushCheck:
             if self.info.archived_at is not None:
                 raise GitmemError(f"memory store {self.info.id} is archived; its notes can be read and deleted,"
                                   " not created or changed")
-            blob = self.repo[entry.id]
+            blob = repository.blob_at(self.repo, entry.id)
             if blob.size > self.policy.max_content_bytes * 2 + 4096:  # plainly too large; don't decode it
                 raise GitmemError(f"the note is {blob.size} bytes; at most {self.policy.max_content_bytes}"
                                   " are allowed")
@@ -462,7 +466,7 @@ def write_notes(repo: pygit2.Repository, records: Mapping[str, Mapping[str, Any]
     blobs = {commit_id: repo.create_blob(_note_text(record).encode()) for commit_id, record in records.items()}
     for _attempt in range(NOTES_CAS_ATTEMPTS):
         ref = repo.references.get(repository.NOTES_REF)
-        old = ref.target if ref is not None else None
+        old = repository.direct_target(ref) if ref is not None else None
         base = repo[old].tree if old is not None else None
         tree = repository.tree_with(repo, base, blobs)
         now = int(time.time())

@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import cast
 
 import pygit2
 
@@ -72,7 +73,25 @@ def init_bare(path: Path) -> pygit2.Repository:
 
 def read_tip(repo: pygit2.Repository) -> pygit2.Oid | None:
     ref = repo.references.get(MAIN)
-    return None if ref is None else ref.target
+    return None if ref is None else direct_target(ref)
+
+
+def direct_target(ref: pygit2.Reference) -> pygit2.Oid:
+    """The object a direct reference points at (gitmem never writes symbolic refs)."""
+    return cast(pygit2.Oid, ref.target)
+
+
+# pygit2 types every ``repo[oid]`` as a plain Object; these say which kind the caller knows it holds.
+def blob_at(repo: pygit2.Repository, oid: pygit2.Oid | str) -> pygit2.Blob:
+    return cast(pygit2.Blob, repo[oid])
+
+
+def tree_at(repo: pygit2.Repository, oid: pygit2.Oid | str) -> pygit2.Tree:
+    return cast(pygit2.Tree, repo[oid])
+
+
+def commit_at(repo: pygit2.Repository, oid: pygit2.Oid | str) -> pygit2.Commit:
+    return cast(pygit2.Commit, repo[oid])
 
 
 def tree_with(repo: pygit2.Repository, base: pygit2.Tree | None,
@@ -97,9 +116,9 @@ def tree_with(repo: pygit2.Repository, base: pygit2.Tree | None,
             builder.remove(name)
     for name, sub_changes in below.items():
         existing = builder.get(name)
-        sub_base = repo[existing.id] if existing is not None and existing.type_str == "tree" else None
+        sub_base = tree_at(repo, existing.id) if existing is not None and existing.type_str == "tree" else None
         sub_oid = tree_with(repo, sub_base, sub_changes)
-        if len(repo[sub_oid]) == 0:
+        if len(tree_at(repo, sub_oid)) == 0:
             if sub_base is not None:
                 builder.remove(name)
         else:

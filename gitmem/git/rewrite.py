@@ -169,7 +169,7 @@ def _log_commits(repo_path: Path, revisions: str) -> Iterator[tuple[str, Signatu
     rest = b""
     try:
         while True:
-            chunk = proc.stdout.read1(1 << 20)
+            chunk = proc.stdout.read1(1 << 20)  # type: ignore[attr-defined]  # buffered: a BufferedReader
             tokens = (rest + chunk).split(b"\0")
             rest = tokens.pop() if chunk else b""
             for token in tokens:
@@ -230,7 +230,7 @@ class _History:
         if pushed:
             from gitmem.git.pushes import derive_versions
 
-            commit = self.repo[commit_id]
+            commit = repository.commit_at(self.repo, commit_id)
             records = derive_versions(self.repo, commit, self.owner.get, self._pushed_note(commit))
         out = []
         for record in records:
@@ -426,12 +426,13 @@ def _flatten(repo: pygit2.Repository, oid: pygit2.Oid | str | None) -> dict[str,
 
     def walk(tree: pygit2.Tree, prefix: str) -> None:
         for item in tree:
+            assert item.name is not None  # a tree's entries are named; only looked-up objects are not
             if item.type_str == "tree":
-                walk(repo[item.id], prefix + item.name + "/")
+                walk(repository.tree_at(repo, item.id), prefix + item.name + "/")
             else:
                 out[prefix + item.name] = str(item.id)
 
-    walk(repo[oid].tree, "")
+    walk(repository.commit_at(repo, oid).tree, "")
     return out
 
 
@@ -546,9 +547,10 @@ def _prune_notes(repo_path: Path, on_main: set[str]) -> None:
     ref = repo.references.get(NOTES_REF)
     if ref is None:
         return
-    notes = [(str(n.annotated_id), n.id) for n in repo.notes(NOTES_REF)]
+    notes = [(str(n.annotated_id), n.id)
+             for n in repo.notes(NOTES_REF)]  # type: ignore[call-arg]  # the stub lacks notes(ref)
     kept = [(commit, blob) for commit, blob in notes if commit in on_main]
-    old_notes_commit = repo[ref.target]
+    old_notes_commit = repository.commit_at(repo, ref.target)
     if len(kept) == len(notes) and not old_notes_commit.parent_ids:
         return
     if not kept:
@@ -560,7 +562,7 @@ def _prune_notes(repo_path: Path, on_main: set[str]) -> None:
     sig = pygit2.Signature("gitmem", "gitmem@localhost", int(time.time()), 0)
     new = repository.commit(repo, tree=builder.write(), parent=None, author=sig,
                             message="Notes of rewritten commits are trailers now\n")
-    if not repository.compare_and_swap(repo, ref.target, new, ref=NOTES_REF):
+    if not repository.compare_and_swap(repo, repository.direct_target(ref), new, ref=NOTES_REF):
         log.warning("refs/notes/gitmem moved while it was being pruned; the next purge retries")
 
 

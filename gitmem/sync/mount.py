@@ -118,7 +118,7 @@ def task_mount_specs(payload: Any) -> list[MountSpec]:
     for item in items if isinstance(items, list) else []:
         if not isinstance(item, dict):
             continue
-        nested = item.get("memory_store") if isinstance(item.get("memory_store"), dict) else {}
+        nested: dict[str, Any] = item["memory_store"] if isinstance(item.get("memory_store"), dict) else {}
         store_id = item.get("memory_store_id") or nested.get("id") or item.get("id")
         if not isinstance(store_id, str) or not store_id:
             continue

@@ -42,13 +42,14 @@ import contextlib
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from gitmem.errors import GitmemError
 from gitmem.rules.paths import validate_store_path
 
 if TYPE_CHECKING:
     import anthropic
+    from anthropic.types.beta.memory_stores import BetaManagedAgentsMemory
 
 
 # -- the Remote protocol ----------------------------------------------------------------------------------
@@ -133,13 +134,14 @@ class MemoryStoreRemote:
             raise ValueError(exc.message) from None
 
     def list_all(self, *, with_content: bool = False) -> dict[str, RemoteEntry]:
-        view = "full" if with_content else "basic"
+        view: Literal["basic", "full"] = "full" if with_content else "basic"
         limit = self.FULL_LIST_LIMIT if with_content else self.LIST_LIMIT
         out: dict[str, RemoteEntry] = {}
         with _translated():
-            for item in self._memories.list(self.store_id, view=view, limit=limit):
-                if getattr(item, "type", None) != "memory":
-                    continue
+            for listed in self._memories.list(self.store_id, view=view, limit=limit):
+                if getattr(listed, "type", None) != "memory":
+                    continue  # a folder (a path prefix), not a note
+                item = cast("BetaManagedAgentsMemory", listed)
                 out[item.path] = RemoteEntry(item.id, item.path, item.content_sha256, None,
                                              item.content if with_content else None)
         return out
@@ -165,7 +167,7 @@ class MemoryStoreRemote:
             kwargs["path"] = path
         if expected_sha256 is not None:
             kwargs["precondition"] = {"type": "content_sha256", "content_sha256": expected_sha256}
-        view = "basic" if content is not None else "full"
+        view: Literal["basic", "full"] = "basic" if content is not None else "full"
         with _translated():
             raw = self._memories.with_raw_response.update(memory_id, memory_store_id=self.store_id, view=view,
                                                           **kwargs)
@@ -194,8 +196,8 @@ def _translated() -> Iterator[None]:
     try:
         yield
     except anthropic.APIStatusError as exc:
-        body = exc.body if isinstance(exc.body, dict) else {}
-        error = body.get("error") if isinstance(body.get("error"), dict) else body
+        body: dict[str, Any] = exc.body if isinstance(exc.body, dict) else {}
+        error: dict[str, Any] = body["error"] if isinstance(body.get("error"), dict) else body
         error_type = error.get("type") if isinstance(error, dict) else None
         message = (error.get("message") if isinstance(error, dict) else None) or str(exc)
         status = exc.status_code
