@@ -18,12 +18,16 @@ serve: $(STAMP)
 # The whole suite, slow tests included, one worker per core; a test module stays on one worker (its
 # module fixtures are built once). `pytest -m "not slow"` skips real servers and SIGKILLs while developing.
 test: $(STAMP)
+	$(BIN)/ruff format --check gitmem api tests bench
 	$(BIN)/ruff check gitmem api hooks tests bench
 	$(BIN)/mypy gitmem  # gitmem/api is api/
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -n auto --dist loadfile
 
 lint: $(STAMP)
+	$(BIN)/ruff format --check gitmem api tests bench docs
 	$(BIN)/ruff check gitmem api hooks tests bench docs
+	$(BIN)/lint-imports
 	$(BIN)/mypy gitmem  # gitmem/api is api/
 	$(BIN)/cog --check -I docs README.md  # the README's CLI examples are real output (refresh: cog -r -I docs README.md)
 

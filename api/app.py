@@ -55,8 +55,7 @@ def create_app(gm: Gitmem, settings: Settings | None = None, *, close_on_shutdow
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         pruner = None
         if settings.prune_interval_seconds > 0:
-            pruner = PruneScheduler(gm, settings.prune_interval_seconds,
-                                    on_reports=app.state.retention.record).start()
+            pruner = PruneScheduler(gm, settings.prune_interval_seconds, on_reports=app.state.retention.record).start()
         if settings.dream_runner:
             app.state.dream_runner = DreamRunner(gm, poll_interval=settings.dream_poll_seconds).start()
         dispatcher = None
@@ -104,12 +103,19 @@ def create_app(gm: Gitmem, settings: Settings | None = None, *, close_on_shutdow
     app.include_router(webhooks.router)
     # Git's smart HTTP: a raw ASGI endpoint (streaming both ways), outside FastAPI's request handling.
     # (Starlette runs an endpoint that is not a function as an ASGI app; its stub only names functions.)
-    app.router.add_route("/v1/memory_stores/{memory_store_id}.git/{path:path}",
-                         GitEndpoint(lambda scope: scope["app"].state.gm),  # type: ignore[arg-type]
-                         methods=["GET", "POST"], include_in_schema=False)
+    app.router.add_route(
+        "/v1/memory_stores/{memory_store_id}.git/{path:path}",
+        GitEndpoint(lambda scope: scope["app"].state.gm),  # type: ignore[arg-type]
+        methods=["GET", "POST"],
+        include_in_schema=False,
+    )
     # MCP over streamable HTTP: a raw ASGI endpoint (the SDK's session manager answers it).
-    app.router.add_route(mcp.MCP_PATH, mcp.MCPEndpoint(),  # type: ignore[arg-type]
-                         methods=["GET", "POST", "DELETE"], include_in_schema=False)
+    app.router.add_route(
+        mcp.MCP_PATH,
+        mcp.MCPEndpoint(),  # type: ignore[arg-type]
+        methods=["GET", "POST", "DELETE"],
+        include_in_schema=False,
+    )
     app.add_middleware(
         RequestContextMiddleware,
         max_body_bytes=settings.max_body_bytes,
@@ -122,9 +128,7 @@ def create_app(gm: Gitmem, settings: Settings | None = None, *, close_on_shutdow
 def _openapi(app: FastAPI) -> dict[str, Any]:
     """FastAPI's schema without its 422 responses: validation failures are 400s in the envelope."""
     if app.openapi_schema is None:
-        schema = get_openapi(
-            title=app.title, version=app.version, summary=app.summary, routes=app.routes
-        )
+        schema = get_openapi(title=app.title, version=app.version, summary=app.summary, routes=app.routes)
         for path_item in schema.get("paths", {}).values():
             for operation in path_item.values():
                 if isinstance(operation, dict):

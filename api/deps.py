@@ -9,10 +9,10 @@ from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
-from gitmem.engine.access import require_access
+from gitmem.access import require_access
+from gitmem.agents.review import Reviews, check_reviewer
 from gitmem.engine.catalog import CatalogBusy, Principal
 from gitmem.engine.home import Gitmem
-from gitmem.engine.review import Reviews, check_reviewer
 from gitmem.engine.store import MemoryStore
 from gitmem.errors import AuthenticationFailed, PermissionDenied, RateLimited
 

@@ -58,9 +58,7 @@ def envelope(api_type: str, message: str, request_id: str, details: Mapping[str,
     return {"type": "error", "error": error, "request_id": request_id}
 
 
-def error_headers(
-    request_id: str, *, retryable: bool | None, retry_after: float | None = None
-) -> dict[str, str]:
+def error_headers(request_id: str, *, retryable: bool | None, retry_after: float | None = None) -> dict[str, str]:
     headers = {REQUEST_ID_HEADER: request_id}
     if retryable is not None:
         headers[SHOULD_RETRY_HEADER] = "true" if retryable else "false"
@@ -82,9 +80,7 @@ def error_response(
 ) -> JSONResponse:
     all_headers = dict(headers or {})
     all_headers.update(error_headers(request_id, retryable=retryable, retry_after=retry_after))
-    return JSONResponse(
-        envelope(api_type, message, request_id, details), status_code=status, headers=all_headers
-    )
+    return JSONResponse(envelope(api_type, message, request_id, details), status_code=status, headers=all_headers)
 
 
 def internal_error_body(request_id: str) -> dict:

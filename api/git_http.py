@@ -21,10 +21,10 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
-from gitmem.engine.access import store_access
+from gitmem.access import store_access
+from gitmem.agents.review import Reviews
 from gitmem.engine.catalog import Principal
 from gitmem.engine.home import Gitmem
-from gitmem.engine.review import Reviews
 from gitmem.errors import GitmemError, NotFound
 from gitmem.git.repository import HOOKS_DIR
 from gitmem.git.smart_http import GitResponse, basic_auth_secret, serve_git, text_response, unauthorized_response
@@ -130,9 +130,14 @@ class GitEndpoint:
         if wants_push and not can_push:
             return text_response(403, PUSH_NEEDS_USER if access == "read_write" else "gitmem: this key may only read")
         return await serve_git(
-            gm.repo_path(store_id), method=scope["method"], path_info=path_info,
-            query_string=query, headers=headers, body=body.chunks(),
-            remote_user=principal.actor.id, allow_push=can_push,
+            gm.repo_path(store_id),
+            method=scope["method"],
+            path_info=path_info,
+            query_string=query,
+            headers=headers,
+            body=body.chunks(),
+            remote_user=principal.actor.id,
+            allow_push=can_push,
             extra_env=push_environment(gm, principal, store_id, access) if can_push else {},
             hooks_path=HOOKS_DIR,  # a store's own config cannot turn gitmem's rules off
         )

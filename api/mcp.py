@@ -3,7 +3,7 @@
 Authentication is the REST API's: ``Authorization: Bearer`` (or ``x-api-key``) with an API key, a user's
 token or a task's token, checked by the catalog on every HTTP request (401 in the error envelope before
 MCP sees it) and again for every tool call from that call's own headers, so a tool always runs as the
-credential that sent it. Access rules and the engine calls live in :mod:`gitmem.agents.mcp_tools`.
+credential that sent it. Access rules and the engine calls live in :mod:`gitmem.mcp_tools`.
 
 Stateless mode: every POST is answered on its own, so any server process can answer any request (no
 session pinned to one process) and nothing is kept between calls.
@@ -26,12 +26,12 @@ from pydantic import Field
 from starlette.datastructures import Headers
 from starlette.types import Receive, Scope, Send
 
-from gitmem.agents import mcp_tools
+from gitmem import mcp_tools
+from gitmem.access import visible_stores
 from gitmem.api.errors import error_response, request_id_of
 from gitmem.api.schemas import Memory, MemoryVersion
 from gitmem.api.schemas import MemoryStore as StoreOut
 from gitmem.api.schemas_find import MemoryVersionDiff, SearchResult, SearchResults
-from gitmem.engine.access import visible_stores
 from gitmem.engine.catalog import Principal
 from gitmem.engine.diff import VersionDiff
 from gitmem.engine.home import MAX_STORES_PAGE, Gitmem
@@ -46,8 +46,10 @@ INSTRUCTIONS = (
     "gitmem memory stores. Paths start with /memories. Every change is a version attributed to you. "
     "Name a store by memory_store_id (list_stores shows them); a task's token defaults to its own store."
 )
-StoreArg = Annotated[str | None, Field(
-    description="The memory store's id (memstore_...); a task's token may leave it out for its own store.")]
+StoreArg = Annotated[
+    str | None,
+    Field(description="The memory store's id (memstore_...); a task's token may leave it out for its own store."),
+]
 
 
 def authenticate(gm: Gitmem, headers: Mapping[str, str]) -> Principal:
@@ -117,8 +119,9 @@ def build_server(gm: Gitmem) -> MCPServer:
         return call(ctx, run)
 
     @server.tool(description="View a folder listing or a file's numbered lines (optionally view_range [start, end]).")
-    def view(ctx: Context, path: str, view_range: list[int] | None = None,
-             memory_store_id: StoreArg = None) -> CallToolResult:
+    def view(
+        ctx: Context, path: str, view_range: list[int] | None = None, memory_store_id: StoreArg = None
+    ) -> CallToolResult:
         command: dict[str, Any] = {"command": "view", "path": path}
         if view_range is not None:
             command["view_range"] = view_range
@@ -129,16 +132,22 @@ def build_server(gm: Gitmem) -> MCPServer:
         return memory(ctx, memory_store_id, {"command": "create", "path": path, "file_text": file_text})
 
     @server.tool(description="Replace the one occurrence of old_str in a file with new_str.")
-    def str_replace(ctx: Context, path: str, old_str: str, new_str: str = "",
-                    memory_store_id: StoreArg = None) -> CallToolResult:
-        return memory(ctx, memory_store_id,
-                      {"command": "str_replace", "path": path, "old_str": old_str, "new_str": new_str})
+    def str_replace(
+        ctx: Context, path: str, old_str: str, new_str: str = "", memory_store_id: StoreArg = None
+    ) -> CallToolResult:
+        return memory(
+            ctx, memory_store_id, {"command": "str_replace", "path": path, "old_str": old_str, "new_str": new_str}
+        )
 
     @server.tool(description="Insert insert_text after line insert_line (0 inserts at the top).")
-    def insert(ctx: Context, path: str, insert_line: int, insert_text: str,
-               memory_store_id: StoreArg = None) -> CallToolResult:
-        return memory(ctx, memory_store_id, {"command": "insert", "path": path, "insert_line": insert_line,
-                                             "insert_text": insert_text})
+    def insert(
+        ctx: Context, path: str, insert_line: int, insert_text: str, memory_store_id: StoreArg = None
+    ) -> CallToolResult:
+        return memory(
+            ctx,
+            memory_store_id,
+            {"command": "insert", "path": path, "insert_line": insert_line, "insert_text": insert_text},
+        )
 
     @server.tool(description="Delete a file or a folder.")
     def delete(ctx: Context, path: str, memory_store_id: StoreArg = None) -> CallToolResult:
@@ -149,33 +158,65 @@ def build_server(gm: Gitmem) -> MCPServer:
         return memory(ctx, memory_store_id, {"command": "rename", "old_path": old_path, "new_path": new_path})
 
     @server.tool(description="The memory stores you may use (id, name, description), newest first.")
-    def list_stores(ctx: Context, include_archived: bool = False, limit: int = 20,
-                    page: str | None = None) -> CallToolResult:
-        return call(ctx, lambda p: _json(visible_stores(gm, p, include_archived=include_archived,
-                                                        limit=min(limit, MAX_STORES_PAGE), page=page)))
+    def list_stores(
+        ctx: Context, include_archived: bool = False, limit: int = 20, page: str | None = None
+    ) -> CallToolResult:
+        return call(
+            ctx,
+            lambda p: _json(
+                visible_stores(gm, p, include_archived=include_archived, limit=min(limit, MAX_STORES_PAGE), page=page)
+            ),
+        )
 
     @server.tool(description="A note's versions, newest first, by memory_id or by its path (/memories/...).")
-    def history(ctx: Context, memory_id: str | None = None, path: str | None = None,
-                memory_store_id: StoreArg = None, limit: int = 20, page: str | None = None) -> CallToolResult:
-        return call(ctx, lambda p: _json(mcp_tools.history(gm, p, memory_store_id, memory_id=memory_id, path=path,
-                                                           limit=limit, page=page)))
+    def history(
+        ctx: Context,
+        memory_id: str | None = None,
+        path: str | None = None,
+        memory_store_id: StoreArg = None,
+        limit: int = 20,
+        page: str | None = None,
+    ) -> CallToolResult:
+        return call(
+            ctx,
+            lambda p: _json(
+                mcp_tools.history(gm, p, memory_store_id, memory_id=memory_id, path=path, limit=limit, page=page)
+            ),
+        )
 
     @server.tool(description='Full-text search of a store\'s notes: words ANDed, "a phrase", prefix*, OR.')
-    def search(ctx: Context, query: str, path_prefix: str | None = None, limit: int = 20,
-               page: str | None = None, memory_store_id: StoreArg = None) -> CallToolResult:
-        return call(ctx, lambda p: _json(mcp_tools.search(gm, p, memory_store_id, query, path_prefix=path_prefix,
-                                                          limit=limit, page=page)))
+    def search(
+        ctx: Context,
+        query: str,
+        path_prefix: str | None = None,
+        limit: int = 20,
+        page: str | None = None,
+        memory_store_id: StoreArg = None,
+    ) -> CallToolResult:
+        return call(
+            ctx,
+            lambda p: _json(
+                mcp_tools.search(gm, p, memory_store_id, query, path_prefix=path_prefix, limit=limit, page=page)
+            ),
+        )
 
     @server.tool(description="A unified diff of a version against another (default: the note's previous one).")
-    def diff(ctx: Context, version_id: str, against: str | None = None,
-             memory_store_id: StoreArg = None) -> CallToolResult:
+    def diff(
+        ctx: Context, version_id: str, against: str | None = None, memory_store_id: StoreArg = None
+    ) -> CallToolResult:
         return call(ctx, lambda p: _json(mcp_tools.diff(gm, p, memory_store_id, version_id, against)))
 
     @server.tool(description="Bring back an old version of a note as a new version (a deleted note too).")
-    def restore(ctx: Context, memory_id: str, version_id: str, expected_sha256: str | None = None,
-                memory_store_id: StoreArg = None) -> CallToolResult:
-        return call(ctx, lambda p: _json(mcp_tools.restore(gm, p, memory_store_id, memory_id, version_id,
-                                                           expected_sha256)))
+    def restore(
+        ctx: Context,
+        memory_id: str,
+        version_id: str,
+        expected_sha256: str | None = None,
+        memory_store_id: StoreArg = None,
+    ) -> CallToolResult:
+        return call(
+            ctx, lambda p: _json(mcp_tools.restore(gm, p, memory_store_id, memory_id, version_id, expected_sha256))
+        )
 
     return server
 
@@ -186,8 +227,7 @@ async def running(state: Any, gm: Gitmem) -> AsyncIterator[None]:
     server = build_server(gm)
     # The host is not a loopback name, so the SDK adds no DNS-rebinding check: every request must carry
     # a credential a browser on another origin cannot have, which is what that check protects.
-    server.streamable_http_app(streamable_http_path=MCP_PATH, stateless_http=True, json_response=True,
-                               host="0.0.0.0")
+    server.streamable_http_app(streamable_http_path=MCP_PATH, stateless_http=True, json_response=True, host="0.0.0.0")
     async with server.session_manager.run():
         state.mcp_server = server
         try:
@@ -211,9 +251,15 @@ class MCPEndpoint:
                 raise RateLimited("rate limit exceeded for this key; retry later", retry_after=wait)
         except GitmemError as error:
             headers = {"www-authenticate": "Bearer"} if error.status == 401 else None
-            response = error_response(error.status, error.api_type, error.message, request_id,
-                                      retryable=bool(error.retryable), headers=headers,
-                                      retry_after=error.retry_after if isinstance(error, RateLimited) else None)
+            response = error_response(
+                error.status,
+                error.api_type,
+                error.message,
+                request_id,
+                retryable=bool(error.retryable),
+                headers=headers,
+                retry_after=error.retry_after if isinstance(error, RateLimited) else None,
+            )
             await response(scope, receive, send)
             return
         server: MCPServer | None = getattr(app_state, "mcp_server", None)

@@ -65,8 +65,11 @@ class RequestContextMiddleware:
 
         # Raw header and path checks: this runs on every request, so no Headers objects or regex loop.
         limited = self.unlimited is None or not self.unlimited.match(scope.get("path", ""))
-        declared = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"content-length"),
-                        None) if limited else None
+        declared = (
+            next((v.decode("latin-1") for k, v in scope["headers"] if k == b"content-length"), None)
+            if limited
+            else None
+        )
         if declared is not None:
             try:
                 too_large = int(declared) > self.max_body_bytes

@@ -8,8 +8,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, WithJsonSchema
 
+from gitmem.agents.review import ReviewSettings
 from gitmem.clock import iso
-from gitmem.engine.review import ReviewSettings
 from gitmem.model import Actor, MemoryPrefix, Note, StoreInfo, Version
 
 # RFC 3339 in UTC with a ``Z``, microseconds kept when there are any.
@@ -27,8 +27,6 @@ def as_utc(when: dt.datetime | None) -> dt.datetime | None:
     if when is None or when.tzinfo is not None:
         return when
     return when.replace(tzinfo=dt.UTC)
-
-
 
 
 def documented(**constraints: Any) -> Any:
@@ -162,7 +160,8 @@ class MemoryStore(_Out):
             updated_at=info.updated_at,
             archived_at=info.archived_at,
             review=StoreReview(enabled=True, read_approved_only=review.read_approved_only)
-            if review is not None and review.enabled else None,
+            if review is not None and review.enabled
+            else None,
         )
 
 

@@ -147,7 +147,9 @@ class Dream(_Out):
             inputs.append(SessionsInput(session_ids=list(dream.task_ids)))
         behavior: CreateNewOut | UpdateExistingOut = (
             UpdateExistingOut(memory_store_id=dream.input_store_id)
-            if dream.output_behavior == "update_existing" else CreateNewOut())
+            if dream.output_behavior == "update_existing"
+            else CreateNewOut()
+        )
         return cls(
             id=dream.id,
             status=dream.status,
@@ -158,7 +160,8 @@ class Dream(_Out):
             outputs=[DreamOutput(memory_store_id=dream.output_store_id)] if dream.output_store_id else [],
             usage=DreamUsage(**dream.usage.as_dict()),
             error=DreamError(type=dream.error_type, message=dream.error_message or "")
-            if dream.status == "failed" and dream.error_type else None,
+            if dream.status == "failed" and dream.error_type
+            else None,
             session_id=dream.task_id,
             created_at=dream.created_at,
             ended_at=dream.ended_at,

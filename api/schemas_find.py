@@ -60,8 +60,14 @@ class HunkOut(_Out):
 
     @classmethod
     def of(cls, hunk: Hunk) -> HunkOut:
-        return cls(old_start=hunk.old_start, old_lines=hunk.old_lines, new_start=hunk.new_start,
-                   new_lines=hunk.new_lines, header=hunk.header, lines=[DiffLineOut.of(x) for x in hunk.lines])
+        return cls(
+            old_start=hunk.old_start,
+            old_lines=hunk.old_lines,
+            new_start=hunk.new_start,
+            new_lines=hunk.new_lines,
+            header=hunk.header,
+            lines=[DiffLineOut.of(x) for x in hunk.lines],
+        )
 
 
 class MemoryVersionDiff(_Out):

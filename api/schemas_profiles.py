@@ -1,4 +1,4 @@
-"""Wire shapes of ``/v1/profiles`` and a profile's memory bank (seed 000)."""
+"""Wire shapes of ``/v1/profiles`` and a profile's memory bank (the profile-bank API)."""
 
 from __future__ import annotations
 
@@ -28,8 +28,13 @@ class ProfileOut(_Out):
 
     @classmethod
     def of(cls, profile: Profile) -> ProfileOut:
-        return cls(id=profile.id, name=profile.name, memory_bank_id=profile.bank_store_id,
-                   created_at=profile.created_at, updated_at=profile.updated_at)
+        return cls(
+            id=profile.id,
+            name=profile.name,
+            memory_bank_id=profile.bank_store_id,
+            created_at=profile.created_at,
+            updated_at=profile.updated_at,
+        )
 
 
 class ProfileList(_Out):
@@ -53,8 +58,13 @@ class BankMemory(_Out):
 
     @classmethod
     def of(cls, entry: BankEntry) -> BankMemory:
-        return cls(path=entry.path, size=entry.size, content_hash=entry.content_hash,
-                   created_at=entry.created_at, updated_at=entry.updated_at)
+        return cls(
+            path=entry.path,
+            size=entry.size,
+            content_hash=entry.content_hash,
+            created_at=entry.created_at,
+            updated_at=entry.updated_at,
+        )
 
 
 class BankMemoryList(_Out):
@@ -67,8 +77,14 @@ class BankMemoryContent(BankMemory):
     @classmethod
     def of(cls, entry: BankEntry) -> BankMemoryContent:
         assert entry.content is not None
-        return cls(path=entry.path, content=entry.content, size=entry.size, content_hash=entry.content_hash,
-                   created_at=entry.created_at, updated_at=entry.updated_at)
+        return cls(
+            path=entry.path,
+            content=entry.content,
+            size=entry.size,
+            content_hash=entry.content_hash,
+            created_at=entry.created_at,
+            updated_at=entry.updated_at,
+        )
 
 
 class BankMemoryPut(_In):
@@ -82,8 +98,15 @@ class BankMemoryWritten(BankMemory):
     @classmethod
     def of(cls, result: PutResult) -> BankMemoryWritten:  # type: ignore[override]
         e = result.entry
-        return cls(path=e.path, size=e.size, content_hash=e.content_hash, created_at=e.created_at,
-                   updated_at=e.updated_at, created=result.created, changed=result.changed)
+        return cls(
+            path=e.path,
+            size=e.size,
+            content_hash=e.content_hash,
+            created_at=e.created_at,
+            updated_at=e.updated_at,
+            created=result.created,
+            changed=result.changed,
+        )
 
 
 class BankMemoryDeleted(_Out):

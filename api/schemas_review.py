@@ -6,9 +6,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from gitmem.agents.review import PendingChange, ReviewMark
 from gitmem.api.schemas import MemoryVersion, Timestamp, WireActor, actor_out
 from gitmem.api.schemas_find import MemoryVersionDiff
-from gitmem.engine.review import PendingChange, ReviewMark
 
 
 class _Out(BaseModel):
@@ -31,8 +31,13 @@ class ReviewMarkOut(_Out):
 
     @classmethod
     def of(cls, mark: ReviewMark) -> ReviewMarkOut:
-        return cls(action=mark.action, version_id=mark.version_id, reviewed_by=actor_out(mark.reviewed_by),
-                   reviewed_at=mark.reviewed_at, record_id=mark.record_id)
+        return cls(
+            action=mark.action,
+            version_id=mark.version_id,
+            reviewed_by=actor_out(mark.reviewed_by),
+            reviewed_at=mark.reviewed_at,
+            record_id=mark.record_id,
+        )
 
 
 class PendingVersion(_Out):

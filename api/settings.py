@@ -52,5 +52,6 @@ class Settings:
                 first_retry_seconds=settings.WEBHOOK_FIRST_RETRY,
                 max_retry_seconds=settings.WEBHOOK_MAX_RETRY,
                 give_up_after_seconds=settings.WEBHOOK_GIVE_UP_AFTER,
-                timeout_seconds=settings.WEBHOOK_TIMEOUT),
+                timeout_seconds=settings.WEBHOOK_TIMEOUT,
+            ),
         )

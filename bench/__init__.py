@@ -5,5 +5,5 @@
     python -m bench.engine --help   one benchmark, with its own options
 
 A benchmark is a module here with a ``main()`` that parses ``sys.argv`` itself. They are never
-timed assertions in the test suite (DESIGN section 13); ``make bench`` runs them.
+timed assertions in the test suite (docs/architecture.md); ``make bench`` runs them.
 """

@@ -20,8 +20,11 @@ def main(argv: list[str]) -> int:
     chosen = argv or names
     unknown = [n for n in chosen if n not in names]
     if unknown or any(a.startswith("-") for a in chosen):
-        print(f"usage: python -m bench [{' '.join(names)}]\n"
-              "  options belong to one benchmark: python -m bench.NAME --help", file=sys.stderr)
+        print(
+            f"usage: python -m bench [{' '.join(names)}]\n"
+            "  options belong to one benchmark: python -m bench.NAME --help",
+            file=sys.stderr,
+        )
         return 2
     for name in chosen:
         module = importlib.import_module(f"bench.{name}")

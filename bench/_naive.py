@@ -27,8 +27,9 @@ ROOT.mkdir(parents=True, exist_ok=True)
 _lock = threading.Lock()
 _db = sqlite3.connect(ROOT / "index.sqlite3", check_same_thread=False, isolation_level=None)
 _db.execute("PRAGMA journal_mode=WAL")
-_db.execute("CREATE TABLE IF NOT EXISTS notes (store TEXT, id TEXT, path TEXT, size INTEGER,"
-            " PRIMARY KEY (store, path))")
+_db.execute(
+    "CREATE TABLE IF NOT EXISTS notes (store TEXT, id TEXT, path TEXT, size INTEGER, PRIMARY KEY (store, path))"
+)
 
 _local = threading.local()
 app = FastAPI()
@@ -104,12 +105,18 @@ def get_note(store: str, note_id: str, x_api_key: str | None = Header(None)) -> 
 
 
 @app.get("/v1/memory_stores/{store}/memories")
-def list_notes(store: str, limit: int = Query(20, le=1000), page: str | None = None,
-               x_api_key: str | None = Header(None)) -> dict[str, Any]:
+def list_notes(
+    store: str, limit: int = Query(20, le=1000), page: str | None = None, x_api_key: str | None = Header(None)
+) -> dict[str, Any]:
     _auth(x_api_key)
-    rows = _reader().execute(
-        "SELECT id, path, size FROM notes WHERE store=? AND path>? ORDER BY path LIMIT ?",
-        (store, page or "", limit + 1)).fetchall()
+    rows = (
+        _reader()
+        .execute(
+            "SELECT id, path, size FROM notes WHERE store=? AND path>? ORDER BY path LIMIT ?",
+            (store, page or "", limit + 1),
+        )
+        .fetchall()
+    )
     data = [{"id": i, "path": p, "content_size_bytes": s, "type": "memory"} for i, p, s in rows[:limit]]
     return {"data": data, "next_page": rows[limit - 1][1] if len(rows) > limit else None}
 

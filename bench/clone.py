@@ -63,8 +63,21 @@ def main(argv: list[str] | None = None) -> int:
 
         port = _free_port()
         env = {**os.environ, "GITMEM_HOME": str(home), "GITMEM_LOG_LEVEL": "WARNING", "GITMEM_PRUNE_INTERVAL": "0"}
-        server = subprocess.Popen([sys.executable, "-m", "uvicorn", "gitmem.api.app:app", "--host", "127.0.0.1",
-                                   "--port", str(port), "--log-level", "warning"], env=env)
+        server = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "gitmem.api.app:app",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--log-level",
+                "warning",
+            ],
+            env=env,
+        )
         try:
             base = f"http://127.0.0.1:{port}"
             for _ in range(100):
@@ -73,14 +86,22 @@ def main(argv: list[str] | None = None) -> int:
                         break
                 except httpx.HTTPError:
                     time.sleep(0.1)
-            git_env = {**os.environ, "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "http.extraHeader",
-                       "GIT_CONFIG_VALUE_0": f"Authorization: Bearer {secret}", "GIT_TERMINAL_PROMPT": "0"}
+            git_env = {
+                **os.environ,
+                "GIT_CONFIG_COUNT": "1",
+                "GIT_CONFIG_KEY_0": "http.extraHeader",
+                "GIT_CONFIG_VALUE_0": f"Authorization: Bearer {secret}",
+                "GIT_TERMINAL_PROMPT": "0",
+            }
             dest = Path(tmp) / "clone"
             rows = {
-                "gitmem smart HTTP": [_timed_clone([f"{base}/v1/memory_stores/{store.id}.git"], dest, git_env)
-                                      for _ in range(options.runs)],
-                "git, file:// (pack protocol)": [_timed_clone(["--no-local", f"file://{repo}"], dest)
-                                                 for _ in range(options.runs)],
+                "gitmem smart HTTP": [
+                    _timed_clone([f"{base}/v1/memory_stores/{store.id}.git"], dest, git_env)
+                    for _ in range(options.runs)
+                ],
+                "git, file:// (pack protocol)": [
+                    _timed_clone(["--no-local", f"file://{repo}"], dest) for _ in range(options.runs)
+                ],
                 "git, local copy": [_timed_clone(["--no-hardlinks", str(repo)], dest) for _ in range(options.runs)],
             }
         finally:

@@ -62,8 +62,9 @@ def _codec_rows(bodies: list[str]) -> list[tuple[str, float, float, str]]:
                 if name == "encode":
                     reps.append(_timed(lambda c=c: [c.encode(f"bench/n{i:05}.md", d) for i, d in enumerate(data)]))
                 else:
-                    reps.append(_timed(lambda c=c, blobs=blobs: [c.decode(f"bench/n{i:05}.md", b)
-                                                                 for i, b in enumerate(blobs)]))
+                    reps.append(
+                        _timed(lambda c=c, blobs=blobs: [c.decode(f"bench/n{i:05}.md", b) for i, b in enumerate(blobs)])
+                    )
             cells.append(statistics.median(reps) / len(data) * 1e6)
         rows.append((f"codec {name} (\u00b5s/note)", cells[0], cells[1], f"{cells[1] / cells[0]:.0f}x"))
     return rows
@@ -111,8 +112,13 @@ def run(notes: int, size: int, rounds: int, fsync: bool) -> list[tuple[str, floa
                     gm._forget(info_id)
                     gm.store(ws.id, info_id).get(ids[0], with_content=True)
 
-                for name, fn in (("create", create), ("update", update), ("read", read),
-                                 ("list (view=full)", listing), ("open store", reopen)):
+                for name, fn in (
+                    ("create", create),
+                    ("update", update),
+                    ("read", read),
+                    ("list (view=full)", listing),
+                    ("open store", reopen),
+                ):
                     cell.setdefault(name, []).append(_timed(fn))
                 if r == 0:
                     sizes[kind] = _packed_bytes(gm.repo_path(info.id))
@@ -122,8 +128,14 @@ def run(notes: int, size: int, rounds: int, fsync: bool) -> list[tuple[str, floa
         plain = statistics.median(results["plain"][name]) / count * 1e6
         enc = statistics.median(results["encrypted"][name]) / count * 1e6
         rows.append((f"{name} (\u00b5s/note)" if count > 1 else f"{name} (\u00b5s)", plain, enc, f"{enc / plain:.2f}x"))
-    rows.append(("packed size (KiB)", sizes["plain"] / 1024, sizes["encrypted"] / 1024,
-                 f"{sizes['encrypted'] / sizes['plain']:.2f}x"))
+    rows.append(
+        (
+            "packed size (KiB)",
+            sizes["plain"] / 1024,
+            sizes["encrypted"] / 1024,
+            f"{sizes['encrypted'] / sizes['plain']:.2f}x",
+        )
+    )
     return rows
 
 
@@ -135,8 +147,10 @@ def main() -> None:
     parser.add_argument("--fsync", choices=["always", "never"], default="always")
     args = parser.parse_args()
     rows = run(args.notes, args.size, args.rounds, args.fsync == "always")
-    print(f"encryption at rest: {args.notes} notes of {args.size} bytes, median of {args.rounds} rounds,"
-          f" fsync={args.fsync}")
+    print(
+        f"encryption at rest: {args.notes} notes of {args.size} bytes, median of {args.rounds} rounds,"
+        f" fsync={args.fsync}"
+    )
     header = ("operation", "plain", "encrypted", "ratio")
     widths = [max(len(header[0]), *(len(r[0]) for r in rows)), 12, 12, 8]
     print("  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(header, widths, strict=True))))

@@ -53,12 +53,51 @@ LAYOUTS = {
     "folders": ("100 folders", lambda i: f"/topic-{i % 100:02d}/note-{i:05d}.md"),
     "flat": ("one flat folder", lambda i: f"/notes/note-{i:05d}.md"),
 }
-ACTORS = [Actor(kind, f"{prefix}_bench{i:02d}") for i, (kind, prefix) in
-          enumerate([("task_actor", "task"), ("api_actor", "apikey"), ("user_actor", "user")] * 4)][:10]
-WORDS = ["memory", "note", "agent", "task", "user", "prefers", "email", "meeting", "project", "deadline", "review",
-         "design", "test", "deploy", "customer", "support", "invoice", "schedule", "follow", "up", "remember",
-         "context", "summary", "decision", "owner", "team", "release", "bug", "fix", "feature", "request",
-         "budget", "quarter", "plan", "risk", "metric", "goal", "weekly", "status"]
+ACTORS = [
+    Actor(kind, f"{prefix}_bench{i:02d}")
+    for i, (kind, prefix) in enumerate([("task_actor", "task"), ("api_actor", "apikey"), ("user_actor", "user")] * 4)
+][:10]
+WORDS = [
+    "memory",
+    "note",
+    "agent",
+    "task",
+    "user",
+    "prefers",
+    "email",
+    "meeting",
+    "project",
+    "deadline",
+    "review",
+    "design",
+    "test",
+    "deploy",
+    "customer",
+    "support",
+    "invoice",
+    "schedule",
+    "follow",
+    "up",
+    "remember",
+    "context",
+    "summary",
+    "decision",
+    "owner",
+    "team",
+    "release",
+    "bug",
+    "fix",
+    "feature",
+    "request",
+    "budget",
+    "quarter",
+    "plan",
+    "risk",
+    "metric",
+    "goal",
+    "weekly",
+    "status",
+]
 READ_SAMPLES = 1000
 VERSION_SAMPLES = 500
 UPDATE_EVERY = 10  # one note in ten is updated once after the bulk write
@@ -232,8 +271,11 @@ def run_gitmem(root: Path, layout: str, texts: list[str], fsync: bool, seed: int
     run.extra["objects after maintenance"] = du(repo_path / "objects")
     run.extra["index after maintenance"] = du(repo_path / "gitmem")
     run.extra["loose equivalent"] = loose_equivalent(repo_path, root / f"loose-{layout}.git")
-    run.extra["commits"] = int(subprocess.run(["git", "-C", str(repo_path), "rev-list", "--count", "main"],
-                                              capture_output=True, text=True, check=True).stdout)
+    run.extra["commits"] = int(
+        subprocess.run(
+            ["git", "-C", str(repo_path), "rev-list", "--count", "main"], capture_output=True, text=True, check=True
+        ).stdout
+    )
     store.close()
     return run
 
@@ -285,16 +327,21 @@ class FilesStore:
         self.db.execute("BEGIN IMMEDIATE")
         if memory_id is None:
             memory_id = ids.new_id(ids.MEMORY)
-            self.db.execute("INSERT INTO notes VALUES (?,?,?,?,?,?,?)",
-                            (memory_id, path, digest, len(data), version_id, now, now))
+            self.db.execute(
+                "INSERT INTO notes VALUES (?,?,?,?,?,?,?)", (memory_id, path, digest, len(data), version_id, now, now)
+            )
             operation = "created"
         else:
-            self.db.execute("UPDATE notes SET sha256=?, size=?, version_id=?, updated_at=? WHERE memory_id=?",
-                            (digest, len(data), version_id, now, memory_id))
+            self.db.execute(
+                "UPDATE notes SET sha256=?, size=?, version_id=?, updated_at=? WHERE memory_id=?",
+                (digest, len(data), version_id, now, memory_id),
+            )
             operation = "modified"
-        self.db.execute("INSERT INTO versions (version_id, memory_id, operation, path, sha256, size, created_at,"
-                        " actor_type, actor_id) VALUES (?,?,?,?,?,?,?,?,?)",
-                        (version_id, memory_id, operation, path, digest, len(data), now, actor.type, actor.id))
+        self.db.execute(
+            "INSERT INTO versions (version_id, memory_id, operation, path, sha256, size, created_at,"
+            " actor_type, actor_id) VALUES (?,?,?,?,?,?,?,?,?)",
+            (version_id, memory_id, operation, path, digest, len(data), now, actor.type, actor.id),
+        )
         self.db.execute("COMMIT")
         return memory_id
 
@@ -303,13 +350,17 @@ class FilesStore:
         return (self.files / path[1:]).read_text()
 
     def list_page(self, after: str, limit: int) -> list[tuple]:
-        return self.db.execute("SELECT memory_id, path, sha256, size, version_id, created_at, updated_at FROM notes"
-                               " WHERE path>? ORDER BY path LIMIT ?", (after, limit)).fetchall()
+        return self.db.execute(
+            "SELECT memory_id, path, sha256, size, version_id, created_at, updated_at FROM notes"
+            " WHERE path>? ORDER BY path LIMIT ?",
+            (after, limit),
+        ).fetchall()
 
     def versions(self, where: str, args: tuple, before: int | None, limit: int) -> list[tuple]:
         sql = f"SELECT * FROM versions WHERE {where}" + (" AND seq<?" if before is not None else "")
-        return self.db.execute(sql + " ORDER BY seq DESC LIMIT ?",
-                               (*args, *([before] if before is not None else []), limit)).fetchall()
+        return self.db.execute(
+            sql + " ORDER BY seq DESC LIMIT ?", (*args, *([before] if before is not None else []), limit)
+        ).fetchall()
 
 
 def run_files(root: Path, layout: str, texts: list[str], fsync: bool, seed: int) -> Run:
@@ -345,8 +396,9 @@ def run_files(root: Path, layout: str, texts: list[str], fsync: bool, seed: int)
         run.by_memory.append(timed(lambda m=memory_id: store.versions("memory_id=?", (m,), None, 100)))
     for _ in range(10):
         for actor in ACTORS:
-            run.by_actor_first.append(timed(lambda a=actor: store.versions(
-                "actor_type=? AND actor_id=?", (a.type, a.id), None, 100)))
+            run.by_actor_first.append(
+                timed(lambda a=actor: store.versions("actor_type=? AND actor_id=?", (a.type, a.id), None, 100))
+            )
 
     def by_actor_all() -> int:
         seen, before = 0, None
@@ -385,8 +437,19 @@ def run_git_cli(root: Path, layout: str, texts: list[str]) -> Run:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
         subprocess.run(["git", "-C", str(repo), "add", "--", rel], check=True)
-        subprocess.run(["git", "-C", str(repo), "commit", "-q", "-m", f"created /{rel}",
-                        f"--author={actor.id} <{actor.id}@bench>"], check=True)
+        subprocess.run(
+            [
+                "git",
+                "-C",
+                str(repo),
+                "commit",
+                "-q",
+                "-m",
+                f"created /{rel}",
+                f"--author={actor.id} <{actor.id}@bench>",
+            ],
+            check=True,
+        )
         run.write.append(time.perf_counter() - start)
     return run
 
@@ -421,33 +484,54 @@ def ratio(a: float | None, b: float | None) -> str:
 
 def report(layout: str, n: int, sample: int, texts: list[str], gitmem: Run, files: Run, git_cli: Run | None) -> str:
     raw_current = sum(len(t.encode()) for i, t in enumerate(texts)) + sum(
-        len(" Revised.") for _ in range(0, n, UPDATE_EVERY))
+        len(" Revised.") for _ in range(0, n, UPDATE_EVERY)
+    )
     raw_all = raw_current + sum(len(texts[i].encode()) for i in range(0, n, UPDATE_EVERY))
     first = min(sample, n)
     rows: list[tuple[str, float | None, float | None, float | None]] = [
         (f"write p50, all {n:,} (ms)", ms(pct(gitmem.write, 50)), ms(pct(files.write, 50)), None),
         (f"write p99, all {n:,} (ms)", ms(pct(gitmem.write, 99)), ms(pct(files.write, 99)), None),
-        (f"write p50, first {first:,} (ms)", ms(pct(gitmem.write[:first], 50)), ms(pct(files.write[:first], 50)),
-         ms(pct(git_cli.write, 50)) if git_cli else None),
-        (f"write p99, first {first:,} (ms)", ms(pct(gitmem.write[:first], 99)), ms(pct(files.write[:first], 99)),
-         ms(pct(git_cli.write, 99)) if git_cli else None),
-        (f"update p50, {len(gitmem.update):,} updates (ms)", ms(pct(gitmem.update, 50)), ms(pct(files.update, 50)),
-         None),
+        (
+            f"write p50, first {first:,} (ms)",
+            ms(pct(gitmem.write[:first], 50)),
+            ms(pct(files.write[:first], 50)),
+            ms(pct(git_cli.write, 50)) if git_cli else None,
+        ),
+        (
+            f"write p99, first {first:,} (ms)",
+            ms(pct(gitmem.write[:first], 99)),
+            ms(pct(files.write[:first], 99)),
+            ms(pct(git_cli.write, 99)) if git_cli else None,
+        ),
+        (
+            f"update p50, {len(gitmem.update):,} updates (ms)",
+            ms(pct(gitmem.update, 50)),
+            ms(pct(files.update, 50)),
+            None,
+        ),
         ("read by id with content p50 (ms)", ms(pct(gitmem.read, 50)), ms(pct(files.read, 50)), None),
         (f"list all {n:,}, 1,000 a page (ms)", ms(gitmem.list_all), ms(files.list_all), None),
         ("versions of one note p50 (ms)", ms(pct(gitmem.by_memory, 50)), ms(pct(files.by_memory, 50)), None),
-        ("versions by actor, first 100 p50 (ms)", ms(pct(gitmem.by_actor_first, 50)),
-         ms(pct(files.by_actor_first, 50)), None),
-        (f"versions by actor, all {gitmem.by_actor_count:,} (ms)", ms(gitmem.by_actor_all), ms(files.by_actor_all),
-         None),
+        (
+            "versions by actor, first 100 p50 (ms)",
+            ms(pct(gitmem.by_actor_first, 50)),
+            ms(pct(files.by_actor_first, 50)),
+            None,
+        ),
+        (
+            f"versions by actor, all {gitmem.by_actor_count:,} (ms)",
+            ms(gitmem.by_actor_all),
+            ms(files.by_actor_all),
+            None,
+        ),
         ("disk after maintenance (MiB)", mib(gitmem.disk), mib(files.disk), None),
-        ("disk / raw bytes of current notes", (gitmem.disk or 0) / raw_current, (files.disk or 0) / raw_current,
-         None),
+        ("disk / raw bytes of current notes", (gitmem.disk or 0) / raw_current, (files.disk or 0) / raw_current, None),
     ]
     width = 40
-    out = [f"layout: {LAYOUTS[layout][0]} ({LAYOUTS[layout][1](0)} ...), {n:,} notes",
-           f"{'':{width}}{'gitmem':>12}{'files+SQLite':>14}{'gitmem/files':>13}"
-           f"{'git CLI*':>12}{'gitmem/git':>12}"]
+    out = [
+        f"layout: {LAYOUTS[layout][0]} ({LAYOUTS[layout][1](0)} ...), {n:,} notes",
+        f"{'':{width}}{'gitmem':>12}{'files+SQLite':>14}{'gitmem/files':>13}{'git CLI*':>12}{'gitmem/git':>12}",
+    ]
     for label, g, f, c in rows:
         out.append(f"{label:{width}}{cell(g)}{cell(f, 14)}{ratio(g, f):>13}{cell(c)}{ratio(g, c) if c else '—':>12}")
     e = gitmem.extra
@@ -472,18 +556,25 @@ def report(layout: str, n: int, sample: int, texts: list[str], gitmem: Run, file
 def environment(fsync: bool) -> str:
     git_version = subprocess.run(["git", "--version"], capture_output=True, text=True).stdout.strip()
     load = os.getloadavg()
-    return (f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, Python {sys.version.split()[0]}, pygit2"
-            f" {pygit2.__version__} (libgit2 {pygit2.LIBGIT2_VERSION}), {git_version}, {os.cpu_count()} CPUs,"
-            f" load average {load[0]:.1f}, fsync {'on' if fsync else 'off'} (gitmem and files+SQLite alike)")
+    return (
+        f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, Python {sys.version.split()[0]}, pygit2"
+        f" {pygit2.__version__} (libgit2 {pygit2.LIBGIT2_VERSION}), {git_version}, {os.cpu_count()} CPUs,"
+        f" load average {load[0]:.1f}, fsync {'on' if fsync else 'off'} (gitmem and files+SQLite alike)"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.engine", description=__doc__.split("\n\n")[0])
     parser.add_argument("--notes", type=int, default=10_000, help="notes per layout (default 10,000)")
-    parser.add_argument("--git-sample", type=int, default=300,
-                        help="writes for the git add+commit baseline (default 300; it is slow)")
-    parser.add_argument("--fsync", choices=["always", "never"], default="always",
-                        help="gitmem's GITMEM_FSYNC, applied to the files+SQLite baseline too (default always)")
+    parser.add_argument(
+        "--git-sample", type=int, default=300, help="writes for the git add+commit baseline (default 300; it is slow)"
+    )
+    parser.add_argument(
+        "--fsync",
+        choices=["always", "never"],
+        default="always",
+        help="gitmem's GITMEM_FSYNC, applied to the files+SQLite baseline too (default always)",
+    )
     parser.add_argument("--layouts", default="folders,flat", help="comma-separated: folders, flat")
     parser.add_argument("--dir", type=Path, help="where to work (default: a temporary folder)")
     parser.add_argument("--keep", action="store_true", help="keep the stores afterwards")
@@ -506,13 +597,16 @@ def main(argv: list[str] | None = None) -> None:
             progress(f"{layout}: files + SQLite")
             files = run_files(root, layout, texts, fsync, args.seed)
             progress(f"{layout}: git add + git commit, {min(args.git_sample, args.notes)} writes")
-            git_cli = run_git_cli(root, layout, texts[:args.git_sample]) if args.git_sample > 0 else None
+            git_cli = run_git_cli(root, layout, texts[: args.git_sample]) if args.git_sample > 0 else None
             print(report(layout, args.notes, args.git_sample, texts, gitmem, files, git_cli) + "\n", flush=True)
-            results[layout] = {name: run.__dict__ for name, run in
-                               (("gitmem", gitmem), ("files", files), ("git_cli", git_cli)) if run}
-        print(f"* git CLI: one `git add` and one `git commit` subprocess per write in a non-bare repository, on the"
-              f" first {args.git_sample} writes only (it is slow); compare it with the 'first {args.git_sample}'"
-              " rows. Ratios are gitmem / baseline: above 1x gitmem is slower or bigger.")
+            results[layout] = {
+                name: run.__dict__ for name, run in (("gitmem", gitmem), ("files", files), ("git_cli", git_cli)) if run
+            }
+        print(
+            f"* git CLI: one `git add` and one `git commit` subprocess per write in a non-bare repository, on the"
+            f" first {args.git_sample} writes only (it is slow); compare it with the 'first {args.git_sample}'"
+            " rows. Ratios are gitmem / baseline: above 1x gitmem is slower or bigger."
+        )
         if args.json:
             args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(json.dumps(results, default=str, indent=1))

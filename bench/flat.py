@@ -67,8 +67,26 @@ def folders_path(i: int) -> str:
 
 def text_of(i: int, rng: random.Random) -> str:
     """A note of typical size (about 200 B to 2 KiB)."""
-    words = ["memory", "agent", "prefers", "meeting", "project", "deadline", "review", "customer", "plan",
-             "decision", "owner", "release", "context", "summary", "follow", "up", "risk", "status"]
+    words = [
+        "memory",
+        "agent",
+        "prefers",
+        "meeting",
+        "project",
+        "deadline",
+        "review",
+        "customer",
+        "plan",
+        "decision",
+        "owner",
+        "release",
+        "context",
+        "summary",
+        "follow",
+        "up",
+        "risk",
+        "status",
+    ]
     size = int(min(2048, max(200, rng.lognormvariate(6.3, 0.6))))
     out = [f"Note {i}."]
     while sum(len(w) + 1 for w in out) < size:
@@ -84,21 +102,39 @@ def seed_notes(repo_path: Path, notes: Mapping[str, str], when: dt.datetime | No
     records = []
     for path, text in notes.items():
         data = text.encode()
-        records.append(VersionRecord(ids.new_id(ids.MEMORY), ids.new_id(ids.VERSION), "created", path,
-                                     hashlib.sha256(data).hexdigest(), len(data), None, now, now))
+        records.append(
+            VersionRecord(
+                ids.new_id(ids.MEMORY),
+                ids.new_id(ids.VERSION),
+                "created",
+                path,
+                hashlib.sha256(data).hexdigest(),
+                len(data),
+                None,
+                now,
+                now,
+            )
+        )
     message = format_message(records).encode()
     tip = repository.git(repo_path, "rev-parse", "-q", "--verify", repository.MAIN).stdout.decode().strip()
     when = f"{int(now.timestamp())} +0000"
-    stream = [b"commit %s\n" % repository.MAIN.encode(), f"author gitmem <gitmem@localhost> {when}\n".encode(),
-              f"committer gitmem <gitmem@localhost> {when}\n".encode(), b"data %d\n" % len(message), message, b"\n"]
+    stream = [
+        b"commit %s\n" % repository.MAIN.encode(),
+        f"author gitmem <gitmem@localhost> {when}\n".encode(),
+        f"committer gitmem <gitmem@localhost> {when}\n".encode(),
+        b"data %d\n" % len(message),
+        message,
+        b"\n",
+    ]
     if tip:
         stream.append(f"from {tip}\n".encode())
     for path, text in notes.items():
         data = text.encode()
         stream += [f"M 100644 inline {path[1:]}\n".encode(), b"data %d\n" % len(data), data, b"\n"]
     stream.append(b"done\n")
-    proc = repository.git(repo_path, "-c", "core.hooksPath=/dev/null", "fast-import", "--quiet", "--done",
-                          input=b"".join(stream))
+    proc = repository.git(
+        repo_path, "-c", "core.hooksPath=/dev/null", "fast-import", "--quiet", "--done", input=b"".join(stream)
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"git fast-import failed: {proc.stderr.decode(errors='replace')}")
 
@@ -164,12 +200,16 @@ def git_checks(repo_path: Path, scratch: Path, notes: int) -> dict[str, float]:
     """Stock ``git``: a clone (over the pack protocol, checked out) and ``git log -p`` work; timed."""
     clone = scratch / f"clone-{repo_path.stem}"
     start = time.perf_counter()
-    subprocess.run(["git", "clone", "-q", "--no-local", "-b", "main", str(repo_path), str(clone)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["git", "clone", "-q", "--no-local", "-b", "main", str(repo_path), str(clone)], check=True, capture_output=True
+    )
     clone_seconds = time.perf_counter() - start
     files = sum(len(f) for _, _, f in os.walk(clone) if ".git" not in _)
-    checked_out = int(subprocess.run(["git", "-C", str(clone), "ls-files"], capture_output=True, text=True,
-                                     check=True).stdout.count("\n"))
+    checked_out = int(
+        subprocess.run(["git", "-C", str(clone), "ls-files"], capture_output=True, text=True, check=True).stdout.count(
+            "\n"
+        )
+    )
     shutil.rmtree(clone)
     if checked_out < notes or files < notes:
         raise RuntimeError(f"the clone of {repo_path} has {checked_out} files, not {notes}")
@@ -183,8 +223,12 @@ def git_checks(repo_path: Path, scratch: Path, notes: int) -> dict[str, float]:
 
 def disk(store: MemoryStore) -> dict[str, int]:
     packs = list((store.path / "objects" / "pack").glob("pack-*.pack"))
-    return {"objects": du(store.path / "objects"), "index": du(store.path / "gitmem"), "packs": len(packs),
-            "loose": repository.loose_object_count(store.path)}
+    return {
+        "objects": du(store.path / "objects"),
+        "index": du(store.path / "gitmem"),
+        "packs": len(packs),
+        "loose": repository.loose_object_count(store.path),
+    }
 
 
 def wait_for_packers(paths: list[Path], timeout: float = 600.0) -> None:
@@ -224,8 +268,11 @@ def main(argv: list[str] | None = None) -> None:
             return Subject(name, gm.store(workspace.id, gm.create_store(workspace.id, name).id), path_of)
 
         small, flat, folders = make("small", flat_path), make("flat", flat_path), make("folders", folders_path)
-        print(f"bench.flat: {n:,} notes in one folder vs {SMALL_FOLDER} notes, and vs 100 folders; fsync"
-              f" {args.fsync}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs\n", flush=True)
+        print(
+            f"bench.flat: {n:,} notes in one folder vs {SMALL_FOLDER} notes, and vs 100 folders; fsync"
+            f" {args.fsync}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs\n",
+            flush=True,
+        )
         for _ in range(SMALL_FOLDER):
             small.create(text_of(small.next_number, rng), kind="bulk")
         texts = [text_of(i, rng) for i in range(n)]
@@ -234,9 +281,11 @@ def main(argv: list[str] | None = None) -> None:
             flat.create(text, kind="bulk")
             folders.create(text, kind="bulk")
             if (i + 1) % 1000 == 0:
-                progress(f"{i + 1:,} notes each; write p50 of the last 1,000: flat"
-                         f" {p50(flat.times['bulk'][-1000:]) * 1e3:.1f} ms, folders"
-                         f" {p50(folders.times['bulk'][-1000:]) * 1e3:.1f} ms")
+                progress(
+                    f"{i + 1:,} notes each; write p50 of the last 1,000: flat"
+                    f" {p50(flat.times['bulk'][-1000:]) * 1e3:.1f} ms, folders"
+                    f" {p50(folders.times['bulk'][-1000:]) * 1e3:.1f} ms"
+                )
         progress(f"bulk written in {time.perf_counter() - started:.0f} s; {args.sample} timed rounds")
         profile = cProfile.Profile() if args.profile else None
         for _ in range(args.sample):
@@ -261,24 +310,32 @@ def main(argv: list[str] | None = None) -> None:
         progress("git clone and git log -p")
         git_times = {s.name: git_checks(s.store.path, root, n) for s in (flat, folders)}
 
-        lines = [f"{'p50 (ms)':<34}{'100 in one':>12}{f'{n:,} in one':>14}{f'{n:,} in 100':>14}"
-                 f"   one big folder / 100-note folder"]
+        lines = [
+            f"{'p50 (ms)':<34}{'100 in one':>12}{f'{n:,} in one':>14}{f'{n:,} in 100':>14}"
+            f"   one big folder / 100-note folder"
+        ]
         for kind in ("create", "update", "rename"):
             a, b, c = (p50(s.times[kind]) * 1e3 for s in (small, flat, folders))
             lines.append(f"{kind:<34}{a:12.2f}{b:14.2f}{c:14.2f}   {verdict(b / a, TARGET_LATENCY_RATIO)}")
-        lines.append(f"{'bulk write, whole run':<34}{p50(small.times['bulk']) * 1e3:12.2f}"
-                     f"{p50(flat.times['bulk']) * 1e3:14.2f}{p50(folders.times['bulk']) * 1e3:14.2f}")
+        lines.append(
+            f"{'bulk write, whole run':<34}{p50(small.times['bulk']) * 1e3:12.2f}"
+            f"{p50(flat.times['bulk']) * 1e3:14.2f}{p50(folders.times['bulk']) * 1e3:14.2f}"
+        )
         lines.append("")
         lines.append(f"{'disk (MiB)':<34}{'flat':>12}{'folders':>14}   flat / folders")
         for label, state in (("10 s after the last write", as_written), ("after maintenance", maintained)):
             f, g = state["flat"], state["folders"]
             total_f, total_g = f["objects"] + f["index"], g["objects"] + g["index"]
-            lines.append(f"{label:<34}{total_f / 2**20:12.2f}{total_g / 2**20:14.2f}"
-                         f"   {verdict(total_f / total_g, TARGET_DISK_RATIO)}")
-            lines.append(f"{'  objects / index (MiB)':<34}{f['objects'] / 2**20:7.2f}/{f['index'] / 2**20:4.1f}"
-                         f"{g['objects'] / 2**20:9.2f}/{g['index'] / 2**20:4.1f}"
-                         f"   objects alone {f['objects'] / g['objects']:.2f}x; packs {f['packs']}/{g['packs']},"
-                         f" loose objects {f['loose']}/{g['loose']}")
+            lines.append(
+                f"{label:<34}{total_f / 2**20:12.2f}{total_g / 2**20:14.2f}"
+                f"   {verdict(total_f / total_g, TARGET_DISK_RATIO)}"
+            )
+            lines.append(
+                f"{'  objects / index (MiB)':<34}{f['objects'] / 2**20:7.2f}/{f['index'] / 2**20:4.1f}"
+                f"{g['objects'] / 2**20:9.2f}/{g['index'] / 2**20:4.1f}"
+                f"   objects alone {f['objects'] / g['objects']:.2f}x; packs {f['packs']}/{g['packs']},"
+                f" loose objects {f['loose']}/{g['loose']}"
+            )
         lines.append("")
         f, g = listing["flat"], listing["folders"]
         lines.append(f"{'list every note, 1,000 a page (ms)':<34}{f * 1e3:12.1f}{g * 1e3:14.1f}   {f / g:5.2f}x")

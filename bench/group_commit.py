@@ -64,8 +64,11 @@ def run_threads(threads: int, writes: int, write: Callable[[int, int], None]) ->
         worker.join()
     elapsed = time.perf_counter() - began
     latencies.sort()
-    return Result(len(latencies) / elapsed, statistics.median(latencies) * 1000,
-                  latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000)
+    return Result(
+        len(latencies) / elapsed,
+        statistics.median(latencies) * 1000,
+        latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000,
+    )
 
 
 def gitmem_run(root: Path, threads: int, stores: int, writes: int, fsync: bool) -> Result:
@@ -74,8 +77,7 @@ def gitmem_run(root: Path, threads: int, stores: int, writes: int, fsync: bool) 
     store_ids = [gm.create_store(workspace.id, f"s{s}").id for s in range(stores)]
 
     def write(t: int, i: int) -> None:
-        gm.store(workspace.id, store_ids[t % stores]).create(f"/topic-{i % 100:02d}/note-{i:05d}.md", TEXT,
-                                                             actor=ACTOR)
+        gm.store(workspace.id, store_ids[t % stores]).create(f"/topic-{i % 100:02d}/note-{i:05d}.md", TEXT, actor=ACTOR)
 
     return run_threads(threads, writes, write)
 
@@ -131,10 +133,15 @@ def main(argv: list[str] | None = None) -> None:
         finally:
             shutil.rmtree(root, ignore_errors=True)
         layout = "one folder" if flat else "100 folders"
-        print(f"engine write p50, 1 writer, {layout}, turn by turn: gitmem {g50:.2f} ms, naive {n50:.2f} ms,"
-              f" ratio {g50 / n50:.2f}x", flush=True)
-    print(f"{'config':<22}{'gitmem w/s':>11}{'naive w/s':>11}{'ratio':>7}{'gitmem p50':>12}{'naive p50':>11}"
-          f"{'ratio':>7}{'gitmem p99':>12}{'naive p99':>11}")
+        print(
+            f"engine write p50, 1 writer, {layout}, turn by turn: gitmem {g50:.2f} ms, naive {n50:.2f} ms,"
+            f" ratio {g50 / n50:.2f}x",
+            flush=True,
+        )
+    print(
+        f"{'config':<22}{'gitmem w/s':>11}{'naive w/s':>11}{'ratio':>7}{'gitmem p50':>12}{'naive p50':>11}"
+        f"{'ratio':>7}{'gitmem p99':>12}{'naive p99':>11}"
+    )
     for config in args.configs.split(","):
         threads, stores = (int(n) for n in config.split("x"))
         ours, theirs = [], []
@@ -150,9 +157,11 @@ def main(argv: list[str] | None = None) -> None:
                     shutil.rmtree(root, ignore_errors=True)
         g, n = best(ours), best(theirs)
         label = f"{threads} thread{'s' if threads > 1 else ''}, {stores} store{'s' if stores > 1 else ''}"
-        print(f"{label:<22}{g.per_second:>11.0f}{n.per_second:>11.0f}{g.per_second / n.per_second:>6.2f}x"
-              f"{g.p50_ms:>12.2f}{n.p50_ms:>11.2f}{g.p50_ms / n.p50_ms:>6.2f}x{g.p99_ms:>12.2f}{n.p99_ms:>11.2f}",
-              flush=True)
+        print(
+            f"{label:<22}{g.per_second:>11.0f}{n.per_second:>11.0f}{g.per_second / n.per_second:>6.2f}x"
+            f"{g.p50_ms:>12.2f}{n.p50_ms:>11.2f}{g.p50_ms / n.p50_ms:>6.2f}x{g.p99_ms:>12.2f}{n.p99_ms:>11.2f}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -38,13 +38,46 @@ from pathlib import Path
 
 import httpx
 
-WORDS = ["memory", "note", "agent", "task", "user", "prefers", "email", "meeting", "project", "deadline", "review",
-         "design", "deploy", "customer", "support", "schedule", "follow", "remember", "context", "summary",
-         "decision", "owner", "team", "release", "feature", "budget", "quarter", "plan", "risk", "goal"]
+WORDS = [
+    "memory",
+    "note",
+    "agent",
+    "task",
+    "user",
+    "prefers",
+    "email",
+    "meeting",
+    "project",
+    "deadline",
+    "review",
+    "design",
+    "deploy",
+    "customer",
+    "support",
+    "schedule",
+    "follow",
+    "remember",
+    "context",
+    "summary",
+    "decision",
+    "owner",
+    "team",
+    "release",
+    "feature",
+    "budget",
+    "quarter",
+    "plan",
+    "risk",
+    "goal",
+]
 NOTE_BYTES = 310
 FOLDERS = 100
-QUIET_ENV = {"GITMEM_RATE_LIMIT_RPS": "0", "GITMEM_PRUNE_INTERVAL": "0", "GITMEM_DREAM_RUNNER": "off",
-             "GITMEM_LOG_LEVEL": "WARNING"}
+QUIET_ENV = {
+    "GITMEM_RATE_LIMIT_RPS": "0",
+    "GITMEM_PRUNE_INTERVAL": "0",
+    "GITMEM_DREAM_RUNNER": "off",
+    "GITMEM_LOG_LEVEL": "WARNING",
+}
 
 
 @dataclass
@@ -93,11 +126,16 @@ def _free_port() -> int:
 def _start(cmd: list[str], env: dict[str, str], log: Path) -> tuple[subprocess.Popen, str]:
     port = _free_port()
     root = str(Path(__file__).resolve().parent.parent)
-    env = {**os.environ, **QUIET_ENV, **env, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get(
-        "PYTHONPATH")]))}
+    env = {
+        **os.environ,
+        **QUIET_ENV,
+        **env,
+        "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
+    }
     with open(log, "ab") as out:
-        proc = subprocess.Popen([sys.executable, *cmd, str(port)], env=env, cwd=root, stdout=out,
-                                stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, *cmd, str(port)], env=env, cwd=root, stdout=out, stderr=subprocess.STDOUT
+        )
     return proc, f"http://127.0.0.1:{port}"
 
 
@@ -118,13 +156,20 @@ def servers(tmp: Path) -> Iterator[tuple[Server, Server]]:
     """``gitmem serve`` (it makes its admin key on the empty home) and the naive server, both up."""
     home, naive_dir, naive_key = tmp / "gitmem-home", tmp / "naive", "naive-bench-key"
     g_proc, g_url = _start(["-m", "gitmem.cli", "serve", "--port"], {"GITMEM_HOME": str(home)}, tmp / "gitmem.log")
-    n_proc, n_url = _start(["-m", "bench._naive"], {"NAIVE_DIR": str(naive_dir), "NAIVE_KEY": naive_key},
-                           tmp / "naive.log")
+    n_proc, n_url = _start(
+        ["-m", "bench._naive"], {"NAIVE_DIR": str(naive_dir), "NAIVE_KEY": naive_key}, tmp / "naive.log"
+    )
     try:
         _wait_healthy(g_proc, g_url, tmp / "gitmem.log")
         _wait_healthy(n_proc, n_url, tmp / "naive.log")
-        gitmem = Server("gitmem", g_url, (home / "admin.key").read_text().strip(), home, g_proc,
-                        lambda store: home / "stores" / f"{store}.git")
+        gitmem = Server(
+            "gitmem",
+            g_url,
+            (home / "admin.key").read_text().strip(),
+            home,
+            g_proc,
+            lambda store: home / "stores" / f"{store}.git",
+        )
         naive = Server("naive", n_url, naive_key, naive_dir, n_proc, lambda store: naive_dir / store)
         yield gitmem, naive
     finally:
@@ -178,8 +223,7 @@ def drive(server: Server, clients: int, jobs: list[Callable[[httpx.Client], http
 
 
 def create_store(server: Server, name: str) -> str:
-    response = httpx.post(f"{server.base_url}/v1/memory_stores", json={"name": name},
-                          headers={"x-api-key": server.key})
+    response = httpx.post(f"{server.base_url}/v1/memory_stores", json={"name": name}, headers={"x-api-key": server.key})
     response.raise_for_status()
     return response.json()["id"]
 
@@ -211,6 +255,7 @@ class Writer:
                     self.ids.setdefault(store, []).append(response.json()["id"])
                     self.raw_bytes[store] = self.raw_bytes.get(store, 0) + len(body["content"].encode())
             return response
+
         return job
 
 
@@ -272,12 +317,11 @@ def main(argv: list[str] | None = None) -> int:
         many = {s.name: [create_store(s, f"bench-{k}") for k in range(8)] for s in pair}
         order = 0
 
-        def both(label: str, clients: int, make: Callable[[Server], list], goal: dict[str, tuple[float, bool]]
-                 ) -> None:
+        def both(label: str, clients: int, make: Callable[[Server], list], goal: dict[str, tuple[float, bool]]) -> None:
             nonlocal order
             runs: dict[str, Run] = {}
             cpu: dict[str, float] = {}
-            for server in (pair if order % 2 == 0 else pair[::-1]):  # alternate who goes first
+            for server in pair if order % 2 == 0 else pair[::-1]:  # alternate who goes first
                 jobs = make(server)
                 before = cpu_seconds(server.proc.pid)
                 runs[server.name] = drive(server, clients, jobs)
@@ -291,20 +335,26 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append((f"{label}: server CPU ms/req", cpu["gitmem"] * 1e3, cpu["naive"] * 1e3, "", None))
 
         share = {1: n // 5, 8: 2 * n // 5, 32: n - n // 5 - 2 * n // 5}
-        for clients, goal in ((1, {"rate": (0.6, True), "p50": (1.7, False)}), (8, {"rate": (0.8, True)}),
-                              (32, {})):
+        for clients, goal in ((1, {"rate": (0.6, True), "p50": (1.7, False)}), (8, {"rate": (0.8, True)}), (32, {})):
             count = max(share[clients], clients)
 
             def one_store(server: Server, count: int = count) -> list[Callable[[httpx.Client], httpx.Response]]:
                 return writers[server.name].jobs([main_store[server.name]], count)
 
             both(f"write, {clients} client{'s' * (clients > 1)}, 1 store", clients, one_store, goal)
-        both("write, 8 clients, 8 stores", 8, lambda s: writers[s.name].jobs(many[s.name], max(2 * n // 5, 8)),
-             {"rate": (0.8, True)})
+        both(
+            "write, 8 clients, 8 stores",
+            8,
+            lambda s: writers[s.name].jobs(many[s.name], max(2 * n // 5, 8)),
+            {"rate": (0.8, True)},
+        )
         last_write = time.monotonic()
-        both("read (GET), 8 clients", 8,
-             lambda s: read_jobs(main_store[s.name], writers[s.name].ids[main_store[s.name]], max(n, 8)),
-             {"rate": (0.8, True)})
+        both(
+            "read (GET), 8 clients",
+            8,
+            lambda s: read_jobs(main_store[s.name], writers[s.name].ids[main_store[s.name]], max(n, 8)),
+            {"rate": (0.8, True)},
+        )
 
         listing, list_cpu = {}, {}
         for server in pair:
@@ -313,11 +363,25 @@ def main(argv: list[str] | None = None) -> int:
             list_cpu[server.name] = (cpu_seconds(server.proc.pid) - before) / 3
             listing[server.name] = (statistics.median(t for t, _ in times), times[0][1])
         notes = listing["gitmem"][1]
-        rows.append((f"list {notes} notes (pages of 1,000) ms", listing["gitmem"][0] * 1e3,
-                     listing["naive"][0] * 1e3, f"{listing['gitmem'][0] * 1e6 / max(notes, 1):.0f} ms/1,000", None))
+        rows.append(
+            (
+                f"list {notes} notes (pages of 1,000) ms",
+                listing["gitmem"][0] * 1e3,
+                listing["naive"][0] * 1e3,
+                f"{listing['gitmem'][0] * 1e6 / max(notes, 1):.0f} ms/1,000",
+                None,
+            )
+        )
         if list_cpu["naive"] > 0:
-            rows.append(("  the listing's server CPU ms", list_cpu["gitmem"] * 1e3, list_cpu["naive"] * 1e3,
-                         f"{list_cpu['gitmem'] * 1e6 / max(notes, 1):.0f} ms/1,000", None))
+            rows.append(
+                (
+                    "  the listing's server CPU ms",
+                    list_cpu["gitmem"] * 1e3,
+                    list_cpu["naive"] * 1e3,
+                    f"{list_cpu['gitmem'] * 1e6 / max(notes, 1):.0f} ms/1,000",
+                    None,
+                )
+            )
 
         time.sleep(max(0.0, last_write + options.settle - time.monotonic()))
         gitmem, naive = pair
@@ -326,20 +390,31 @@ def main(argv: list[str] | None = None) -> int:
         g_disk = disk_bytes(gitmem.store_dir(store))
         # the naive store is its folder plus the SQLite database it shares with the other stores
         n_disk = disk_bytes(naive.store_dir(main_store["naive"])) + sum(
-            p.lstat().st_blocks * 512 for p in naive.data.glob("index.sqlite3*"))
-        rows.append((f"disk of the store {options.settle:g} s after the last write, MB", g_disk / 1e6,
-                     n_disk / 1e6, f"raw content {raw / 1e6:.2f} MB; gitmem {g_disk / max(raw, 1):.1f}x raw", None))
+            p.lstat().st_blocks * 512 for p in naive.data.glob("index.sqlite3*")
+        )
+        rows.append(
+            (
+                f"disk of the store {options.settle:g} s after the last write, MB",
+                g_disk / 1e6,
+                n_disk / 1e6,
+                f"raw content {raw / 1e6:.2f} MB; gitmem {g_disk / max(raw, 1):.1f}x raw",
+                None,
+            )
+        )
 
     _print(rows, n)
     if options.json:
-        options.json.write_text(json.dumps([{"measure": r[0], "gitmem": r[1], "naive": r[2], "note": r[3]}
-                                            for r in rows], indent=2))
+        options.json.write_text(
+            json.dumps([{"measure": r[0], "gitmem": r[1], "naive": r[2], "note": r[3]} for r in rows], indent=2)
+        )
     return 0
 
 
 def _print(rows: list[tuple[str, float, float, str, tuple[float, bool] | None]], n: int) -> None:
-    print(f"gitmem serve vs a naive file+SQLite server, same uvicorn, loopback; {n} notes of ~{NOTE_BYTES} B"
-          f" in {FOLDERS} folders. Ratio = gitmem / naive (times: > 1 is slower).")
+    print(
+        f"gitmem serve vs a naive file+SQLite server, same uvicorn, loopback; {n} notes of ~{NOTE_BYTES} B"
+        f" in {FOLDERS} folders. Ratio = gitmem / naive (times: > 1 is slower)."
+    )
     width = max(len(r[0]) for r in rows)
     print(f"{'measure':<{width}}  {'gitmem':>10}  {'naive':>10}  {'ratio':>7}  target")
     for label, g, nv, note, goal in rows:

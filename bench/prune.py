@@ -35,9 +35,33 @@ DAYS = 120
 RETENTION_DAYS = 30
 START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 END = START + dt.timedelta(days=DAYS)
-WORDS = ["alpha", "beta", "gamma", "delta", "memory", "note", "agent", "task", "store", "version", "retention",
-         "prune", "commit", "tree", "blob", "sam", "project", "deadline", "meeting", "summary", "decision",
-         "follow-up", "risk", "owner", "context"]
+WORDS = [
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "memory",
+    "note",
+    "agent",
+    "task",
+    "store",
+    "version",
+    "retention",
+    "prune",
+    "commit",
+    "tree",
+    "blob",
+    "sam",
+    "project",
+    "deadline",
+    "meeting",
+    "summary",
+    "decision",
+    "follow-up",
+    "risk",
+    "owner",
+    "context",
+]
 
 
 def _sig(sig) -> bytes:
@@ -62,8 +86,10 @@ def build(repo_path: Path, notes: int, versions: int, seed: int = 1) -> dict[str
     memory_ids = [ids.new_id(ids.MEMORY) for _ in range(notes)]
     paths: dict[int, str] = {}
     created: dict[int, dt.datetime] = {}
-    stream = subprocess.Popen(["git", "-C", str(repo_path), "-c", "core.hooksPath=/dev/null", "fast-import",
-                               "--quiet", "--done"], stdin=subprocess.PIPE)
+    stream = subprocess.Popen(
+        ["git", "-C", str(repo_path), "-c", "core.hooksPath=/dev/null", "fast-import", "--quiet", "--done"],
+        stdin=subprocess.PIPE,
+    )
     assert stream.stdin is not None
     out = stream.stdin
     renames = 0
@@ -84,13 +110,28 @@ def build(repo_path: Path, notes: int, versions: int, seed: int = 1) -> dict[str
             body = (f"{path} at {iso(when)}: " + " ".join(rng.choice(WORDS) for _ in range(30))).encode()
         import hashlib
 
-        record = VersionRecord(memory_ids[note], ids.new_id(ids.VERSION), kind, path,  # type: ignore[arg-type]
-                               hashlib.sha256(body).hexdigest() if body is not None else None,
-                               len(body) if body is not None else None, actor, when, created[note])
+        record = VersionRecord(
+            memory_ids[note],
+            ids.new_id(ids.VERSION),
+            kind,
+            path,  # type: ignore[arg-type]
+            hashlib.sha256(body).hexdigest() if body is not None else None,
+            len(body) if body is not None else None,
+            actor,
+            when,
+            created[note],
+        )
         message = format_message([record]).encode()
         author = author_for(actor, when)
-        out.write(b"commit refs/heads/main\nauthor " + _sig(author) + b"\ncommitter gitmem <gitmem@localhost> "
-                  + str(author.time).encode() + b" +0000\ndata %d\n" % len(message) + message + b"\n")
+        out.write(
+            b"commit refs/heads/main\nauthor "
+            + _sig(author)
+            + b"\ncommitter gitmem <gitmem@localhost> "
+            + str(author.time).encode()
+            + b" +0000\ndata %d\n" % len(message)
+            + message
+            + b"\n"
+        )
         if old_path is not None and (kind == "deleted" or old_path != path):
             out.write(b"D " + old_path[1:].encode() + b"\n")
         if body is not None:
@@ -103,8 +144,12 @@ def build(repo_path: Path, notes: int, versions: int, seed: int = 1) -> dict[str
     out.close()
     if stream.wait() != 0:
         raise SystemExit("fast-import failed")
-    return {"notes": notes, "versions": len(events), "renames": renames,
-            "deleted_notes": sum(1 for _t, _n, k in events if k == "deleted")}
+    return {
+        "notes": notes,
+        "versions": len(events),
+        "renames": renames,
+        "deleted_notes": sum(1 for _t, _n, k in events if k == "deleted"),
+    }
 
 
 def _rss_mib(usage: resource.struct_rusage) -> float:
@@ -158,19 +203,27 @@ def run_prune(repo_path: Path, traced: bool) -> dict[str, object]:
         inside = [rss for at, rss in samples if clock <= at < clock + length]
         phase_peaks[name] = max(inside, default=0)
         clock += length
-    return {"seconds": seconds, "timings": rewrite.timings, "phase_rss": phase_peaks, "before": report.versions_before,
-            "kept": report.versions_kept, "dropped": len(report.dropped), "purged": len(report.blobs_purged),
-            "shared": len(report.blobs_shared), "bytes_before": report.bytes_before,
-            "bytes_after": report.bytes_after, "tracemalloc_peak": peak,
-            "rss": _rss_mib(resource.getrusage(resource.RUSAGE_SELF)),
-            "children_rss": _rss_mib(resource.getrusage(resource.RUSAGE_CHILDREN))}
+    return {
+        "seconds": seconds,
+        "timings": rewrite.timings,
+        "phase_rss": phase_peaks,
+        "before": report.versions_before,
+        "kept": report.versions_kept,
+        "dropped": len(report.dropped),
+        "purged": len(report.blobs_purged),
+        "shared": len(report.blobs_shared),
+        "bytes_before": report.bytes_before,
+        "bytes_after": report.bytes_after,
+        "tracemalloc_peak": peak,
+        "rss": _rss_mib(resource.getrusage(resource.RUSAGE_SELF)),
+        "children_rss": _rss_mib(resource.getrusage(resource.RUSAGE_CHILDREN)),
+    }
 
 
 def _subprocess(repo_path: Path, traced: bool) -> dict[str, object]:
     args = [sys.executable, "-m", "bench.prune", "--run", str(repo_path)] + (["--traced"] if traced else [])
     root = Path(__file__).resolve().parent.parent
-    done = subprocess.run(args, capture_output=True, text=True, cwd=root,
-                          env=dict(os.environ, PYTHONPATH=str(root)))
+    done = subprocess.run(args, capture_output=True, text=True, cwd=root, env=dict(os.environ, PYTHONPATH=str(root)))
     if done.returncode != 0:
         raise SystemExit(done.stderr)
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -231,26 +284,33 @@ def main(argv: list[str] | None = None) -> int:
         phases = timed["timings"]
         assert isinstance(phases, dict)
         mib = 1024 * 1024
-        _table([
-            ("store", f"{built['notes']} notes, {built['versions']} versions over {DAYS} days"),
-            ("history", f"{built['renames']} renames, {built['deleted_notes']} deleted notes"),
-            ("build (fast-import, not timed)", f"{build_s:.1f} s"),
-            ("index built by catch_up", f"{index_s:.1f} s"),
-            ("versions kept / dropped", f"{timed['kept']} / {timed['dropped']}"),
-            ("blobs purged (verified) / shared", f"{timed['purged']} / {timed['shared']}"),
-            ("objects before -> after", f"{int(timed['bytes_before']) / mib:.1f} MiB -> "  # type: ignore[call-overload]
-                                        f"{int(timed['bytes_after']) / mib:.1f} MiB"),  # type: ignore[call-overload]
-            ("prune wall time", f"{seconds:.2f} s"),
-            *[(f"  phase {name}", f"{value:.2f} s, peak RSS {timed['phase_rss'].get(name, 0)} MiB")  # type: ignore[union-attr]
-              for name, value in phases.items()],
-            ("peak RSS, pruner process", f"{timed['rss']:.0f} MiB"),
-            ("peak RSS, largest git child", f"{timed['children_rss']:.0f} MiB"),
-            ("tracemalloc peak (Python heap)", f"{int(traced['tracemalloc_peak']) / mib:.0f} MiB"),  # type: ignore[call-overload]
-            ("baseline: git repack -a -d", f"{repack_s:.2f} s"),
-            ("baseline: index rebuild (catch_up)", f"{index_s:.2f} s"),
-            ("ratio prune / git repack", f"{seconds / repack_s:.1f}x"),
-            ("ratio prune / index rebuild", f"{seconds / index_s:.2f}x"),
-        ])
+        _table(
+            [
+                ("store", f"{built['notes']} notes, {built['versions']} versions over {DAYS} days"),
+                ("history", f"{built['renames']} renames, {built['deleted_notes']} deleted notes"),
+                ("build (fast-import, not timed)", f"{build_s:.1f} s"),
+                ("index built by catch_up", f"{index_s:.1f} s"),
+                ("versions kept / dropped", f"{timed['kept']} / {timed['dropped']}"),
+                ("blobs purged (verified) / shared", f"{timed['purged']} / {timed['shared']}"),
+                (
+                    "objects before -> after",
+                    f"{int(timed['bytes_before']) / mib:.1f} MiB -> "  # type: ignore[call-overload]
+                    f"{int(timed['bytes_after']) / mib:.1f} MiB",
+                ),  # type: ignore[call-overload]
+                ("prune wall time", f"{seconds:.2f} s"),
+                *[
+                    (f"  phase {name}", f"{value:.2f} s, peak RSS {timed['phase_rss'].get(name, 0)} MiB")  # type: ignore[union-attr]
+                    for name, value in phases.items()
+                ],
+                ("peak RSS, pruner process", f"{timed['rss']:.0f} MiB"),
+                ("peak RSS, largest git child", f"{timed['children_rss']:.0f} MiB"),
+                ("tracemalloc peak (Python heap)", f"{int(traced['tracemalloc_peak']) / mib:.0f} MiB"),  # type: ignore[call-overload]
+                ("baseline: git repack -a -d", f"{repack_s:.2f} s"),
+                ("baseline: index rebuild (catch_up)", f"{index_s:.2f} s"),
+                ("ratio prune / git repack", f"{seconds / repack_s:.1f}x"),
+                ("ratio prune / index rebuild", f"{seconds / index_s:.2f}x"),
+            ]
+        )
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)

@@ -31,23 +31,28 @@ from gitmem.rules.secrets.values import words
 from tests.secrets_corpus import load
 
 # The filters gitmem shipped before the detector, kept here as the baseline it replaced.
-_OLD_FILTERS = [re.compile(p) for p in (
-    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----",
-    r"\bAKIA[0-9A-Z]{16}\b|\bgh[pousr]_[A-Za-z0-9]{36,}\b|\bgithub_pat_[A-Za-z0-9_]{60,}\b"
-    r"|\bxox[abposr]-[A-Za-z0-9-]{10,}\b|\bsk-ant-[A-Za-z0-9_-]{20,}\b|\bsk-(?:proj-)?[A-Za-z0-9_-]{32,}\b"
-    r"|\bAIza[0-9A-Za-z_-]{35}\b|\bglpat-[A-Za-z0-9_-]{20,}\b|\b(?:sk|rk)_live_[A-Za-z0-9]{20,}\b"
-    r"|\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}|\bgm_(?:key|usr|tsk)_[A-Za-z0-9_-]{20,}\b",
-    r"(?i)(?<![a-z0-9])(?:pass(?:word|wd|phrase)?|pwd|secret[_-]?key|client[_-]?secret)\b[\"']?\s*[:=]\s*[\"']?"
-    r"[^\s\"'<>]{4,}",
-    r"(?i)\b[a-z][a-z0-9+.-]*://[^\s:/@]+:[^\s@/]{3,}@",
-)]
+_OLD_FILTERS = [
+    re.compile(p)
+    for p in (
+        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----",
+        r"\bAKIA[0-9A-Z]{16}\b|\bgh[pousr]_[A-Za-z0-9]{36,}\b|\bgithub_pat_[A-Za-z0-9_]{60,}\b"
+        r"|\bxox[abposr]-[A-Za-z0-9-]{10,}\b|\bsk-ant-[A-Za-z0-9_-]{20,}\b|\bsk-(?:proj-)?[A-Za-z0-9_-]{32,}\b"
+        r"|\bAIza[0-9A-Za-z_-]{35}\b|\bglpat-[A-Za-z0-9_-]{20,}\b|\b(?:sk|rk)_live_[A-Za-z0-9]{20,}\b"
+        r"|\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}|\bgm_(?:key|usr|tsk)_[A-Za-z0-9_-]{20,}\b",
+        r"(?i)(?<![a-z0-9])(?:pass(?:word|wd|phrase)?|pwd|secret[_-]?key|client[_-]?secret)\b[\"']?\s*[:=]\s*[\"']?"
+        r"[^\s\"'<>]{4,}",
+        r"(?i)\b[a-z][a-z0-9+.-]*://[^\s:/@]+:[^\s@/]{3,}@",
+    )
+]
 _LITERAL = re.compile("a literal that never occurs")
 ROOT = Path(__file__).resolve().parent.parent
-PROSE_WORDS = words("the of and to in is that for it as was with be by on not he this are or his from at which but "
-               "have an they you were her all she there would their we him been has when who will more no if "
-               "out so said what up its about into than them can only other new some could time these two may "
-               "then do first any my now such like our over man me even most made after also did many before "
-               "must through back years where much your way well down should because each just those people")
+PROSE_WORDS = words(
+    "the of and to in is that for it as was with be by on not he this are or his from at which but "
+    "have an they you were her all she there would their we him been has when who will more no if "
+    "out so said what up its about into than them can only other new some could time these two may "
+    "then do first any my now such like our over man me even most made after also did many before "
+    "must through back years where much your way well down should because each just those people"
+)
 
 
 def _repeat_to(parts: list[str], size: int) -> str:
@@ -64,11 +69,12 @@ def notes(size: int) -> dict[str, str]:
     prose = " ".join(rng.choice(PROSE_WORDS) for _ in range(size // 4))
     return {
         "plain prose": prose[:size],
-        "project docs (README, docs/)": _repeat_to([p.read_text() for p in (ROOT / "README.md",
-                                                                            *sorted((ROOT / "docs").glob("*.md")))],
-                                                   size),
-        "Python source (gitmem/*.py)": _repeat_to([p.read_text() for p in sorted((ROOT / "gitmem").glob("*.py"))],
-                                                  size),
+        "project docs (README, docs/)": _repeat_to(
+            [p.read_text() for p in (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))], size
+        ),
+        "Python source (gitmem/*.py)": _repeat_to(
+            [p.read_text() for p in sorted((ROOT / "gitmem").glob("*.py"))], size
+        ),
         "corpus notes (keyword-dense)": _repeat_to([t for _, t in load("negatives")], size),
         "notes full of credentials": _repeat_to([t for _, t in load("positives")], size),
         "hostile: 'password=' repeated": ("password=" * (size // 9 + 1))[:size],
@@ -119,15 +125,21 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=102_400, help="characters per note")
     parser.add_argument("--rounds", type=int, default=15)
     args = parser.parse_args()
-    print(f"note size {args.size} characters, best of {args.rounds} rounds, CPU ms; a 100,000-step Python loop "
-          f"takes {_best_ms(_python_loop, args.rounds):.2f} ms here (about 1 on a quiet laptop)\n")
-    header = (f"{'note':34} {'detector':>9} {'1 literal':>10} {'1st pass':>9} {'old filters':>12} {'/literal':>9}"
-              f" {'/1st pass':>10} {'/old':>7}")
+    print(
+        f"note size {args.size} characters, best of {args.rounds} rounds, CPU ms; a 100,000-step Python loop "
+        f"takes {_best_ms(_python_loop, args.rounds):.2f} ms here (about 1 on a quiet laptop)\n"
+    )
+    header = (
+        f"{'note':34} {'detector':>9} {'1 literal':>10} {'1st pass':>9} {'old filters':>12} {'/literal':>9}"
+        f" {'/1st pass':>10} {'/old':>7}"
+    )
     print(header)
     print("-" * len(header))
     for name, ours, literal, triggers, old in run(args.size, args.rounds):
-        print(f"{name:34} {ours:9.3f} {literal:10.3f} {triggers:9.3f} {old:12.3f} {ours / literal:8.0f}x"
-              f" {ours / triggers:9.1f}x {ours / old:6.1f}x")
+        print(
+            f"{name:34} {ours:9.3f} {literal:10.3f} {triggers:9.3f} {old:12.3f} {ours / literal:8.0f}x"
+            f" {ours / triggers:9.1f}x {ours / old:6.1f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -22,10 +22,10 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 
 from bench.search import build_store
+from gitmem.agents.review import Reviews
 from gitmem.agents.tasks import tasks_for
 from gitmem.api.app import create_app
 from gitmem.engine.home import Gitmem
-from gitmem.engine.review import Reviews
 
 TARGET_MS = 100.0
 

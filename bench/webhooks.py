@@ -42,13 +42,19 @@ def main(argv: list[str] | None = None) -> int:
         loud = gm.catalog.create_workspace("loud")
         webhooks_for(gm).create(loud.id, "http://127.0.0.1:9/unused", list(EVENT_TYPES))
         bare_info = gm.create_store(quiet.id, "bare")
-        bare = MemoryStore(gm.repo_path(bare_info.id), bare_info.id, clock=gm.clock,  # no listener at all
-                           policy=policy_for(bare_info.kind, gm.filters), codec=gm.codec_for(bare_info))
+        bare = MemoryStore(
+            gm.repo_path(bare_info.id),
+            bare_info.id,
+            clock=gm.clock,  # no listener at all
+            policy=policy_for(bare_info.kind, gm.filters),
+            codec=gm.codec_for(bare_info),
+        )
         quiet_store = gm.store(quiet.id, gm.create_store(quiet.id, "quiet").id)
         loud_store = gm.store(loud.id, gm.create_store(loud.id, "loud").id)
         rates: dict[str, list[float]] = {"no listener": [], "no webhooks": [], "subscribed": []}
         for run in range(args.runs):  # interleaved, so load on the machine hits all three alike
             for name, store in (("no listener", bare), ("no webhooks", quiet_store), ("subscribed", loud_store)):
+
                 def write(i: int, s: MemoryStore = store, r: int = run) -> object:
                     return s.create(f"/r{r}/n{i}.md", f"note {i}")
 

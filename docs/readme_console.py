@@ -34,8 +34,10 @@ def _fake_ulid(prefix: str, n: int) -> str:
 
 def normalise(text: str) -> str:
     """Ids, secrets and times of one run replaced by stable stand-ins of the same length."""
-    times = {t: f"2026-11-29T13:53:{10 + i:02d}.{((i + 1) * 104729) % 1000000:06d}Z"
-             for i, t in enumerate(sorted(set(_TIME.findall(text))))}
+    times = {
+        t: f"2026-11-29T13:53:{10 + i:02d}.{((i + 1) * 104729) % 1000000:06d}Z"
+        for i, t in enumerate(sorted(set(_TIME.findall(text))))
+    }
     ulids: dict[str, str] = {}
     secrets: dict[str, str] = {}
 
@@ -54,10 +56,21 @@ def run(commands: str) -> str:
     lines = [c for c in commands.strip().splitlines() if c.strip()]
     script = "".join(f"printf '{_MARK}%d\\n' {n}\n{{ {c}\n}} 2>&1\n" for n, c in enumerate(lines))
     with tempfile.TemporaryDirectory(prefix="gitmem-readme-") as home:
-        env = {**os.environ, "GITMEM_HOME": home, "GITMEM_FSYNC": "never",
-               "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-        out = subprocess.run(["bash", "--noprofile", "--norc"], input=script, env=env, cwd=home,
-                             capture_output=True, text=True, check=True).stdout
+        env = {
+            **os.environ,
+            "GITMEM_HOME": home,
+            "GITMEM_FSYNC": "never",
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        }
+        out = subprocess.run(
+            ["bash", "--noprofile", "--norc"],
+            input=script,
+            env=env,
+            cwd=home,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
     session: list[str] = []
     for chunk in out.split(_MARK)[1:]:
         n, _, printed = chunk.partition("\n")

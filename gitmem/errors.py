@@ -70,9 +70,7 @@ class PathConflict(Conflict):
     api_type = "memory_path_conflict_error"
 
     def __init__(self, message: str, *, conflicting_memory_id: str, conflicting_path: str) -> None:
-        super().__init__(
-            message, conflicting_memory_id=conflicting_memory_id, conflicting_path=conflicting_path
-        )
+        super().__init__(message, conflicting_memory_id=conflicting_memory_id, conflicting_path=conflicting_path)
 
 
 class PreconditionFailed(Conflict):
@@ -135,5 +133,6 @@ def as_insufficient_storage(exc: BaseException, where: Path | None = None) -> In
     )
     if not full:
         return None
-    return InsufficientStorage("insufficient storage: the server's disk is full; nothing was written."
-                               " Retry after space is freed")
+    return InsufficientStorage(
+        "insufficient storage: the server's disk is full; nothing was written. Retry after space is freed"
+    )

@@ -13,8 +13,12 @@ Role = Literal["admin", "read-write", "read-only"]
 
 T = TypeVar("T")
 
-_ACTOR_ID_FIELD: dict[str, str] = {"task_actor": "task_id", "api_actor": "api_key_id", "user_actor": "user_id",
-                                   "service_account_actor": "service_account_id"}
+_ACTOR_ID_FIELD: dict[str, str] = {
+    "task_actor": "task_id",
+    "api_actor": "api_key_id",
+    "user_actor": "user_id",
+    "service_account_actor": "service_account_id",
+}
 
 
 @dataclass(frozen=True)

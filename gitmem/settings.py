@@ -24,8 +24,9 @@ _ON = frozenset({"1", "on", "true", "yes"})
 _OFF = frozenset({"0", "off", "false", "no"})
 
 
-def _setting(default: Any, description: str, expected: str, *, group: str = "server",
-             shown_default: str | None = None) -> Any:
+def _setting(
+    default: Any, description: str, expected: str, *, group: str = "server", shown_default: str | None = None
+) -> Any:
     """A field with what the README says about it (in the table's ``group``, with ``shown_default`` when the
     default is not a plain value) and the form an error message asks for."""
     extra: dict[str, Any] = {"expected": expected, "group": group, "shown_default": shown_default}
@@ -41,91 +42,139 @@ class SettingsError(GitmemError):
 
 
 class GitmemSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix=PREFIX, env_ignore_empty=True, extra="ignore", frozen=True,
-                                      case_sensitive=True)
+    model_config = SettingsConfigDict(
+        env_prefix=PREFIX, env_ignore_empty=True, extra="ignore", frozen=True, case_sensitive=True
+    )
 
     # -- the server and every command ------------------------------------------------------------
     HOME: Path | None = _setting(
-        None, "The data home for every command and the server.", "a folder path",
-        shown_default="`./.gitmem` under `make serve`, else `$XDG_DATA_HOME/gitmem`")
+        None,
+        "The data home for every command and the server.",
+        "a folder path",
+        shown_default="`./.gitmem` under `make serve`, else `$XDG_DATA_HOME/gitmem`",
+    )
     FSYNC: Literal["always", "never"] = _setting(
-        "always", "`always`: objects, the ref and its folder are fsynced before a write returns, so an"
+        "always",
+        "`always`: objects, the ref and its folder are fsynced before a write returns, so an"
         " acknowledged write survives a power cut (costs a few fsyncs per write). `never`: faster (the OS"
         " decides when data reaches the disk); a crash of the process loses nothing, a power cut may lose the"
-        " last writes.", "'always' or 'never'")
+        " last writes.",
+        "'always' or 'never'",
+    )
     FILTERS: str = _setting(
-        "", "Extra write filters, `module:factory` comma-separated, each returning `(path, text) -> reason"
-        " or None`.", "comma-separated module:factory names that can be imported")
+        "",
+        "Extra write filters, `module:factory` comma-separated, each returning `(path, text) -> reason or None`.",
+        "comma-separated module:factory names that can be imported",
+    )
     MASTER_KEY: SecretStr | None = _setting(
-        None, "The master key that wraps encrypted stores' data keys (takes precedence over the file).",
-        "64 hex digits or the base64 of 32 bytes (e.g. `openssl rand -base64 32`)")
+        None,
+        "The master key that wraps encrypted stores' data keys (takes precedence over the file).",
+        "64 hex digits or the base64 of 32 bytes (e.g. `openssl rand -base64 32`)",
+    )
     MASTER_KEY_FILE: Path | None = _setting(
-        None, "A file holding the master key (hex, base64 or 32 raw bytes); else `$GITMEM_HOME/master.key`,"
-        " made on first use.", "a readable file holding 32 bytes as hex, base64 or raw")
+        None,
+        "A file holding the master key (hex, base64 or 32 raw bytes); else `$GITMEM_HOME/master.key`,"
+        " made on first use.",
+        "a readable file holding 32 bytes as hex, base64 or raw",
+    )
     RATE_LIMIT_RPS: Annotated[float, Field(ge=0)] = _setting(
-        200.0, "Per-key token bucket: requests a second (0 turns rate limiting off).", "a number >= 0")
+        200.0, "Per-key token bucket: requests a second (0 turns rate limiting off).", "a number >= 0"
+    )
     RATE_LIMIT_BURST: Annotated[int, Field(ge=1)] = _setting(
-        400, "Per-key token bucket: the burst a key may spend at once.", "a whole number >= 1")
+        400, "Per-key token bucket: the burst a key may spend at once.", "a whole number >= 1"
+    )
     MAX_BODY_BYTES: Annotated[int, Field(ge=1024)] = _setting(
-        1 << 20, "Request bodies above this are 413 (Git's smart HTTP streams past it).",
-        "a whole number of bytes >= 1024")
+        1 << 20,
+        "Request bodies above this are 413 (Git's smart HTTP streams past it).",
+        "a whole number of bytes >= 1024",
+    )
     PRUNE_INTERVAL: Annotated[float, Field(ge=0)] = _setting(
-        3600.0, "Seconds between the server's retention rounds; 0 turns the schedule off.",
-        "a number of seconds >= 0")
+        3600.0, "Seconds between the server's retention rounds; 0 turns the schedule off.", "a number of seconds >= 0"
+    )
     DREAMER: Literal["offline", "anthropic", "offline-hold"] = _setting(
-        "offline", "`offline` (a deterministic tidier, no network), `anthropic` (the SDK against a real"
+        "offline",
+        "`offline` (a deterministic tidier, no network), `anthropic` (the SDK against a real"
         " model, configured by `ANTHROPIC_API_KEY`/`ANTHROPIC_BASE_URL`) or `offline-hold` (tests: the"
-        " offline tidier holding each dream `GITMEM_DREAM_HOLD` seconds).", "'offline', 'anthropic' or 'offline-hold'")
+        " offline tidier holding each dream `GITMEM_DREAM_HOLD` seconds).",
+        "'offline', 'anthropic' or 'offline-hold'",
+    )
     DREAM_RUNNER: bool = _setting(
-        True, "Run dreams in this server process (`off` leaves them to other processes).", "'on' or 'off'")
+        True, "Run dreams in this server process (`off` leaves them to other processes).", "'on' or 'off'"
+    )
     DREAM_POLL: Annotated[float, Field(gt=0)] = _setting(
-        1.0, "Seconds between the dream runner's looks for pending dreams.", "a number of seconds > 0")
+        1.0, "Seconds between the dream runner's looks for pending dreams.", "a number of seconds > 0"
+    )
     DREAM_TIMEOUT: Annotated[float, Field(gt=0)] = _setting(
-        12 * 3600.0, "Seconds a dream may run.", "a number of seconds > 0")
+        12 * 3600.0, "Seconds a dream may run.", "a number of seconds > 0"
+    )
     DREAM_HOLD: Annotated[float, Field(ge=0)] = _setting(
-        30.0, "Tests only: seconds the `offline-hold` dreamer holds a dream.", "a number of seconds >= 0")
+        30.0, "Tests only: seconds the `offline-hold` dreamer holds a dream.", "a number of seconds >= 0"
+    )
     SECRETS_ALLOW: str = _setting(
-        "", "Secret-detector rule ids a deployment does not enforce, comma-separated (e.g."
-        " `jwt,url-credentials`).", "comma-separated rule ids")
+        "",
+        "Secret-detector rule ids a deployment does not enforce, comma-separated (e.g. `jwt,url-credentials`).",
+        "comma-separated rule ids",
+    )
     WEBHOOKS: bool = _setting(
-        True, "Deliver webhooks from this server process (one process at a time holds the lease; `off`"
-        " leaves delivery to others).", "'on' or 'off'")
+        True,
+        "Deliver webhooks from this server process (one process at a time holds the lease; `off`"
+        " leaves delivery to others).",
+        "'on' or 'off'",
+    )
     WEBHOOK_POLL: Annotated[float, Field(gt=0)] = _setting(
-        1.0, "Seconds between the webhook deliverer's looks at the outbox.", "a number of seconds > 0")
+        1.0, "Seconds between the webhook deliverer's looks at the outbox.", "a number of seconds > 0"
+    )
     WEBHOOK_FIRST_RETRY: Annotated[float, Field(gt=0)] = _setting(
-        5.0, "Seconds before a failed webhook delivery is first retried.", "a number of seconds > 0")
+        5.0, "Seconds before a failed webhook delivery is first retried.", "a number of seconds > 0"
+    )
     WEBHOOK_MAX_RETRY: Annotated[float, Field(gt=0)] = _setting(
-        3600.0, "The longest wait between webhook retries, in seconds.", "a number of seconds > 0")
+        3600.0, "The longest wait between webhook retries, in seconds.", "a number of seconds > 0"
+    )
     WEBHOOK_GIVE_UP_AFTER: Annotated[float, Field(gt=0)] = _setting(
-        3 * 86400.0, "Seconds after which an undelivered webhook is given up.", "a number of seconds > 0")
+        3 * 86400.0, "Seconds after which an undelivered webhook is given up.", "a number of seconds > 0"
+    )
     WEBHOOK_TIMEOUT: Annotated[float, Field(gt=0)] = _setting(
-        10.0, "Seconds a webhook delivery may take.", "a number of seconds > 0")
+        10.0, "Seconds a webhook delivery may take.", "a number of seconds > 0"
+    )
     LOG_LEVEL: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] | None = _setting(
-        None, "Log level of the server app (default INFO) and of the agent hooks' bank mount (default WARNING).",
-        "DEBUG, INFO, WARNING, ERROR or CRITICAL")
+        None,
+        "Log level of the server app (default INFO) and of the agent hooks' bank mount (default WARNING).",
+        "DEBUG, INFO, WARNING, ERROR or CRITICAL",
+    )
 
     # -- clients (the CLI's --url/--token/--key options read these) --------------------------------
-    URL: str | None = _setting(None, "The server, for `gitmem mount`, `clone`, `prompt` and the agent hooks.",
-                               "an http(s) URL", group="client")
-    TOKEN: SecretStr | None = _setting(None, "A user's token (or an API key) for the client commands.",
-                                       "a token", group="client")
+    URL: str | None = _setting(
+        None, "The server, for `gitmem mount`, `clone`, `prompt` and the agent hooks.", "an http(s) URL", group="client"
+    )
+    TOKEN: SecretStr | None = _setting(
+        None, "A user's token (or an API key) for the client commands.", "a token", group="client"
+    )
     API_KEY: SecretStr | None = _setting(None, "The API key `gitmem mount` uses.", "an API key", group="client")
-    PROFILE: str | None = _setting(None, "The profile whose bank the agent hooks mount at `.memory/`.",
-                                   "a profile id (profile_...)", group="client")
+    PROFILE: str | None = _setting(
+        None,
+        "The profile whose bank the agent hooks mount at `.memory/`.",
+        "a profile id (profile_...)",
+        group="client",
+    )
     STATE_DIR: Path | None = _setting(
-        None, "Where the agent hooks keep their mount's state (else `$XDG_RUNTIME_DIR`, else the temp dir).",
-        "a folder path", group="client")
+        None,
+        "Where the agent hooks keep their mount's state (else `$XDG_RUNTIME_DIR`, else the temp dir).",
+        "a folder path",
+        group="client",
+    )
 
     # -- set by the server for its Git hooks, not by people ----------------------------------------
     USER_ID: str | None = _setting(None, "The pushing user (`user_...`).", "a user id", group="hook")
-    ACCESS: str | None = _setting(None, "The pusher's access (`read_write` may push).", "an access level",
-                                  group="hook")
-    STORE_ID: str | None = _setting(None, "The store pushed to (default: the repository's folder name).",
-                                    "a store id", group="hook")
-    PYTHON: str | None = _setting(None, "The interpreter the hook scripts run gitmem with.",
-                                  "an executable path", group="hook")
-    REWRITE_CRASH_AT: str | None = _setting(None, "Tests only: the rewrite step at which to simulate a crash.",
-                                            "a step name", group="hook")
+    ACCESS: str | None = _setting(None, "The pusher's access (`read_write` may push).", "an access level", group="hook")
+    STORE_ID: str | None = _setting(
+        None, "The store pushed to (default: the repository's folder name).", "a store id", group="hook"
+    )
+    PYTHON: str | None = _setting(
+        None, "The interpreter the hook scripts run gitmem with.", "an executable path", group="hook"
+    )
+    REWRITE_CRASH_AT: str | None = _setting(
+        None, "Tests only: the rewrite step at which to simulate a crash.", "a step name", group="hook"
+    )
 
     @field_validator("DREAM_RUNNER", "WEBHOOKS", mode="before")
     @classmethod
@@ -206,8 +255,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> GitmemSettings:
     try:
         if environ is None:
             return GitmemSettings()  # pydantic-settings reads the process environment
-        values = {name: environ[PREFIX + name] for name in GitmemSettings.model_fields
-                  if environ.get(PREFIX + name)}
+        values = {name: environ[PREFIX + name] for name in GitmemSettings.model_fields if environ.get(PREFIX + name)}
         return GitmemSettings.model_validate(values)
     except ValidationError as exc:
         error = exc.errors()[0]
@@ -237,8 +285,11 @@ def _default_text(name: str) -> str:
 
 def markdown_table() -> str:
     """The README's table of settings, generated from :class:`GitmemSettings`."""
-    sections = {"server": "the server and every command", "client": "client commands (`mount`, `clone`,"
-                " `prompt`, the agent hooks)", "hook": "set by the server for its Git hooks; not for you to set"}
+    sections = {
+        "server": "the server and every command",
+        "client": "client commands (`mount`, `clone`, `prompt`, the agent hooks)",
+        "hook": "set by the server for its Git hooks; not for you to set",
+    }
     lines = ["| variable | meaning | default |", "| --- | --- | --- |"]
     for group, title in sections.items():
         lines.append(f"| **{title}** | | |")

@@ -40,8 +40,9 @@ from gitmem.engine.store_index import NoteRow, VersionRow
 from gitmem.git.repository import MAIN, loose_object_count, set_fsync
 from gitmem.model import StoreInfo
 
-settings.register_profile("ci", max_examples=50, deadline=None, print_blob=True,
-                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile(
+    "ci", max_examples=50, deadline=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow]
+)
 settings.register_profile("thorough", max_examples=500, deadline=None, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
@@ -97,8 +98,9 @@ def git(repo_path: Path, *args: str) -> str:
 
 def assert_fsck_clean(repo_path: Path) -> None:
     """``git fsck --full`` finds nothing wrong (dangling objects from retried writes are allowed)."""
-    proc = subprocess.run(["git", "-C", str(repo_path), "fsck", "--full", "--strict", "--no-progress"],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        ["git", "-C", str(repo_path), "fsck", "--full", "--strict", "--no-progress"], capture_output=True, text=True
+    )
     output = proc.stdout + proc.stderr
     problems = [line for line in output.splitlines() if not line.startswith("dangling ")]
     assert proc.returncode == 0 and not problems, f"git fsck: {output}"
@@ -119,9 +121,14 @@ class StoreState:
 def store_state(store: MemoryStore) -> StoreState:
     ref = store.repo.references.get(MAIN)
     refs = subprocess.run(["git", "-C", str(store.path), "for-each-ref"], capture_output=True, text=True).stdout
-    return StoreState(str(ref.target) if ref else None, store.index.indexed_tip(),
-                      tuple(store.index.all_notes()), tuple(store.index.all_versions()),
-                      loose_object_count(store.path), refs)
+    return StoreState(
+        str(ref.target) if ref else None,
+        store.index.indexed_tip(),
+        tuple(store.index.all_notes()),
+        tuple(store.index.all_versions()),
+        loose_object_count(store.path),
+        refs,
+    )
 
 
 def index_snapshot(store: MemoryStore) -> tuple[tuple[NoteRow, ...], tuple[VersionRow, ...], str | None]:
@@ -151,8 +158,9 @@ class TestHome:
     other: str
 
 
-def make_test_home(path: Path, *, workspace: str = "alpha", other_workspace: str = "beta",
-                   fsync: bool = True) -> TestHome:
+def make_test_home(
+    path: Path, *, workspace: str = "alpha", other_workspace: str = "beta", fsync: bool = True
+) -> TestHome:
     gm = Gitmem.open(path, fsync=fsync)
     ws = gm.catalog.create_workspace(workspace)
     admin_key, admin = gm.catalog.create_api_key(ws.id, "admin", role="admin")
@@ -167,22 +175,33 @@ def make_test_home(path: Path, *, workspace: str = "alpha", other_workspace: str
 def test_home(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., TestHome]:
     """A factory: ``test_home("name")`` builds a fresh :class:`TestHome` in a new temporary folder (usable
     from module-scoped fixtures, which cannot ask for ``tmp_path``)."""
+
     def build(name: str = "home", **kwargs: object) -> TestHome:
         return make_test_home(tmp_path_factory.mktemp(name), **kwargs)  # type: ignore[arg-type]
+
     return build
 
 
-def _forward(app_client: TestClient,
-             request: httpx.Request | httpx2.Request) -> tuple[int, list[tuple[str, str]], bytes]:
+def _forward(
+    app_client: TestClient, request: httpx.Request | httpx2.Request
+) -> tuple[int, list[tuple[str, str]], bytes]:
     """One request of either httpx, through the app client; the answer as (status, headers, body)."""
     body = request.read()
     # A body the caller sent without a length goes on without one (the app must count it itself).
     chunked = "content-length" not in request.headers and "transfer-encoding" in request.headers
     content: bytes | Iterator[bytes] = iter([body]) if chunked else body
-    answer = app_client.request(request.method, str(request.url), headers=list(request.headers.multi_items()),
-                                content=content, follow_redirects=False)
-    kept = [(k, v) for k, v in answer.headers.multi_items()
-            if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
+    answer = app_client.request(
+        request.method,
+        str(request.url),
+        headers=list(request.headers.multi_items()),
+        content=content,
+        follow_redirects=False,
+    )
+    kept = [
+        (k, v)
+        for k, v in answer.headers.multi_items()
+        if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
+    ]
     return answer.status_code, kept, answer.content
 
 
@@ -225,8 +244,13 @@ class InProcess:
 
     def sdk(self, secret: str, **kwargs: object) -> anthropic.Anthropic:
         """The official SDK. No retries: a retry would hide a wrong status or a missing x-should-retry."""
-        return anthropic.Anthropic(api_key=secret, base_url=self.base_url, max_retries=0,  # type: ignore[arg-type]
-                                   http_client=httpx2.Client(transport=Httpx2ToApp(self.app_client)), **kwargs)
+        return anthropic.Anthropic(
+            api_key=secret,
+            base_url=self.base_url,
+            max_retries=0,  # type: ignore[arg-type]
+            http_client=httpx2.Client(transport=Httpx2ToApp(self.app_client)),
+            **kwargs,
+        )
 
 
 QUIET = Settings(rate_limit_per_second=0, prune_interval_seconds=0, dream_runner=False, webhook_delivery=False)

@@ -74,8 +74,19 @@ def _start(home: Path | str, port: int, app: str, env: Mapping[str, str] | None,
     child_env.setdefault("GITMEM_LOG_LEVEL", "WARNING")
     child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), child_env.get("PYTHONPATH")]))
     child_env.update(env or {})
-    cmd = [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port),
-           "--log-level", "warning", "--no-access-log"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        app,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+        "--no-access-log",
+    ]
     return subprocess.Popen(cmd, cwd=REPO_ROOT, env=child_env, stdout=log_file, stderr=subprocess.STDOUT)
 
 

@@ -198,15 +198,22 @@ def test_memory_update_content_with_precondition(client: anthropic.Anthropic, st
     memories = client.beta.memory_stores.memories
     note = memories.create(store_id, path="/todo.md", content="one")
     updated = memories.update(
-        note.id, memory_store_id=store_id, content="two",
-        precondition={"type": "content_sha256", "content_sha256": sha("one")}, view="full",
+        note.id,
+        memory_store_id=store_id,
+        content="two",
+        precondition={"type": "content_sha256", "content_sha256": sha("one")},
+        view="full",
     )
     assert updated.content == "two"
     assert updated.memory_version_id != note.memory_version_id
 
     with pytest.raises(anthropic.ConflictError) as stale:
-        memories.update(note.id, memory_store_id=store_id, content="three",
-                        precondition={"type": "content_sha256", "content_sha256": sha("one")})
+        memories.update(
+            note.id,
+            memory_store_id=store_id,
+            content="three",
+            precondition={"type": "content_sha256", "content_sha256": sha("one")},
+        )
     assert stale.value.status_code == 409
     assert error_type(stale.value) == "memory_precondition_failed_error"
     assert stale.value.response.headers["x-should-retry"] == "false"
@@ -227,8 +234,12 @@ def test_retry_of_landed_update_is_200_without_new_version(client: anthropic.Ant
 def test_rename_with_precondition_keeps_id(client: anthropic.Anthropic, store_id: str) -> None:
     memories = client.beta.memory_stores.memories
     note = memories.create(store_id, path="/drafts/plan.md", content="the plan")
-    moved = memories.update(note.id, memory_store_id=store_id, path="/plans/plan.md",
-                            precondition={"type": "content_sha256", "content_sha256": sha("the plan")})
+    moved = memories.update(
+        note.id,
+        memory_store_id=store_id,
+        path="/plans/plan.md",
+        precondition={"type": "content_sha256", "content_sha256": sha("the plan")},
+    )
     assert moved.id == note.id
     assert moved.path == "/plans/plan.md"
     assert moved.content_sha256 == note.content_sha256
@@ -236,7 +247,8 @@ def test_rename_with_precondition_keeps_id(client: anthropic.Anthropic, store_id
 
     versions = list(client.beta.memory_stores.memory_versions.list(store_id, memory_id=note.id))
     assert [(v.operation, v.path) for v in versions] == [
-        ("modified", "/plans/plan.md"), ("created", "/drafts/plan.md"),
+        ("modified", "/plans/plan.md"),
+        ("created", "/drafts/plan.md"),
     ]
 
 
@@ -286,7 +298,9 @@ def test_list_depth_and_prefix(client: anthropic.Anthropic, store_id: str) -> No
 
     people = list(memories.list(store_id, path_prefix="/people/", depth=1))
     assert sorted((i.type, i.path) for i in people) == [
-        ("memory", "/people/ana.md"), ("memory", "/people/sam.md"), ("memory_prefix", "/people/teams/"),
+        ("memory", "/people/ana.md"),
+        ("memory", "/people/sam.md"),
+        ("memory_prefix", "/people/teams/"),
     ]
     everything_below = {i.path for i in memories.list(store_id, path_prefix="/people/")}
     assert everything_below == {"/people/sam.md", "/people/ana.md", "/people/teams/core.md"}
@@ -377,7 +391,7 @@ def test_redact(client: anthropic.Anthropic, store_id: str) -> None:
     versions = client.beta.memory_stores.memory_versions
     note = memories.create(store_id, path="/secret-ish.md", content="old text")
     memories.update(note.id, memory_store_id=store_id, content="new text")
-    old, = [v for v in versions.list(store_id, memory_id=note.id) if v.operation == "created"]
+    (old,) = [v for v in versions.list(store_id, memory_id=note.id) if v.operation == "created"]
     redacted = versions.redact(old.id, memory_store_id=store_id)
     assert redacted.id == old.id
     assert redacted.redacted_at is not None
@@ -387,7 +401,10 @@ def test_redact(client: anthropic.Anthropic, store_id: str) -> None:
 
     again = versions.retrieve(old.id, memory_store_id=store_id, view="full")
     assert (again.redacted_at, again.path, again.content, again.content_size_bytes) == (
-        redacted.redacted_at, None, None, None,
+        redacted.redacted_at,
+        None,
+        None,
+        None,
     )
     current = memories.retrieve(note.id, memory_store_id=store_id)
     assert current.content == "new text"

@@ -140,8 +140,12 @@ def test_missing_key_is_401(live: Live) -> None:
 
 
 def test_wrong_key_is_401(live: Live) -> None:
-    for headers in ({"x-api-key": "gm_key_wrong"}, {"authorization": "Bearer gm_key_wrong"},
-                    {"authorization": f"Basic {live.admin}"}, {"x-api-key": ""}):
+    for headers in (
+        {"x-api-key": "gm_key_wrong"},
+        {"authorization": "Bearer gm_key_wrong"},
+        {"authorization": f"Basic {live.admin}"},
+        {"x-api-key": ""},
+    ):
         with live.anonymous(headers) as client:
             response = client.get("/v1/memory_stores")
         body = assert_error(response, 401, "authentication_error")
@@ -208,17 +212,20 @@ def test_bad_query_parameters_are_400(http: httpx.Client, store_id: str) -> None
     assert_error(http.get("/v1/memory_stores?created_at[gte]=yesterday"), 400, "invalid_request_error")
     assert_error(
         http.delete(f"/v1/memory_stores/{store_id}/memories/mem_x?expected_content_sha256=nothex"),
-        400, "invalid_request_error",
+        400,
+        "invalid_request_error",
     )
 
 
 def test_bad_precondition_is_400(http: httpx.Client, store_id: str) -> None:
     note = http.post(f"/v1/memory_stores/{store_id}/memories", json={"path": "/p.md", "content": "p"}).json()
     url = f"/v1/memory_stores/{store_id}/memories/{note['id']}"
-    for precondition in ({"type": "content_sha256"}, {"type": "etag", "content_sha256": "0" * 64},
-                         {"type": "content_sha256", "content_sha256": "XYZ"}):
-        assert_error(http.post(url, json={"content": "q", "precondition": precondition}), 400,
-                     "invalid_request_error")
+    for precondition in (
+        {"type": "content_sha256"},
+        {"type": "etag", "content_sha256": "0" * 64},
+        {"type": "content_sha256", "content_sha256": "XYZ"},
+    ):
+        assert_error(http.post(url, json={"content": "q", "precondition": precondition}), 400, "invalid_request_error")
 
 
 def test_oversized_body_is_413_before_parsing(http: httpx.Client) -> None:
@@ -287,8 +294,7 @@ def test_etag_and_if_match(http: httpx.Client, store_id: str) -> None:
     assert_error(stale, 409, "memory_precondition_failed_error")
     assert stale.headers["x-should-retry"] == "false"
     assert_error(http.delete(url, headers={"if-match": etag}), 409, "memory_precondition_failed_error")
-    assert_error(http.post(url, json={"content": "x"}, headers={"if-match": "not-a-tag"}), 400,
-                 "invalid_request_error")
+    assert_error(http.post(url, json={"content": "x"}, headers={"if-match": "not-a-tag"}), 400, "invalid_request_error")
 
     view_full = http.post(f"{url}?view=full", json={"content": "four"}, headers={"if-match": "*"})
     assert view_full.json()["content"] == "four"
@@ -314,8 +320,13 @@ def test_openapi_has_no_422(http: httpx.Client) -> None:
 
 def test_rate_limit_is_429_with_retry_after(tmp_path: Path) -> None:
     home = make_test_home(tmp_path)
-    settings = Settings(rate_limit_per_second=0.01, rate_limit_burst=3,  # no refill during the test
-                        prune_interval_seconds=0, dream_runner=False, webhook_delivery=False)
+    settings = Settings(
+        rate_limit_per_second=0.01,
+        rate_limit_burst=3,  # no refill during the test
+        prune_interval_seconds=0,
+        dream_runner=False,
+        webhook_delivery=False,
+    )
     with in_process(home.path, settings) as server, server.http(home.admin) as admin:
         statuses = [admin.get("/v1/memory_stores") for _ in range(4)]
         assert [r.status_code for r in statuses[:3]] == [200, 200, 200]

@@ -67,8 +67,11 @@ def _aim(case: schemathesis.Case, live: Live) -> None:
         return
     params["memory_store_id"] = live.store_id
     if "memory_id" in params or "memory_version_id" in params:
-        note = live.call("POST", f"/v1/memory_stores/{live.store_id}/memories",
-                         json={"path": f"/aimed/{next(_serial)}.md", "content": "aimed"})
+        note = live.call(
+            "POST",
+            f"/v1/memory_stores/{live.store_id}/memories",
+            json={"path": f"/aimed/{next(_serial)}.md", "content": "aimed"},
+        )
         if "memory_id" in params:
             params["memory_id"] = note["id"]
         if "memory_version_id" in params:
@@ -87,8 +90,13 @@ def test_api_conforms_to_its_schema(live: Live, mode: GenerationMode) -> None:
         operations += 1
 
         @given(case=operation.as_strategy(generation_mode=mode))
-        @settings(max_examples=MAX_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck),
-                  phases=[Phase.explicit, Phase.generate], database=None)
+        @settings(
+            max_examples=MAX_EXAMPLES,
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+            phases=[Phase.explicit, Phase.generate],
+            database=None,
+        )
         def exercise(case: schemathesis.Case) -> None:
             _aim(case, live)
             case.call_and_validate(headers={"x-api-key": live.secret}, checks=CHECKS)

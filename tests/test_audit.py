@@ -62,8 +62,14 @@ def story(tmp_path_factory: pytest.TempPathFactory) -> Story:
 
 
 def _key(entry: dict) -> tuple:
-    return (entry["version_id"], entry["memory_id"], entry["operation"], entry["path"], entry["created_at"],
-            json.dumps(entry["created_by"], sort_keys=True))
+    return (
+        entry["version_id"],
+        entry["memory_id"],
+        entry["operation"],
+        entry["path"],
+        entry["created_at"],
+        json.dumps(entry["created_by"], sort_keys=True),
+    )
 
 
 def test_the_server_log_lists_every_version_newest_first(story: Story) -> None:
@@ -79,8 +85,9 @@ def test_the_server_log_lists_every_version_newest_first(story: Story) -> None:
     assert len({line.index("memver_") for line in lines}) == 1
     newest = lines[0].split()
     assert newest[1:] == [story.user_id, "deleted", "/projects/acme.md", versions[0].id]
-    assert any(line.split()[1:6] == [story.user_id, "modified", "/people/ana.md", "->", "/team/ana.md"]
-               for line in lines)
+    assert any(
+        line.split()[1:6] == [story.user_id, "modified", "/people/ana.md", "->", "/team/ana.md"] for line in lines
+    )
     assert lines[-1].split()[1:3] == [API.id, "created"]
     assert any(TASK.id in line and "/projects/acme.md" in line for line in lines)
     # the time column: UTC with microseconds, the version's created_at
@@ -102,21 +109,44 @@ def test_the_server_log_as_json(story: Story) -> None:
     assert first["created_at"].endswith("Z") and "." in first["created_at"]
 
 
-@pytest.mark.parametrize(("args", "expected"), [
-    (["--actor", "USER"], {("modified", "/people/sam.md"), ("created", "/people/ana.md"),
-                           ("modified", "/team/ana.md"), ("deleted", "/projects/acme.md")}),
-    (["--actor", TASK.id], {("modified", "/projects/acme.md")}),
-    (["--operation", "created"], {("created", "/people/sam.md"), ("created", "/projects/acme.md"),
-                                  ("created", "/people/ana.md")}),
-    (["--path", "/projects/acme.md"], {("created", "/projects/acme.md"), ("modified", "/projects/acme.md"),
-                                       ("deleted", "/projects/acme.md")}),
-    (["--path", "/people"], {("created", "/people/sam.md"), ("modified", "/people/sam.md"),
-                             ("created", "/people/ana.md"), ("modified", "/team/ana.md")}),
-    (["--path", "/team/*"], {("modified", "/team/ana.md")}),
-    (["--until", "BEFORE"], {("created", "/people/sam.md"), ("created", "/projects/acme.md"),
-                             ("modified", "/projects/acme.md")}),
-    (["--since", "BEFORE", "--operation", "deleted"], {("deleted", "/projects/acme.md")}),
-])
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (
+            ["--actor", "USER"],
+            {
+                ("modified", "/people/sam.md"),
+                ("created", "/people/ana.md"),
+                ("modified", "/team/ana.md"),
+                ("deleted", "/projects/acme.md"),
+            },
+        ),
+        (["--actor", TASK.id], {("modified", "/projects/acme.md")}),
+        (
+            ["--operation", "created"],
+            {("created", "/people/sam.md"), ("created", "/projects/acme.md"), ("created", "/people/ana.md")},
+        ),
+        (
+            ["--path", "/projects/acme.md"],
+            {("created", "/projects/acme.md"), ("modified", "/projects/acme.md"), ("deleted", "/projects/acme.md")},
+        ),
+        (
+            ["--path", "/people"],
+            {
+                ("created", "/people/sam.md"),
+                ("modified", "/people/sam.md"),
+                ("created", "/people/ana.md"),
+                ("modified", "/team/ana.md"),
+            },
+        ),
+        (["--path", "/team/*"], {("modified", "/team/ana.md")}),
+        (
+            ["--until", "BEFORE"],
+            {("created", "/people/sam.md"), ("created", "/projects/acme.md"), ("modified", "/projects/acme.md")},
+        ),
+        (["--since", "BEFORE", "--operation", "deleted"], {("deleted", "/projects/acme.md")}),
+    ],
+)
 def test_filters(story: Story, args: list[str], expected: set[tuple[str, str]]) -> None:
     args = [{"USER": story.user_id, "BEFORE": story.before_pushes.isoformat()}.get(a, a) for a in args]
     for source in ([story.store_id], ["--repo", str(story.clone)]):
@@ -144,8 +174,7 @@ def test_a_plain_clone_gives_the_same_log(story: Story, tmp_path: Path) -> None:
     bare = json.loads(result.stdout)
     assert [e["version_id"] for e in bare] == [e["version_id"] for e in server]
     unattributed = [e for e in bare if e.get("attributed") is False]
-    assert len(unattributed) == 4 and all(e["git_author"] == f"sam <{story.user_id}@user.gitmem>"
-                                         for e in unattributed)
+    assert len(unattributed) == 4 and all(e["git_author"] == f"sam <{story.user_id}@user.gitmem>" for e in unattributed)
     assert "git fetch origin refs/notes/gitmem:refs/notes/gitmem" in result.stderr
     human = story.cli("--repo", str(fresh)).stdout
     assert f"?{story.user_id}@user.gitmem" in human
@@ -165,8 +194,11 @@ def test_a_plain_clone_gives_the_same_log(story: Story, tmp_path: Path) -> None:
 
 def test_git_log_reads_as_an_audit(story: Story) -> None:
     log = story.pusher.git("log", "--format=%an|%s", "origin/main").stdout.splitlines()
-    assert log[-3:] == [f"{TASK.id}|modified /projects/acme.md", f"{API.id}|created /projects/acme.md",
-                        f"{API.id}|created /people/sam.md"]
+    assert log[-3:] == [
+        f"{TASK.id}|modified /projects/acme.md",
+        f"{API.id}|created /projects/acme.md",
+        f"{API.id}|created /people/sam.md",
+    ]
     assert log[0] == "sam|acme is done"  # the pusher: no other author or committer is accepted
     story.pusher.git("fetch", "-q", "origin", "refs/notes/gitmem:refs/notes/gitmem")
     noted = story.pusher.git("log", "-1", "--notes=gitmem", "--format=%N", "origin/main").stdout

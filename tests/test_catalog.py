@@ -63,8 +63,9 @@ def test_users_are_shown_once_and_stored_hashed(gm: Gitmem, workspace: Workspace
 
 
 def test_authenticate_and_roles(gm: Gitmem, workspace: Workspace) -> None:
-    secrets = {role: gm.catalog.create_api_key(workspace.id, role, role=role) for role in
-               ("admin", "read-write", "read-only")}
+    secrets = {
+        role: gm.catalog.create_api_key(workspace.id, role, role=role) for role in ("admin", "read-write", "read-only")
+    }
     for role, (key, secret) in secrets.items():
         principal = gm.catalog.authenticate(secret)
         assert (principal.role, principal.workspace_id, principal.credential_id) == (role, workspace.id, key.id)
@@ -110,9 +111,13 @@ def test_workspaces_are_isolated(gm: Gitmem) -> None:
     mine, theirs = gm.catalog.create_workspace("mine"), gm.catalog.create_workspace("theirs")
     info = gm.create_store(mine.id, "private")
     gm.store(mine.id, info.id).create("/secret-plan.md", "x")
-    for call in (lambda: gm.get_store(theirs.id, info.id), lambda: gm.store(theirs.id, info.id),
-                 lambda: gm.update_store(theirs.id, info.id, name="pwned"),
-                 lambda: gm.archive_store(theirs.id, info.id), lambda: gm.delete_store(theirs.id, info.id)):
+    for call in (
+        lambda: gm.get_store(theirs.id, info.id),
+        lambda: gm.store(theirs.id, info.id),
+        lambda: gm.update_store(theirs.id, info.id, name="pwned"),
+        lambda: gm.archive_store(theirs.id, info.id),
+        lambda: gm.delete_store(theirs.id, info.id),
+    ):
         with pytest.raises(NotFound) as hidden:
             call()
         assert hidden.value.status == 404 and "not found" in hidden.value.message
@@ -129,7 +134,8 @@ def test_the_real_limit_is_1000_shared_stores() -> None:
 
 
 def test_live_shared_stores_are_limited_and_worker_stores_do_not_count(
-        gm: Gitmem, workspace: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    gm: Gitmem, workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(home_module, "MAX_SHARED_STORES", 3)
     shared = [gm.create_store(workspace.id, f"s{i}") for i in range(3)]
     stores_before = sorted(p.name for p in (gm.home / "stores").iterdir())

@@ -135,8 +135,10 @@ def test_a_cli_redaction_names_its_actor(run, tmp_path: Path) -> None:
     assert run("redact", sid, middle, "--as", "user_01NOSUCHUSER0000000000000").exit_code == 1
 
     with TestClient(create_app(gm, Settings(dream_runner=False)), headers={"x-api-key": key}) as api:
-        for version_id, expected in ((oldest, {"type": "service_account_actor", "service_account_id": "svac_gitmem"}),
-                                     (middle, {"type": "user_actor", "user_id": user.id})):
+        for version_id, expected in (
+            (oldest, {"type": "service_account_actor", "service_account_id": "svac_gitmem"}),
+            (middle, {"type": "user_actor", "user_id": user.id}),
+        ):
             body = api.get(f"/v1/memory_stores/{sid}/memory_versions/{version_id}").json()
             assert body["redacted_by"] == expected and body["redacted_at"]
             assert BetaManagedAgentsMemoryVersion.model_validate(body).redacted_by is not None
@@ -145,9 +147,13 @@ def test_a_cli_redaction_names_its_actor(run, tmp_path: Path) -> None:
 def test_a_read_with_an_unknown_workspace_is_refused_and_creates_nothing(run, tmp_path: Path) -> None:
     sid = store_id(run)
     run("note", "put", sid, "/a.md", input="a")
-    for read in (["store", "list", "-w", "deafult"], ["note", "get", sid, "/a.md", "-w", "deafult"],
-                 ["versions", sid, "--workspace", "deafult"], ["keys", "list", "-w", "deafult"],
-                 ["note", "put", sid, "/b.md", "-w", "deafult"]):
+    for read in (
+        ["store", "list", "-w", "deafult"],
+        ["note", "get", sid, "/a.md", "-w", "deafult"],
+        ["versions", sid, "--workspace", "deafult"],
+        ["keys", "list", "-w", "deafult"],
+        ["note", "put", sid, "/b.md", "-w", "deafult"],
+    ):
         refused = run(*read, input="b")
         assert refused.exit_code == 1, read
         assert "workspace 'deafult' not found (workspaces here: default)" in refused.output
@@ -185,8 +191,12 @@ def test_one_table_printer_aligns_columns_with_or_without_headers(capsys: pytest
     from gitmem.cli.base import table
 
     table([["a", "long-cell", "x"], ["bbb", "c", "y"]], ["H", "TWO", "LAST"])
-    assert capsys.readouterr().out.splitlines() == ["H    TWO        LAST", "---  ---------  ----",
-                                                    "a    long-cell  x", "bbb  c          y"]
+    assert capsys.readouterr().out.splitlines() == [
+        "H    TWO        LAST",
+        "---  ---------  ----",
+        "a    long-cell  x",
+        "bbb  c          y",
+    ]
     table([["a", "long-cell", "x"], ["bbb", "c", "y"]])
     assert capsys.readouterr().out.splitlines() == ["a    long-cell  x", "bbb  c          y"]
     table([], ["ID", "NAME"])

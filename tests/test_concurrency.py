@@ -63,10 +63,28 @@ def all_versions(store: MemoryStore, limit: int = 100, **kwargs: object) -> list
 
 def test_four_processes_writing_into_one_store(gm: Gitmem, workspace: Workspace, store: MemoryStore) -> None:
     shared = store.create("/shared.md", "")
-    workers = [subprocess.Popen([sys.executable, "-c", WORKER, str(gm.home), workspace.id, store.id, shared.id,
-                                 str(me), str(WRITES), str(SHARED_EVERY)],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, cwd=REPO_ROOT) for me in range(PROCESSES)]
+    workers = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                WORKER,
+                str(gm.home),
+                workspace.id,
+                store.id,
+                shared.id,
+                str(me),
+                str(WRITES),
+                str(SHARED_EVERY),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO_ROOT,
+        )
+        for me in range(PROCESSES)
+    ]
     for worker in workers:
         assert worker.stdout is not None and worker.stdout.readline().strip() == "ready"
     for worker in workers:
@@ -105,7 +123,8 @@ def test_four_processes_writing_into_one_store(gm: Gitmem, workspace: Workspace,
     assert sorted(lines) == sorted(expected) and len(lines) == len(expected)
     for me in range(PROCESSES):
         assert [line for line in lines if line.startswith(f"p{me} ")] == [
-            f"p{me} {i}" for i in range(SHARED_EVERY - 1, WRITES, SHARED_EVERY)]
+            f"p{me} {i}" for i in range(SHARED_EVERY - 1, WRITES, SHARED_EVERY)
+        ]
     history = all_versions(store, memory_id=shared.id, limit=20, with_content=True)
     assert [v.operation for v in history] == ["created"] + ["modified"] * len(expected)
     for older, newer in zip(history, history[1:], strict=False):

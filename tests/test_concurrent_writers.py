@@ -68,12 +68,29 @@ say("done")
 """
 
 
-def spawn(gm: Gitmem, workspace: Workspace, me: int, rounds: int, threads: int, store_ids: list[str],
-          *, fsync: bool = False) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-c", WORKER, str(gm.home), workspace.id, "1" if fsync else "0",
-                             str(me), str(rounds), str(threads), *store_ids],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=REPO_ROOT, start_new_session=True)
+def spawn(
+    gm: Gitmem, workspace: Workspace, me: int, rounds: int, threads: int, store_ids: list[str], *, fsync: bool = False
+) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            WORKER,
+            str(gm.home),
+            workspace.id,
+            "1" if fsync else "0",
+            str(me),
+            str(rounds),
+            str(threads),
+            *store_ids,
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+        start_new_session=True,
+    )
 
 
 def start(workers: list[subprocess.Popen[str]]) -> None:
@@ -157,7 +174,7 @@ def test_sigkill_in_the_middle_of_batches_loses_no_acknowledged_write(gm: Gitmem
     for memory_id, (i, digest) in acked.items():
         lines = (fresh.get(memory_id).content or "").splitlines(keepends=True)
         assert len(lines) > i, f"{memory_id} lost an acknowledged update"
-        assert hashlib.sha256("".join(lines[:i + 1]).encode()).hexdigest() == digest
+        assert hashlib.sha256("".join(lines[: i + 1]).encode()).hexdigest() == digest
     assert_fsck_clean(fresh.path)
     assert check_store(fresh).ok
     assert fresh.create("/after.md", "still writable").path == "/after.md"

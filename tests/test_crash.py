@@ -55,8 +55,14 @@ pack(Path(sys.argv[1]), full=True)
 
 
 def spawn(code: str, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=REPO_ROOT, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+        start_new_session=True,
+    )
 
 
 def wait_for_packers(repo_path: Path, timeout: float = 60.0) -> None:
@@ -119,8 +125,10 @@ def test_sigkill_loses_no_acknowledged_write(gm: Gitmem, workspace: Workspace, s
     assert packs, "background packing never ran during the writes"
     # Kills inside a write or a pack leave temporary files behind: garbage, never corruption.
     leftovers = [p.name for p in (repo_path / "objects").rglob("*tmp*")]
-    print(f"{len(acked_notes)} notes and {len(acked_counter)} counter updates acknowledged; {len(packs)} packs;"
-          f" {len(leftovers)} temporary files left by kills")
+    print(
+        f"{len(acked_notes)} notes and {len(acked_counter)} counter updates acknowledged; {len(packs)} packs;"
+        f" {len(leftovers)} temporary files left by kills"
+    )
     gm._forget(store.id)
     lock = repo_path / "refs" / "heads" / "main.lock"
     if lock.exists():  # a kill inside the compare-and-swap: make it look as old as a crash's lock is
@@ -164,12 +172,12 @@ def test_a_stale_ref_lock_left_by_a_crash_is_recovered(store: MemoryStore) -> No
     assert_fsck_clean(store.path)
 
 
-def test_a_live_ref_lock_makes_the_store_busy_not_broken(store: MemoryStore,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_live_ref_lock_makes_the_store_busy_not_broken(store: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> None:
     note = store.create("/note.md", "x")
     original = repository.compare_and_swap
-    monkeypatch.setattr(repository, "compare_and_swap",
-                        lambda *args, **kwargs: original(*args, **{**kwargs, "timeout": 0.2}))
+    monkeypatch.setattr(
+        repository, "compare_and_swap", lambda *args, **kwargs: original(*args, **{**kwargs, "timeout": 0.2})
+    )
     lock = store.path / "refs" / "heads" / "main.lock"
     lock.write_text("held by someone else\n")  # fresh: another process is inside its swap
     before = store_state(store)
@@ -182,7 +190,11 @@ def test_a_live_ref_lock_makes_the_store_busy_not_broken(store: MemoryStore,
     lock.unlink()
     after = store_state(store)
     assert (after.tip, after.indexed_tip, after.notes, after.versions) == (
-        before.tip, before.indexed_tip, before.notes, before.versions)
+        before.tip,
+        before.indexed_tip,
+        before.notes,
+        before.versions,
+    )
     assert store.update(note.id, content="y").content_sha256 != note.content_sha256
     assert_fsck_clean(store.path)
 

@@ -90,8 +90,13 @@ EXPECTED = {
 
 
 def test_tidier_is_deterministic_and_exact() -> None:
-    notes = (InputNote("/b.md", "x\r\n"), InputNote("/a.md", "x\n"), InputNote("/INDEX.md", "old"),
-             InputNote("/c.md", ""), InputNote("/d.md", "\n\n## Deep   \nbody\n\n\n"))
+    notes = (
+        InputNote("/b.md", "x\r\n"),
+        InputNote("/a.md", "x\n"),
+        InputNote("/INDEX.md", "old"),
+        InputNote("/c.md", ""),
+        InputNote("/d.md", "\n\n## Deep   \nbody\n\n\n"),
+    )
     first = OfflineTidier().dream(DreamRequest(notes))
     second = OfflineTidier().dream(DreamRequest(tuple(reversed(notes))))
     assert first == second
@@ -123,8 +128,9 @@ def test_dreamer_from_env() -> None:
 # -- create_new ------------------------------------------------------------------------------------
 
 
-def test_create_new_writes_a_tidier_store_as_the_task(gm: Gitmem, workspace: Workspace, store_info: StoreInfo,
-                                                      messy: MemoryStore) -> None:
+def test_create_new_writes_a_tidier_store_as_the_task(
+    gm: Gitmem, workspace: Workspace, store_info: StoreInfo, messy: MemoryStore
+) -> None:
     before = notes_of(messy)
     dream = make(gm, workspace, store_info.id, instructions="keep it short")
     assert dream.status == "pending" and dream.output_store_id is None and dream.task_id is None
@@ -159,12 +165,15 @@ def test_create_new_writes_a_tidier_store_as_the_task(gm: Gitmem, workspace: Wor
 
 
 def test_update_existing_changes_the_input_with_one_version_a_note(
-        gm: Gitmem, workspace: Workspace, store_info: StoreInfo, messy: MemoryStore) -> None:
-    dream = make(gm, workspace, store_info.id,
-                 output_behavior={"type": "update_existing", "memory_store_id": store_info.id})
+    gm: Gitmem, workspace: Workspace, store_info: StoreInfo, messy: MemoryStore
+) -> None:
+    dream = make(
+        gm, workspace, store_info.id, output_behavior={"type": "update_existing", "memory_store_id": store_info.id}
+    )
     with pytest.raises(Conflict):  # one update_existing dream a store at a time
-        make(gm, workspace, store_info.id,
-             output_behavior={"type": "update_existing", "memory_store_id": store_info.id})
+        make(
+            gm, workspace, store_info.id, output_behavior={"type": "update_existing", "memory_store_id": store_info.id}
+        )
     before = len(messy.versions(limit=100).items)
     run_all(gm)
     done = dreams_for(gm).get(workspace.id, dream.id)
@@ -174,12 +183,16 @@ def test_update_existing_changes_the_input_with_one_version_a_note(
     new = messy.versions(limit=100).items[: len(messy.versions(limit=100).items) - before]
     # /b/alpha.md and /empty.md deleted, /INDEX.md created; /a/copy.md and /zeta.md already tidy.
     assert sorted((v.operation, v.path) for v in new) == [
-        ("created", "/INDEX.md"), ("deleted", "/b/alpha.md"), ("deleted", "/empty.md")]
+        ("created", "/INDEX.md"),
+        ("deleted", "/b/alpha.md"),
+        ("deleted", "/empty.md"),
+    ]
     assert {v.created_by for v in new} == {Actor("task_actor", done.task_id)}
 
 
-def test_tasks_events_reach_the_dreamer(gm: Gitmem, workspace: Workspace, store_info: StoreInfo,
-                                        store: MemoryStore) -> None:
+def test_tasks_events_reach_the_dreamer(
+    gm: Gitmem, workspace: Workspace, store_info: StoreInfo, store: MemoryStore
+) -> None:
     tasks = tasks_for(gm)
     worker = tasks.create_worker(workspace.id, "helper")
     task, _ = tasks.create_task(workspace.id, worker.id)
@@ -233,15 +246,17 @@ def test_create_refusals(gm: Gitmem, workspace: Workspace, store_info: StoreInfo
     with pytest.raises(ArchivedStore):
         dreams.create(workspace.id, [mem(sid)], MODEL)
     assert dreams.list(workspace.id).items == []
-    ok = dreams.create(workspace.id, [mem(gm.create_store(workspace.id, "fine").id)], {"id": MODEL,
-                                                                                     "speed": "standard"})
+    ok = dreams.create(
+        workspace.id, [mem(gm.create_store(workspace.id, "fine").id)], {"id": MODEL, "speed": "standard"}
+    )
     assert ok.status == "pending" and ok.model_speed == "standard"
     with pytest.raises(NotFound):
         dreams.get(other.id, ok.id)
 
 
-def test_too_large_input_fails_as_made(gm: Gitmem, workspace: Workspace, store_info: StoreInfo,
-                                       messy: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_too_large_input_fails_as_made(
+    gm: Gitmem, workspace: Workspace, store_info: StoreInfo, messy: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(dreams_module, "MAX_INPUT_BYTES", 16)
     stores_before = len(gm.all_stores())
     dream = make(gm, workspace, store_info.id)
@@ -252,23 +267,26 @@ def test_too_large_input_fails_as_made(gm: Gitmem, workspace: Workspace, store_i
     assert dreams_for(gm).get(workspace.id, dream.id).status == "failed"
 
 
-def test_org_limit_fails_as_made(gm: Gitmem, workspace: Workspace, store_info: StoreInfo,
-                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_org_limit_fails_as_made(
+    gm: Gitmem, workspace: Workspace, store_info: StoreInfo, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(policy_module, "MAX_SHARED_STORES", 1)
     dream = make(gm, workspace, store_info.id)
     assert dream.status == "failed" and dream.error_type == "memory_store_org_limit_exceeded"
     assert dream.task_id is None and dream.output_store_id is None and dream.ended_at is not None
     # update_existing makes no store: it is not limited.
-    ok = make(gm, workspace, store_info.id,
-              output_behavior={"type": "update_existing", "memory_store_id": store_info.id})
+    ok = make(
+        gm, workspace, store_info.id, output_behavior={"type": "update_existing", "memory_store_id": store_info.id}
+    )
     assert ok.status == "pending"
 
 
 # -- failures while running ------------------------------------------------------------------------
 
 
-def test_input_archived_while_running(gm: Gitmem, workspace: Workspace, store_info: StoreInfo,
-                                      messy: MemoryStore) -> None:
+def test_input_archived_while_running(
+    gm: Gitmem, workspace: Workspace, store_info: StoreInfo, messy: MemoryStore
+) -> None:
     stores_before = {s.id for s in gm.all_stores()}
     dream = make(gm, workspace, store_info.id)
     run_all(gm, Hook(lambda: gm.archive_store(workspace.id, store_info.id)))
@@ -315,8 +333,7 @@ def test_dreamer_error_is_internal_error(gm: Gitmem, workspace: Workspace, store
     assert "the dreamer broke" in (done.error_message or "")
 
 
-def test_expire_fails_dreams_left_running(gm: Gitmem, workspace: Workspace, store_info: StoreInfo,
-                                          clock: Any) -> None:
+def test_expire_fails_dreams_left_running(gm: Gitmem, workspace: Workspace, store_info: StoreInfo, clock: Any) -> None:
     dreams = dreams_for(gm)
     dream = make(gm, workspace, store_info.id)
     assert dreams.claim_next("dead-process") == dream.id
@@ -330,8 +347,9 @@ def test_expire_fails_dreams_left_running(gm: Gitmem, workspace: Workspace, stor
 # -- cancel, archive, list -------------------------------------------------------------------------
 
 
-def test_cancel_and_archive_rules(gm: Gitmem, workspace: Workspace, store_info: StoreInfo,
-                                  messy: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cancel_and_archive_rules(
+    gm: Gitmem, workspace: Workspace, store_info: StoreInfo, messy: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
     dreams = dreams_for(gm)
     pending = make(gm, workspace, store_info.id)
     with pytest.raises(InvalidRequest):
@@ -357,11 +375,13 @@ def test_cancel_and_archive_rules(gm: Gitmem, workspace: Workspace, store_info: 
     assert dreams.list(workspace.id).items == []
     assert len(dreams.list(workspace.id, include_archived=True).items) == 3
     assert [d.id for d in dreams.list(workspace.id, include_archived=True, statuses=["completed"]).items] == [
-        completed.id]
+        completed.id
+    ]
 
 
-def test_cancel_while_running_stops_writing(gm: Gitmem, workspace: Workspace, store_info: StoreInfo,
-                                            messy: MemoryStore) -> None:
+def test_cancel_while_running_stops_writing(
+    gm: Gitmem, workspace: Workspace, store_info: StoreInfo, messy: MemoryStore
+) -> None:
     holder: list[Dream] = []
     holder.append(make(gm, workspace, store_info.id))
     run_all(gm, Hook(lambda: dreams_for(gm).cancel(workspace.id, holder[0].id)))
@@ -391,19 +411,36 @@ def fake_messages(answer: str, seen: list[dict[str, Any]]) -> anthropic.Anthropi
     def handler(request: httpx2.Request) -> httpx2.Response:
         assert request.url.path == "/v1/messages"
         seen.append(json.loads(request.content))
-        return httpx2.Response(200, json={
-            "id": "msg_01XFDUDYJgAACzvnptvVoYEL", "type": "message", "role": "assistant", "model": MODEL,
-            "content": [{"type": "text", "text": answer}], "stop_reason": "end_turn", "stop_sequence": None,
-            "usage": {"input_tokens": 1234, "output_tokens": 56, "cache_creation_input_tokens": 7,
-                      "cache_read_input_tokens": 8},
-        })
+        return httpx2.Response(
+            200,
+            json={
+                "id": "msg_01XFDUDYJgAACzvnptvVoYEL",
+                "type": "message",
+                "role": "assistant",
+                "model": MODEL,
+                "content": [{"type": "text", "text": answer}],
+                "stop_reason": "end_turn",
+                "stop_sequence": None,
+                "usage": {
+                    "input_tokens": 1234,
+                    "output_tokens": 56,
+                    "cache_creation_input_tokens": 7,
+                    "cache_read_input_tokens": 8,
+                },
+            },
+        )
 
-    return anthropic.Anthropic(api_key="x", base_url="http://model.test", max_retries=0,
-                               http_client=httpx2.Client(transport=httpx2.MockTransport(handler)))
+    return anthropic.Anthropic(
+        api_key="x",
+        base_url="http://model.test",
+        max_retries=0,
+        http_client=httpx2.Client(transport=httpx2.MockTransport(handler)),
+    )
 
 
-def test_model_dreamer_through_the_sdk(gm: Gitmem, workspace: Workspace, store_info: StoreInfo,
-                                       messy: MemoryStore) -> None:
+def test_model_dreamer_through_the_sdk(
+    gm: Gitmem, workspace: Workspace, store_info: StoreInfo, messy: MemoryStore
+) -> None:
     seen: list[dict[str, Any]] = []
     answer = json.dumps({"notes": [{"path": "/alpha.md", "content": "# Alpha\nfirst line\nsecond\n"}]})
     client = fake_messages(f"```json\n{answer}\n```", seen)
@@ -447,8 +484,10 @@ def test_cli(tmp_path: Path) -> None:
     made = json.loads(cli("dreams", "create", info.id, "--task", task.id, "--run", "--json"))
     assert made["status"] == "completed" and made["outputs"][0]["type"] == "memory_store"
     # The SDK's shapes: the tasks read are "sessions", and the task it ran as is session_id only.
-    assert made["inputs"] == [{"type": "memory_store", "memory_store_id": info.id},
-                              {"type": "sessions", "session_ids": [task.id]}]
+    assert made["inputs"] == [
+        {"type": "memory_store", "memory_store_id": info.id},
+        {"type": "sessions", "session_ids": [task.id]},
+    ]
     assert made["id"].startswith("drm_") and made["session_id"] and "task_id" not in made
     assert json.loads(cli("dreams", "show", made["id"]))["id"] == made["id"]
     assert made["id"] in cli("dreams", "list")
@@ -462,12 +501,14 @@ def test_cli(tmp_path: Path) -> None:
 # -- the defects: a user's index, the size limit, encryption, a failed dream's output ---------------
 
 
-def test_a_users_index_is_kept_in_place(gm: Gitmem, workspace: Workspace, store_info: StoreInfo,
-                                        store: MemoryStore) -> None:
+def test_a_users_index_is_kept_in_place(
+    gm: Gitmem, workspace: Workspace, store_info: StoreInfo, store: MemoryStore
+) -> None:
     store.create("/INDEX.md", "# Our index\n- wiki at /docs")
     store.create("/docs/wiki.md", "# Wiki\nhello\n")
-    dream = make(gm, workspace, store_info.id,
-                 output_behavior={"type": "update_existing", "memory_store_id": store_info.id})
+    dream = make(
+        gm, workspace, store_info.id, output_behavior={"type": "update_existing", "memory_store_id": store_info.id}
+    )
     run_all(gm)
     assert dreams_for(gm).get(workspace.id, dream.id).status == "completed"
     after = notes_of(store)
@@ -480,8 +521,9 @@ def test_a_users_index_is_kept_in_place(gm: Gitmem, workspace: Workspace, store_
     assert len(store.versions(limit=100).items) == versions and notes_of(store) == after
 
 
-def test_a_note_at_the_size_limit_does_not_fail_the_dream(gm: Gitmem, workspace: Workspace, store_info: StoreInfo,
-                                                          store: MemoryStore) -> None:
+def test_a_note_at_the_size_limit_does_not_fail_the_dream(
+    gm: Gitmem, workspace: Workspace, store_info: StoreInfo, store: MemoryStore
+) -> None:
     limit = store.policy.max_content_bytes
     big = "x" * (limit - 6) + "\nlast!"  # exactly the limit, with no final newline
     assert len(big.encode()) == limit
@@ -497,8 +539,9 @@ def test_a_note_at_the_size_limit_does_not_fail_the_dream(gm: Gitmem, workspace:
     assert len(gm.all_stores()) == stores_before + 2  # the output and the dreamer's own store
 
 
-def test_a_failed_dream_leaves_no_half_made_store(gm: Gitmem, workspace: Workspace, store_info: StoreInfo,
-                                                  messy: MemoryStore) -> None:
+def test_a_failed_dream_leaves_no_half_made_store(
+    gm: Gitmem, workspace: Workspace, store_info: StoreInfo, messy: MemoryStore
+) -> None:
     class BreaksAfterWriting:
         """Answers, then the dream's second write finds its input archived."""
 
@@ -518,8 +561,9 @@ def test_a_failed_dream_leaves_no_half_made_store(gm: Gitmem, workspace: Workspa
     events = tasks_for(gm).list_events(done.task_id or "", limit=100).items
     made = next(e.payload["output_memory_store_id"] for e in events if e.type == "dream.started")
     assert made not in {s.id for s in gm.all_stores()} and not gm.repo_path(made).exists()
-    assert {s.id for s in gm.all_stores()} - before == {tasks_for(gm).get_worker(
-        workspace.id, dreams_for(gm).dreamer_worker(workspace.id)).own_store_id}
+    assert {s.id for s in gm.all_stores()} - before == {
+        tasks_for(gm).get_worker(workspace.id, dreams_for(gm).dreamer_worker(workspace.id)).own_store_id
+    }
 
 
 def test_an_encrypted_store_dreams_into_an_encrypted_store(gm: Gitmem, workspace: Workspace) -> None:
@@ -534,15 +578,17 @@ def test_an_encrypted_store_dreams_into_an_encrypted_store(gm: Gitmem, workspace
     assert out_info.encrypted
     out = gm.store(workspace.id, out_info.id)
     assert notes_of(out)["/secret-ish.md"] == f"# Vault\n{marker}\n"  # readable through the engine
-    objects = subprocess.run(["git", "-C", str(out.path), "cat-file", "--batch-all-objects", "--batch"],
-                             capture_output=True, check=True).stdout
+    objects = subprocess.run(
+        ["git", "-C", str(out.path), "cat-file", "--batch-all-objects", "--batch"], capture_output=True, check=True
+    ).stdout
     assert objects and marker.encode() not in objects
     for path in out.path.rglob("*"):
         assert not path.is_file() or marker.encode() not in path.read_bytes(), path
 
 
 def test_a_dreamer_that_cannot_start_fails_the_dream_not_the_runner(
-        gm: Gitmem, workspace: Workspace, store_info: StoreInfo, monkeypatch: pytest.MonkeyPatch) -> None:
+    gm: Gitmem, workspace: Workspace, store_info: StoreInfo, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("GITMEM_DREAMER", "anthropic")  # the SDK refuses to start without a key
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)

@@ -42,8 +42,13 @@ class Live:
 @contextlib.contextmanager
 def live_server(home: Path, *, runner: bool) -> Iterator[Live]:
     made = make_test_home(home)
-    settings = Settings(dream_runner=runner, dream_poll_seconds=0.2, rate_limit_per_second=0,
-                        prune_interval_seconds=0, webhook_delivery=False)
+    settings = Settings(
+        dream_runner=runner,
+        dream_poll_seconds=0.2,
+        rate_limit_per_second=0,
+        prune_interval_seconds=0,
+        webhook_delivery=False,
+    )
     with pytest.MonkeyPatch.context() as env:
         env.setenv("GITMEM_DREAMER", "offline")
         with in_process(home, settings) as server:
@@ -117,8 +122,7 @@ def test_create_poll_retrieve_list_archive(live: Live, client: anthropic.Anthrop
     tasks.append_event(task.id, "agent.message", {"text": "Sam likes tea"})
 
     dream = client.beta.dreams.create(
-        inputs=[{"type": "memory_store", "memory_store_id": store_id},
-                {"type": "sessions", "session_ids": [task.id]}],
+        inputs=[{"type": "memory_store", "memory_store_id": store_id}, {"type": "sessions", "session_ids": [task.id]}],
         model=MODEL,
         instructions="Keep one note a person.",
     )
@@ -177,8 +181,7 @@ def test_update_existing(live: Live, client: anthropic.Anthropic, store_id: str)
 
 
 def test_pending_rules(idle: anthropic.Anthropic, idle_store_id: str) -> None:
-    dream = idle.beta.dreams.create(inputs=[{"type": "memory_store", "memory_store_id": idle_store_id}],
-                                    model=MODEL)
+    dream = idle.beta.dreams.create(inputs=[{"type": "memory_store", "memory_store_id": idle_store_id}], model=MODEL)
     assert dream.status == "pending" and dream.outputs == [] and dream.ended_at is None
     with pytest.raises(anthropic.BadRequestError):
         idle.beta.dreams.archive(dream.id)
@@ -196,8 +199,11 @@ def test_refusals(live: Live, client: anthropic.Anthropic, store_id: str) -> Non
     with pytest.raises(anthropic.BadRequestError):
         client.beta.dreams.create(inputs=[store, store], model=MODEL)
     with pytest.raises(anthropic.BadRequestError):
-        client.beta.dreams.create(inputs=[store], model=MODEL,
-                                  output_behavior={"type": "update_existing", "memory_store_id": "memstore_other"})
+        client.beta.dreams.create(
+            inputs=[store],
+            model=MODEL,
+            output_behavior={"type": "update_existing", "memory_store_id": "memstore_other"},
+        )
     with pytest.raises(anthropic.BadRequestError):
         client.beta.dreams.create(inputs=[store], model=MODEL, instructions="x" * 4097)
     with pytest.raises(anthropic.NotFoundError):

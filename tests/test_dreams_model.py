@@ -29,10 +29,21 @@ SECRET = "AKIA" + "ABCDEFGHIJKLMNOP"  # the shape of an AWS access key id
 
 def message(text: str) -> dict[str, Any]:
     """A Messages API response as the hosted API records it."""
-    return {"id": "msg_01XFDUDYJgAACzvnptvVoYEL", "type": "message", "role": "assistant", "model": MODEL,
-            "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
-            "usage": {"input_tokens": 900, "output_tokens": 80, "cache_creation_input_tokens": 0,
-                      "cache_read_input_tokens": 0}}
+    return {
+        "id": "msg_01XFDUDYJgAACzvnptvVoYEL",
+        "type": "message",
+        "role": "assistant",
+        "model": MODEL,
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": 900,
+            "output_tokens": 80,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+        },
+    }
 
 
 def notes_answer(*notes: tuple[str, str]) -> httpx2.Response:
@@ -45,8 +56,12 @@ def model(answer: Callable[[], httpx2.Response], seen: list[dict[str, Any]]) -> 
         seen.append(json.loads(request.content))
         return answer()
 
-    client = anthropic.Anthropic(api_key="model-key", base_url="http://model.test", max_retries=0,
-                                 http_client=httpx2.Client(transport=httpx2.MockTransport(handler)))
+    client = anthropic.Anthropic(
+        api_key="model-key",
+        base_url="http://model.test",
+        max_retries=0,
+        http_client=httpx2.Client(transport=httpx2.MockTransport(handler)),
+    )
     return ModelDreamer(client)
 
 
@@ -55,8 +70,9 @@ def notes_of(store: MemoryStore) -> dict[str, str]:
 
 
 def dream_with(gm: Gitmem, ws: Workspace, info: StoreInfo, dreamer: ModelDreamer, **kwargs: Any) -> Dream:
-    made = dreams_for(gm).create(ws.id, [{"type": "memory_store", "memory_store_id": info.id},
-                                         *kwargs.pop("extra", [])], MODEL, **kwargs)
+    made = dreams_for(gm).create(
+        ws.id, [{"type": "memory_store", "memory_store_id": info.id}, *kwargs.pop("extra", [])], MODEL, **kwargs
+    )
     DreamRunner(gm, dreamer).run_pending()
     return dreams_for(gm).get(ws.id, made.id)
 
@@ -73,30 +89,37 @@ def seeded(store: MemoryStore) -> MemoryStore:
     return store
 
 
-def test_the_notes_and_the_tasks_events_reach_the_model(gm: Gitmem, workspace: Workspace, store_info: StoreInfo,
-                                                        seeded: MemoryStore) -> None:
+def test_the_notes_and_the_tasks_events_reach_the_model(
+    gm: Gitmem, workspace: Workspace, store_info: StoreInfo, seeded: MemoryStore
+) -> None:
     tasks = tasks_for(gm)
     task, _ = tasks.create_task(workspace.id, tasks.create_worker(workspace.id, "helper").id)
     tasks.append_event(task.id, "agent.message", {"text": "Sam switched to coffee"})
     seen: list[dict[str, Any]] = []
     answer = lambda: notes_answer(("/people/sam.md", "# Sam\nlikes coffee (was tea)\n"))  # noqa: E731
-    done = dream_with(gm, workspace, store_info, model(answer, seen),
-                      extra=[{"type": "sessions", "session_ids": [task.id]}])
+    done = dream_with(
+        gm, workspace, store_info, model(answer, seen), extra=[{"type": "sessions", "session_ids": [task.id]}]
+    )
     assert done.status == "completed", done.error_message
     (body,) = seen
     sent = json.loads(body["messages"][0]["content"].split("as JSON:\n", 1)[1])
-    assert sent["notes"] == [{"path": "/people/sam-copy.md", "content": "Sam likes tea.\n"},
-                             {"path": "/people/sam.md", "content": "# Sam\nlikes tea\n"}]
-    assert sent["task_events"] == [{"task_id": task.id, "type": "agent.message",
-                                    "payload": {"text": "Sam switched to coffee"}}]
+    assert sent["notes"] == [
+        {"path": "/people/sam-copy.md", "content": "Sam likes tea.\n"},
+        {"path": "/people/sam.md", "content": "# Sam\nlikes tea\n"},
+    ]
+    assert sent["task_events"] == [
+        {"task_id": task.id, "type": "agent.message", "payload": {"text": "Sam switched to coffee"}}
+    ]
     assert notes_of(gm.store(workspace.id, done.output_store_id or "")) == {
-        "/people/sam.md": "# Sam\nlikes coffee (was tea)\n"}
+        "/people/sam.md": "# Sam\nlikes coffee (was tea)\n"
+    }
     assert done.usage.input_tokens == 900 and done.usage.output_tokens == 80
 
 
 @pytest.mark.parametrize("behavior", ["create_new", "update_existing"])
-def test_hostile_edits_are_refused_and_the_dream_completes(gm: Gitmem, workspace: Workspace, store_info: StoreInfo,
-                                                           seeded: MemoryStore, behavior: str) -> None:
+def test_hostile_edits_are_refused_and_the_dream_completes(
+    gm: Gitmem, workspace: Workspace, store_info: StoreInfo, seeded: MemoryStore, behavior: str
+) -> None:
     hostile = [
         ("/../../etc/passwd", "root:x:0:0\n"),  # out of the store
         ("../escape.md", "x\n"),
@@ -106,8 +129,7 @@ def test_hostile_edits_are_refused_and_the_dream_completes(gm: Gitmem, workspace
         ("/people/sam.md", "# Sam\nlikes tea\nhas a cat\n"),  # and one good edit
     ]
     output = {"type": behavior, "memory_store_id": store_info.id} if behavior == "update_existing" else None
-    done = dream_with(gm, workspace, store_info, model(lambda: notes_answer(*hostile), []),
-                      output_behavior=output)
+    done = dream_with(gm, workspace, store_info, model(lambda: notes_answer(*hostile), []), output_behavior=output)
     assert done.status == "completed", done.error_message
     out = gm.store(workspace.id, done.output_store_id or "")
     assert notes_of(out) == {"/people/sam.md": "# Sam\nlikes tea\nhas a cat\n"}
@@ -120,17 +142,22 @@ def test_hostile_edits_are_refused_and_the_dream_completes(gm: Gitmem, workspace
     assert not any(SECRET in v.path or "" for v in out.versions(limit=100).items)
 
 
-@pytest.mark.parametrize("answer", [
-    lambda: httpx2.Response(200, json=message("Sure! I tidied your notes.")),  # prose, not JSON
-    lambda: httpx2.Response(200, json=message('{"notes": "all of them"}')),  # the wrong shape
-    lambda: httpx2.Response(200, json=message('{"notes": [{"path": 7, "content": null}]}')),
-    lambda: httpx2.Response(200, json=message('{"notes": [{"path": "/a.md", "content": "unterminated')),
-    lambda: httpx2.Response(200, content=b"<html>not json</html>", headers={"content-type": "text/html"}),
-    lambda: httpx2.Response(529, json={"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}),
-    lambda: httpx2.Response(500, json={"type": "error", "error": {"type": "api_error", "message": "boom"}}),
-], ids=["prose", "shape", "types", "truncated", "html", "overloaded", "server-error"])
-def test_an_unusable_answer_fails_cleanly(gm: Gitmem, workspace: Workspace, store_info: StoreInfo,
-                                          seeded: MemoryStore, answer: Callable[[], httpx2.Response]) -> None:
+@pytest.mark.parametrize(
+    "answer",
+    [
+        lambda: httpx2.Response(200, json=message("Sure! I tidied your notes.")),  # prose, not JSON
+        lambda: httpx2.Response(200, json=message('{"notes": "all of them"}')),  # the wrong shape
+        lambda: httpx2.Response(200, json=message('{"notes": [{"path": 7, "content": null}]}')),
+        lambda: httpx2.Response(200, json=message('{"notes": [{"path": "/a.md", "content": "unterminated')),
+        lambda: httpx2.Response(200, content=b"<html>not json</html>", headers={"content-type": "text/html"}),
+        lambda: httpx2.Response(529, json={"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}),
+        lambda: httpx2.Response(500, json={"type": "error", "error": {"type": "api_error", "message": "boom"}}),
+    ],
+    ids=["prose", "shape", "types", "truncated", "html", "overloaded", "server-error"],
+)
+def test_an_unusable_answer_fails_cleanly(
+    gm: Gitmem, workspace: Workspace, store_info: StoreInfo, seeded: MemoryStore, answer: Callable[[], httpx2.Response]
+) -> None:
     before = notes_of(seeded)
     stores_before = {s.id for s in gm.all_stores()}
     done = dream_with(gm, workspace, store_info, model(answer, []))

@@ -27,16 +27,18 @@ _PATHS = st.one_of(
     st.sampled_from(["/INDEX.md", "/INDEX.dream.md", "/index.md", "/INDEX.md.md"]),
 )
 _LINE = st.one_of(
-    st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")) | st.sampled_from(" \t"),
-            max_size=12),
+    st.text(
+        alphabet=st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")) | st.sampled_from(" \t"), max_size=12
+    ),
     st.sampled_from(["", "   ", "# Index", "# Heading", "- item", "2 notes in this store.", "(no notes)"]),
 )
 _CONTENT = st.lists(_LINE, max_size=6).flatmap(
-    lambda lines: st.sampled_from(["\n", "\r\n", "\r"]).map(lambda sep: sep.join(lines)))
+    lambda lines: st.sampled_from(["\n", "\r\n", "\r"]).map(lambda sep: sep.join(lines))
+)
 NOTES = st.dictionaries(_PATHS, _CONTENT, max_size=8).filter(
     # a path that is also another's folder cannot be written to one store
-    lambda notes: not any(other.startswith(path + "/") for path in notes for other in notes))
-
+    lambda notes: not any(other.startswith(path + "/") for path in notes for other in notes)
+)
 
 
 def _no_case_twins(notes: dict[str, str]) -> bool:
@@ -58,16 +60,18 @@ def lines(text: str) -> set[str]:
     """The non-blank lines of a note, as the tidier splits them, without trailing whitespace."""
     return {line.rstrip() for line in re.split(r"\r\n|\r|\n", text) if line.strip()}
 
+
 def all_lines(notes: dict[str, str]) -> set[str]:
     return set().union(*(lines(c) for c in notes.values())) if notes else set()
 
+
 def tidy(notes: dict[str, str], limit: int = 102_400) -> dict[str, str]:
-    result = OfflineTidier().dream(DreamRequest(tuple(InputNote(p, c) for p, c in notes.items()),
-                                                max_note_bytes=limit))
+    result = OfflineTidier().dream(DreamRequest(tuple(InputNote(p, c) for p, c in notes.items()), max_note_bytes=limit))
     kept = {n.path for n in result.notes}
     for path, into in result.merged:  # a merged note's lines are in the note it was merged into
         assert into in kept and lines(notes[path]) <= lines(dict((n.path, n.content) for n in result.notes)[into])
     return {n.path: n.content for n in result.notes}
+
 
 @settings(max_examples=150, deadline=None)
 @given(NOTES)
@@ -79,6 +83,7 @@ def test_the_tidier_keeps_every_line_and_is_a_fixed_point(notes: dict[str, str])
             assert path in out or any(lines(content) <= lines(c) for c in out.values())
     assert tidy(out) == out
 
+
 @settings(max_examples=50, deadline=None)
 @given(st.integers(min_value=0, max_value=3), st.sampled_from(["", "\r\n", "  "]))
 def test_a_note_at_the_limit_stays_within_it(slack: int, tail: str) -> None:
@@ -88,9 +93,11 @@ def test_a_note_at_the_limit_stays_within_it(slack: int, tail: str) -> None:
     assert all(len(c.encode()) <= limit for c in out.values())
     assert lines(body) <= lines(out["/big.md"])
 
+
 def store_notes(store: MemoryStore) -> dict[str, str]:
     items = store.list(limit=1000).items
     return {n.path: store.get(n.id).content or "" for n in items if isinstance(n, Note)}
+
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(STORE_NOTES)
@@ -117,8 +124,12 @@ def test_a_dream_through_the_engine_loses_nothing(notes: dict[str, str]) -> None
 
         # Over its own output (in place), a dream writes nothing.
         versions = len(output.versions(limit=100).items)
-        again = dreams.create(ws.id, [{"type": "memory_store", "memory_store_id": output.id}], MODEL,
-                              output_behavior={"type": "update_existing", "memory_store_id": output.id})
+        again = dreams.create(
+            ws.id,
+            [{"type": "memory_store", "memory_store_id": output.id}],
+            MODEL,
+            output_behavior={"type": "update_existing", "memory_store_id": output.id},
+        )
         DreamRunner(gm).run_pending()
         assert dreams.get(ws.id, again.id).status == "completed"
         assert len(output.versions(limit=100).items) == versions

@@ -53,11 +53,16 @@ def in_process(home: Path, admin: str | None = None, *, runner: bool = True) -> 
         _, admin = gm.catalog.create_api_key(ws.id, "admin")
     else:
         ws = gm.catalog.workspace(gm.catalog.authenticate(admin).workspace_id)
-    app = create_app(gm, Settings(dream_runner=runner, dream_poll_seconds=0.05, rate_limit_per_second=0,
-                                  prune_interval_seconds=0))
+    app = create_app(
+        gm, Settings(dream_runner=runner, dream_poll_seconds=0.05, rate_limit_per_second=0, prune_interval_seconds=0)
+    )
     with TestClient(app, base_url="http://gitmem.test", headers={"x-api-key": admin}) as http:
-        sdk = anthropic.Anthropic(api_key=admin, base_url="http://gitmem.test", max_retries=0,
-                                  http_client=httpx2.Client(transport=Httpx2ToApp(http)))
+        sdk = anthropic.Anthropic(
+            api_key=admin,
+            base_url="http://gitmem.test",
+            max_retries=0,
+            http_client=httpx2.Client(transport=Httpx2ToApp(http)),
+        )
         yield Server(gm, ws, http, sdk)
 
 
@@ -90,6 +95,7 @@ def wait_for(what: str, probe: Callable[[], object]) -> object:
 
 def mid_dream(sdk: anthropic.Anthropic, dream_id: str) -> BetaDream:
     """Wait until the dream has written its first note (the holding dreamer then holds it open)."""
+
     def probe() -> BetaDream | None:
         dream = sdk.beta.dreams.retrieve(dream_id)
         assert dream.status not in FINAL, dream
@@ -156,8 +162,13 @@ def test_task_deleted_while_running(server: Server) -> None:
     worker = s.http.post("/v1/workers", json={"name": "helper"}).json()
     task = s.http.post("/v1/tasks", json={"worker_id": worker["id"]}).json()
     s.http.post(f"/v1/tasks/{task['id']}/events", json={"type": "agent.message", "payload": {"text": "hi"}})
-    dream = s.sdk.beta.dreams.create(model=MODEL, inputs=[{"type": "memory_store", "memory_store_id": store_id},
-                                                          {"type": "sessions", "session_ids": [task["id"]]}])
+    dream = s.sdk.beta.dreams.create(
+        model=MODEL,
+        inputs=[
+            {"type": "memory_store", "memory_store_id": store_id},
+            {"type": "sessions", "session_ids": [task["id"]]},
+        ],
+    )
     mid_dream(s.sdk, dream.id)
     assert s.http.delete(f"/v1/tasks/{task['id']}").status_code == 200
 
@@ -216,8 +227,10 @@ def test_cancel_stops_a_running_dream(server: Server) -> None:
 # -- the runner's process dies ---------------------------------------------------------------------
 
 
-RUNNER = "import sys; from gitmem.engine.home import Gitmem; from gitmem.agents.dreams import DreamRunner;" \
-         " DreamRunner(Gitmem.open(sys.argv[1])).run_pending()"
+RUNNER = (
+    "import sys; from gitmem.engine.home import Gitmem; from gitmem.agents.dreams import DreamRunner;"
+    " DreamRunner(Gitmem.open(sys.argv[1])).run_pending()"
+)
 
 
 def test_a_killed_runner_fails_its_dream_internal_error(tmp_path: Path, holding: None) -> None:
@@ -226,8 +239,9 @@ def test_a_killed_runner_fails_its_dream_internal_error(tmp_path: Path, holding:
         store_id = make_store(s)
         dream = s.sdk.beta.dreams.create(inputs=[{"type": "memory_store", "memory_store_id": store_id}], model=MODEL)
         admin = s.http.headers["x-api-key"]
-        runner = subprocess.Popen([sys.executable, "-c", RUNNER, str(home)], cwd=REPO_ROOT,
-                                  env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+        runner = subprocess.Popen(
+            [sys.executable, "-c", RUNNER, str(home)], cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+        )
         try:
             half_made = mid_dream(s.sdk, dream.id).outputs[0].memory_store_id
         finally:
@@ -254,8 +268,16 @@ def test_a_tasks_input_is_echoed_as_sessions(tmp_path: Path) -> None:
         worker = s.http.post("/v1/workers", json={"name": "helper"}).json()
         task = s.http.post("/v1/tasks", json={"worker_id": worker["id"]}).json()
         # gitmem's alias {"type": "tasks"} is accepted on input; the answer is in the SDK's shapes only.
-        raw = s.http.post("/v1/dreams", json={"model": MODEL, "inputs": [
-            {"type": "memory_store", "memory_store_id": store_id}, {"type": "tasks", "task_ids": [task["id"]]}]})
+        raw = s.http.post(
+            "/v1/dreams",
+            json={
+                "model": MODEL,
+                "inputs": [
+                    {"type": "memory_store", "memory_store_id": store_id},
+                    {"type": "tasks", "task_ids": [task["id"]]},
+                ],
+            },
+        )
         assert raw.status_code == 200, raw.text
         body = raw.json()
         assert body["inputs"][1] == {"type": "sessions", "session_ids": [task["id"]]}

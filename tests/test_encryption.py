@@ -1,4 +1,4 @@
-"""Encryption at rest, end to end (DESIGN section 10): no plaintext anywhere in a store's directory (loose
+"""Encryption at rest, end to end (docs/architecture.md): no plaintext anywhere in a store's directory (loose
 objects, packs, the index), ``gitmem clone`` with and without the key over real smart HTTP, key rotation
 as a history rewrite after which the old key reads nothing, and a deleted profile leaving nothing behind.
 """
@@ -21,9 +21,9 @@ from gitmem.banks.profiles import profiles_for
 from gitmem.cli import main as cli
 from gitmem.cli.profiles import TOKEN_FILE, clone_store
 from gitmem.crypto.keys import DecryptionFailed, SivCodec, export_key, parse_header
-from gitmem.crypto.rotation import blob_key_ids, rotate_store_key
 from gitmem.engine.catalog import Workspace
 from gitmem.engine.home import Gitmem
+from gitmem.engine.rotation import blob_key_ids, rotate_store_key
 from gitmem.engine.store import MemoryStore
 from gitmem.model import Actor, StoreInfo
 from tests.conftest import assert_fsck_clean, git
@@ -35,16 +35,21 @@ SECRETS = {
     "/hosts/inventory.md": "bastion-alpha.internal 10.0.4.17 (marker-c0de)",
 }
 MARKERS = [b"marker-7f3a", b"marker-91bc", b"marker-c0de", b"terraform plans", b"Acme Corp", b"bastion-alpha"]
-CLIENT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0", "GIT_AUTHOR_NAME": "t",
-              "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+CLIENT_ENV = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.com",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.com",
+}
 
 
 def fill(store: MemoryStore, user: str = "user_test") -> None:
     """Every operation once: create, update, rename, delete, so every kind of history is there."""
     who = Actor("user_actor", user)
     notes = {path: store.create(path, text, actor=who) for path, text in SECRETS.items()}
-    store.update(notes["/preferences.md"].id, content=SECRETS["/preferences.md"] + "\n(updated marker-7f3a)",
-                 actor=who)
+    store.update(notes["/preferences.md"].id, content=SECRETS["/preferences.md"] + "\n(updated marker-7f3a)", actor=who)
     doomed = store.create("/old/gone.md", "deleted later (marker-91bc)", actor=who)
     store.update(doomed.id, path="/old/moved.md", actor=who)
     store.delete(doomed.id, actor=who)
@@ -63,8 +68,9 @@ def loose_objects(repo: Path) -> Iterator[bytes]:
 
 
 def every_object(repo: Path) -> bytes:
-    return subprocess.run(["git", "-C", str(repo), "cat-file", "--batch-all-objects", "--batch"],
-                          capture_output=True, check=True).stdout
+    return subprocess.run(
+        ["git", "-C", str(repo), "cat-file", "--batch-all-objects", "--batch"], capture_output=True, check=True
+    ).stdout
 
 
 def all_blobs(repo: Path) -> Iterator[bytes]:
@@ -195,7 +201,7 @@ def test_clone_without_the_key_shows_no_plaintext(tmp_path: Path, served: Served
     for marker in MARKERS:
         assert marker not in log
         for file in target.rglob("*"):
-            if file.is_file() and ".git" not in file.parts[len(target.parts):len(target.parts) + 1]:
+            if file.is_file() and ".git" not in file.parts[len(target.parts) : len(target.parts) + 1]:
                 assert marker not in file.read_bytes()
     assert (target / "projects" / "acme.md").read_bytes().startswith(b"GITMEM-SIV1 ")
     # The token is not in the remote URL or the config; it is in a 0600 file only Git's helper reads.
@@ -214,8 +220,7 @@ def test_clone_without_the_key_shows_no_plaintext(tmp_path: Path, served: Served
 def test_clone_with_the_key_shows_plaintext(tmp_path: Path, served: Served, client_env: None) -> None:
     url, token, info, gm, workspace = served.url, served.token, served.info, served.gm, served.workspace
     key_text = export_key(gm.keyring.current(info.id))
-    target = clone_store(f"{url}/v1/memory_stores/{info.id}.git", tmp_path / "with-key", token=token,
-                         key_text=key_text)
+    target = clone_store(f"{url}/v1/memory_stores/{info.id}.git", tmp_path / "with-key", token=token, key_text=key_text)
     log = git(target, "log", "-p", "main")
     assert "+## Acme Corp" in log and "marker-c0de" in log and "(updated marker-7f3a)" in log
     assert (target / "projects" / "acme.md").read_text() == SECRETS["/projects/acme.md"]
@@ -250,8 +255,9 @@ def test_only_the_owner_clones_a_bank(tmp_path: Path, served: Served, client_env
             clone_store(info.id, tmp_path / token[:12], base_url=url, token=token)
 
 
-def test_clone_a_local_repository_with_the_cli(gm: Gitmem, workspace: Workspace, tmp_path: Path,
-                                              client_env: None) -> None:
+def test_clone_a_local_repository_with_the_cli(
+    gm: Gitmem, workspace: Workspace, tmp_path: Path, client_env: None
+) -> None:
     """``gitmem clone PATH --key``: the same filter setup on a plain path clone of the bare repository."""
     info = gm.create_store(workspace.id, "private", encrypted=True)
     fill(gm.store(workspace.id, info.id))
@@ -277,8 +283,7 @@ def audit(repo: Path) -> list[str]:
     return git(repo, "log", "--format=%an|%ae|%at|%cn|%ct|%B%x00", "main").split("\0")
 
 
-def test_rotation_leaves_nothing_the_old_key_can_read(gm: Gitmem, workspace: Workspace,
-                                                      encrypted: StoreInfo) -> None:
+def test_rotation_leaves_nothing_the_old_key_can_read(gm: Gitmem, workspace: Workspace, encrypted: StoreInfo) -> None:
     store = gm.store(workspace.id, encrypted.id)
     fill(store)
     repo = gm.repo_path(encrypted.id)
@@ -286,8 +291,10 @@ def test_rotation_leaves_nothing_the_old_key_can_read(gm: Gitmem, workspace: Wor
     git(repo, "repack", "-a", "-d", "-q")  # old ciphertext in a pack as well as loose
     store.create("/after-pack.md", "loose again (marker-c0de)")
     before_history = audit(repo)
-    before_versions = [(v.id, v.operation, v.path, v.content_sha256, v.created_by, v.created_at)
-                       for v in store.versions(limit=100).items]
+    before_versions = [
+        (v.id, v.operation, v.path, v.content_sha256, v.created_by, v.created_at)
+        for v in store.versions(limit=100).items
+    ]
     before_notes = {n.path: store.get(n.id).content for n in store.list(limit=100).items}
 
     readable = SivCodec(old_key, encrypted.id)
@@ -320,8 +327,10 @@ def test_rotation_leaves_nothing_the_old_key_can_read(gm: Gitmem, workspace: Wor
     assert audit(repo) == before_history
     fresh = Gitmem.open(gm.home)
     store = fresh.store(workspace.id, encrypted.id)
-    assert [(v.id, v.operation, v.path, v.content_sha256, v.created_by, v.created_at)
-            for v in store.versions(limit=100).items] == before_versions
+    assert [
+        (v.id, v.operation, v.path, v.content_sha256, v.created_by, v.created_at)
+        for v in store.versions(limit=100).items
+    ] == before_versions
     assert {n.path: store.get(n.id).content for n in store.list(limit=100).items} == before_notes
     assert_fsck_clean(repo)
     assert_no_plaintext(repo)
@@ -356,8 +365,9 @@ def test_a_rotated_bank_serves_the_same_api(gm: Gitmem, workspace: Workspace, us
 # -- deletion --------------------------------------------------------------------------------------------------
 
 
-def test_a_deleted_profile_leaves_nothing_on_disk(gm: Gitmem, workspace: Workspace, user_id: str,
-                                                  tmp_path: Path) -> None:
+def test_a_deleted_profile_leaves_nothing_on_disk(
+    gm: Gitmem, workspace: Workspace, user_id: str, tmp_path: Path
+) -> None:
     profiles = profiles_for(gm)
     profile = profiles.create(workspace.id, user_id, "research")
     fill(gm.store(workspace.id, profile.bank_store_id))
@@ -379,39 +389,60 @@ def test_a_deleted_profile_leaves_nothing_on_disk(gm: Gitmem, workspace: Workspa
     assert key_text  # exported before the deletion; nothing on the server matches it any more
 
 
-def test_rotation_keeps_the_ids_of_pushed_versions(gm: Gitmem, workspace: Workspace, user_id: str,
-                                                   tmp_path: Path, client_env: None) -> None:
+def test_rotation_keeps_the_ids_of_pushed_versions(
+    gm: Gitmem, workspace: Workspace, user_id: str, tmp_path: Path, client_env: None
+) -> None:
     """A commit pushed with plain Git has no trailers; its version ids survive the rewrite as trailers."""
     info = gm.create_store(workspace.id, "pushed", encrypted=True)
     store = gm.store(workspace.id, info.id)
     fill(store)
     repo = gm.repo_path(info.id)
-    work = clone_store(str(repo), tmp_path / "work", key_text=export_key(gm.keyring.current(info.id)),
-                       store_id=info.id)
+    work = clone_store(str(repo), tmp_path / "work", key_text=export_key(gm.keyring.current(info.id)), store_id=info.id)
     (work / "projects" / "acme.md").write_text(SECRETS["/projects/acme.md"] + "\n- pushed line (marker-c0de)")
     (work / "pushed.md").write_text("new from a push")
     git(work, "add", "-A")
     name = gm.catalog.credential(user_id).name  # pushed commits must name the pusher
-    identity = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": f"{user_id}@user.gitmem",
-                "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": f"{user_id}@user.gitmem"}
-    subprocess.run(["git", "commit", "-q", "-m", "edit by hand"], cwd=work, check=True, capture_output=True,
-                   env={**os.environ, **CLIENT_ENV, **identity})
-    push = subprocess.run(["git", "-C", str(work), "push", "-q", "origin", "HEAD:main"], capture_output=True,
-                          text=True, env={**os.environ, "GITMEM_USER_ID": user_id, "GITMEM_ACCESS": "read_write",
-                                          "GITMEM_HOME": str(gm.home)})
+    identity = {
+        "GIT_AUTHOR_NAME": name,
+        "GIT_AUTHOR_EMAIL": f"{user_id}@user.gitmem",
+        "GIT_COMMITTER_NAME": name,
+        "GIT_COMMITTER_EMAIL": f"{user_id}@user.gitmem",
+    }
+    subprocess.run(
+        ["git", "commit", "-q", "-m", "edit by hand"],
+        cwd=work,
+        check=True,
+        capture_output=True,
+        env={**os.environ, **CLIENT_ENV, **identity},
+    )
+    push = subprocess.run(
+        ["git", "-C", str(work), "push", "-q", "origin", "HEAD:main"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "GITMEM_USER_ID": user_id, "GITMEM_ACCESS": "read_write", "GITMEM_HOME": str(gm.home)},
+    )
     if push.returncode != 0:
         pytest.skip(f"pushing to a store is not available here: {push.stderr.strip()}")
     store = Gitmem.open(gm.home).store(workspace.id, info.id)
-    before = [(v.id, v.memory_id, v.operation, v.path, v.content_sha256, v.created_by)
-              for v in store.versions(limit=100).items]
-    pushed = [v for v in before if v[3] in ("/pushed.md", "/projects/acme.md") and v[5] == Actor("user_actor", user_id)
-              and v[2] in ("created", "modified")]
+    before = [
+        (v.id, v.memory_id, v.operation, v.path, v.content_sha256, v.created_by)
+        for v in store.versions(limit=100).items
+    ]
+    pushed = [
+        v
+        for v in before
+        if v[3] in ("/pushed.md", "/projects/acme.md")
+        and v[5] == Actor("user_actor", user_id)
+        and v[2] in ("created", "modified")
+    ]
     assert pushed
     rotate_store_key(gm, info.id)
     store = Gitmem.open(gm.home).store(workspace.id, info.id)
     store.index.rebuild()  # from the rewritten history alone
-    after = [(v.id, v.memory_id, v.operation, v.path, v.content_sha256, v.created_by)
-             for v in store.versions(limit=100).items]
+    after = [
+        (v.id, v.memory_id, v.operation, v.path, v.content_sha256, v.created_by)
+        for v in store.versions(limit=100).items
+    ]
     assert after == before
     assert "Memory-Version:" in git(repo, "log", "-1", "--format=%B", "main")
     assert store.get_by_path("/pushed.md").content == "new from a push"
@@ -425,5 +456,7 @@ def test_a_cached_store_writes_with_the_key_rotated_by_another_process(gm: Gitme
     store = gm.store(workspace.id, info.id)  # the server's cached store had the retired key
     store.create("/after.md", "new key")
     assert set(blob_key_ids(gm.repo_path(info.id))) == {gm.keyring.current(info.id).key_id}
-    assert {n.path: store.get(n.id).content for n in store.list().items} == {"/after.md": "new key",
-                                                                              "/before.md": "old key"}
+    assert {n.path: store.get(n.id).content for n in store.list().items} == {
+        "/after.md": "new key",
+        "/before.md": "old key",
+    }

@@ -16,8 +16,10 @@ from gitmem.settings import SettingsError
 from tests.conftest import store_state
 
 # A body that looks like a real key's (random base64); a header alone, or around "...", is no secret.
-KEY_BODY = ("kMekS0CEEMHT2Yat0ML8xMxdVmmCOIkbt5xGn2wMnRUGV2RTZJdhXp8LNLr/ZuUy\n"
-            "A0DJ+ZbvtsbUDo4KT/u7NNrPvyRCsh92N9grHAR/DzkOdPNp66zYoXvILKweuUiY\n")
+KEY_BODY = (
+    "kMekS0CEEMHT2Yat0ML8xMxdVmmCOIkbt5xGn2wMnRUGV2RTZJdhXp8LNLr/ZuUy\n"
+    "A0DJ+ZbvtsbUDo4KT/u7NNrPvyRCsh92N9grHAR/DzkOdPNp66zYoXvILKweuUiY\n"
+)
 
 SECRETS = {
     "password colon": "db login\npassword: hunter22\n",
@@ -34,7 +36,7 @@ SECRETS = {
     "encrypted private key": "-----BEGIN ENCRYPTED PRIVATE KEY-----\n" + KEY_BODY,
     "PGP private key": "-----BEGIN PGP PRIVATE KEY BLOCK-----\nVersion: GnuPG v2\n\nlQOYBF" + KEY_BODY,
     "PuTTY key": "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nComment: k\nPublic-Lines: 1\n"
-                 "AAAAC3NzaC1lZDI1NTE5AAAAIE\nPrivate-Lines: 1\n" + KEY_BODY,
+    "AAAAC3NzaC1lZDI1NTE5AAAAIE\nPrivate-Lines: 1\n" + KEY_BODY,
     "AWS access key id": "aws key AKIAIOSFODNN7EXAMPLE in the notes",
     "GitHub classic token": "token ghp_" + "a1B2c3D4e5" * 4,
     "GitHub OAuth token": "gho_ErQHQwjyaxErPZDS3MoJaQNjCxkv5ndK0meG",
@@ -100,9 +102,11 @@ def test_prose_passes(text: str) -> None:
 
 
 def test_the_refusal_names_what_was_found_and_never_echoes_the_secret() -> None:
-    cases = {"a saved password": "password: hunter22",
-             "a private key": "-----BEGIN PRIVATE KEY-----\n" + KEY_BODY,
-             "an access token": "AKIAIOSFODNN7EXAMPLE"}
+    cases = {
+        "a saved password": "password: hunter22",
+        "a private key": "-----BEGIN PRIVATE KEY-----\n" + KEY_BODY,
+        "an access token": "AKIAIOSFODNN7EXAMPLE",
+    }
     for reason, text in cases.items():
         with pytest.raises(SecretRefused) as refused:
             FilterChain().check("/x", text)
@@ -129,7 +133,7 @@ def test_regex_filter_and_extended_chain() -> None:
         chain.check("/x", "see TICKET-42")
 
 
-FILTER_MODULE = '''
+FILTER_MODULE = """
 import re
 
 def employee_ids():
@@ -142,7 +146,7 @@ def employee_ids():
 
 def no_drafts():
     return lambda path, text: "a note under /drafts/" if path.startswith("/drafts/") else None
-'''
+"""
 
 
 @pytest.fixture
@@ -154,8 +158,7 @@ def filter_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     return "gitmem_test_filters"
 
 
-def test_gitmem_filters_extends_the_chain(tmp_path: Path, filter_module: str,
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_gitmem_filters_extends_the_chain(tmp_path: Path, filter_module: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GITMEM_FILTERS", f"{filter_module}:employee_ids, {filter_module}:no_drafts")
     assert len(load_filters().filters) == len(DEFAULT_FILTERS) + 2
     gm = Gitmem.open(tmp_path / "home", fsync=False)

@@ -26,8 +26,9 @@ class World:
     other: str
 
     def sdk(self, secret: str | None = None) -> anthropic.Anthropic:
-        return anthropic.Anthropic(api_key=secret or self.admin, base_url="http://testserver", max_retries=0,
-                                   http_client=self.app_client)
+        return anthropic.Anthropic(
+            api_key=secret or self.admin, base_url="http://testserver", max_retries=0, http_client=self.app_client
+        )
 
 
 @pytest.fixture
@@ -60,8 +61,9 @@ def store_id(client: anthropic.Anthropic) -> str:
     return client.beta.memory_stores.create(name="team").id
 
 
-def test_search_answers_basic_memories_best_first_with_marked_snippets(client: anthropic.Anthropic,
-                                                                       store_id: str) -> None:
+def test_search_answers_basic_memories_best_first_with_marked_snippets(
+    client: anthropic.Anthropic, store_id: str
+) -> None:
     memories = client.beta.memory_stores.memories
     sam = memories.create(store_id, path="/people/sam.md", content="Sam prefers terraform plans on staging.")
     memories.create(store_id, path="/projects/acme.md", content="Acme: single tenant. Sam owns it.")
@@ -83,8 +85,9 @@ def test_search_answers_basic_memories_best_first_with_marked_snippets(client: a
     assert get(client, f"/v1/memory_stores/{store_id}/search", q="terraform tacos")["data"] == []
     either = get(client, f"/v1/memory_stores/{store_id}/search", q="terraform OR tacos")
     assert {h["memory"]["path"] for h in either["data"]} == {"/people/sam.md", "/misc/lunch.md"}
-    assert [h["memory"]["path"] for h in get(client, f"/v1/memory_stores/{store_id}/search",
-                                             q="terra*")["data"]] == ["/people/sam.md"]
+    assert [h["memory"]["path"] for h in get(client, f"/v1/memory_stores/{store_id}/search", q="terra*")["data"]] == [
+        "/people/sam.md"
+    ]
     assert get(client, f"/v1/memory_stores/{store_id}/search", q='"plans staging"')["data"] == []
     assert len(get(client, f"/v1/memory_stores/{store_id}/search", q='"terraform plans"')["data"]) == 1
     below = get(client, f"/v1/memory_stores/{store_id}/search", q="sam", path_prefix="/projects/")
@@ -104,15 +107,38 @@ def test_search_pages(client: anthropic.Anthropic, store_id: str) -> None:
             break
     assert sorted(seen) == [f"/n/{i}.md" for i in range(5)]
     with pytest.raises(anthropic.BadRequestError):  # a page token of another query
-        get(client, f"/v1/memory_stores/{store_id}/search", q="word", limit=2,
-            page=get(client, f"/v1/memory_stores/{store_id}/search", q="common", limit=2)["next_page"])
+        get(
+            client,
+            f"/v1/memory_stores/{store_id}/search",
+            q="word",
+            limit=2,
+            page=get(client, f"/v1/memory_stores/{store_id}/search", q="common", limit=2)["next_page"],
+        )
     for bad in ({"limit": 0}, {"limit": 101}, {"path_prefix": "no-slash"}):
         with pytest.raises(anthropic.BadRequestError):
             get(client, f"/v1/memory_stores/{store_id}/search", q="common", **bad)
 
 
-@pytest.mark.parametrize("query", ["-", ":", "/", '"', "NEAR(a b)", "*", '"unbalanced', "a" * 10_000,
-                                   "🎉 emoji", "nul\x00byte", "AND OR NOT", "(", "col:value", "^start", "x" * 3 + "-*"])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "-",
+        ":",
+        "/",
+        '"',
+        "NEAR(a b)",
+        "*",
+        '"unbalanced',
+        "a" * 10_000,
+        "🎉 emoji",
+        "nul\x00byte",
+        "AND OR NOT",
+        "(",
+        "col:value",
+        "^start",
+        "x" * 3 + "-*",
+    ],
+)
 def test_any_punctuation_is_text(client: anthropic.Anthropic, store_id: str, query: str) -> None:
     client.beta.memory_stores.memories.create(store_id, path="/a.md", content="a nul byte col value start")
     answer = get(client, f"/v1/memory_stores/{store_id}/search", q=query)
@@ -142,8 +168,9 @@ def test_access_rules(world: World, client: anthropic.Anthropic, store_id: str) 
     client.beta.memory_stores.memories.create(other_store, path="/a.md", content="alpha")
     tasks = tasks_for(world.gm)
     worker = tasks.create_worker(world.workspace_id, "planner")
-    _, token = tasks.create_task(world.workspace_id, worker.id, [
-        {"type": "memory_store", "memory_store_id": store_id, "access": "read_only"}])
+    _, token = tasks.create_task(
+        world.workspace_id, worker.id, [{"type": "memory_store", "memory_store_id": store_id, "access": "read_only"}]
+    )
     as_task = world.sdk(token)
     assert get(as_task, routes[0], q="alpha")["data"][0]["memory"]["id"] == note.id
     with pytest.raises(anthropic.NotFoundError):
@@ -162,15 +189,27 @@ def test_diff_over_http(client: anthropic.Anthropic, store_id: str) -> None:
     assert diff["version"]["id"] == note.memory_version_id and diff["against"]["id"] == first
     assert diff["version"]["created_by"]["type"] == "api_actor" and diff["against"]["created_at"]
     assert (diff["old_path"], diff["new_path"], diff["renamed"], diff["redacted"]) == ("/a.md", "/b.md", True, False)
-    assert diff["diff"] == ("diff --git a/a.md b/b.md\nrename from /a.md\nrename to /b.md\n--- a/a.md\n+++ b/b.md\n"
-                            "@@ -1,2 +1,2 @@\n one\n-two\n+2\n")
-    assert diff["hunks"] == [{"old_start": 1, "old_lines": 2, "new_start": 1, "new_lines": 2,
-                              "header": "@@ -1,2 +1,2 @@",
-                              "lines": [{"type": "context", "text": "one", "newline": True},
-                                        {"type": "removed", "text": "two", "newline": True},
-                                        {"type": "added", "text": "2", "newline": True}]}]
-    backwards = get(client, f"/v1/memory_stores/{store_id}/memory_versions/{first}/diff",
-                    against=note.memory_version_id)
+    assert diff["diff"] == (
+        "diff --git a/a.md b/b.md\nrename from /a.md\nrename to /b.md\n--- a/a.md\n+++ b/b.md\n"
+        "@@ -1,2 +1,2 @@\n one\n-two\n+2\n"
+    )
+    assert diff["hunks"] == [
+        {
+            "old_start": 1,
+            "old_lines": 2,
+            "new_start": 1,
+            "new_lines": 2,
+            "header": "@@ -1,2 +1,2 @@",
+            "lines": [
+                {"type": "context", "text": "one", "newline": True},
+                {"type": "removed", "text": "two", "newline": True},
+                {"type": "added", "text": "2", "newline": True},
+            ],
+        }
+    ]
+    backwards = get(
+        client, f"/v1/memory_stores/{store_id}/memory_versions/{first}/diff", against=note.memory_version_id
+    )
     assert "-2\n+two\n" in backwards["diff"]
     new_file = get(client, f"/v1/memory_stores/{store_id}/memory_versions/{first}/diff")
     assert new_file["against"] is None and "new file\n--- /dev/null\n+++ b/a.md\n@@ -0,0 +1,2 @@" in new_file["diff"]
@@ -200,11 +239,15 @@ def test_restore_over_http(client: anthropic.Anthropic, store_id: str) -> None:
     route = f"/v1/memory_stores/{store_id}/memories/{note.id}/restore"
 
     with pytest.raises(anthropic.ConflictError) as stale:  # the usual precondition
-        post(client, route, {"version_id": first, "precondition": {"type": "content_sha256",
-                                                                   "content_sha256": "0" * 64}})
+        post(
+            client, route, {"version_id": first, "precondition": {"type": "content_sha256", "content_sha256": "0" * 64}}
+        )
     assert stale.value.body["error"]["type"] == "memory_precondition_failed_error"  # type: ignore[index]
-    restored = post(client, route, {"version_id": first, "precondition": {
-        "type": "content_sha256", "content_sha256": note.content_sha256}})
+    restored = post(
+        client,
+        route,
+        {"version_id": first, "precondition": {"type": "content_sha256", "content_sha256": note.content_sha256}},
+    )
     assert (restored["id"], restored["path"], restored["content"]) == (note.id, "/a.md", None)
     assert memories.retrieve(note.id, memory_store_id=store_id).content == "first"
     versions = client.beta.memory_stores.memory_versions.list(store_id, memory_id=note.id).data

@@ -102,8 +102,9 @@ def test_writes_in_a_big_folder_change_one_entry(big: MemoryStore) -> None:
     assert git(big.path, "show", "main:notes/eight.md") == text(8)
     big.delete(created.id)
     assert tree_size(big, "notes") == before  # +1 created -1 deleted, the rename kept the count
-    assert git(big.path, "ls-tree", "--name-only", "main", "notes/eight.md", "notes/note-00008.md").split() == \
-        ["notes/eight.md"]
+    assert git(big.path, "ls-tree", "--name-only", "main", "notes/eight.md", "notes/note-00008.md").split() == [
+        "notes/eight.md"
+    ]
     assert big.get_by_path(big_path(9)).content == text(9)  # its neighbours untouched
     assert_fsck_clean(big.path)
 
@@ -145,8 +146,12 @@ FOLDERS = ["", "f/", "f-x/", "f/g/"]
 LEAVES = ["a.md", "f.md", "f0.md", "f-x.md", "F.md", "b", "é.md", "z z.md", "f_"]
 PATHS = [f"/{folder}{leaf}" for folder in FOLDERS for leaf in LEAVES]
 
-operation = st.tuples(st.sampled_from(["write", "move", "delete"]), st.sampled_from(PATHS),
-                      st.sampled_from(PATHS), st.text(alphabet="abc\n", min_size=0, max_size=8))
+operation = st.tuples(
+    st.sampled_from(["write", "move", "delete"]),
+    st.sampled_from(PATHS),
+    st.sampled_from(PATHS),
+    st.text(alphabet="abc\n", min_size=0, max_size=8),
+)
 
 
 def stock_git_tree(repo_path: Path, files: dict[str, str], scratch: Path) -> str:
@@ -159,24 +164,28 @@ def stock_git_tree(repo_path: Path, files: dict[str, str], scratch: Path) -> str
     work.mkdir(exist_ok=True)
     env = dict(os.environ, GIT_INDEX_FILE=str(scratch / "index"), GIT_DIR=str(repo_path), GIT_WORK_TREE=str(work))
     subprocess.run(["git", "add", "-A", "."], cwd=work, env=env, check=True, capture_output=True)
-    return subprocess.run(["git", "write-tree"], cwd=work, env=env, check=True, capture_output=True,
-                          text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "write-tree"], cwd=work, env=env, check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(operations=st.lists(operation, min_size=1, max_size=12))
-def test_trees_are_the_trees_stock_git_writes(fast_gm: Gitmem, tmp_path_factory: pytest.TempPathFactory,
-                                              operations: list[tuple[str, str, str, str]]) -> None:
+def test_trees_are_the_trees_stock_git_writes(
+    fast_gm: Gitmem, tmp_path_factory: pytest.TempPathFactory, operations: list[tuple[str, str, str, str]]
+) -> None:
     store = new_store(fast_gm)
     model: dict[str, str] = {}  # path -> content: what the store must hold
     ids: dict[str, str] = {}  # path -> memory id
+
     def twin(path: str, moving: str | None = None) -> bool:
         """Another note differs only in case: the store refuses that as a path conflict."""
         return any(p not in (path, moving) and p.casefold() == path.casefold() for p in model)
 
     for kind, path, other, content in operations:
         if (kind == "write" and path not in model and twin(path)) or (
-                kind == "move" and path in model and other not in model and twin(other, moving=path)):
+            kind == "move" and path in model and other not in model and twin(other, moving=path)
+        ):
             with pytest.raises(PathConflict):
                 if kind == "write":
                     store.create(path, content)

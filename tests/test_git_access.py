@@ -49,14 +49,21 @@ def site(test_home: Callable[..., TestHome]) -> Iterator[Site]:
         yield Site(base_url, home.path, home.admin, home.reader, home.user_id, home.user, home.other)
 
 
-def git(*args: str, cwd: Path | None = None, secret: str | None = None, check: bool = True,
-        ) -> subprocess.CompletedProcess[str]:
+def git(
+    *args: str,
+    cwd: Path | None = None,
+    secret: str | None = None,
+    check: bool = True,
+) -> subprocess.CompletedProcess[str]:
     """Run git with the secret as an Authorization header from the environment, never in a URL."""
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(cwd or Path.cwd())}
     config: list[str] = ["-c", "credential.helper="]
     if secret:
-        env.update(GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="http.extraHeader",
-                   GIT_CONFIG_VALUE_0=f"Authorization: Bearer {secret}")
+        env.update(
+            GIT_CONFIG_COUNT="1",
+            GIT_CONFIG_KEY_0="http.extraHeader",
+            GIT_CONFIG_VALUE_0=f"Authorization: Bearer {secret}",
+        )
     result = subprocess.run(["git", *config, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
     if check and result.returncode != 0:
         raise AssertionError(f"git {' '.join(args)} failed:\n{result.stderr}")
@@ -102,22 +109,30 @@ def test_pushed_edit_is_a_version_by_the_user(site: Site, tmp_path: Path) -> Non
 
     client = site.sdk()
     versions = list(client.beta.memory_stores.memory_versions.list(store_id))
-    assert [(v.operation, v.path) for v in versions[:2]] == [("created", "/people/ana.md"),
-                                                             ("modified", "/people/sam.md")]
+    assert [(v.operation, v.path) for v in versions[:2]] == [
+        ("created", "/people/ana.md"),
+        ("modified", "/people/sam.md"),
+    ]
     assert all(v.created_by.type == "user_actor" and v.created_by.user_id == site.user_id for v in versions[:2])
     notes = {m.path: m for m in client.beta.memory_stores.memories.list(store_id, view="full")}
     assert notes["/people/sam.md"].content == "new from my editor"
-    assert git("rev-parse", "HEAD", cwd=work).stdout == git(
-        "ls-remote", site.url(store_id), "refs/heads/main", cwd=work, secret=site.user).stdout.split()[0] + "\n"
+    assert (
+        git("rev-parse", "HEAD", cwd=work).stdout
+        == git("ls-remote", site.url(store_id), "refs/heads/main", cwd=work, secret=site.user).stdout.split()[0] + "\n"
+    )
 
 
-@pytest.mark.parametrize(("path", "content", "reason"), [
-    ("secrets.md", "password: hunter2hunter2", "saved password"),
-    ("big.md", "x" * 102_401, "bytes"),
-    (".gitattributes", "* text", "reserves"),
-])
-def test_a_refused_push_prints_why_and_changes_nothing(site: Site, tmp_path: Path, path: str, content: str,
-                                                        reason: str) -> None:
+@pytest.mark.parametrize(
+    ("path", "content", "reason"),
+    [
+        ("secrets.md", "password: hunter2hunter2", "saved password"),
+        ("big.md", "x" * 102_401, "bytes"),
+        (".gitattributes", "* text", "reserves"),
+    ],
+)
+def test_a_refused_push_prints_why_and_changes_nothing(
+    site: Site, tmp_path: Path, path: str, content: str, reason: str
+) -> None:
     store_id = new_store(site, {"/keep.md": "keep"})
     before = list(site.sdk().beta.memory_stores.memory_versions.list(store_id))
     work = clone(site, store_id, tmp_path / "clone", site.user)
@@ -152,12 +167,15 @@ def test_only_users_with_write_access_push(site: Site, tmp_path: Path) -> None:
 def test_no_key_wrong_key_and_other_workspaces_cannot_clone(site: Site, tmp_path: Path) -> None:
     store_id = new_store(site, {"/a.md": "a"})
     for secret in (None, "gm_key_wrong", site.stranger):
-        result = git("clone", "-q", site.url(store_id), str(tmp_path / "x"), secret=secret, cwd=tmp_path,
-                     check=False)
+        result = git("clone", "-q", site.url(store_id), str(tmp_path / "x"), secret=secret, cwd=tmp_path, check=False)
         assert result.returncode != 0
         assert not (tmp_path / "x").exists()
-    assert "not found" in git("clone", "-q", site.url(store_id), str(tmp_path / "y"), secret=site.stranger,
-                        cwd=tmp_path, check=False).stderr
+    assert (
+        "not found"
+        in git(
+            "clone", "-q", site.url(store_id), str(tmp_path / "y"), secret=site.stranger, cwd=tmp_path, check=False
+        ).stderr
+    )
 
 
 def test_a_task_clones_only_its_own_stores(site: Site, tmp_path: Path) -> None:
@@ -165,8 +183,9 @@ def test_a_task_clones_only_its_own_stores(site: Site, tmp_path: Path) -> None:
     gm = Gitmem.open(site.home)
     ws = gm.catalog.authenticate(site.admin).workspace_id
     worker = tasks_for(gm).create_worker(ws, "cloner")
-    _, token = tasks_for(gm).create_task(ws, worker.id, [{"type": "memory_store", "memory_store_id": mine,
-                                                          "access": "read_only"}])
+    _, token = tasks_for(gm).create_task(
+        ws, worker.id, [{"type": "memory_store", "memory_store_id": mine, "access": "read_only"}]
+    )
     assert (clone(site, mine, tmp_path / "mine", token) / "a.md").exists()
     refused = git("clone", "-q", site.url(other), str(tmp_path / "other"), secret=token, cwd=tmp_path, check=False)
     assert refused.returncode != 0
@@ -175,12 +194,25 @@ def test_a_task_clones_only_its_own_stores(site: Site, tmp_path: Path) -> None:
 def test_unreachable_objects_are_not_served(site: Site, tmp_path: Path) -> None:
     store_id = new_store(site, {"/a.md": "a"})
     repo = Gitmem.open(site.home).repo_path(store_id)
-    secret_blob = subprocess.run(["git", "-C", str(repo), "hash-object", "-w", "--stdin"], input="dropped secret",
-                                 capture_output=True, text=True, check=True).stdout.strip()
+    secret_blob = subprocess.run(
+        ["git", "-C", str(repo), "hash-object", "-w", "--stdin"],
+        input="dropped secret",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     work = clone(site, store_id, tmp_path / "clone", site.reader)
     for version in ("2", "0"):
-        fetched = git("-c", f"protocol.version={version}", "fetch", "origin", secret_blob, cwd=work,
-                      secret=site.reader, check=False)
+        fetched = git(
+            "-c",
+            f"protocol.version={version}",
+            "fetch",
+            "origin",
+            secret_blob,
+            cwd=work,
+            secret=site.reader,
+            check=False,
+        )
         assert fetched.returncode != 0
     assert git("cat-file", "-e", secret_blob, cwd=work, check=False).returncode != 0
 
@@ -192,16 +224,18 @@ def test_a_redacted_version_cannot_be_fetched_by_id(site: Site, tmp_path: Path) 
     client.beta.memory_stores.memories.update(note.id, memory_store_id=store_id, content="the public plan")
     work = clone(site, store_id, tmp_path / "before", site.reader)  # a clone from before the rewrite
     repo = Gitmem.open(site.home).repo_path(store_id)
-    old_blob = subprocess.run(["git", "-C", str(repo), "rev-parse", "main~1:plan.md"], capture_output=True,
-                              text=True, check=True).stdout.strip()
+    old_blob = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "main~1:plan.md"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     first = list(client.beta.memory_stores.memory_versions.list(store_id, memory_id=note.id))[-1]
     client.beta.memory_stores.memory_versions.redact(first.id, memory_store_id=store_id)
 
     assert subprocess.run(["git", "-C", str(repo), "cat-file", "-e", old_blob]).returncode != 0
     fresh = clone(site, store_id, tmp_path / "after", site.reader)
     for version in ("2", "0"):
-        fetched = git("-c", f"protocol.version={version}", "fetch", "origin", old_blob, cwd=fresh,
-                      secret=site.reader, check=False)
+        fetched = git(
+            "-c", f"protocol.version={version}", "fetch", "origin", old_blob, cwd=fresh, secret=site.reader, check=False
+        )
         assert fetched.returncode != 0
     assert git("cat-file", "-e", old_blob, cwd=fresh, check=False).returncode != 0
     assert "the secret plan" not in git("log", "-p", cwd=fresh).stdout

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from gitmem.engine.fsck import check_store
+from gitmem.engine.group_commit import committer_for
 from gitmem.engine.store import MemoryStore
 from gitmem.errors import GitmemError, PathConflict, PreconditionFailed
 from gitmem.git import packing as maintenance
 from gitmem.git import repository
 from gitmem.git.commits import parse_message
-from gitmem.git.group_commit import committer_for
 from tests.conftest import assert_fsck_clean, index_snapshot
 
 
@@ -77,8 +77,7 @@ def test_a_batch_lands_every_write_but_the_one_that_fails_its_checks(store: Memo
         writers.start("b", lambda: store.update(note.id, content="v2", expected_sha256=v1), queued=1)
         writers.start("c", lambda: store.update(note.id, content="v3", expected_sha256=v1), queued=2)
         writers.start("d", lambda: store.create("/d.md", "dee"), queued=3)
-        writers.start("e", lambda: store.create("/d.md/e.md", "under a note made earlier in the batch"),
-                      queued=4)
+        writers.start("e", lambda: store.create("/d.md/e.md", "under a note made earlier in the batch"), queued=4)
         writers.start("f", lambda: store.delete(note.id), queued=5)
     writers.join()
 
@@ -90,12 +89,16 @@ def test_a_batch_lands_every_write_but_the_one_that_fails_its_checks(store: Memo
     assert loose_objects(store) == 0
 
     # The history is what one-at-a-time writing makes: one commit per landed write, in order.
-    log = subprocess.run(["git", "-C", str(store.path), "log", "--format=%H", "main"], capture_output=True,
-                         text=True, check=True).stdout.split()
+    log = subprocess.run(
+        ["git", "-C", str(store.path), "log", "--format=%H", "main"], capture_output=True, text=True, check=True
+    ).stdout.split()
     messages = [parse_message(store.repo[c].message) for c in log[:4]][::-1]
     assert [[(r.operation, r.path) for r in m] for m in messages] == [
-        [("created", "/lead.md")], [("modified", "/counter.md")], [("created", "/d.md")],
-        [("deleted", "/counter.md")]]
+        [("created", "/lead.md")],
+        [("modified", "/counter.md")],
+        [("created", "/d.md")],
+        [("deleted", "/counter.md")],
+    ]
     assert [v.operation for v in store.versions(memory_id=note.id).items] == ["deleted", "modified", "created"]
     assert store.get_by_path("/d.md").content == "dee"
     assert results["b"].content_sha256 == hashlib.sha256(b"v2").hexdigest()  # type: ignore[attr-defined]
@@ -112,8 +115,9 @@ def test_a_batch_lands_every_write_but_the_one_that_fails_its_checks(store: Memo
         assert verify.returncode == 0, verify.stderr
 
 
-def test_a_landed_write_is_answered_even_if_the_index_cannot_follow(store: MemoryStore,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_landed_write_is_answered_even_if_the_index_cannot_follow(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Once main has moved the write succeeded: an index failure after that is no error for the
     caller, and the next request catches the index up."""
     from gitmem.engine.store_index import StoreIndex
@@ -151,7 +155,12 @@ def test_the_pack_of_a_batch_is_valid_for_stock_git(store: MemoryStore, tmp_path
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(store.path), str(clone)], check=True)
     assert sorted(p.relative_to(clone).as_posix() for p in clone.rglob("*.md")) == [
-        "f0/n2.md", "f0/n4.md", "f1/moved.md", "f1/n1.md", "f1/n3.md"]
+        "f0/n2.md",
+        "f0/n4.md",
+        "f1/moved.md",
+        "f1/n1.md",
+        "f1/n3.md",
+    ]
     assert (clone / "f1" / "moved.md").read_text() == "note 0"
     assert_fsck_clean(store.path)
 
@@ -171,8 +180,9 @@ def test_a_batch_into_a_big_folder_stores_its_versions_as_deltas(fast_store: Mem
     assert not [r for r in writers.results.values() if isinstance(r, Exception)]
     folder = store.path / "objects" / "pack"
     lead_pack, batch_pack = sorted(packs(store) - before, key=lambda p: (folder / p).stat().st_size)
-    verify = subprocess.run(["git", "verify-pack", "-v", str(folder / batch_pack)], capture_output=True,
-                            text=True, check=True).stdout
+    verify = subprocess.run(
+        ["git", "verify-pack", "-v", str(folder / batch_pack)], capture_output=True, text=True, check=True
+    ).stdout
     assert "chain length = 3" in verify  # the folder's 2nd, 3rd and 4th versions of the batch are deltas
     assert [store.get_by_path(f"/notes/batched-{n}.md").content for n in range(4)] == ["b0", "b1", "b2", "b3"]
     assert_fsck_clean(store.path)

@@ -42,8 +42,12 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
     with TestClient(create_app(gm, settings), headers={"x-api-key": admin}) as client:
         store_id = client.post("/v1/memory_stores", json={"name": "s"}).json()["id"]
         for i in range(3):
-            assert client.post(f"/v1/memory_stores/{store_id}/memories",
-                               json={"path": f"/n{i}.md", "content": f"note {i}"}).status_code == 200
+            assert (
+                client.post(
+                    f"/v1/memory_stores/{store_id}/memories", json={"path": f"/n{i}.md", "content": f"note {i}"}
+                ).status_code
+                == 200
+            )
             client.post("/v1/memory_stores", json={"name": f"more-{i}"})
             client.post("/v1/workers", json={"name": f"w{i}"})
         worker_id = client.post("/v1/workers", json={"name": "planner"}).json()["id"]
@@ -77,8 +81,15 @@ FORGED = [
 
 def _listings(api: Api) -> list[str]:
     s = api.store_id
-    return [f"/v1/memory_stores/{s}/memory_versions", f"/v1/memory_stores/{s}/memories", "/v1/memory_stores",
-            "/v1/tasks", "/v1/workers", "/v1/dreams", f"/v1/tasks/{api.task_id}/events"]
+    return [
+        f"/v1/memory_stores/{s}/memory_versions",
+        f"/v1/memory_stores/{s}/memories",
+        "/v1/memory_stores",
+        "/v1/tasks",
+        "/v1/workers",
+        "/v1/dreams",
+        f"/v1/tasks/{api.task_id}/events",
+    ]
 
 
 @pytest.mark.parametrize("token", FORGED)
@@ -126,10 +137,16 @@ def test_lone_surrogates_are_400_everywhere(api: Api) -> None:
         (f"/v1/tasks/{api.task_id}/events", f'{{"type": "note", "payload": {{{SURROGATE}: 1}}}}', None),
         (f"/v1/memory_stores/{s}/memories", '{"path": "/a\\udc80.md", "content": "x"}', None),
         (f"/v1/memory_stores/{s}/memory_tool", '{"command": "view", "path": "/memories/a\\udc80"}', None),
-        (f"/v1/memory_stores/{s}/memory_tool",
-         f'{{"command": "str_replace", "path": "/memories/n0.md", "old_str": {SURROGATE}, "new_str": "b"}}', None),
-        (f"/v1/memory_stores/{s}/memory_tool",
-         '{"command": "create", "path": "/memories/x\\udc80.md", "file_text": "b"}', None),
+        (
+            f"/v1/memory_stores/{s}/memory_tool",
+            f'{{"command": "str_replace", "path": "/memories/n0.md", "old_str": {SURROGATE}, "new_str": "b"}}',
+            None,
+        ),
+        (
+            f"/v1/memory_stores/{s}/memory_tool",
+            '{"command": "create", "path": "/memories/x\\udc80.md", "file_text": "b"}',
+            None,
+        ),
         ("/v1/profiles", f'{{"name": {SURROGATE}}}', api.as_user(api.user_token)),
     ]
     for url, body, headers in cases:
@@ -150,8 +167,7 @@ def test_another_users_bank_is_a_missing_store_everywhere(api: Api) -> None:
     missing = "memstore_01M8KSAKX8VM617XSKBA200EBV"
     attempts = [
         ("/v1/workers", {"name": "spy", "memory_store_ids": [{}]}),
-        ("/v1/tasks", {"worker_id": api.worker_id,
-                       "resources": [{"type": "memory_store", "memory_store_id": {}}]}),
+        ("/v1/tasks", {"worker_id": api.worker_id, "resources": [{"type": "memory_store", "memory_store_id": {}}]}),
         ("/v1/dreams", {"inputs": [{"type": "memory_store", "memory_store_id": {}}], "model": "m"}),
     ]
     for url, template in attempts:

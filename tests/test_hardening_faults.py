@@ -50,8 +50,9 @@ def _index(gm: Gitmem, info: StoreInfo) -> Path:
 def _cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GITMEM_")}
     env["GITMEM_HOME"] = str(home)
-    return subprocess.run([sys.executable, "-m", "gitmem.cli", *args], env=env, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "gitmem.cli", *args], env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 @pytest.mark.parametrize("how", ["garbage", "cut in half"])
@@ -63,8 +64,9 @@ def test_a_damaged_index_is_set_aside_and_rebuilt(tmp_path: Path, how: str) -> N
 
     fresh = Gitmem.open(tmp_path / "home", fsync=False)
     _, admin = fresh.catalog.create_api_key(info.workspace_id, "admin")
-    with TestClient(create_app(fresh, Settings(dream_runner=False, prune_interval_seconds=0)),
-                    headers={"x-api-key": admin}) as client:
+    with TestClient(
+        create_app(fresh, Settings(dream_runner=False, prune_interval_seconds=0)), headers={"x-api-key": admin}
+    ) as client:
         listed = client.get(f"/v1/memory_stores/{info.id}/memories", params={"limit": 100, "depth": 0})
         assert listed.status_code == 200, listed.text
         assert [m["path"] for m in listed.json()["data"]] == expected
@@ -144,8 +146,9 @@ def test_a_full_disk_is_a_retryable_507_and_writes_resume(small_disk: Path) -> N
     gm = Gitmem.open(home, fsync=False)
     ws = gm.catalog.create_workspace("alpha")
     _, admin = gm.catalog.create_api_key(ws.id, "admin")
-    with TestClient(create_app(gm, Settings(dream_runner=False, prune_interval_seconds=0)),
-                    headers={"x-api-key": admin}) as client:
+    with TestClient(
+        create_app(gm, Settings(dream_runner=False, prune_interval_seconds=0)), headers={"x-api-key": admin}
+    ) as client:
         store_id = client.post("/v1/memory_stores", json={"name": "s"}).json()["id"]
         kept = client.post(f"/v1/memory_stores/{store_id}/memories", json={"path": "/kept.md", "content": "k"})
         assert kept.status_code == 200
@@ -156,8 +159,10 @@ def test_a_full_disk_is_a_retryable_507_and_writes_resume(small_disk: Path) -> N
             assert refused.status_code == 507, refused.text
             assert refused.headers["x-should-retry"] == "true"
             assert "disk is full" in refused.json()["error"]["message"]
-            tool = client.post(f"/v1/memory_stores/{store_id}/memory_tool",
-                               json={"command": "create", "path": "/memories/t.md", "file_text": "z" * 60_000})
+            tool = client.post(
+                f"/v1/memory_stores/{store_id}/memory_tool",
+                json={"command": "create", "path": "/memories/t.md", "file_text": "z" * 60_000},
+            )
             assert tool.status_code == 200, tool.text
             assert tool.json()["is_error"] is True and "disk is full" in tool.json()["content"]
             made = client.post("/v1/memory_stores", json={"name": "another"})

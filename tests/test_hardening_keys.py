@@ -53,7 +53,8 @@ def test_rewrap_with_the_home_master_key_replaces_it(tmp_path: Path, monkeypatch
 
 
 def test_rewrap_to_a_given_key_when_the_key_comes_from_the_environment(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     for name in [n for n in os.environ if n.startswith("GITMEM_")]:
         monkeypatch.delenv(name)
     old_key, new_key = base64.b64encode(os.urandom(32)).decode(), os.urandom(32).hex()

@@ -19,8 +19,13 @@ from tests.server import free_port
 def _serve(home: Path, port: int, **env: str) -> subprocess.Popen[str]:
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("GITMEM_")}
     full_env.update({"GITMEM_HOME": str(home), "GITMEM_PRUNE_INTERVAL": "0", **env})
-    return subprocess.Popen([sys.executable, "-m", "gitmem.cli", "serve", "--port", str(port)], env=full_env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "gitmem.cli", "serve", "--port", str(port)],
+        env=full_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def _wait_healthy(base_url: str, server: subprocess.Popen[str]) -> None:
@@ -78,8 +83,9 @@ BAD_SETTINGS = {
 def _cli(home: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("GITMEM_")}
     full_env.update({"GITMEM_HOME": str(home), **env})
-    return subprocess.run([sys.executable, "-m", "gitmem.cli", *args], env=full_env, capture_output=True,
-                          text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "gitmem.cli", *args], env=full_env, capture_output=True, text=True, timeout=60
+    )
 
 
 @pytest.mark.parametrize("variable", list(BAD_SETTINGS))
@@ -113,7 +119,8 @@ def test_serve_with_a_bad_master_key_exits_2_before_binding(tmp_path: Path) -> N
     assert server.returncode == 2
     assert output.strip().splitlines() == [
         "gitmem: GITMEM_MASTER_KEY: key is neither hex nor base64; expected 64 hex digits or the base64 of"
-        " 32 bytes (e.g. `openssl rand -base64 32`)"]
+        " 32 bytes (e.g. `openssl rand -base64 32`)"
+    ]
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"http://127.0.0.1:{port}/healthz")
 
@@ -121,8 +128,14 @@ def test_serve_with_a_bad_master_key_exits_2_before_binding(tmp_path: Path) -> N
 def test_the_app_factory_refuses_a_bad_setting_too(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GITMEM_")}
     env.update(GITMEM_HOME=str(tmp_path / "home"), GITMEM_MAX_BODY_BYTES="lots")
-    result = subprocess.run([sys.executable, "-c", "import api.app; api.app.app"], env=env, capture_output=True,
-                            text=True, timeout=60, cwd=Path(__file__).parent.parent)
+    result = subprocess.run(
+        [sys.executable, "-c", "import api.app; api.app.app"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).parent.parent,
+    )
     assert result.returncode == 2
     assert result.stderr.strip().startswith("gitmem: GITMEM_MAX_BODY_BYTES: ")
 

@@ -31,12 +31,22 @@ ROUNDS = 10
 def served(tmp_path: Path) -> Iterator[tuple[str, str]]:
     """``gitmem serve --workers 2`` on an empty home: (base URL, admin key)."""
     home, port = tmp_path / "home", free_port()
-    env = {**os.environ, "GITMEM_HOME": str(home), "GITMEM_PRUNE_INTERVAL": "0", "GITMEM_RATE_LIMIT_RPS": "0",
-           "GITMEM_DREAM_RUNNER": "off", "GITMEM_LOG_LEVEL": "WARNING"}
+    env = {
+        **os.environ,
+        "GITMEM_HOME": str(home),
+        "GITMEM_PRUNE_INTERVAL": "0",
+        "GITMEM_RATE_LIMIT_RPS": "0",
+        "GITMEM_DREAM_RUNNER": "off",
+        "GITMEM_LOG_LEVEL": "WARNING",
+    }
     log = tmp_path / "serve.log"
     with open(log, "wb") as out:
-        server = subprocess.Popen([sys.executable, "-m", "gitmem.cli", "serve", "--port", str(port), "--workers", "2"],
-                                  env=env, stdout=out, stderr=subprocess.STDOUT)
+        server = subprocess.Popen(
+            [sys.executable, "-m", "gitmem.cli", "serve", "--port", str(port), "--workers", "2"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     base_url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -87,10 +97,20 @@ def test_contended_read_modify_write_on_two_workers_answers_no_5xx(served: tuple
             for i in range(ROUNDS):
                 current = client.get(f"{url}/{note}")
                 line = f"t{thread}-{i}\n"
-                answer = client.post(f"{url}/{note}", json={
-                    "content": current.json()["content"] + line,
-                    "precondition": {"type": "content_sha256", "content_sha256": current.json()["content_sha256"]},
-                }) if current.status_code == 200 else current
+                answer = (
+                    client.post(
+                        f"{url}/{note}",
+                        json={
+                            "content": current.json()["content"] + line,
+                            "precondition": {
+                                "type": "content_sha256",
+                                "content_sha256": current.json()["content_sha256"],
+                            },
+                        },
+                    )
+                    if current.status_code == 200
+                    else current
+                )
                 with lock:
                     statuses[current.status_code] += 1
                     statuses[answer.status_code] += 1
@@ -170,8 +190,15 @@ def test_the_access_log_drops_query_strings() -> None:
 
     from gitmem.cli.serve import DropQueryString, uvicorn_options
 
-    record = logging.LogRecord("uvicorn.access", logging.INFO, __file__, 1, '%s - "%s %s HTTP/%s" %d',
-                               ("127.0.0.1:5000", "GET", "/v1/memory_stores?api_key=gm_key_secret", "1.1", 200), None)
+    record = logging.LogRecord(
+        "uvicorn.access",
+        logging.INFO,
+        __file__,
+        1,
+        '%s - "%s %s HTTP/%s" %d',
+        ("127.0.0.1:5000", "GET", "/v1/memory_stores?api_key=gm_key_secret", "1.1", 200),
+        None,
+    )
     assert DropQueryString().filter(record)
     assert record.getMessage() == '127.0.0.1:5000 - "GET /v1/memory_stores HTTP/1.1" 200'
     options = uvicorn_options()

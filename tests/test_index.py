@@ -29,8 +29,10 @@ USER = Actor("user_actor", "user_01INDEX")
 def populate(store: MemoryStore, clock: FrozenClock) -> dict[str, dt.datetime]:
     """A history with every kind of change, several actors and times an hour apart."""
     marks = {"start": clock.now}
-    notes = {p: store.create(p, f"{p} v1", actor=TASK) for p in
-             ["/a/x.md", "/a/y.md", "/a/deep/z.md", "/b.md", "/c/one.md", "/c/two.md", "/notes-archive/q"]}
+    notes = {
+        p: store.create(p, f"{p} v1", actor=TASK)
+        for p in ["/a/x.md", "/a/y.md", "/a/deep/z.md", "/b.md", "/c/one.md", "/c/two.md", "/notes-archive/q"]
+    }
     clock.advance(hours=1)
     marks["hour1"] = clock.now
     store.update(notes["/a/x.md"].id, content="x v2", actor=KEY)
@@ -72,11 +74,18 @@ def answers(store: MemoryStore, marks: dict[str, dt.datetime]) -> dict[str, Any]
     versions = [version for items, _ in paged(store.versions, 100) for version in items]
     out["version"] = [store.version(v.id) for v in versions]
     memory_ids = {v.memory_id for v in versions}
-    filters: list[dict[str, Any]] = [{}, {"operation": "created"}, {"operation": "modified"},
-                                     {"operation": "deleted"}, {"task_id": TASK.id}, {"api_key_id": KEY.id},
-                                     {"user_id": USER.id}, {"created_gte": marks["hour1"]},
-                                     {"created_lte": marks["hour2"]},
-                                     {"created_gte": marks["hour1"], "created_lte": marks["hour2"]}]
+    filters: list[dict[str, Any]] = [
+        {},
+        {"operation": "created"},
+        {"operation": "modified"},
+        {"operation": "deleted"},
+        {"task_id": TASK.id},
+        {"api_key_id": KEY.id},
+        {"user_id": USER.id},
+        {"created_gte": marks["hour1"]},
+        {"created_lte": marks["hour2"]},
+        {"created_gte": marks["hour1"], "created_lte": marks["hour2"]},
+    ]
     filters += [{"memory_id": m} for m in sorted(memory_ids)]
     for i, kwargs in enumerate(filters):
         for limit in (1, 4, 100):
@@ -85,22 +94,35 @@ def answers(store: MemoryStore, marks: dict[str, dt.datetime]) -> dict[str, Any]
     return out
 
 
-def plumbing_commit(store: MemoryStore, changes: dict[str, str | None], message: str,
-                    actor: Actor | None = None, when: dt.datetime | None = None) -> str:
+def plumbing_commit(
+    store: MemoryStore,
+    changes: dict[str, str | None],
+    message: str,
+    actor: Actor | None = None,
+    when: dt.datetime | None = None,
+) -> str:
     """Move main with the Git layer alone: the index is not told (as after a crash, or a push)."""
     repo = store.repo
     tip = repository.read_tip(repo)
-    tree = repository.tree_with(repo, repo[tip].tree if tip else None,
-                                {p: (repo.create_blob(c.encode()) if c is not None else None)
-                                 for p, c in changes.items()})
-    commit = repository.commit(repo, tree=tree, parent=tip, message=message,
-                               author=author_for(actor, when or dt.datetime(2026, 2, 1, tzinfo=dt.UTC)))
+    tree = repository.tree_with(
+        repo,
+        repo[tip].tree if tip else None,
+        {p: (repo.create_blob(c.encode()) if c is not None else None) for p, c in changes.items()},
+    )
+    commit = repository.commit(
+        repo,
+        tree=tree,
+        parent=tip,
+        message=message,
+        author=author_for(actor, when or dt.datetime(2026, 2, 1, tzinfo=dt.UTC)),
+    )
     assert repository.compare_and_swap(repo, tip, commit)
     return str(commit)
 
 
-def test_a_rebuild_answers_exactly_as_the_incremental_index(store: MemoryStore, clock: FrozenClock,
-                                                            tmp_path: Path) -> None:
+def test_a_rebuild_answers_exactly_as_the_incremental_index(
+    store: MemoryStore, clock: FrozenClock, tmp_path: Path
+) -> None:
     marks = populate(store, clock)
     # A commit made with plain Git (no trailers) becomes versions with ids derived from the commit.
     plumbing_commit(store, {"hand/edited.md": "by hand", "many/00": "changed by hand"}, "edited in an editor\n")
@@ -132,8 +154,9 @@ def test_pushed_changes_get_stable_derived_ids(store: MemoryStore) -> None:
     assert store.get_by_path("/b.md") == added and store.get(note.id) == edited
 
 
-def test_an_index_deleted_from_disk_is_rebuilt_on_open(gm: Gitmem, workspace: Workspace, store: MemoryStore,
-                                                       clock: FrozenClock) -> None:
+def test_an_index_deleted_from_disk_is_rebuilt_on_open(
+    gm: Gitmem, workspace: Workspace, store: MemoryStore, clock: FrozenClock
+) -> None:
     marks = populate(store, clock)
     expected = answers(store, marks)
     snapshot = index_snapshot(store)
@@ -146,8 +169,9 @@ def test_an_index_deleted_from_disk_is_rebuilt_on_open(gm: Gitmem, workspace: Wo
     assert index_snapshot(reopened) == snapshot
 
 
-def test_an_index_behind_main_catches_up(gm: Gitmem, workspace: Workspace, store: MemoryStore,
-                                         clock: FrozenClock, tmp_path: Path) -> None:
+def test_an_index_behind_main_catches_up(
+    gm: Gitmem, workspace: Workspace, store: MemoryStore, clock: FrozenClock, tmp_path: Path
+) -> None:
     """A crash between the ref update and the index update: the index is one or more commits behind."""
     first = store.create("/first.md", "one")
     store.index.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -176,8 +200,9 @@ def test_a_version_commit_the_index_never_saw_is_found(store: MemoryStore) -> No
     """An engine-shaped commit whose index update was skipped (the ref moved with plumbing)."""
     store.create("/seen.md", "seen")
     when = dt.datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=dt.UTC)
-    record = VersionRecord(ids.new_id(ids.MEMORY), ids.new_id(ids.VERSION), "created", "/unseen.md",
-                           "e" * 64, 6, TASK, when, when)
+    record = VersionRecord(
+        ids.new_id(ids.MEMORY), ids.new_id(ids.VERSION), "created", "/unseen.md", "e" * 64, 6, TASK, when, when
+    )
     tip_before = store.index.indexed_tip()
     plumbing_commit(store, {"unseen.md": "unseen"}, format_message([record]), actor=TASK, when=when)
     assert store.index.indexed_tip() == tip_before  # nothing told the index

@@ -33,8 +33,19 @@ from tests.server import REPO_ROOT, serve
 # MCP over real HTTP (a live uvicorn) and the stdio bridge in a subprocess.
 pytestmark = pytest.mark.slow
 
-TOOLS = {"view", "create", "str_replace", "insert", "delete", "rename", "search", "history", "diff", "restore",
-         "list_stores"}
+TOOLS = {
+    "view",
+    "create",
+    "str_replace",
+    "insert",
+    "delete",
+    "rename",
+    "search",
+    "history",
+    "diff",
+    "restore",
+    "list_stores",
+}
 
 
 @dataclass(frozen=True)
@@ -66,8 +77,22 @@ def live(test_home: Callable[..., TestHome]) -> Iterator[Home]:
     worker = tasks_for(gm).create_worker(ws_id, "helper", attached_store_ids=[attached.id])
     task, task_token = tasks_for(gm).create_task(ws_id, worker.id)
     with serve(home, env={"GITMEM_DREAM_RUNNER": "off", "GITMEM_PRUNE_INTERVAL": "0"}) as url:
-        yield Home(url, home, ws_id, made.admin, made.admin_key_id, made.reader, made.user, made.user_id, store.id,
-                   other.id, task_token, task.id, worker.own_store_id, attached.id)
+        yield Home(
+            url,
+            home,
+            ws_id,
+            made.admin,
+            made.admin_key_id,
+            made.reader,
+            made.user,
+            made.user_id,
+            store.id,
+            other.id,
+            task_token,
+            task.id,
+            worker.own_store_id,
+            attached.id,
+        )
 
 
 @asynccontextmanager
@@ -88,8 +113,12 @@ async def call(client: ClientSession, tool: str, **arguments: Any) -> tuple[str,
 
 
 def rest_memory_tool(live: Home, token: str, store_id: str, command: dict[str, Any]) -> dict[str, Any]:
-    response = httpx.post(f"{live.url}/v1/memory_stores/{store_id}/memory_tool", json=command,
-                          headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    response = httpx.post(
+        f"{live.url}/v1/memory_stores/{store_id}/memory_tool",
+        json=command,
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30,
+    )
     assert response.status_code == 200, response.text
     return response.json()
 
@@ -105,8 +134,11 @@ def test_lists_the_tools(live: Home) -> None:
 def test_memory_commands_answer_as_the_rest_route(live: Home) -> None:
     """The same sequence through MCP and through POST /memory_tool, on two stores: the same strings."""
     with httpx.Client() as http:
-        rest_store = http.post(f"{live.url}/v1/memory_stores", json={"name": "rest twin"},
-                               headers={"Authorization": f"Bearer {live.admin}"}).json()["id"]
+        rest_store = http.post(
+            f"{live.url}/v1/memory_stores",
+            json={"name": "rest twin"},
+            headers={"Authorization": f"Bearer {live.admin}"},
+        ).json()["id"]
     steps: list[dict[str, Any]] = [
         {"command": "view", "path": "/memories"},
         {"command": "create", "path": "/memories/a.md", "file_text": "one\ntwo\n"},
@@ -143,8 +175,9 @@ def test_history_shows_versions_attributed_to_the_caller(live: Home) -> None:
     async def run() -> tuple[str, str, str, bool]:
         async with session(live.url, live.user) as client:
             await call(client, "create", memory_store_id=live.store_id, path="/memories/h.md", file_text="v1\n")
-            await call(client, "str_replace", memory_store_id=live.store_id, path="/memories/h.md",
-                       old_str="v1", new_str="v2")
+            await call(
+                client, "str_replace", memory_store_id=live.store_id, path="/memories/h.md", old_str="v1", new_str="v2"
+            )
             by_path, _ = await call(client, "history", memory_store_id=live.store_id, path="/memories/h.md")
             memory_id = json.loads(by_path)["data"][0]["memory_id"]
             by_id, _ = await call(client, "history", memory_store_id=live.store_id, memory_id=memory_id)
@@ -158,19 +191,22 @@ def test_history_shows_versions_attributed_to_the_caller(live: Home) -> None:
     assert json.loads(by_id) == json.loads(by_path)
     assert missing_error and "not_found_error" in missing
     # The REST API sees the same versions (they are ordinary versions).
-    rest = httpx.get(f"{live.url}/v1/memory_stores/{live.store_id}/memory_versions",
-                     params={"memory_id": versions[0]["memory_id"]},
-                     headers={"Authorization": f"Bearer {live.admin}"}).json()["data"]
+    rest = httpx.get(
+        f"{live.url}/v1/memory_stores/{live.store_id}/memory_versions",
+        params={"memory_id": versions[0]["memory_id"]},
+        headers={"Authorization": f"Bearer {live.admin}"},
+    ).json()["data"]
     assert [v["id"] for v in rest] == [v["id"] for v in versions]
 
 
 def test_another_workspaces_store_is_not_found(live: Home) -> None:
     async def run() -> list[tuple[str, bool]]:
         async with session(live.url, live.admin) as client:
-            return [await call(client, "view", memory_store_id=live.other_store_id, path="/memories"),
-                    await call(client, "history", memory_store_id=live.other_store_id, memory_id="mem_x"),
-                    await call(client, "create", memory_store_id=live.other_store_id, path="/memories/x",
-                               file_text="x")]
+            return [
+                await call(client, "view", memory_store_id=live.other_store_id, path="/memories"),
+                await call(client, "history", memory_store_id=live.other_store_id, memory_id="mem_x"),
+                await call(client, "create", memory_store_id=live.other_store_id, path="/memories/x", file_text="x"),
+            ]
 
     for text, is_error in anyio.run(run):
         assert is_error and text == f"not_found_error: memory store {live.other_store_id} not found"
@@ -179,9 +215,10 @@ def test_another_workspaces_store_is_not_found(live: Home) -> None:
 def test_read_only_key_cannot_write(live: Home) -> None:
     async def run() -> tuple[tuple[str, bool], tuple[str, bool]]:
         async with session(live.url, live.reader) as client:
-            return (await call(client, "create", memory_store_id=live.store_id, path="/memories/ro.md",
-                               file_text="no"),
-                    await call(client, "view", memory_store_id=live.store_id, path="/memories"))
+            return (
+                await call(client, "create", memory_store_id=live.store_id, path="/memories/ro.md", file_text="no"),
+                await call(client, "view", memory_store_id=live.store_id, path="/memories"),
+            )
 
     (denied, denied_error), (_, view_error) = anyio.run(run)
     assert denied_error and "read-only" in denied
@@ -198,13 +235,11 @@ def test_a_task_sees_only_its_own_stores(live: Home) -> None:
             outside = await call(client, "view", memory_store_id=live.store_id, path="/memories")
             attached = await call(client, "view", memory_store_id=live.task_attached_store_id, path="/memories")
             history, _ = await call(client, "history", path="/memories/t.md")
-            return {"created": created, "listed": listed, "outside": outside, "attached": attached,
-                    "history": history}
+            return {"created": created, "listed": listed, "outside": outside, "attached": attached, "history": history}
 
     got = anyio.run(run)
     assert not got["created"][1]
-    assert {s["id"] for s in json.loads(got["listed"])["data"]} == {live.task_own_store_id,
-                                                                     live.task_attached_store_id}
+    assert {s["id"] for s in json.loads(got["listed"])["data"]} == {live.task_own_store_id, live.task_attached_store_id}
     assert got["outside"][1] and "not_found_error" in got["outside"][0]
     assert not got["attached"][1]
     [version] = json.loads(got["history"])["data"]
@@ -244,10 +279,11 @@ def test_search_diff_and_restore_answer_as_rest_does(live: Home) -> None:
 
     async def run() -> tuple[tuple[str, bool], ...]:
         async with session(live.url, live.admin) as client:
-            return (await call(client, "search", memory_store_id=live.store_id, query="kiwi"),
-                    await call(client, "diff", memory_store_id=live.store_id, version_id=newest),
-                    await call(client, "restore", memory_store_id=live.store_id, memory_id=note["id"],
-                               version_id=oldest))
+            return (
+                await call(client, "search", memory_store_id=live.store_id, query="kiwi"),
+                await call(client, "diff", memory_store_id=live.store_id, version_id=newest),
+                await call(client, "restore", memory_store_id=live.store_id, memory_id=note["id"], version_id=oldest),
+            )
 
     (search_text, search_error), (diff_text, diff_error), (restore_text, restore_error) = anyio.run(run)
     assert not search_error and json.loads(search_text) == rest_search
@@ -277,9 +313,12 @@ def test_the_app_serves_mcp_in_process(tmp_path: Path) -> None:
     ws = gm.catalog.create_workspace("w")
     _, key = gm.catalog.create_api_key(ws.id, "k")
     app = create_app(gm)
-    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                       "clientInfo": {"name": "t", "version": "1"}}}
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
     headers = {"Authorization": f"Bearer {key}", "Accept": "application/json, text/event-stream"}
     for _ in range(2):
         with TestClient(app) as client:
@@ -290,17 +329,20 @@ def test_the_app_serves_mcp_in_process(tmp_path: Path) -> None:
 
 def test_stdio_bridge_proxies_to_the_server(live: Home) -> None:
     """``gitmem mcp`` speaks stdio to the client and streamable HTTP to the server; it opens no store."""
-    params = StdioServerParameters(command=sys.executable,
-                                   args=["-m", "gitmem", "mcp", "--url", live.url, "--key", live.user],
-                                   env={"PYTHONPATH": str(REPO_ROOT), "GITMEM_HOME": "/nonexistent/never-opened"},
-                                   cwd=str(REPO_ROOT))
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "gitmem", "mcp", "--url", live.url, "--key", live.user],
+        env={"PYTHONPATH": str(REPO_ROOT), "GITMEM_HOME": "/nonexistent/never-opened"},
+        cwd=str(REPO_ROOT),
+    )
 
     async def run() -> tuple[set[str], tuple[str, bool], str]:
         async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
             await client.initialize()
             names = {t.name for t in (await client.list_tools()).tools}
-            created = await call(client, "create", memory_store_id=live.store_id, path="/memories/bridge.md",
-                                 file_text="via stdio\n")
+            created = await call(
+                client, "create", memory_store_id=live.store_id, path="/memories/bridge.md", file_text="via stdio\n"
+            )
             history, _ = await call(client, "history", memory_store_id=live.store_id, path="/memories/bridge.md")
             return names, created, history
 
@@ -312,7 +354,13 @@ def test_stdio_bridge_proxies_to_the_server(live: Home) -> None:
 
 
 def test_stdio_bridge_refuses_a_bad_key_at_start(live: Home) -> None:
-    proc = subprocess.run([sys.executable, "-m", "gitmem", "mcp", "--url", live.url, "--key", "gm_key_wrong"],
-                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gitmem", "mcp", "--url", live.url, "--key", "gm_key_wrong"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 1
     assert "refused the key (HTTP 401)" in proc.stderr and proc.stdout == ""

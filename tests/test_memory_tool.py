@@ -86,8 +86,7 @@ def normalised(result: ToolResult) -> ToolResult:
     return ToolResult("\n".join(lines), result.is_error)
 
 
-def assert_same_answers(sdk: BetaLocalFilesystemMemoryTool, ours: MemoryToolHandler,
-                        commands: list[Command]) -> None:
+def assert_same_answers(sdk: BetaLocalFilesystemMemoryTool, ours: MemoryToolHandler, commands: list[Command]) -> None:
     for step, command in enumerate(commands):
         expected = normalised(run_sdk(sdk, command))
         actual = normalised(ours.execute(command))
@@ -138,8 +137,11 @@ def all_notes(store: MemoryStore) -> dict[str, str]:
 
 def files_under(root: Path) -> dict[str, int]:
     # SQLite's journal files come and go with reads; they are not data.
-    return {str(path.relative_to(root)): path.stat().st_size for path in root.rglob("*")
-            if path.is_file() and not path.name.endswith(("-wal", "-shm", "-journal"))}
+    return {
+        str(path.relative_to(root)): path.stat().st_size
+        for path in root.rglob("*")
+        if path.is_file() and not path.name.endswith(("-wal", "-shm", "-journal"))
+    }
 
 
 # --- side by side with the SDK -----------------------------------------------------------------------
@@ -317,8 +319,9 @@ SCENARIOS: dict[str, list[Command]] = {
 
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS), ids=list(SCENARIOS))
-def test_answers_match_the_sdk_local_implementation(scenario: str, sdk: BetaLocalFilesystemMemoryTool,
-                                                    ours: MemoryToolHandler) -> None:
+def test_answers_match_the_sdk_local_implementation(
+    scenario: str, sdk: BetaLocalFilesystemMemoryTool, ours: MemoryToolHandler
+) -> None:
     assert_same_answers(sdk, ours, SCENARIOS[scenario])
 
 
@@ -329,9 +332,21 @@ def test_folders_are_listed_with_the_size_ext4_gives_a_directory(ours: MemoryToo
     assert listing[1:] == ["4K\t/memories", "4K\t/memories/dir/", "1B\t/memories/dir/a.md"]
 
 
-@pytest.mark.parametrize(("size", "shown"), [(0, "0B"), (1, "1B"), (1023, "1023B"), (1024, "1K"),
-                                             (1536, "1.5K"), (5000, "4.9K"), (102_400, "100K"),
-                                             (1_048_576, "1M"), (3 * 1024**3, "3G"), (5 * 1024**4, "5120G")])
+@pytest.mark.parametrize(
+    ("size", "shown"),
+    [
+        (0, "0B"),
+        (1, "1B"),
+        (1023, "1023B"),
+        (1024, "1K"),
+        (1536, "1.5K"),
+        (5000, "4.9K"),
+        (102_400, "100K"),
+        (1_048_576, "1M"),
+        (3 * 1024**3, "3G"),
+        (5 * 1024**4, "5120G"),
+    ],
+)
 def test_format_size(size: int, shown: str) -> None:
     assert format_size(size) == shown
 
@@ -434,8 +449,8 @@ def commands_with(path: str) -> list[Command]:
 
 @pytest.mark.parametrize("path", TRAVERSALS, ids=[repr(path) for path in TRAVERSALS])
 def test_paths_outside_memories_are_refused_and_change_nothing(
-        path: str, tmp_path: Path, store: MemoryStore, ours: MemoryToolHandler,
-        sdk: BetaLocalFilesystemMemoryTool) -> None:
+    path: str, tmp_path: Path, store: MemoryStore, ours: MemoryToolHandler, sdk: BetaLocalFilesystemMemoryTool
+) -> None:
     ours.execute(create(VALID_PATH, "x marks the spot"))
     ours.execute(create("/memories/a/b.md", "b"))
     notes_before, versions_before = all_notes(store), version_count(store)
@@ -459,19 +474,31 @@ def test_paths_outside_memories_are_refused_and_change_nothing(
 
 
 def test_the_sdk_wording_for_paths_outside_memories(ours: MemoryToolHandler) -> None:
-    assert ours.execute(view("/etc/passwd")) == ToolResult(
-        "Path must start with /memories, got: /etc/passwd", True)
+    assert ours.execute(view("/etc/passwd")) == ToolResult("Path must start with /memories, got: /etc/passwd", True)
     assert ours.execute(view("/memories/../secrets.env")) == ToolResult(
-        "Path /memories/../secrets.env would escape /memories directory", True)
+        "Path /memories/../secrets.env would escape /memories directory", True
+    )
     assert ours.execute(view("/memories/%2e%2e%2fsecrets.env")) == ToolResult(
-        "Path /memories/%2e%2e%2fsecrets.env would escape /memories directory", True)
+        "Path /memories/%2e%2e%2fsecrets.env would escape /memories directory", True
+    )
 
 
-@pytest.mark.parametrize("path", ["/memories/100%.md", "/memories/a%20b.md", "/memories/..foo.md",
-                                  "/memories/foo..md", "/memories/.config.md", "/memories/a~b.md",
-                                  "/memories/notes/2024-01-01.md", "/memories/naïve café.md"])
-def test_ordinary_names_that_look_a_little_odd_are_allowed(path: str, ours: MemoryToolHandler,
-                                                           store: MemoryStore) -> None:
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/memories/100%.md",
+        "/memories/a%20b.md",
+        "/memories/..foo.md",
+        "/memories/foo..md",
+        "/memories/.config.md",
+        "/memories/a~b.md",
+        "/memories/notes/2024-01-01.md",
+        "/memories/naïve café.md",
+    ],
+)
+def test_ordinary_names_that_look_a_little_odd_are_allowed(
+    path: str, ours: MemoryToolHandler, store: MemoryStore
+) -> None:
     answer = ours.execute(create(path, "fine"))
     assert answer == ToolResult(f"File created successfully at: {path}")
     assert store.get_by_path(path.removeprefix("/memories")).content == "fine"
@@ -480,8 +507,7 @@ def test_ordinary_names_that_look_a_little_odd_are_allowed(path: str, ours: Memo
 # --- versions ----------------------------------------------------------------------------------------
 
 
-def test_each_write_command_is_exactly_one_version_by_the_actor(store: MemoryStore,
-                                                                 ours: MemoryToolHandler) -> None:
+def test_each_write_command_is_exactly_one_version_by_the_actor(store: MemoryStore, ours: MemoryToolHandler) -> None:
     steps: list[tuple[Command, str]] = [
         (create("/memories/v.md", "one\ntwo\n"), "created"),
         (str_replace("/memories/v.md", "two", "2"), "modified"),
@@ -503,7 +529,8 @@ def test_rename_keeps_the_id_and_content(store: MemoryStore, ours: MemoryToolHan
     ours.execute(create("/memories/old.md", "kept"))
     original = store.get_by_path("/old.md")
     assert ours.execute(rename("/memories/old.md", "/memories/archive/new.md")) == ToolResult(
-        "Successfully renamed /memories/old.md to /memories/archive/new.md")
+        "Successfully renamed /memories/old.md to /memories/archive/new.md"
+    )
     moved = store.get_by_path("/archive/new.md")
     assert moved.id == original.id
     assert moved.content == "kept"
@@ -512,8 +539,9 @@ def test_rename_keeps_the_id_and_content(store: MemoryStore, ours: MemoryToolHan
     assert [v.operation for v in store.versions(memory_id=original.id).items] == ["modified", "created"]
 
 
-def test_folder_rename_and_delete_are_one_version_per_note_and_keep_ids(store: MemoryStore,
-                                                                       ours: MemoryToolHandler) -> None:
+def test_folder_rename_and_delete_are_one_version_per_note_and_keep_ids(
+    store: MemoryStore, ours: MemoryToolHandler
+) -> None:
     for name in ("a", "b", "c"):
         ours.execute(create(f"/memories/proj/{name}.md", name))
     ids = {name: store.get_by_path(f"/proj/{name}.md").id for name in ("a", "b", "c")}
@@ -522,7 +550,8 @@ def test_folder_rename_and_delete_are_one_version_per_note_and_keep_ids(store: M
     assert version_count(store) == before + 3
     assert {name: store.get_by_path(f"/done/proj/{name}.md").id for name in ids} == ids
     assert ours.execute(rename("/memories/done", "/memories/done/inside")) == ToolResult(
-        "Cannot rename /memories/done to /memories/done/inside: a folder cannot be moved inside itself", True)
+        "Cannot rename /memories/done to /memories/done/inside: a folder cannot be moved inside itself", True
+    )
     assert ours.execute(delete("/memories/done")) == ToolResult("Successfully deleted /memories/done")
     assert version_count(store) == before + 6
     assert all_notes(store) == {}
@@ -553,14 +582,18 @@ class EditsBehindYourBack:
         return note
 
 
-@pytest.mark.parametrize("command", [str_replace("/memories/race.md", "mine", "MINE"),
-                                     insert("/memories/race.md", 1, "my line")])
+@pytest.mark.parametrize(
+    "command", [str_replace("/memories/race.md", "mine", "MINE"), insert("/memories/race.md", 1, "my line")]
+)
 def test_an_edit_racing_another_writer_is_refused_not_lost(command: Command, store: MemoryStore) -> None:
     store.create("/race.md", "mine\n")
     handler = MemoryToolHandler(EditsBehindYourBack(store), ACTOR)  # type: ignore[arg-type]
     answer = handler.execute(command)
-    assert answer == ToolResult("The file /memories/race.md was changed by someone else while this command "
-                                "ran, so nothing was written. View it again and retry.", True)
+    assert answer == ToolResult(
+        "The file /memories/race.md was changed by someone else while this command "
+        "ran, so nothing was written. View it again and retry.",
+        True,
+    )
     assert store.get_by_path("/race.md").content == "mine\ntheir line\n"
 
 
@@ -575,7 +608,9 @@ def test_engine_refusals_become_error_results(store: MemoryStore, ours: MemoryTo
     under_a_file = ours.execute(create("/memories/file.md/child.md", "x"))
     assert under_a_file == ToolResult(
         "Cannot write /memories/file.md/child.md: it conflicts with the existing /memories/file.md "
-        "(a file cannot sit at, above or below another file). Nothing was changed.", True)
+        "(a file cannot sit at, above or below another file). Nothing was changed.",
+        True,
+    )
     ours.execute(create("/memories/plain.md", "plain"))
     moved_under_a_file = ours.execute(rename("/memories/plain.md", "/memories/file.md/plain.md"))
     assert moved_under_a_file.is_error
@@ -589,8 +624,9 @@ def test_engine_refusals_become_error_results(store: MemoryStore, ours: MemoryTo
     assert version_count(store) == before + 2  # file.md and plain.md
 
 
-def test_an_archived_store_refuses_writes_but_still_reads(gitmem_home: Gitmem, workspace_id: str,
-                                                          store_id: str, store: MemoryStore) -> None:
+def test_an_archived_store_refuses_writes_but_still_reads(
+    gitmem_home: Gitmem, workspace_id: str, store_id: str, store: MemoryStore
+) -> None:
     handler = MemoryToolHandler(store, ACTOR)
     handler.execute(create("/memories/kept.md", "kept"))
     gitmem_home.archive_store(workspace_id, store_id)
@@ -604,37 +640,59 @@ def test_read_only_refuses_every_write_and_still_views(store: MemoryStore) -> No
     store.create("/r.md", "read me\n")
     handler = MemoryToolHandler(store, ACTOR, read_only=True)
     before, notes_before = version_count(store), all_notes(store)
-    for command in (create("/memories/n.md", "x"), str_replace("/memories/r.md", "read", "write"),
-                    insert("/memories/r.md", 0, "x"), delete("/memories/r.md"),
-                    rename("/memories/r.md", "/memories/s.md"), delete("/memories/../../etc")):
+    for command in (
+        create("/memories/n.md", "x"),
+        str_replace("/memories/r.md", "read", "write"),
+        insert("/memories/r.md", 0, "x"),
+        delete("/memories/r.md"),
+        rename("/memories/r.md", "/memories/s.md"),
+        delete("/memories/../../etc"),
+    ):
         answer = handler.execute(command)
         expected = f"The memory store is read-only: `{command['command']}` is not allowed."
         assert answer == ToolResult(expected, True)
     assert handler.execute(view("/memories/r.md")) == ToolResult(
-        "Here's the content of /memories/r.md with line numbers:\n     1\tread me\n     2\t")
+        "Here's the content of /memories/r.md with line numbers:\n     1\tread me\n     2\t"
+    )
     assert handler.clear_all().is_error
     assert version_count(store) == before and all_notes(store) == notes_before
 
 
-@pytest.mark.parametrize(("command", "message"), [
-    ({}, "Unknown command: None. Use one of: view, create, str_replace, insert, delete, rename."),
-    ({"command": "format_disk"},
-     "Unknown command: format_disk. Use one of: view, create, str_replace, insert, delete, rename."),
-    ({"command": "view"}, "Missing required parameter `path` for command `view`."),
-    ({"command": "view", "path": 7}, "Invalid `path` parameter: it must be a string."),
-    ({"command": "view", "path": "/memories", "view_range": "1-2"},
-     "Invalid `view_range` parameter: '1-2'. It should be a list of two integers."),
-    ({"command": "create", "path": "/memories/a.md"},
-     "Missing required parameter `file_text` for command `create`."),
-    ({"command": "insert", "path": "/memories/a.md", "insert_line": "1", "insert_text": "x"},
-     "Invalid `insert_line` parameter: '1'. It must be an integer."),
-    ({"command": "insert", "path": "/memories/a.md", "insert_line": True, "insert_text": "x"},
-     "Invalid `insert_line` parameter: True. It must be an integer."),
-    ({"command": "rename", "old_path": "/memories/a.md"},
-     "Missing required parameter `new_path` for command `rename`."),
-])
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        ({}, "Unknown command: None. Use one of: view, create, str_replace, insert, delete, rename."),
+        (
+            {"command": "format_disk"},
+            "Unknown command: format_disk. Use one of: view, create, str_replace, insert, delete, rename.",
+        ),
+        ({"command": "view"}, "Missing required parameter `path` for command `view`."),
+        ({"command": "view", "path": 7}, "Invalid `path` parameter: it must be a string."),
+        (
+            {"command": "view", "path": "/memories", "view_range": "1-2"},
+            "Invalid `view_range` parameter: '1-2'. It should be a list of two integers.",
+        ),
+        (
+            {"command": "create", "path": "/memories/a.md"},
+            "Missing required parameter `file_text` for command `create`.",
+        ),
+        (
+            {"command": "insert", "path": "/memories/a.md", "insert_line": "1", "insert_text": "x"},
+            "Invalid `insert_line` parameter: '1'. It must be an integer.",
+        ),
+        (
+            {"command": "insert", "path": "/memories/a.md", "insert_line": True, "insert_text": "x"},
+            "Invalid `insert_line` parameter: True. It must be an integer.",
+        ),
+        (
+            {"command": "rename", "old_path": "/memories/a.md"},
+            "Missing required parameter `new_path` for command `rename`.",
+        ),
+    ],
+)
 def test_malformed_input_is_an_error_result_not_an_exception(
-        command: Command, message: str, ours: MemoryToolHandler, store: MemoryStore) -> None:
+    command: Command, message: str, ours: MemoryToolHandler, store: MemoryStore
+) -> None:
     assert ours.execute(command) == ToolResult(message, True)
     assert version_count(store) == 0
 
@@ -654,9 +712,9 @@ def test_the_adapter_is_an_sdk_memory_tool(store: MemoryStore) -> None:
     assert tool.to_dict() == {"type": "memory_20250818", "name": "memory"}
     assert tool.name == "memory"
     assert tool.call(create("/memories/a.md", "hello\n")) == "File created successfully at: /memories/a.md"
-    assert tool.execute(BetaMemoryTool20250818ViewCommand(command="view", path="/memories/a.md",
-                                                          view_range=[1, 1])) == (
-        "Here's the content of /memories/a.md with line numbers:\n     1\thello")
+    assert tool.execute(
+        BetaMemoryTool20250818ViewCommand(command="view", path="/memories/a.md", view_range=[1, 1])
+    ) == ("Here's the content of /memories/a.md with line numbers:\n     1\thello")
     with pytest.raises(ToolError) as refused:
         tool.call(view("/memories/../etc/passwd"))
     assert refused.value.content == "Path /memories/../etc/passwd would escape /memories directory"
@@ -671,23 +729,51 @@ def test_the_sdk_tool_runner_drives_the_adapter(store: MemoryStore) -> None:
 
     def messages_api(request: httpx2.Request) -> httpx2.Response:
         requests.append(json.loads(request.content))
-        base = {"id": f"msg_{len(requests)}", "type": "message", "role": "assistant", "model": "claude-test",
-                "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1}}
+        base = {
+            "id": f"msg_{len(requests)}",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-test",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 1, "output_tokens": 1},
+        }
         if len(requests) == 1:
-            return httpx2.Response(200, json={**base, "stop_reason": "tool_use", "content": [
-                {"type": "tool_use", "id": "toolu_1", "name": "memory",
-                 "input": create("/memories/pref.md", "likes coffee\n")},
-                {"type": "tool_use", "id": "toolu_2", "name": "memory",
-                 "input": view("/memories/../../etc/passwd")},
-            ]})
-        return httpx2.Response(200, json={**base, "stop_reason": "end_turn",
-                                         "content": [{"type": "text", "text": "Noted."}]})
+            return httpx2.Response(
+                200,
+                json={
+                    **base,
+                    "stop_reason": "tool_use",
+                    "content": [
+                        {
+                            "type": "tool_use",
+                            "id": "toolu_1",
+                            "name": "memory",
+                            "input": create("/memories/pref.md", "likes coffee\n"),
+                        },
+                        {
+                            "type": "tool_use",
+                            "id": "toolu_2",
+                            "name": "memory",
+                            "input": view("/memories/../../etc/passwd"),
+                        },
+                    ],
+                },
+            )
+        return httpx2.Response(
+            200, json={**base, "stop_reason": "end_turn", "content": [{"type": "text", "text": "Noted."}]}
+        )
 
-    client = Anthropic(api_key="test-key", base_url="http://anthropic.test",
-                       http_client=httpx2.Client(transport=httpx2.MockTransport(messages_api)))
-    runner = client.beta.messages.tool_runner(model="claude-test", max_tokens=64,
-                                              tools=[GitmemMemoryTool(store, ACTOR)],
-                                              messages=[{"role": "user", "content": "I like coffee"}])
+    client = Anthropic(
+        api_key="test-key",
+        base_url="http://anthropic.test",
+        http_client=httpx2.Client(transport=httpx2.MockTransport(messages_api)),
+    )
+    runner = client.beta.messages.tool_runner(
+        model="claude-test",
+        max_tokens=64,
+        tools=[GitmemMemoryTool(store, ACTOR)],
+        messages=[{"role": "user", "content": "I like coffee"}],
+    )
     final = runner.until_done()
     assert final.content[0].text == "Noted."  # type: ignore[union-attr]
     assert requests[0]["tools"] == [{"type": "memory_20250818", "name": "memory"}]

@@ -158,7 +158,11 @@ def test_files_already_in_the_folder_are_kept(client, store_id, mounted, tmp_pat
     assert read(folder / "differs.md") == "the store's\n"
     assert read(folder / kept[1:]) == "the folder's\n"
     assert {p: c for p, (_, c) in notes(client, store_id).items()} == {
-        "/same.md": "same\n", "/differs.md": "the store's\n", kept: "the folder's\n", "/extra.md": "only here\n"}
+        "/same.md": "same\n",
+        "/differs.md": "the store's\n",
+        kept: "the folder's\n",
+        "/extra.md": "only here\n",
+    }
 
 
 def test_read_only_mount_moves_a_differing_local_file_aside(client, store_id, mounted, tmp_path):
@@ -203,21 +207,41 @@ def test_local_create_edit_rename_delete_reach_the_store(client, store_id, mount
     os.rename(folder / "archive", folder / "attic")
     wait_until(lambda: set(notes(client, store_id)) == {"/attic/old.md", "/attic/two.md"}, "the folder moves")
     assert {p: i for p, (i, _) in notes(client, store_id).items()} == {
-        "/attic/old.md": ids["/archive/old.md"], "/attic/two.md": ids["/archive/two.md"]}
+        "/attic/old.md": ids["/archive/old.md"],
+        "/attic/two.md": ids["/archive/two.md"],
+    }
 
     (folder / "attic" / "old.md").unlink()
     wait_until(lambda: set(notes(client, store_id)) == {"/attic/two.md"}, "the delete lands")
     versions = client.beta.memory_stores.memory_versions.list(store_id, memory_id=note_id)
-    assert [v.operation for v in versions][::-1] == ["created", "modified", "modified", "modified", "modified",
-                                                     "deleted"]
+    assert [v.operation for v in versions][::-1] == [
+        "created",
+        "modified",
+        "modified",
+        "modified",
+        "modified",
+        "deleted",
+    ]
 
 
 def test_editor_temp_files_and_refused_paths_are_not_synced(client, store_id, mounted, tmp_path):
     mount = mounted(store_id)
     folder = tmp_path / "mnt"
-    for name in [".note.md.swp", ".note.md.swx", "note.md~", ".#note.md", "4913", ".DS_Store", ".git/config",
-                 "sub/.hidden/deep.md", "#note.md#", "sub/note.md.swp", "note.md___jb_tmp___",
-                 "note.md___jb_old___", "sub/x.md___jb_tmp___"]:
+    for name in [
+        ".note.md.swp",
+        ".note.md.swx",
+        "note.md~",
+        ".#note.md",
+        "4913",
+        ".DS_Store",
+        ".git/config",
+        "sub/.hidden/deep.md",
+        "#note.md#",
+        "sub/note.md.swp",
+        "note.md___jb_tmp___",
+        "note.md___jb_old___",
+        "sub/x.md___jb_tmp___",
+    ]:
         write(folder / name, "temp\n")
     write(folder / "bad\x01name.md", "refused\n")  # a control character: the store refuses the path
     write(folder / "real.md", "real\n")
@@ -331,8 +355,10 @@ def test_overlapping_edits_keep_both_sides(client, store_id, mounted, tmp_path):
     assert kept == f"/notes/shared.conflict-{sha(mine)[:8]}.md"
     assert read(file) == theirs  # the note keeps the other side
     assert read(tmp_path / "mnt" / kept[1:]) == mine  # this side sits next to it
-    assert notes(client, store_id) == {"/notes/shared.md": (note.id, theirs), kept: (notes(client, store_id)[kept][0],
-                                                                                       mine)}
+    assert notes(client, store_id) == {
+        "/notes/shared.md": (note.id, theirs),
+        kept: (notes(client, store_id)[kept][0], mine),
+    }
     assert mount.status.conflicts == 1
 
 
@@ -357,8 +383,7 @@ def test_stop_mid_burst_loses_nothing(client, store_id, mounted, tmp_path):
     mount.stop()
     assert mount.status.pending == 0
     found = notes(client, store_id)
-    assert {p: c for p, (_, c) in found.items()} == {f"/burst/{i // 10}/n{i:02d}.md": f"note {i}\n"
-                                                     for i in range(50)}
+    assert {p: c for p, (_, c) in found.items()} == {f"/burst/{i // 10}/n{i:02d}.md": f"note {i}\n" for i in range(50)}
 
 
 # -- the CLI and the pieces -------------------------------------------------------------------------------
@@ -367,8 +392,11 @@ def test_stop_mid_burst_loses_nothing(client, store_id, mounted, tmp_path):
 def test_cli_mount_once(client, store_id, live, tmp_path):
     client.beta.memory_stores.memories.create(store_id, path="/cli/a.md", content="from the store\n")
     write(tmp_path / "cli-mnt" / "local.md", "from the folder\n")
-    result = CliRunner().invoke(cli_main, ["mount", "--url", live.base_url, "--store", store_id, "--once",
-                                           str(tmp_path / "cli-mnt")], env={"GITMEM_API_KEY": live.admin})
+    result = CliRunner().invoke(
+        cli_main,
+        ["mount", "--url", live.base_url, "--store", store_id, "--once", str(tmp_path / "cli-mnt")],
+        env={"GITMEM_API_KEY": live.admin},
+    )
     assert result.exit_code == 0, result.output
     assert read(tmp_path / "cli-mnt" / "cli" / "a.md") == "from the store\n"
     assert content_of(client, store_id, "/local.md") == "from the folder\n"
@@ -377,24 +405,68 @@ def test_cli_mount_once(client, store_id, live, tmp_path):
 
 
 def test_task_mount_specs():
-    payload = {"type": "task_memory", "task_id": "task_1", "root": "/r/", "stores": [
-        {"memory_store_id": "memstore_a", "name": "Own", "access": "read_write",
-         "mount_path": "/.little-worker/tasks/task_1/memory/own/", "available": True, "archived": False},
-        {"memory_store_id": "memstore_b", "name": "Docs", "access": "read_only",
-         "mount_path": "/.little-worker/tasks/task_1/memory/docs/", "available": True, "archived": False},
-        {"memory_store_id": "memstore_c", "name": "Old", "access": "read_write",
-         "mount_path": "/.little-worker/tasks/task_1/memory/old/", "available": True, "archived": True},
-        {"memory_store_id": "memstore_d", "name": "Gone", "access": "read_write",
-         "mount_path": "/.little-worker/tasks/task_1/memory/gone/", "available": False, "archived": False},
-    ]}
-    assert task_mount_specs(payload) == [MountSpec("memstore_a", False, "own"), MountSpec("memstore_b", True, "docs"),
-                                         MountSpec("memstore_c", True, "old")]
+    payload = {
+        "type": "task_memory",
+        "task_id": "task_1",
+        "root": "/r/",
+        "stores": [
+            {
+                "memory_store_id": "memstore_a",
+                "name": "Own",
+                "access": "read_write",
+                "mount_path": "/.little-worker/tasks/task_1/memory/own/",
+                "available": True,
+                "archived": False,
+            },
+            {
+                "memory_store_id": "memstore_b",
+                "name": "Docs",
+                "access": "read_only",
+                "mount_path": "/.little-worker/tasks/task_1/memory/docs/",
+                "available": True,
+                "archived": False,
+            },
+            {
+                "memory_store_id": "memstore_c",
+                "name": "Old",
+                "access": "read_write",
+                "mount_path": "/.little-worker/tasks/task_1/memory/old/",
+                "available": True,
+                "archived": True,
+            },
+            {
+                "memory_store_id": "memstore_d",
+                "name": "Gone",
+                "access": "read_write",
+                "mount_path": "/.little-worker/tasks/task_1/memory/gone/",
+                "available": False,
+                "archived": False,
+            },
+        ],
+    }
+    assert task_mount_specs(payload) == [
+        MountSpec("memstore_a", False, "own"),
+        MountSpec("memstore_b", True, "docs"),
+        MountSpec("memstore_c", True, "old"),
+    ]
     assert task_mount_specs([{"id": "memstore_x", "name": "a/b"}]) == [MountSpec("memstore_x", False, "a_b")]
 
 
 def test_ignored_names_and_conflict_names():
-    for path in ["/.x.md.swp", "/x.md.swp", "/x.swx", "/x.md~", "/.#x.md", "/4913", "/.git/HEAD", "/a/.DS_Store",
-                 "/#x.md#", "/.gitmem-abc.tmp", "/x.md___jb_tmp___", "/a/x.md___jb_old___"]:
+    for path in [
+        "/.x.md.swp",
+        "/x.md.swp",
+        "/x.swx",
+        "/x.md~",
+        "/.#x.md",
+        "/4913",
+        "/.git/HEAD",
+        "/a/.DS_Store",
+        "/#x.md#",
+        "/.gitmem-abc.tmp",
+        "/x.md___jb_tmp___",
+        "/a/x.md___jb_old___",
+    ]:
         assert is_ignored(path), path
     for path in ["/x.md", "/a/b/c.md", "/4913.md", "/x.conflict-12345678.md"]:
         assert not is_ignored(path), path
@@ -439,13 +511,23 @@ def test_the_mount_is_client_side() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, gitmem.sync.mount, gitmem.sync.bank_remote; "
-            "print(' '.join(sorted(m for m in sys.modules if m.startswith(('gitmem', 'api')))))")
+    code = (
+        "import sys, gitmem.sync.mount, gitmem.sync.bank_remote; "
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith(('gitmem', 'api')))))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     loaded = set(out.split())
     assert loaded >= {f"gitmem.sync.{m}" for m in ("mount", "folder", "debounce", "syncer", "pull")}
     # the client side, and the rules and values it shares with the server: nothing else
-    allowed = {"gitmem", "gitmem.sync", "gitmem.errors", "gitmem.model", "gitmem.settings", "gitmem.rules",
-               "gitmem.rules.paths", "gitmem.rules.policy"}
+    allowed = {
+        "gitmem",
+        "gitmem.sync",
+        "gitmem.errors",
+        "gitmem.model",
+        "gitmem.settings",
+        "gitmem.rules",
+        "gitmem.rules.paths",
+        "gitmem.rules.policy",
+    }
     loaded = {m for m in loaded if not m.startswith("gitmem.sync.")}
     assert loaded - allowed == set()

@@ -1,4 +1,4 @@
-"""Path rules (DESIGN section 5): memory stores (seed 002) and profile banks (seed 000)."""
+"""Path rules (docs/architecture.md): memory stores and profile banks."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Profiles and their memory banks through the engine (seed 000): ownership, every bank rule and cap,
+"""Profiles and their memory banks through the engine (the profile-bank API): ownership, every bank rule and cap,
 the created/changed flags, the system-prompt section, deletion, and the CLI."""
 
 from __future__ import annotations
@@ -88,8 +88,14 @@ def test_profile_names(gm: Gitmem, workspace: Workspace, user: str, name: str) -
 # -- bank rules -----------------------------------------------------------------------------------------
 
 
-GOOD_PATHS = ["preferences.md", "projects/acme.md", "a/b/c/d/e.md", "A-Z_0.9/x-y_z.txt", "x" * 256,
-              "/".join(["a" * 50] * 5)[:256]]
+GOOD_PATHS = [
+    "preferences.md",
+    "projects/acme.md",
+    "a/b/c/d/e.md",
+    "A-Z_0.9/x-y_z.txt",
+    "x" * 256,
+    "/".join(["a" * 50] * 5)[:256],
+]
 BAD_PATHS = {
     "a space.md": "only A-Z a-z 0-9",
     "caf\u00e9.md": "only A-Z a-z 0-9",
@@ -199,9 +205,12 @@ def test_entries_cannot_collide(bank: Bank, user: str) -> None:
 
 def test_secrets_are_refused_in_banks(bank: Bank, user: str) -> None:
     with pytest.raises(InvalidRequest):
-        bank.put("keys.md", "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7kMekS0CEEMHT2Yat0ML8xMxdVmmCOIk\n"
-                 "bt5xGn2wMnRUGV2RTZJdhXp8LNLr/ZuUy\n-----END RSA PRIVATE KEY-----\n",
-                 actor=actor(user))
+        bank.put(
+            "keys.md",
+            "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7kMekS0CEEMHT2Yat0ML8xMxdVmmCOIk\n"
+            "bt5xGn2wMnRUGV2RTZJdhXp8LNLr/ZuUy\n-----END RSA PRIVATE KEY-----\n",
+            actor=actor(user),
+        )
 
 
 # -- created / changed -----------------------------------------------------------------------------------
@@ -291,8 +300,9 @@ def test_prompt_section_for_a_full_bank(fast_gm: Gitmem) -> None:
 # -- deletion ------------------------------------------------------------------------------------------------
 
 
-def test_deleting_a_profile_leaves_nothing_of_its_bank(gm: Gitmem, workspace: Workspace, user: str,
-                                                       profile: Profile, bank: Bank) -> None:
+def test_deleting_a_profile_leaves_nothing_of_its_bank(
+    gm: Gitmem, workspace: Workspace, user: str, profile: Profile, bank: Bank
+) -> None:
     bank.put("preferences.md", "secret preference", actor=actor(user))
     repo = gm.repo_path(profile.bank_store_id)
     keys_file = gm.home / "keys.json"

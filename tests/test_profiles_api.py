@@ -78,8 +78,9 @@ def profile_id(sam: httpx.Client) -> str:
 
 
 def put(client: httpx.Client, profile_id: str, path: str, content: str, **headers: str) -> httpx.Response:
-    return client.put(f"/v1/profiles/{profile_id}/memories/content", params={"path": path},
-                      json={"content": content}, headers=headers)
+    return client.put(
+        f"/v1/profiles/{profile_id}/memories/content", params={"path": path}, json={"content": content}, headers=headers
+    )
 
 
 def error(response: httpx.Response, status: int, kind: str) -> str:
@@ -123,14 +124,21 @@ def test_another_users_profile_is_404(env: Env, sam: httpx.Client, profile_id: s
     assert put(sam, profile_id, "mine.md", "sam's").status_code == 200
     with env.client(env.alex) as alex:
         base = f"/v1/profiles/{profile_id}"
-        for response in (alex.get(base), alex.get(f"{base}/memories"), alex.get(f"{base}/prompt"),
-                         alex.get(f"{base}/memories/content", params={"path": "mine.md"}),
-                         put(alex, profile_id, "mine.md", "alex's"), alex.post(base, json={"name": "taken"}),
-                         alex.delete(f"{base}/memories/content", params={"path": "mine.md"}), alex.delete(base)):
+        for response in (
+            alex.get(base),
+            alex.get(f"{base}/memories"),
+            alex.get(f"{base}/prompt"),
+            alex.get(f"{base}/memories/content", params={"path": "mine.md"}),
+            put(alex, profile_id, "mine.md", "alex's"),
+            alex.post(base, json={"name": "taken"}),
+            alex.delete(f"{base}/memories/content", params={"path": "mine.md"}),
+            alex.delete(base),
+        ):
             error(response, 404, "not_found_error")
         assert profile_id not in [p["id"] for p in alex.get("/v1/profiles").json()["data"]]
-    assert sam.get(f"/v1/profiles/{profile_id}/memories/content", params={"path": "mine.md"}).json()["content"] == \
-        "sam's"
+    assert (
+        sam.get(f"/v1/profiles/{profile_id}/memories/content", params={"path": "mine.md"}).json()["content"] == "sam's"
+    )
 
 
 def test_api_keys_and_strangers_cannot_use_profiles(env: Env, profile_id: str) -> None:
@@ -185,23 +193,25 @@ def test_seed_walkthrough(env: Env, sam: httpx.Client, profile_id: str) -> None:
     assert {(v.created_by.type, v.created_by.id) for v in versions} == {("user_actor", env.sam_id)}
 
 
-@pytest.mark.parametrize(("path", "why"), [
-    ("bad name.md", "only A-Z a-z 0-9"),
-    ("notes/caf\u00e9.md", "only A-Z a-z 0-9"),
-    (".hidden", "starts with '.'"),
-    ("notes/.x.md.swp", "starts with '.'"),
-    ("../outside.md", "starts with '.'"),
-    ("a/../../b.md", "starts with '.'"),
-    ("a/b/c/d/e/f.md", "more than 5 segments"),
-    ("x" * 257, "longer than 256"),
-    ("/abs.md", "relative"),
-    ("", "required"),
-])
+@pytest.mark.parametrize(
+    ("path", "why"),
+    [
+        ("bad name.md", "only A-Z a-z 0-9"),
+        ("notes/caf\u00e9.md", "only A-Z a-z 0-9"),
+        (".hidden", "starts with '.'"),
+        ("notes/.x.md.swp", "starts with '.'"),
+        ("../outside.md", "starts with '.'"),
+        ("a/../../b.md", "starts with '.'"),
+        ("a/b/c/d/e/f.md", "more than 5 segments"),
+        ("x" * 257, "longer than 256"),
+        ("/abs.md", "relative"),
+        ("", "required"),
+    ],
+)
 def test_bank_path_rules(sam: httpx.Client, profile_id: str, path: str, why: str) -> None:
     message = error(put(sam, profile_id, path, "x"), 400, "invalid_request_error")
     assert "invalid path" in message and why in message
-    error(sam.get(f"/v1/profiles/{profile_id}/memories/content", params={"path": path}), 400,
-          "invalid_request_error")
+    error(sam.get(f"/v1/profiles/{profile_id}/memories/content", params={"path": path}), 400, "invalid_request_error")
     assert sam.get(f"/v1/profiles/{profile_id}/memories").json() == {"memories": []}
 
 
@@ -236,11 +246,21 @@ def test_preconditions_over_http(sam: httpx.Client, profile_id: str) -> None:
     made = put(sam, profile_id, "p.md", "one", **{"If-None-Match": "*"})
     assert made.status_code == 200 and made.headers["etag"] == f'"{made.json()["content_hash"]}"'
     error(put(sam, profile_id, "p.md", "two", **{"If-None-Match": "*"}), 409, "memory_precondition_failed_error")
-    error(put(sam, profile_id, "p.md", "two", **{"If-Match": '"' + "0" * 64 + '"'}), 409,
-          "memory_precondition_failed_error")
+    error(
+        put(sam, profile_id, "p.md", "two", **{"If-Match": '"' + "0" * 64 + '"'}),
+        409,
+        "memory_precondition_failed_error",
+    )
     assert put(sam, profile_id, "p.md", "two", **{"If-Match": made.headers["etag"]}).json()["changed"]
-    error(sam.delete(f"/v1/profiles/{profile_id}/memories/content", params={"path": "p.md"},
-                     headers={"If-Match": made.headers["etag"]}), 409, "memory_precondition_failed_error")
+    error(
+        sam.delete(
+            f"/v1/profiles/{profile_id}/memories/content",
+            params={"path": "p.md"},
+            headers={"If-Match": made.headers["etag"]},
+        ),
+        409,
+        "memory_precondition_failed_error",
+    )
     error(put(sam, profile_id, "p.md", "x", **{"If-Match": "nonsense"}), 400, "invalid_request_error")
 
 
@@ -264,8 +284,7 @@ def test_cli_prompt_over_http(env: Env, url: str, sam: httpx.Client, profile_id:
     result = CliRunner().invoke(cli, [*home, "prompt", "--profile", profile_id, "--url", url, "--token", env.sam])
     assert result.exit_code == 0, result.output
     assert result.output == sam.get(f"/v1/profiles/{profile_id}/prompt").text
-    denied = CliRunner().invoke(cli, [*home, "prompt", "--profile", profile_id, "--url", url,
-                                      "--token", env.alex])
+    denied = CliRunner().invoke(cli, [*home, "prompt", "--profile", profile_id, "--url", url, "--token", env.alex])
     assert denied.exit_code == 1 and "not found" in denied.output
 
 
@@ -359,16 +378,29 @@ def test_a_mounted_bank_syncs_both_ways(env: Env, url: str, sam: httpx.Client, p
 
 
 @pytest.mark.slow
-def test_session_hooks_mount_print_and_flush(env: Env, url: str, sam: httpx.Client, profile_id: str,
-                                             tmp_path: Path) -> None:
+def test_session_hooks_mount_print_and_flush(
+    env: Env, url: str, sam: httpx.Client, profile_id: str, tmp_path: Path
+) -> None:
     put(sam, profile_id, "preferences.md", "staging first")
     workspace = tmp_path / "ws"
     (workspace / ".memory").mkdir(parents=True)
     (workspace / ".memory" / "stale.tmp").write_text("from an earlier session")
-    hook_env = {**os.environ, "GITMEM_URL": url, "GITMEM_TOKEN": env.sam, "GITMEM_PROFILE": profile_id,
-                "WORKSPACE": str(workspace), "GITMEM_STATE_DIR": str(tmp_path / "state")}
-    start = subprocess.run([str(HOOKS / "session-start")], env=hook_env, input='{"session_id": "s1"}',
-                           capture_output=True, text=True, timeout=60)
+    hook_env = {
+        **os.environ,
+        "GITMEM_URL": url,
+        "GITMEM_TOKEN": env.sam,
+        "GITMEM_PROFILE": profile_id,
+        "WORKSPACE": str(workspace),
+        "GITMEM_STATE_DIR": str(tmp_path / "state"),
+    }
+    start = subprocess.run(
+        [str(HOOKS / "session-start")],
+        env=hook_env,
+        input='{"session_id": "s1"}',
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert start.returncode == 0, start.stderr
     assert start.stdout.startswith("## Profile Memory Bank")
     assert "- `.memory/preferences.md`" in start.stdout
@@ -380,8 +412,9 @@ def test_session_hooks_mount_print_and_flush(env: Env, url: str, sam: httpx.Clie
     try:
         (workspace / ".memory" / "preferences.md").write_text("staging first, then prod")
         (workspace / ".memory" / "learned.md").write_text("the CI runner is flaky on Mondays")
-        end = subprocess.run([str(HOOKS / "session-end")], env=hook_env, input="{}", capture_output=True,
-                             text=True, timeout=150)
+        end = subprocess.run(
+            [str(HOOKS / "session-end")], env=hook_env, input="{}", capture_output=True, text=True, timeout=150
+        )
         assert end.returncode == 0, end.stderr
     finally:
         with pytest.raises(ProcessLookupError):
@@ -412,9 +445,25 @@ def test_cli_bank_mount(env: Env, url: str, sam: httpx.Client, profile_id: str, 
     put(sam, profile_id, "preferences.md", "staging first")
     folder, pid_file = tmp_path / ".memory", tmp_path / "mount.pid"
     cli_env = {**os.environ, "GITMEM_TOKEN": env.sam, "PYTHONPATH": str(REPO_ROOT)}
-    proc = subprocess.Popen([sys.executable, "-c", "from gitmem.cli import main; main()", "bank-mount",
-                             "--profile", profile_id, "--url", url, "--pid-file", str(pid_file), str(folder)],
-                            env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from gitmem.cli import main; main()",
+            "bank-mount",
+            "--profile",
+            profile_id,
+            "--url",
+            url,
+            "--pid-file",
+            str(pid_file),
+            str(folder),
+        ],
+        env=cli_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         wait_for(pid_file.exists, timeout=30)
         assert (folder / "preferences.md").read_text() == "staging first"
@@ -429,8 +478,9 @@ def test_cli_bank_mount(env: Env, url: str, sam: httpx.Client, profile_id: str, 
 
 
 @pytest.mark.slow
-def test_cli_mount_profile_once_materialises_a_clean_bank(env: Env, url: str, sam: httpx.Client, profile_id: str,
-                                                          tmp_path: Path) -> None:
+def test_cli_mount_profile_once_materialises_a_clean_bank(
+    env: Env, url: str, sam: httpx.Client, profile_id: str, tmp_path: Path
+) -> None:
     from click.testing import CliRunner
 
     from gitmem.cli import main as cli
@@ -439,11 +489,13 @@ def test_cli_mount_profile_once_materialises_a_clean_bank(env: Env, url: str, sa
     folder = tmp_path / ".memory"
     folder.mkdir()
     (folder / "scratch.txt").write_text("left over from the last session")
-    result = CliRunner().invoke(cli, ["mount", "--profile", profile_id, "--url", url, "--key", env.sam,
-                                      "--once", str(folder)])
+    result = CliRunner().invoke(
+        cli, ["mount", "--profile", profile_id, "--url", url, "--key", env.sam, "--once", str(folder)]
+    )
     assert result.exit_code == 0, result.output
     assert (folder / "projects" / "acme.md").read_text() == "single-tenant"
     assert not (folder / "scratch.txt").exists()
-    both = CliRunner().invoke(cli, ["mount", "--profile", profile_id, "--task", "task_x", "--url", url,
-                                    "--key", env.sam, str(folder)])
+    both = CliRunner().invoke(
+        cli, ["mount", "--profile", profile_id, "--task", "task_x", "--url", url, "--key", env.sam, str(folder)]
+    )
     assert both.exit_code == 2

@@ -18,9 +18,9 @@ import pygit2
 import pytest
 
 from gitmem import ids
+from gitmem.engine import receive
 from gitmem.engine.home import Gitmem
 from gitmem.errors import NotFound
-from gitmem.git import receive
 from gitmem.git.repository import HOOKS_DIR, NOTES_REF, read_tip
 from gitmem.model import Actor
 
@@ -39,14 +39,23 @@ class Pusher:
         self.dir = root / f"clone-{store_id}"
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "GITMEM_"))}
         name, email = receive.pusher_identity(user_id, gm.catalog.credential(user_id).name)
-        self.env.update({
-            "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email,
-            "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email,
-            # what the server passes to git http-backend for a push
-            "GITMEM_PYTHON": sys.executable, "GITMEM_HOME": str(gm.home), "GITMEM_STORE_ID": store_id,
-            "GITMEM_USER_ID": user_id, "GITMEM_ACCESS": "read_write", "GITMEM_FSYNC": "never",
-        })
+        self.env.update(
+            {
+                "GIT_CONFIG_GLOBAL": os.devnull,
+                "GIT_CONFIG_NOSYSTEM": "1",
+                "GIT_AUTHOR_NAME": name,
+                "GIT_AUTHOR_EMAIL": email,
+                "GIT_COMMITTER_NAME": name,
+                "GIT_COMMITTER_EMAIL": email,
+                # what the server passes to git http-backend for a push
+                "GITMEM_PYTHON": sys.executable,
+                "GITMEM_HOME": str(gm.home),
+                "GITMEM_STORE_ID": store_id,
+                "GITMEM_USER_ID": user_id,
+                "GITMEM_ACCESS": "read_write",
+                "GITMEM_FSYNC": "never",
+            }
+        )
         self.git("clone", "-q", str(self.repo_path), str(self.dir), cwd=root)
         self.git("checkout", "-q", "-B", "main")
 
@@ -54,10 +63,12 @@ class Pusher:
     def store(self):  # noqa: ANN201
         return self.gm.store(self.workspace_id, self.store_id)
 
-    def git(self, *args: str, cwd: Path | None = None, check: bool = True,
-            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run(["git", *args], cwd=cwd or self.dir, env={**self.env, **(env or {})},
-                                capture_output=True, text=True)
+    def git(
+        self, *args: str, cwd: Path | None = None, check: bool = True, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            ["git", *args], cwd=cwd or self.dir, env={**self.env, **(env or {})}, capture_output=True, text=True
+        )
         if check and result.returncode != 0:
             raise AssertionError(f"git {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
         return result
@@ -109,8 +120,20 @@ def _snapshot(store) -> list[tuple]:  # noqa: ANN001
         page = result.next_page
         if page is None:
             break
-    return [(v.id, v.memory_id, v.operation, v.path, v.created_by, v.created_at, v.content_sha256,
-             v.content_size_bytes, v.commit_id) for v in versions]
+    return [
+        (
+            v.id,
+            v.memory_id,
+            v.operation,
+            v.path,
+            v.created_by,
+            v.created_at,
+            v.content_sha256,
+            v.content_size_bytes,
+            v.commit_id,
+        )
+        for v in versions
+    ]
 
 
 def _spool(pusher: Pusher) -> list[Path]:
@@ -164,8 +187,10 @@ def test_several_commits_and_changes_in_one_push(world: Pusher) -> None:
     versions = store.versions(limit=10).items
     mine = [v for v in versions if v.created_by == Actor("user_actor", world.user_id)]
     assert [(v.operation, v.path, v.commit_id) for v in reversed(mine)] == [
-        ("created", "/people/ana.md", first), ("modified", "/people/sam.md", first),
-        ("created", "/ideas/x.md", second)]
+        ("created", "/people/ana.md", first),
+        ("modified", "/people/sam.md", first),
+        ("created", "/ideas/x.md", second),
+    ]
     assert mine[0].created_at > mine[-1].created_at  # one distinct time per commit, in order
     ana = store.get_by_path("/people/ana.md")
     assert ana.id == ids.derived_id(ids.MEMORY, first, "/people/ana.md")
@@ -242,8 +267,14 @@ def test_attribution_does_not_wait_for_post_receive(world: Pusher, tmp_path: Pat
     # post-receive, late: writes the note from the spool, and the index agrees after a rebuild
     repo.config["core.hooksPath"] = str(HOOKS_DIR)
     env = {**world.env, "GIT_DIR": str(world.repo_path)}
-    done = subprocess.run([str(HOOKS_DIR / "post-receive")], input=f"x {commit} refs/heads/main\n", text=True,
-                          env=env, cwd=world.repo_path, capture_output=True)
+    done = subprocess.run(
+        [str(HOOKS_DIR / "post-receive")],
+        input=f"x {commit} refs/heads/main\n",
+        text=True,
+        env=env,
+        cwd=world.repo_path,
+        capture_output=True,
+    )
     assert done.returncode == 0, done.stderr
     assert _spool(world) == []
     assert json.loads(repo.lookup_note(commit, NOTES_REF).message)["versions"][0]["version_id"] == latest.id
@@ -275,19 +306,26 @@ def unchanged(world: Pusher):  # noqa: ANN201
     assert _spool(world) == []
 
 
-@pytest.mark.parametrize(("files", "expected"), [
-    ({"people/cafe\u0301.md": "x"}, "Normalization Form C"),
-    ({"/".join(["d"] * 21) + ".md": "x"}, "more than 20 segments"),
-    ({"people/big.md": "x" * 102_401}, "at most 102400"),
-    ({"people/key.md": "-----BEGIN RSA PRIVATE KEY-----\nMIIEkMekS0CEEMHT2Yat0ML8xMxd\nVmmCOIkbt5xGn2wMnRUGV2RTZJdh\n"},
-     "private key"),
-    ({"people/pw.md": "db password: hunter2hunter2\n"}, "saved password"),
-    ({"people/bin.md": b"\xff\xfe\x00binary"}, "not UTF-8"),
-    ({".gitattributes": "*.md filter=x\n"}, "'.gitattributes' is a name Git reserves"),
-    ({".gitmodules": "x\n"}, "'.gitmodules' is a name Git reserves"),
-])
-def test_a_change_breaking_a_rule_is_refused(unchanged: Pusher, files: dict[str, str | bytes],
-                                             expected: str) -> None:
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        ({"people/cafe\u0301.md": "x"}, "Normalization Form C"),
+        ({"/".join(["d"] * 21) + ".md": "x"}, "more than 20 segments"),
+        ({"people/big.md": "x" * 102_401}, "at most 102400"),
+        (
+            {
+                "people/key.md": "-----BEGIN RSA PRIVATE KEY-----\nMIIEkMekS0CEEMHT2Yat0ML8xMxd\n"
+                "VmmCOIkbt5xGn2wMnRUGV2RTZJdh\n"
+            },
+            "private key",
+        ),
+        ({"people/pw.md": "db password: hunter2hunter2\n"}, "saved password"),
+        ({"people/bin.md": b"\xff\xfe\x00binary"}, "not UTF-8"),
+        ({".gitattributes": "*.md filter=x\n"}, "'.gitattributes' is a name Git reserves"),
+        ({".gitmodules": "x\n"}, "'.gitmodules' is a name Git reserves"),
+    ],
+)
+def test_a_change_breaking_a_rule_is_refused(unchanged: Pusher, files: dict[str, str | bytes], expected: str) -> None:
     for path, content in files.items():
         unchanged.write(path, content)
     commit = unchanged.commit()
@@ -316,18 +354,33 @@ def test_a_submodule_is_refused(unchanged: Pusher) -> None:
 
 
 def _push_tree(pusher: Pusher, tree_lines: str) -> subprocess.CompletedProcess[str]:
-    made = subprocess.run(["git", "mktree"], input=tree_lines, cwd=pusher.dir, env=pusher.env, text=True,
-                          capture_output=True, check=True).stdout.strip()
+    made = subprocess.run(
+        ["git", "mktree"], input=tree_lines, cwd=pusher.dir, env=pusher.env, text=True, capture_output=True, check=True
+    ).stdout.strip()
     commit = pusher.git("commit-tree", made, "-p", "HEAD", "-m", "crafted").stdout.strip()
     pusher.git("update-ref", "refs/heads/main", commit)
     return pusher.push()
 
 
 def test_a_collision_in_the_pushed_tree_is_refused(unchanged: Pusher) -> None:
-    blob = subprocess.run(["git", "hash-object", "-w", "--stdin"], input="a note\n", cwd=unchanged.dir,
-                          env=unchanged.env, text=True, capture_output=True, check=True).stdout.strip()
-    inner = subprocess.run(["git", "mktree"], input=f"100644 blob {blob}\tb.md\n", cwd=unchanged.dir,
-                           env=unchanged.env, text=True, capture_output=True, check=True).stdout.strip()
+    blob = subprocess.run(
+        ["git", "hash-object", "-w", "--stdin"],
+        input="a note\n",
+        cwd=unchanged.dir,
+        env=unchanged.env,
+        text=True,
+        capture_output=True,
+        check=True,
+    ).stdout.strip()
+    inner = subprocess.run(
+        ["git", "mktree"],
+        input=f"100644 blob {blob}\tb.md\n",
+        cwd=unchanged.dir,
+        env=unchanged.env,
+        text=True,
+        capture_output=True,
+        check=True,
+    ).stdout.strip()
     lines = f"100644 blob {blob}\tpeople\n040000 tree {inner}\tpeople\n"
     # Git's own fsck (receive.fsckObjects, set on every store) refuses the tree first ...
     _assert_refused(unchanged, _push_tree(unchanged, lines), "duplicateEntries")
@@ -338,7 +391,7 @@ def test_a_collision_in_the_pushed_tree_is_refused(unchanged: Pusher) -> None:
 
 def test_a_note_under_another_note_is_refused() -> None:
     """The collision rule against the store's notes, checked on the state the push would make."""
-    from gitmem.git.receive import NoteState
+    from gitmem.engine.receive import NoteState
 
     state = NoteState(iter([("/a", "mem_1", 1), ("/b/c", "mem_2", 1)]))
     assert state.collision("/a/x") == "/a"
@@ -349,26 +402,36 @@ def test_a_note_under_another_note_is_refused() -> None:
 def test_commits_that_borrow_gitmem_trailers_or_identities_are_refused(unchanged: Pusher) -> None:
     unchanged.write("people/sam.md", "forged\n")
     unchanged.git("add", "-A")
-    unchanged.git("commit", "-q", "-m", "modified /people/sam.md\n\nMemory-Id: mem_x\nMemory-Version: memver_x\n"
-                  "Memory-Operation: modified\nCreated-By: task_actor task_id=task_x\n"
-                  "Created-At: 2026-01-01T00:00:00Z")
+    unchanged.git(
+        "commit",
+        "-q",
+        "-m",
+        "modified /people/sam.md\n\nMemory-Id: mem_x\nMemory-Version: memver_x\n"
+        "Memory-Operation: modified\nCreated-By: task_actor task_id=task_x\n"
+        "Created-At: 2026-01-01T00:00:00Z",
+    )
     _assert_refused(unchanged, unchanged.push(), "carries gitmem's version trailers")
     unchanged.git("reset", "-q", "--hard", "origin/main")
     unchanged.write("people/sam.md", "forged\n")
     unchanged.git("add", "-A")
-    unchanged.git("commit", "-q", "-m", "x", env={"GIT_AUTHOR_NAME": "task_x",
-                                                  "GIT_AUTHOR_EMAIL": "task_x@task.gitmem"})
+    unchanged.git(
+        "commit", "-q", "-m", "x", env={"GIT_AUTHOR_NAME": "task_x", "GIT_AUTHOR_EMAIL": "task_x@task.gitmem"}
+    )
     _assert_refused(unchanged, unchanged.push(), "the author task_x <task_x@task.gitmem> is not you, the pusher")
 
 
-@pytest.mark.parametrize(("role", "name", "email"), [
-    ("author", "gitmem", "gitmem@example.com"),   # the red team's forgery: a free name and e-mail
-    ("author", "gitmem", None),                   # the pusher's own e-mail under another name
-    ("author", None, "someone@example.com"),      # the pusher's name with another e-mail
-    ("committer", "Mallory", "mallory@example.com"),
-])
+@pytest.mark.parametrize(
+    ("role", "name", "email"),
+    [
+        ("author", "gitmem", "gitmem@example.com"),  # the red team's forgery: a free name and e-mail
+        ("author", "gitmem", None),  # the pusher's own e-mail under another name
+        ("author", None, "someone@example.com"),  # the pusher's name with another e-mail
+        ("committer", "Mallory", "mallory@example.com"),
+    ],
+)
 def test_a_commit_must_name_its_pusher_as_author_and_committer(
-        world: Pusher, role: str, name: str | None, email: str | None) -> None:
+    world: Pusher, role: str, name: str | None, email: str | None
+) -> None:
     prefix = "GIT_AUTHOR" if role == "author" else "GIT_COMMITTER"
     env = {}
     if name is not None:
@@ -380,8 +443,14 @@ def test_a_commit_must_name_its_pusher_as_author_and_committer(
     world.git("add", "-A")
     world.git("commit", "-q", "-m", "x", env=env)
     result = world.push()
-    _assert_refused(world, result, "remote: gitmem: refused:", f"the {role} ", "is not you, the pusher",
-                    f"<{world.user_id}@user.gitmem>")
+    _assert_refused(
+        world,
+        result,
+        "remote: gitmem: refused:",
+        f"the {role} ",
+        "is not you, the pusher",
+        f"<{world.user_id}@user.gitmem>",
+    )
     assert world.git("ls-remote", "origin", "main").stdout == before
     # As the pusher, the same change lands and git log tells who made it.
     world.git("commit", "-q", "--amend", "--no-edit", "--reset-author")
@@ -395,8 +464,13 @@ def test_one_bad_commit_refuses_the_whole_push(unchanged: Pusher) -> None:
     unchanged.commit("fine")
     unchanged.write("people/token.md", "token: AKIAABCDEFGHIJKLMNOP\n")
     bad = unchanged.commit("bad")
-    _assert_refused(unchanged, unchanged.push(), f"refused: {bad[:7]} /people/token.md", "access token",
-                    "the store is unchanged; fix those commits")
+    _assert_refused(
+        unchanged,
+        unchanged.push(),
+        f"refused: {bad[:7]} /people/token.md",
+        "access token",
+        "the store is unchanged; fix those commits",
+    )
 
 
 def test_a_force_push_is_refused(unchanged: Pusher) -> None:
@@ -432,16 +506,18 @@ def test_read_only_access_is_refused(unchanged: Pusher) -> None:
     unchanged.write("people/sam.md", "edit\n")
     unchanged.commit()
     result = unchanged.push(env={"GITMEM_ACCESS": "read_only"})
-    _assert_refused(unchanged, result, "remote: gitmem: refused: this credential may read this memory store but"
-                    " not push to it")
+    _assert_refused(
+        unchanged, result, "remote: gitmem: refused: this credential may read this memory store but not push to it"
+    )
 
 
 def test_a_push_without_a_gitmem_user_is_refused(unchanged: Pusher) -> None:
     unchanged.write("people/sam.md", "edit\n")
     unchanged.commit()
     env = {k: v for k, v in unchanged.env.items() if k != "GITMEM_USER_ID"}
-    result = subprocess.run(["git", "push", "origin", "main"], cwd=unchanged.dir, env=env, capture_output=True,
-                            text=True)
+    result = subprocess.run(
+        ["git", "push", "origin", "main"], cwd=unchanged.dir, env=env, capture_output=True, text=True
+    )
     _assert_refused(unchanged, result, "pushes are attributed to a gitmem user")
     result = unchanged.push(env={"GITMEM_USER_ID": "user_01NOBODYNOBODYNOBODYNOBODY"})
     _assert_refused(unchanged, result, "is not a user of this store's workspace")
@@ -558,12 +634,15 @@ def test_an_encrypted_store_takes_pushes_from_a_keyed_clone(gm: Gitmem, tmp_path
     _assert_refused(plain, plain.push(), "/c.md: the content is not encrypted with this store's key")
 
 
-@pytest.mark.parametrize(("path", "reason"), [
-    ("People/sam2.md", "differs only in case from /people"),
-    ("projects/ACME.md", "differs only in case from /projects/acme.md"),
-    ("notes/a\\b.md", "which some systems read as a path separator"),
-    ("notes/a\uff0fb.md", "which some systems read as a path separator"),
-])
+@pytest.mark.parametrize(
+    ("path", "reason"),
+    [
+        ("People/sam2.md", "differs only in case from /people"),
+        ("projects/ACME.md", "differs only in case from /projects/acme.md"),
+        ("notes/a\\b.md", "which some systems read as a path separator"),
+        ("notes/a\uff0fb.md", "which some systems read as a path separator"),
+    ],
+)
 def test_case_twins_and_separator_lookalikes_are_refused_by_push(unchanged: Pusher, path: str, reason: str) -> None:
     unchanged.write(path, "twin\n")
     unchanged.commit()

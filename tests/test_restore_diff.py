@@ -22,8 +22,9 @@ from gitmem.model import Actor
 USER = Actor("user_actor", "user_01TESTTESTTESTTESTTESTTEST")
 
 
-def test_restore_a_deleted_note_brings_back_its_id_path_and_creation_time(store: MemoryStore,
-                                                                         clock: FrozenClock) -> None:
+def test_restore_a_deleted_note_brings_back_its_id_path_and_creation_time(
+    store: MemoryStore, clock: FrozenClock
+) -> None:
     note = store.create("/a.md", "first")
     clock.advance(hours=1)
     store.update(note.id, content="second", path="/b.md")
@@ -83,15 +84,19 @@ def test_hunks_match_git_conventions() -> None:
     assert removed.header == "@@ -1 +0,0 @@"
     far = "".join(f"{i}\n" for i in range(20))
     assert [h.header for h in hunks(far, far.replace("2\n", "X\n", 1).replace("17\n", "Y\n"))] == [
-        "@@ -1,6 +1,6 @@", "@@ -15,6 +15,6 @@"]
+        "@@ -1,6 +1,6 @@",
+        "@@ -15,6 +15,6 @@",
+    ]
 
 
 def test_a_deletion_diffs_against_what_it_deleted(store: MemoryStore) -> None:
     note = store.create("/a.md", "gone")
     deletion = store.delete(note.id)
     diff = diff_versions(store, deletion.id)
-    assert diff.unified == ("diff --git a/a.md b/a.md\ndeleted file\n--- a/a.md\n+++ /dev/null\n"
-                            "@@ -1 +0,0 @@\n-gone\n\\ No newline at end of file\n")
+    assert diff.unified == (
+        "diff --git a/a.md b/a.md\ndeleted file\n--- a/a.md\n+++ /dev/null\n"
+        "@@ -1 +0,0 @@\n-gone\n\\ No newline at end of file\n"
+    )
 
 
 @pytest.fixture
@@ -120,8 +125,10 @@ def test_cli_search_diff_restore(cli) -> None:  # noqa: ANN001
     plain = cli("diff", store, v2)
     assert plain.startswith(f"version {v2} (modified by service at ")
     assert f"against {v1} (created by service" in plain
-    assert plain.endswith("diff --git a/people/sam.md b/people/sam.md\n--- a/people/sam.md\n+++ b/people/sam.md\n"
-                          "@@ -1 +1 @@\n-Sam likes terraform.\n+Sam likes pulumi.\n")
+    assert plain.endswith(
+        "diff --git a/people/sam.md b/people/sam.md\n--- a/people/sam.md\n+++ b/people/sam.md\n"
+        "@@ -1 +1 @@\n-Sam likes terraform.\n+Sam likes pulumi.\n"
+    )
     assert "\x1b[" not in plain
     coloured = cli("diff", store, v1, v2, color=True)
     assert "\x1b[31m-Sam likes pulumi.\x1b[0m" in coloured and "\x1b[32m+Sam likes terraform.\x1b[0m" in coloured

@@ -1,4 +1,4 @@
-"""Retention (seed 002, "How long versions are kept"): 30 days, the two newest versions of a live note
+"""Retention ("How long versions are kept"): 30 days, the two newest versions of a live note
 always kept, deleted notes' and redacted versions by age alone; the purge really deletes.
 
 Real Git and SQLite, time injected with FrozenClock. Helpers come from test_rewrite.py.
@@ -75,9 +75,12 @@ def _ninety_days(store, clock: FrozenClock, seed: int = 7) -> None:  # noqa: F81
 
 def commit_signatures(repo_path: Path) -> dict[str, str]:
     """Version id -> the author and committer (names, emails, times) of the commit that holds it."""
-    out = subprocess.run(["git", "-C", str(repo_path), "log", "--date=raw",
-                          "--format=%an <%ae> %ad | %cn <%ce> %cd%x01%B%x00"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["git", "-C", str(repo_path), "log", "--date=raw", "--format=%an <%ae> %ad | %cn <%ce> %cd%x01%B%x00"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     found = {}
     for entry in out.split("\x00"):
         signatures, _, message = entry.strip().partition("\x01")

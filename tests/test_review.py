@@ -7,12 +7,12 @@ import datetime as dt
 
 import pytest
 
+from gitmem.agents.review import REVIEW_REF, Reviews, current_mark, review_history
+from gitmem.agents.review_view import ApprovedView
 from gitmem.clock import FrozenClock
 from gitmem.engine import redaction
 from gitmem.engine.catalog import Workspace
 from gitmem.engine.home import Gitmem
-from gitmem.engine.review import REVIEW_REF, Reviews, current_mark, review_history
-from gitmem.engine.review_view import ApprovedView
 from gitmem.engine.store import MemoryStore
 from gitmem.errors import InvalidRequest, NotFound
 from gitmem.model import Actor, Note
@@ -32,7 +32,8 @@ def reviews(gm: Gitmem) -> Reviews:
 
 
 def test_enabling_marks_the_current_tip_and_later_writes_are_pending(
-        gm: Gitmem, workspace: Workspace, store: MemoryStore, reviews: Reviews, clock: FrozenClock) -> None:
+    gm: Gitmem, workspace: Workspace, store: MemoryStore, reviews: Reviews, clock: FrozenClock
+) -> None:
     before = store.create("/a.md", "approved by default", actor=STEWARD)
     reviews.configure(workspace.id, store.id, enabled=True, actor=STEWARD)
     mark = current_mark(store)
@@ -49,7 +50,8 @@ def test_enabling_marks_the_current_tip_and_later_writes_are_pending(
 
 
 def test_approve_moves_the_mark_and_is_history(
-        workspace: Workspace, store: MemoryStore, reviews: Reviews, clock: FrozenClock) -> None:
+    workspace: Workspace, store: MemoryStore, reviews: Reviews, clock: FrozenClock
+) -> None:
     reviews.configure(workspace.id, store.id, enabled=True)
     first = store.create("/a.md", "one", actor=AGENT)
     second = store.create("/b.md", "two", actor=AGENT)
@@ -89,8 +91,7 @@ def test_review_must_be_enabled(store: MemoryStore, reviews: Reviews, workspace:
         reviews.configure(workspace.id, store.id, read_approved_only=True)
 
 
-def test_revert_puts_back_what_was_there_before(
-        workspace: Workspace, store: MemoryStore, reviews: Reviews) -> None:
+def test_revert_puts_back_what_was_there_before(workspace: Workspace, store: MemoryStore, reviews: Reviews) -> None:
     note = store.create("/fact.md", "true fact", actor=STEWARD)
     wrong = store.update(note.id, "wrong fact", actor=AGENT)
     reverted = reviews.revert(store, wrong.version_id, STEWARD)
@@ -108,7 +109,8 @@ def test_revert_puts_back_what_was_there_before(
 
 
 def test_the_approved_view_shows_the_store_at_the_mark(
-        workspace: Workspace, store: MemoryStore, reviews: Reviews) -> None:
+    workspace: Workspace, store: MemoryStore, reviews: Reviews
+) -> None:
     kept = store.create("/people/sam.md", "Sam likes staging", actor=STEWARD)
     store.create("/gone.md", "will be deleted", actor=STEWARD)
     reviews.configure(workspace.id, store.id, enabled=True, read_approved_only=True)
@@ -138,7 +140,8 @@ def test_the_approved_view_shows_the_store_at_the_mark(
 
 
 def test_a_person_reads_everything_and_a_task_reads_the_approved_state(
-        gm: Gitmem, workspace: Workspace, store: MemoryStore, reviews: Reviews) -> None:
+    gm: Gitmem, workspace: Workspace, store: MemoryStore, reviews: Reviews
+) -> None:
     from gitmem.engine.catalog import Principal
 
     reviews.configure(workspace.id, store.id, enabled=True, read_approved_only=True)
@@ -152,7 +155,8 @@ def test_a_person_reads_everything_and_a_task_reads_the_approved_state(
 
 
 def test_the_mark_survives_a_rewrite(
-        workspace: Workspace, store: MemoryStore, reviews: Reviews, clock: FrozenClock) -> None:
+    workspace: Workspace, store: MemoryStore, reviews: Reviews, clock: FrozenClock
+) -> None:
     note = store.create("/a.md", "secret-ish first draft", actor=AGENT)
     reviews.configure(workspace.id, store.id, enabled=True)
     _tick(clock)

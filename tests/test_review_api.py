@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
-from gitmem.agents import mcp_tools
+from gitmem import mcp_tools
 from gitmem.agents.tasks import tasks_for
 from gitmem.api.app import create_app
 from gitmem.cli import main
@@ -56,42 +56,52 @@ def call(client: anthropic.Anthropic, method: str, path: str, body: dict[str, An
 def _task(world: World, store_id: str) -> tuple[str, str]:
     tasks = tasks_for(world.gm)
     worker = tasks.create_worker(world.workspace_id, f"analyst-{len(tasks.list_tasks(world.workspace_id).items)}")
-    task, token = tasks.create_task(world.workspace_id, worker.id, [
-        {"type": "memory_store", "memory_store_id": store_id, "access": "read_write"}])
+    task, token = tasks.create_task(
+        world.workspace_id, worker.id, [{"type": "memory_store", "memory_store_id": store_id, "access": "read_write"}]
+    )
     return task.id, token
 
 
 def test_the_steward_story(world: World) -> None:
     admin = world.sdk(world.admin)
-    created = call(admin, "POST", "/v1/memory_stores",
-                   {"name": "analytics", "review": True, "read_approved_only": True})
+    created = call(
+        admin, "POST", "/v1/memory_stores", {"name": "analytics", "review": True, "read_approved_only": True}
+    )
     assert created["review"] == {"enabled": True, "read_approved_only": True}
     store_id = created["id"]
     # The SDK still parses a store with the extra field.
     assert admin.beta.memory_stores.retrieve(store_id).name == "analytics"
-    fact = admin.beta.memory_stores.memories.create(store_id, path="/metrics/churn.md",
-                                                    content="Churn is measured monthly.")
-    call(world.sdk(world.steward), "POST", f"/v1/memory_stores/{store_id}/review/approve",
-         {"through_version_id": fact.memory_version_id})
+    fact = admin.beta.memory_stores.memories.create(
+        store_id, path="/metrics/churn.md", content="Churn is measured monthly."
+    )
+    call(
+        world.sdk(world.steward),
+        "POST",
+        f"/v1/memory_stores/{store_id}/review/approve",
+        {"through_version_id": fact.memory_version_id},
+    )
 
     # A task writes a wrong fact; it reads only what was approved, so not even its own write.
     task_id, token = _task(world, store_id)
     agent = world.sdk(token)
-    wrong = agent.beta.memory_stores.memories.create(store_id, path="/metrics/revenue.md",
-                                                     content="Revenue is booked when the invoice is drafted.")
+    wrong = agent.beta.memory_stores.memories.create(
+        store_id, path="/metrics/revenue.md", content="Revenue is booked when the invoice is drafted."
+    )
     listed = [m.path for m in agent.beta.memory_stores.memories.list(store_id)]
     assert listed == ["/metrics/churn.md"]
     with pytest.raises(anthropic.NotFoundError):
         agent.beta.memory_stores.memories.retrieve(wrong.id, memory_store_id=store_id)
     with pytest.raises(anthropic.NotFoundError):  # nor its version's content
         call(agent, "GET", f"/v1/memory_stores/{store_id}/memory_versions/{wrong.memory_version_id}")
-    over_mcp = mcp_tools.memory_command(world.gm, world.gm.catalog.authenticate(token), store_id,
-                                        {"command": "view", "path": "/memories"})
+    over_mcp = mcp_tools.memory_command(
+        world.gm, world.gm.catalog.authenticate(token), store_id, {"command": "view", "path": "/memories"}
+    )
     assert "revenue" not in over_mcp.content and "churn.md" in over_mcp.content
 
     # Nor can it clone the store: Git would hand over the unreviewed history.
-    refused = world.http.get(f"/v1/memory_stores/{store_id}.git/info/refs?service=git-upload-pack",
-                             auth=("task", token))
+    refused = world.http.get(
+        f"/v1/memory_stores/{store_id}.git/info/refs?service=git-upload-pack", auth=("task", token)
+    )
     assert refused.status_code == 403 and "approved state" in refused.text
 
     # The review lists it, with its author and its diff.
@@ -104,12 +114,12 @@ def test_the_steward_story(world: World) -> None:
     assert "+Revenue is booked when the invoice is drafted." in pending["diff"]["diff"]
 
     # The steward reverts it (a new version; the change stays in history) and approves the revert.
-    reverted = call(steward, "POST", f"/v1/memory_stores/{store_id}/review/revert",
-                    {"version_id": wrong.memory_version_id})
+    reverted = call(
+        steward, "POST", f"/v1/memory_stores/{store_id}/review/revert", {"version_id": wrong.memory_version_id}
+    )
     assert reverted["operation"] == "deleted"
     assert reverted["created_by"] == {"type": "user_actor", "user_id": world.steward_id}
-    mark = call(steward, "POST", f"/v1/memory_stores/{store_id}/review/approve",
-                {"through_version_id": reverted["id"]})
+    mark = call(steward, "POST", f"/v1/memory_stores/{store_id}/review/approve", {"through_version_id": reverted["id"]})
     assert mark["version_id"] == reverted["id"] and mark["reviewed_by"]["user_id"] == world.steward_id
     assert call(steward, "GET", f"/v1/memory_stores/{store_id}/review")["pending_count"] == 0
 
@@ -117,8 +127,9 @@ def test_the_steward_story(world: World) -> None:
     new_task_id, new_token = _task(world, store_id)
     new_agent = world.sdk(new_token)
     assert [m.path for m in new_agent.beta.memory_stores.memories.list(store_id)] == ["/metrics/churn.md"]
-    tool = call(new_agent, "POST", f"/v1/memory_stores/{store_id}/memory_tool",
-                {"command": "view", "path": "/memories"})
+    tool = call(
+        new_agent, "POST", f"/v1/memory_stores/{store_id}/memory_tool", {"command": "view", "path": "/memories"}
+    )
     assert "revenue" not in tool["content"] and "churn.md" in tool["content"]
     section = tasks_for(world.gm).memory_view(world.workspace_id, new_task_id).context
     assert "- Review: reviewed by people (last reviewed" in section and "revenue" not in section
@@ -165,8 +176,9 @@ def test_review_is_switched_on_and_off_by_update_and_the_cli(world: World) -> No
     shown = runner.invoke(main, [*home, "review", store.id])
     assert shown.exit_code == 0, shown.output
     assert "1 pending" in shown.output and "+pending one" in shown.output and note.memory_version_id in shown.output
-    approved = runner.invoke(main, [*home, "review", "approve", store.id, note.memory_version_id,
-                                    "--as", world.steward_id])
+    approved = runner.invoke(
+        main, [*home, "review", "approve", store.id, note.memory_version_id, "--as", world.steward_id]
+    )
     assert approved.exit_code == 0 and f"reviewed through {note.memory_version_id}" in approved.output
     assert runner.invoke(main, [*home, "review", "disable", store.id]).exit_code == 0
     assert call(admin, "GET", f"/v1/memory_stores/{store.id}").get("review") is None

@@ -16,8 +16,11 @@ def test_a_clone_fetches_the_review_records(site: Site, tmp_path: Path) -> None:
     admin.post(f"/v1/memory_stores/{store_id}", cast_to=object, body={"review": True})
     note = admin.beta.memory_stores.memories.create(store_id, path="/b.md", content="pending fact")
     steward = site.sdk(site.user)
-    steward.post(f"/v1/memory_stores/{store_id}/review/approve", cast_to=object,
-                 body={"through_version_id": note.memory_version_id})
+    steward.post(
+        f"/v1/memory_stores/{store_id}/review/approve",
+        cast_to=object,
+        body={"through_version_id": note.memory_version_id},
+    )
 
     repo = clone(site, store_id, tmp_path / "c", site.reader)
     git("fetch", "-q", "origin", "refs/reviews/main:refs/reviews/main", cwd=repo, secret=site.reader)
@@ -27,13 +30,16 @@ def test_a_clone_fetches_the_review_records(site: Site, tmp_path: Path) -> None:
     assert records[1].endswith(f"review: enabled through {first}")
     audit = CliRunner().invoke(main, ["log", "--repo", str(repo)])
     assert audit.exit_code == 0
-    assert any("reviewed" in line and site.user_id in line and note.memory_version_id in line
-               for line in audit.output.splitlines())
+    assert any(
+        "reviewed" in line and site.user_id in line and note.memory_version_id in line
+        for line in audit.output.splitlines()
+    )
 
     # Pushing a forged review record is refused: only main may be pushed.
     empty_tree = git("hash-object", "-t", "tree", "/dev/null", cwd=repo).stdout.strip()
-    forged = git("commit-tree", empty_tree, "-p", "refs/reviews/main", "-m", "review: approved through everything",
-                 cwd=repo).stdout.strip()
+    forged = git(
+        "commit-tree", empty_tree, "-p", "refs/reviews/main", "-m", "review: approved through everything", cwd=repo
+    ).stdout.strip()
     git("update-ref", "refs/reviews/main", forged, cwd=repo)
     pushed = git("push", "origin", "refs/reviews/main:refs/reviews/main", cwd=repo, secret=site.user, check=False)
     assert pushed.returncode != 0 and "only refs/heads/main may be pushed" in pushed.stderr

@@ -1,4 +1,4 @@
-"""History rewriting (DESIGN section 7): redaction, the purge that really deletes, pushed commits split
+"""History rewriting (docs/architecture.md): redaction, the purge that really deletes, pushed commits split
 into one commit per version, crash safety under SIGKILL and writers landing while it runs.
 
 Real Git, real SQLite, an injected clock. The helpers here are shared with test_retention.py.
@@ -27,10 +27,10 @@ from gitmem.clock import FrozenClock
 from gitmem.engine.home import Gitmem
 from gitmem.engine.redaction import redact, redact_version
 from gitmem.engine.retention import prune_all, prune_store
+from gitmem.engine.rewrite import CRASH_ENV, REWRITE_REF
 from gitmem.engine.store import MemoryStore
 from gitmem.errors import Conflict, NotFound
 from gitmem.git import repository
-from gitmem.git.rewrite import CRASH_ENV, REWRITE_REF
 from gitmem.model import Actor
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,19 +98,30 @@ def repository_bytes(repo_path: Path) -> bytes:
     for pack in (repo_path / "objects" / "pack").glob("*.idx"):
         listing = subprocess.run(["git", "verify-pack", "-v", str(pack)], capture_output=True, check=True).stdout
         ids = [line.split()[0] for line in listing.decode().splitlines() if len(line.split()) > 2]
-        chunks.append(subprocess.run(["git", "-C", str(repo_path), "cat-file", "--batch"], capture_output=True,
-                                     input="\n".join(ids).encode() + b"\n", check=True).stdout)
-    chunks.append(subprocess.run(["git", "-C", str(repo_path), "cat-file", "--batch-all-objects", "--batch"],
-                                 capture_output=True, check=True).stdout)
+        chunks.append(
+            subprocess.run(
+                ["git", "-C", str(repo_path), "cat-file", "--batch"],
+                capture_output=True,
+                input="\n".join(ids).encode() + b"\n",
+                check=True,
+            ).stdout
+        )
+    chunks.append(
+        subprocess.run(
+            ["git", "-C", str(repo_path), "cat-file", "--batch-all-objects", "--batch"], capture_output=True, check=True
+        ).stdout
+    )
     return b"\n\x00\n".join(chunks)
 
 
 def assert_fsck_clean(repo_path: Path) -> None:
-    result = subprocess.run(["git", "-C", str(repo_path), "fsck", "--full", "--strict"], capture_output=True,
-                            text=True)
+    result = subprocess.run(["git", "-C", str(repo_path), "fsck", "--full", "--strict"], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
-    bad = [line for line in (result.stdout + result.stderr).splitlines()
-           if any(w in line for w in ("error", "missing", "broken", "corrupt", "bad"))]
+    bad = [
+        line
+        for line in (result.stdout + result.stderr).splitlines()
+        if any(w in line for w in ("error", "missing", "broken", "corrupt", "bad"))
+    ]
     assert not bad, bad
 
 
@@ -141,9 +152,19 @@ def notes_state(store: MemoryStore) -> list:
 
 def comparable(version) -> tuple:
     """A version as the API shows it, without the commit it lives in (rewrites change commit ids)."""
-    return (version.id, version.memory_id, version.operation, version.created_at, version.created_by,
-            version.path, version.content_sha256, version.content_size_bytes, version.content,
-            version.redacted_at, version.redacted_by)
+    return (
+        version.id,
+        version.memory_id,
+        version.operation,
+        version.created_at,
+        version.created_by,
+        version.path,
+        version.content_sha256,
+        version.content_size_bytes,
+        version.content,
+        version.redacted_at,
+        version.redacted_by,
+    )
 
 
 def assert_index_consistent(store: MemoryStore) -> None:
@@ -187,8 +208,9 @@ def test_redacting_a_middle_version_removes_its_path_and_content_for_good(gm: Gi
     assert redacted.path is None and redacted.content is None and redacted.content_sha256 is None
     assert redacted.redacted_by == USER and redacted.redacted_at is not None
     after = all_versions(store)
-    assert [comparable(v) for i, v in enumerate(after) if i != 2] == \
-           [comparable(v) for i, v in enumerate(before) if i != 2]
+    assert [comparable(v) for i, v in enumerate(after) if i != 2] == [
+        comparable(v) for i, v in enumerate(before) if i != 2
+    ]
     assert store.get(memory_id).content == before[3].content
     assert store.get(other.id).content == other_text
 
@@ -198,8 +220,9 @@ def test_redacting_a_middle_version_removes_its_path_and_content_for_good(gm: Gi
     assert secret_path[1:].split("/")[1].encode() not in blob
     assert before[3].content.encode() in blob and before[1].content.encode() in blob
 
-    log = subprocess.run(["git", "-C", str(store.path), "log", "--format=%an|%s|%b%x00"], capture_output=True,
-                         text=True, check=True).stdout
+    log = subprocess.run(
+        ["git", "-C", str(store.path), "log", "--format=%an|%s|%b%x00"], capture_output=True, text=True, check=True
+    ).stdout
     entry = next(e for e in log.split("\x00") if middle.id in e)
     assert entry.strip().startswith(f"{TASK.id}|modified (redacted)|")
     assert "Redacted-By: user_actor user_id=user_01TEST" in entry and "Memory-Path" not in entry
@@ -282,20 +305,28 @@ def _push(store: MemoryStore, files: dict[str, bytes | None], user_id: str, when
     # as if post-receive had not settled the push's spool yet (it names the pushed paths)
     spool = store.path / "gitmem" / "pushes" / f"{commit}.json"
     spool.parent.mkdir(exist_ok=True)
-    spool.write_text(json.dumps({"old": str(tip), "new": str(commit), "commits": [str(commit)],
-                                 "records": {str(commit): {"user_id": user_id, "paths": sorted(files)}}}))
+    spool.write_text(
+        json.dumps(
+            {
+                "old": str(tip),
+                "new": str(commit),
+                "commits": [str(commit)],
+                "records": {str(commit): {"user_id": user_id, "paths": sorted(files)}},
+            }
+        )
+    )
     return str(commit)
 
 
-def test_a_pushed_commit_becomes_one_commit_per_version_with_its_ids_as_trailers(gm: Gitmem,
-                                                                                   clock: FrozenClock) -> None:
+def test_a_pushed_commit_becomes_one_commit_per_version_with_its_ids_as_trailers(
+    gm: Gitmem, clock: FrozenClock
+) -> None:
     store = new_store(gm)
     old = store.create("/old.md", f"old {token()}")
     store.update(old.id, f"old v2 {token()}")
     existing = store.create("/pushed/b.md", "b v1")
     clock.advance(days=1)
-    pushed = _push(store, {"pushed/a.md": b"a from a push", "pushed/b.md": b"b from a push"}, "user_sam",
-                   clock.now)
+    pushed = _push(store, {"pushed/a.md": b"a from a push", "pushed/b.md": b"b from a push"}, "user_sam", clock.now)
     before = all_versions(store)
     from_push = [v for v in before if v.commit_id == pushed]
     assert len(from_push) == 2 and {v.created_by for v in from_push} == {Actor("user_actor", "user_sam")}
@@ -357,14 +388,20 @@ def _build_big_store(gm: Gitmem, clock: FrozenClock, notes: int = 40, rounds: in
     return store
 
 
-def _run_pruner(home: Path, now: dt.datetime, *, crash_at: str | None = None,
-                kill_after: float | None = None) -> int:
+def _run_pruner(home: Path, now: dt.datetime, *, crash_at: str | None = None, kill_after: float | None = None) -> int:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     if crash_at:
         env[CRASH_ENV] = crash_at
     # Its own process group, so a kill takes its git children (a repack, a fast-import) down with it.
-    proc = subprocess.Popen([sys.executable, "-c", PRUNER, str(home), now.isoformat()], env=env, cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PRUNER, str(home), now.isoformat()],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     if kill_after is not None:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "start"
@@ -376,8 +413,7 @@ def _run_pruner(home: Path, now: dt.datetime, *, crash_at: str | None = None,
     return proc.returncode
 
 
-def test_sigkill_at_any_point_leaves_the_old_or_the_new_history(tmp_path: Path, gm: Gitmem,
-                                                                 clock: FrozenClock) -> None:
+def test_sigkill_at_any_point_leaves_the_old_or_the_new_history(tmp_path: Path, gm: Gitmem, clock: FrozenClock) -> None:
     store = _build_big_store(gm, clock)
     now = clock.now
     before = all_versions(store)
@@ -393,13 +429,13 @@ def test_sigkill_at_any_point_leaves_the_old_or_the_new_history(tmp_path: Path, 
     expected = [comparable(v) for v in all_versions(ref_gm.store(ws_id, store_id))]
     assert 0 < len(expected) < len(before)
     kept_ids = {v[0] for v in expected}
-    dropped_text = {v.content for v in before if v.id not in kept_ids and v.content} - \
-                   {v[8] for v in expected if v[8]}
+    dropped_text = {v.content for v in before if v.id not in kept_ids and v.content} - {v[8] for v in expected if v[8]}
 
     started = time.monotonic()
     rng = random.Random(4)
     trials: list[tuple[str | None, float | None]] = [
-        (point, None) for point in ("built", "before-swap", "after-swap", "after-repack", "after-prune")]
+        (point, None) for point in ("built", "before-swap", "after-swap", "after-repack", "after-prune")
+    ]
     trials += [(None, rng.uniform(0.0, 0.5)) for _ in range(3)]
     outcomes = set()
     for n, (point, delay) in enumerate(trials):
@@ -455,8 +491,13 @@ def test_writes_that_land_during_rewrites_are_kept(tmp_path: Path) -> None:
     ws_id = gm.catalog.store(store.id).workspace_id
 
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(gm.home), ws_id, store.id], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(gm.home), ws_id, store.id],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert writer.stdout is not None
     writer.stdout.readline()  # it is writing
     reports = [prune_store(store, days=30, now=real_now)]

@@ -53,8 +53,7 @@ def test_every_write_is_searchable_at_once(any_store: MemoryStore) -> None:
     assert hit.note.content is None and hit.snippets == ("Acme runs terraform **nightly**.",)
 
 
-def test_another_process_writes_and_this_one_finds_it(any_store: MemoryStore, gm: Gitmem,
-                                                      workspace: Workspace) -> None:
+def test_another_process_writes_and_this_one_finds_it(any_store: MemoryStore, gm: Gitmem, workspace: Workspace) -> None:
     assert found(any_store, "elsewhere") == []  # the encrypted store's memory index is built now
     other = Gitmem.open(gm.home, fsync=False)  # what another process opens
     other.store(workspace.id, any_store.id).create("/x.md", "written elsewhere")
@@ -138,8 +137,6 @@ def test_pages_cover_all_hits_once(store: MemoryStore) -> None:
     assert sorted(seen) == sorted(f"/n{i}.md" for i in range(7))
     scores = [h.score for h in store.search("shared", limit=7).items]
     assert scores == sorted(scores, reverse=True)
-
-
 
 
 def test_threads_share_an_encrypted_stores_memory_index(gm: Gitmem, workspace: Workspace) -> None:

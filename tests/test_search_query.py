@@ -17,8 +17,9 @@ PUNCTUATION = "-:/()^+,.!?;{}[]#@&|~<>='"
 def fts_table(docs: list[list[str]]) -> sqlite3.Connection:
     db = sqlite3.connect(":memory:")
     db.execute("CREATE VIRTUAL TABLE t USING fts5(path, body, tokenize='porter unicode61')")
-    db.executemany("INSERT INTO t (rowid, path, body) VALUES (?, '', ?)",
-                   [(i, " ".join(words)) for i, words in enumerate(docs)])
+    db.executemany(
+        "INSERT INTO t (rowid, path, body) VALUES (?, '', ?)", [(i, " ".join(words)) for i, words in enumerate(docs)]
+    )
     return db
 
 
@@ -39,8 +40,33 @@ def test_any_text_is_a_valid_query(query: str) -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.sampled_from(['"', "*", "OR", "NEAR", "AND", "NOT", "(", ")", ":", "-", "^", "\x00", "🎉",
-                                 "cat", "do*", '"cat dog"', "a", "+"]), max_size=30))
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                '"',
+                "*",
+                "OR",
+                "NEAR",
+                "AND",
+                "NOT",
+                "(",
+                ")",
+                ":",
+                "-",
+                "^",
+                "\x00",
+                "🎉",
+                "cat",
+                "do*",
+                '"cat dog"',
+                "a",
+                "+",
+            ]
+        ),
+        max_size=30,
+    )
+)
 def test_fts5_syntax_pieces_in_any_order_are_valid(pieces: list[str]) -> None:
     for glue in (" ", ""):
         matches(DB, glue.join(pieces))
@@ -52,13 +78,19 @@ def test_a_very_long_query_is_bounded() -> None:
     assert matches(DB, query) == set()
 
 
-term = st.tuples(st.sampled_from(WORDS), st.booleans(), st.text(alphabet=PUNCTUATION, max_size=2),
-                 st.text(alphabet=PUNCTUATION, max_size=2))
+term = st.tuples(
+    st.sampled_from(WORDS),
+    st.booleans(),
+    st.text(alphabet=PUNCTUATION, max_size=2),
+    st.text(alphabet=PUNCTUATION, max_size=2),
+)
 
 
 @settings(max_examples=300, deadline=None)
-@given(docs=st.lists(st.lists(st.sampled_from(WORDS), min_size=1, max_size=6), min_size=1, max_size=8),
-       query=st.lists(st.tuples(term, st.booleans()), min_size=1, max_size=5))
+@given(
+    docs=st.lists(st.lists(st.sampled_from(WORDS), min_size=1, max_size=6), min_size=1, max_size=8),
+    query=st.lists(st.tuples(term, st.booleans()), min_size=1, max_size=5),
+)
 def test_words_punctuation_prefixes_and_or_match_a_simple_model(docs: list[list[str]], query: list) -> None:
     # Each term: a word, maybe cut to a prefix with '*', wrapped in punctuation; joined by OR or a space.
     text_parts: list[str] = []

@@ -87,7 +87,6 @@ def test_without_ahocorasick_rs_the_trie_regex_finds_the_same(monkeypatch: pytes
         assert {h.rule.id for h in fast.hits(text)} == {h.rule.id for h in slow.hits(text)}
 
 
-
 def test_looking_only_near_triggers_finds_what_sweeping_every_rule_over_the_note_finds() -> None:
     # A rule searched only from its triggers (and only at them when it looks no further back) must
     # not miss a match of its own pattern: e.g. a pattern that starts before or after its trigger.
@@ -99,10 +98,10 @@ def test_looking_only_near_triggers_finds_what_sweeping_every_rule_over_the_note
         everywhere = {(r.id, offset) for r in RULES if r.sweep is not None for offset in r.sweep(text, 0)}
         assert everywhere <= near_triggers, note  # near triggers also finds overlapping matches
 
+
 # -- allow-listing ---------------------------------------------------------------------------------------
 
-JWT_NOTE = ("session: eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0."
-            "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U")
+JWT_NOTE = "session: eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
 
 
 def test_allowed_rules_reads_the_setting() -> None:
@@ -128,43 +127,86 @@ def test_an_allowed_rule_no_longer_refuses_but_the_others_do(tmp_path: Path, mon
 
 # -- what the issue named ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text", [
-    "curl -u deploy:Adm1nPass! https://ci.example.com",
-    "docker login -u ci -p dckrPass99 registry.example.com",
-    "Connect-Thing -Username admin -Password 'Pa$$w0rd1'",
-    "tool --api-key 4f9d8e7c6b5a4f3e2d1c0b9a8f7e6d5c",
-    "Authorization: Bearer Zk8pQ2mX7vN4rT9wL3sY6hJ1",
-    "Authorization: Token 9944b09199c62bcf9418ad846dd0e4bbdfc6ee4b",
-    "the password is hunter2",
-    "machine h.example.com login me password Vx8q!w2e",
-    '{"auths": {"r.example.com": {"auth": "Y2k6RGNrM3JQdyE="}}}',
-    "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
-    "<password>P@ssw0rd123</password>",
-    'new NetworkCredential("svc", "N3tw0rkPw!")',
-    "PGPASSWORD=pgS3cret psql -h db",
-    "AGE-SECRET-KEY-1QYQSZQGPQYQSZQGPQYQSZQGPQYQSZQGPQYQSZQGPQYQSZQGPQYQSZQGPQYQSZ7",
-], ids=lambda text: text[:30])
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "curl -u deploy:Adm1nPass! https://ci.example.com",
+        "docker login -u ci -p dckrPass99 registry.example.com",
+        "Connect-Thing -Username admin -Password 'Pa$$w0rd1'",
+        "tool --api-key 4f9d8e7c6b5a4f3e2d1c0b9a8f7e6d5c",
+        "Authorization: Bearer Zk8pQ2mX7vN4rT9wL3sY6hJ1",
+        "Authorization: Token 9944b09199c62bcf9418ad846dd0e4bbdfc6ee4b",
+        "the password is hunter2",
+        "machine h.example.com login me password Vx8q!w2e",
+        '{"auths": {"r.example.com": {"auth": "Y2k6RGNrM3JQdyE="}}}',
+        "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        "<password>P@ssw0rd123</password>",
+        'new NetworkCredential("svc", "N3tw0rkPw!")',
+        "PGPASSWORD=pgS3cret psql -h db",
+        "AGE-SECRET-KEY-1QYQSZQGPQYQSZQGPQYQSZQGPQYQSZQGPQYQSZQGPQYQSZQGPQYQSZQGPQYQSZ7",
+    ],
+    ids=lambda text: text[:30],
+)
 def test_what_the_issue_found_missing_is_refused(text: str) -> None:
     assert find_secrets(text), text
 
 
-@pytest.mark.parametrize("text", [
-    "Password: rotate every 90 days", "token: see the vault", "password=********", "password: <your-password>",
-    "ghp_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", "postgres://username:password@db/app",
-    "-----BEGIN RSA PRIVATE KEY-----\nxxx\n-----END RSA PRIVATE KEY-----",
-    'os.environ["DB_PASSWORD"]', 'password = os.getenv("DB_PASSWORD")', "password: ${DB_PASSWORD}",
-    "token = process.env.X", "PASSWORD=$(pass show db)", "password: {{pass}}", "pw = getpass()",
-    '$password = $_POST["password"];',
-], ids=lambda text: text[:30])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Password: rotate every 90 days",
+        "token: see the vault",
+        "password=********",
+        "password: <your-password>",
+        "ghp_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+        "postgres://username:password@db/app",
+        "-----BEGIN RSA PRIVATE KEY-----\nxxx\n-----END RSA PRIVATE KEY-----",
+        'os.environ["DB_PASSWORD"]',
+        'password = os.getenv("DB_PASSWORD")',
+        "password: ${DB_PASSWORD}",
+        "token = process.env.X",
+        "PASSWORD=$(pass show db)",
+        "password: {{pass}}",
+        "pw = getpass()",
+        '$password = $_POST["password"];',
+    ],
+    ids=lambda text: text[:30],
+)
 def test_what_the_issue_found_wrongly_refused_is_saved(text: str) -> None:
     assert not find_secrets(text), find_secrets(text)
 
 
 # -- properties --------------------------------------------------------------------------------------------
 
-PROSE_WORDS = ("the", "deploy", "notes", "say", "we", "rotate", "keys", "after", "each", "release", "and",
-               "password", "policy", "lives", "in", "wiki", "while", "tokens", "expire", "hourly", "see",
-               "runbook", "for", "details", "about", "staging")
+PROSE_WORDS = (
+    "the",
+    "deploy",
+    "notes",
+    "say",
+    "we",
+    "rotate",
+    "keys",
+    "after",
+    "each",
+    "release",
+    "and",
+    "password",
+    "policy",
+    "lives",
+    "in",
+    "wiki",
+    "while",
+    "tokens",
+    "expire",
+    "hourly",
+    "see",
+    "runbook",
+    "for",
+    "details",
+    "about",
+    "staging",
+)
 prose = st.lists(st.sampled_from(PROSE_WORDS), min_size=0, max_size=40).map(" ".join)
 base62 = st.text(alphabet=string.ascii_letters + string.digits, min_size=36, max_size=36)
 
@@ -174,20 +216,32 @@ def _not_a_placeholder(body: str) -> bool:
 
 
 @settings(max_examples=60, deadline=None)
-@given(before=prose, after=prose, body=base62.filter(_not_a_placeholder),
-       prefix=st.sampled_from(["ghp_", "gho_", "ghs_", "npm_"]), lines_before=st.integers(0, 5))
-def test_a_token_anywhere_in_prose_is_found_on_its_line(before: str, after: str, body: str, prefix: str,
-                                                         lines_before: int) -> None:
+@given(
+    before=prose,
+    after=prose,
+    body=base62.filter(_not_a_placeholder),
+    prefix=st.sampled_from(["ghp_", "gho_", "ghs_", "npm_"]),
+    lines_before=st.integers(0, 5),
+)
+def test_a_token_anywhere_in_prose_is_found_on_its_line(
+    before: str, after: str, body: str, prefix: str, lines_before: int
+) -> None:
     text = "\n" * lines_before + f"{before} {prefix}{body} {after}"
     findings = find_secrets(text)
     assert findings and findings[0].line == lines_before + 1
 
 
 @settings(max_examples=60, deadline=None)
-@given(before=prose, after=prose, prefix=st.sampled_from(["ghp_", "sk_live_", "glpat-", "xoxb-", "AKIA"]),
-       filler=st.sampled_from("xX*0"), length=st.integers(16, 40))
-def test_a_token_with_a_placeholder_body_is_not_a_secret(before: str, after: str, prefix: str, filler: str,
-                                                         length: int) -> None:
+@given(
+    before=prose,
+    after=prose,
+    prefix=st.sampled_from(["ghp_", "sk_live_", "glpat-", "xoxb-", "AKIA"]),
+    filler=st.sampled_from("xX*0"),
+    length=st.integers(16, 40),
+)
+def test_a_token_with_a_placeholder_body_is_not_a_secret(
+    before: str, after: str, prefix: str, filler: str, length: int
+) -> None:
     assert not find_secrets(f"{before} {prefix}{filler * length} {after}")
 
 
@@ -229,4 +283,4 @@ PATHOLOGICAL = {
 @pytest.mark.parametrize("text", list(PATHOLOGICAL.values()), ids=list(PATHOLOGICAL))
 def test_hostile_input_does_not_blow_up(text: str) -> None:
     find_secrets(text)  # the timeout is the assertion: exponential backtracking would not finish
-    find_secrets(text[: len(text) // 2] + "password: Tr0ub4dor&3\n" + text[len(text) // 2:])
+    find_secrets(text[: len(text) // 2] + "password: Tr0ub4dor&3\n" + text[len(text) // 2 :])

@@ -25,8 +25,12 @@ pytestmark = pytest.mark.slow
 def test_serve_bootstraps_an_empty_home_and_workers_share_it(tmp_path: Path) -> None:
     home, port = tmp_path / "home", free_port()
     env = {**os.environ, "GITMEM_HOME": str(home), "GITMEM_PRUNE_INTERVAL": "0"}
-    server = subprocess.Popen([sys.executable, "-m", "gitmem.cli", "serve", "--port", str(port), "--workers", "2"],
-                              env=env, stderr=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gitmem.cli", "serve", "--port", str(port), "--workers", "2"],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         base_url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 30
@@ -44,8 +48,10 @@ def test_serve_bootstraps_an_empty_home_and_workers_share_it(tmp_path: Path) -> 
 
         def write(worker: int) -> list[str]:
             own = anthropic.Anthropic(api_key=secret, base_url=base_url, max_retries=2)
-            return [own.beta.memory_stores.memories.create(store_id, path=f"/w{worker}/n{i}.md", content=f"{i}").id
-                    for i in range(25)]
+            return [
+                own.beta.memory_stores.memories.create(store_id, path=f"/w{worker}/n{i}.md", content=f"{i}").id
+                for i in range(25)
+            ]
 
         with ThreadPoolExecutor(4) as pool:
             written = [i for ids in pool.map(write, range(4)) for i in ids]
@@ -54,8 +60,9 @@ def test_serve_bootstraps_an_empty_home_and_workers_share_it(tmp_path: Path) -> 
 
         # Keys and users made (and revoked) from the CLI count at once against the running server.
         def cli(*args: str) -> str:
-            return subprocess.run([sys.executable, "-m", "gitmem", *args], env=env, capture_output=True,
-                                  text=True, check=True).stdout.strip()
+            return subprocess.run(
+                [sys.executable, "-m", "gitmem", *args], env=env, capture_output=True, text=True, check=True
+            ).stdout.strip()
 
         reader = cli("keys", "create", "--name", "late", "--role", "read-only")
         as_reader = anthropic.Anthropic(api_key=reader, base_url=base_url, max_retries=0)

@@ -25,10 +25,19 @@ BUSY = "while True: pass"
 
 def test_no_5xx_from_two_workers_under_racing_updates(tmp_path: Path) -> None:
     home, port = tmp_path / "home", free_port()
-    env = {**os.environ, "GITMEM_HOME": str(home), "GITMEM_PRUNE_INTERVAL": "0", "GITMEM_RATE_LIMIT_RPS": "0",
-           "GITMEM_DREAM_RUNNER": "off"}
-    server = subprocess.Popen([sys.executable, "-m", "gitmem.cli", "serve", "--port", str(port), "--workers", "2"],
-                              env=env, stderr=subprocess.PIPE, text=True)
+    env = {
+        **os.environ,
+        "GITMEM_HOME": str(home),
+        "GITMEM_PRUNE_INTERVAL": "0",
+        "GITMEM_RATE_LIMIT_RPS": "0",
+        "GITMEM_DREAM_RUNNER": "off",
+    }
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gitmem.cli", "serve", "--port", str(port), "--workers", "2"],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     burners = [subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(2)]  # the CPU is busy
     base_url = f"http://127.0.0.1:{port}"
     failures: list[str] = []
@@ -57,10 +66,13 @@ def test_no_5xx_from_two_workers_under_racing_updates(tmp_path: Path) -> None:
                             failures.append(f"GET {read.status_code} {read.text[:200]}")
                             return
                         current = read.json()
-                        wrote = client.post(f"{notes}/{note_id}", json={
-                            "content": current["content"] + f"t{me} {i}\n",
-                            "precondition": {"type": "content_sha256",
-                                             "content_sha256": current["content_sha256"]}})
+                        wrote = client.post(
+                            f"{notes}/{note_id}",
+                            json={
+                                "content": current["content"] + f"t{me} {i}\n",
+                                "precondition": {"type": "content_sha256", "content_sha256": current["content_sha256"]},
+                            },
+                        )
                         if wrote.status_code == 200:
                             break
                         if wrote.status_code != 409:

@@ -1,4 +1,4 @@
-"""Notes and versions over one bare repository, and the store CRUD around them (DESIGN sections 4, 5).
+"""Notes and versions over one bare repository, and the store CRUD around them (docs/architecture.md).
 
 Every refusal is checked to leave the store exactly as it was: the tip, the index and the objects.
 """
@@ -76,14 +76,21 @@ def test_create_get_and_the_commit_it_makes(store: MemoryStore, clock: FrozenClo
     assert git(store.path, "rev-list", "--count", "main").strip() == "1"
     message = git(store.path, "log", "-1", "--format=%B", "main")
     assert message.startswith("created /people/sam.md\n\n")
-    for trailer in (f"Memory-Id: {note.id}", f"Memory-Version: {note.version_id}", "Memory-Operation: created",
-                    f"Content-SHA256: {note.content_sha256}", f"Created-By: task_actor task_id={TASK.id}",
-                    f"Created-At: {iso(note.created_at)}", f"Memory-Created-At: {iso(note.created_at)}"):
+    for trailer in (
+        f"Memory-Id: {note.id}",
+        f"Memory-Version: {note.version_id}",
+        "Memory-Operation: created",
+        f"Content-SHA256: {note.content_sha256}",
+        f"Created-By: task_actor task_id={TASK.id}",
+        f"Created-At: {iso(note.created_at)}",
+        f"Memory-Created-At: {iso(note.created_at)}",
+    ):
         assert trailer in message
     (record,) = parse_message(message)
     assert (record.memory_id, record.version_id, record.created_by) == (note.id, note.version_id, TASK)
     assert git(store.path, "log", "-1", "--format=%an <%ae>|%cn <%ce>", "main").strip() == (
-        f"{TASK.id} <{TASK.id}@task.gitmem>|gitmem <gitmem@localhost>")
+        f"{TASK.id} <{TASK.id}@task.gitmem>|gitmem <gitmem@localhost>"
+    )
     assert_fsck_clean(store.path)
 
 
@@ -93,7 +100,11 @@ def test_every_change_is_one_commit(store: MemoryStore) -> None:
     store.update(note.id, path="/b.md")
     store.delete(note.id)
     assert git(store.path, "log", "--format=%s", "main").splitlines() == [
-        "deleted /b.md", "modified /b.md", "modified /a.md", "created /a.md"]
+        "deleted /b.md",
+        "modified /b.md",
+        "modified /a.md",
+        "created /a.md",
+    ]
     assert git(store.path, "ls-tree", "-r", "main") == ""
 
 
@@ -104,9 +115,13 @@ def test_empty_content_makes_an_empty_note(store: MemoryStore) -> None:
 
 
 def test_unknown_ids_are_not_found(store: MemoryStore) -> None:
-    for call in (lambda: store.get("mem_nope"), lambda: store.get_by_path("/nope"),
-                 lambda: store.update("mem_nope", content="x"), lambda: store.delete("mem_nope"),
-                 lambda: store.version("memver_nope")):
+    for call in (
+        lambda: store.get("mem_nope"),
+        lambda: store.get_by_path("/nope"),
+        lambda: store.update("mem_nope", content="x"),
+        lambda: store.delete("mem_nope"),
+        lambda: store.version("memver_nope"),
+    ):
         with pytest.raises(NotFound) as missing:
             call()
         assert missing.value.status == 404
@@ -142,9 +157,25 @@ def test_content_must_be_utf8_text(store: MemoryStore, content: object) -> None:
     assert store_state(store) == before
 
 
-@pytest.mark.parametrize("path", ["relative.md", "/a//b", "/a/../b", "/.git/config", "/.GIT", "/.git.", "/git~1",
-                                  "/a/.git:x", "/.gitattributes", "/.gitmodules", "/a\u2028b", "/cafe\u0301",
-                                  "/" + "x" * 1024, "/" + "/".join("s" * 21)])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "relative.md",
+        "/a//b",
+        "/a/../b",
+        "/.git/config",
+        "/.GIT",
+        "/.git.",
+        "/git~1",
+        "/a/.git:x",
+        "/.gitattributes",
+        "/.gitmodules",
+        "/a\u2028b",
+        "/cafe\u0301",
+        "/" + "x" * 1024,
+        "/" + "/".join("s" * 21),
+    ],
+)
 def test_bad_paths_are_refused_on_create_and_rename_and_change_nothing(store: MemoryStore, path: str) -> None:
     note = store.create("/ok.md", "ok")
     before = store_state(store)
@@ -164,11 +195,19 @@ def test_paths_keep_their_case(store: MemoryStore) -> None:
     assert git(store.path, "ls-tree", "-r", "--name-only", "main").split() == ["Notes/ToDo.md"]
 
 
-@pytest.mark.parametrize(("existing", "new"), [
-    ("/Readme.md", "/README.md"), ("/Dir/a.md", "/dir/b.md"), ("/dir/a.md", "/Dir/a.md"),
-    ("/a/Sub/x.md", "/a/sub/y/z.md"), ("/a", "/A/b"), ("/A/b", "/a"), ("/caf\u00e9.md", "/CAF\u00c9.md"),
-    ("/\u00c9t\u00e9/x.md", "/\u00e9t\u00e9/y.md"),
-])
+@pytest.mark.parametrize(
+    ("existing", "new"),
+    [
+        ("/Readme.md", "/README.md"),
+        ("/Dir/a.md", "/dir/b.md"),
+        ("/dir/a.md", "/Dir/a.md"),
+        ("/a/Sub/x.md", "/a/sub/y/z.md"),
+        ("/a", "/A/b"),
+        ("/A/b", "/a"),
+        ("/caf\u00e9.md", "/CAF\u00c9.md"),
+        ("/\u00c9t\u00e9/x.md", "/\u00e9t\u00e9/y.md"),
+    ],
+)
 def test_case_only_twins_are_refused(store: MemoryStore, existing: str, new: str) -> None:
     other = store.create(existing, "one")
     before = store_state(store)
@@ -192,13 +231,16 @@ def test_a_note_may_change_only_the_case_of_its_own_path(store: MemoryStore) -> 
 # -- collisions ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("existing", "new"), [
-    ("/notes/todo.md", "/notes/todo.md"),  # at
-    ("/notes/todo.md", "/notes"),  # above: a note where a folder is
-    ("/a/b/c/d.md", "/a/b"),  # above, further up
-    ("/notes", "/notes/todo.md"),  # below: a folder where a note is
-    ("/a", "/a/b/c/d.md"),  # below, deeper
-])
+@pytest.mark.parametrize(
+    ("existing", "new"),
+    [
+        ("/notes/todo.md", "/notes/todo.md"),  # at
+        ("/notes/todo.md", "/notes"),  # above: a note where a folder is
+        ("/a/b/c/d.md", "/a/b"),  # above, further up
+        ("/notes", "/notes/todo.md"),  # below: a folder where a note is
+        ("/a", "/a/b/c/d.md"),  # below, deeper
+    ],
+)
 def test_a_note_at_above_or_below_another_is_a_path_conflict(store: MemoryStore, existing: str, new: str) -> None:
     other = store.create(existing, "there first")
     mover = store.create("/elsewhere.md", "to be moved")
@@ -213,10 +255,18 @@ def test_a_note_at_above_or_below_another_is_a_path_conflict(store: MemoryStore,
     assert store_state(store) == before
 
 
-@pytest.mark.parametrize(("existing", "new"), [
-    ("/a/b", "/ab"), ("/a/b", "/a-b/c"), ("/notes/x", "/notes-archive/x"), ("/notes", "/notes0"),
-    ("/a/b", "/a/c"), ("/a/b/c", "/a/b2/c"), ("/a", "/Ab/c"),
-])
+@pytest.mark.parametrize(
+    ("existing", "new"),
+    [
+        ("/a/b", "/ab"),
+        ("/a/b", "/a-b/c"),
+        ("/notes/x", "/notes-archive/x"),
+        ("/notes", "/notes0"),
+        ("/a/b", "/a/c"),
+        ("/a/b/c", "/a/b2/c"),
+        ("/a", "/Ab/c"),
+    ],
+)
 def test_neighbours_that_do_not_collide(store: MemoryStore, existing: str, new: str) -> None:
     store.create(existing, "one")
     store.create(new, "two")
@@ -271,7 +321,11 @@ def test_rename_keeps_the_id_and_makes_one_modified_version(store: MemoryStore) 
     note = store.create("/old/name.md", "body")
     moved = store.update(note.id, path="/new/name.md")
     assert (moved.id, moved.path, moved.content_sha256, moved.blob_id) == (
-        note.id, "/new/name.md", note.content_sha256, note.blob_id)
+        note.id,
+        "/new/name.md",
+        note.content_sha256,
+        note.blob_id,
+    )
     versions = store.versions(memory_id=note.id).items
     assert [v.operation for v in versions] == ["modified", "created"]
     assert versions[0].path == "/new/name.md" and versions[1].path == "/old/name.md"
@@ -286,8 +340,11 @@ def test_rename_keeps_the_id_and_makes_one_modified_version(store: MemoryStore) 
 def test_preconditions_on_update(store: MemoryStore) -> None:
     note = store.create("/a.md", "one")
     before = store_state(store)
-    for kwargs in ({"expected_sha256": sha("other")}, {"expected_blob_id": "0" * 40},
-                   {"expected_sha256": note.content_sha256, "expected_blob_id": "0" * 40}):
+    for kwargs in (
+        {"expected_sha256": sha("other")},
+        {"expected_blob_id": "0" * 40},
+        {"expected_sha256": note.content_sha256, "expected_blob_id": "0" * 40},
+    ):
         for change in ({"content": "two"}, {"path": "/b.md"}):
             with pytest.raises(PreconditionFailed) as failed:
                 store.update(note.id, **change, **kwargs)  # type: ignore[arg-type]
@@ -395,9 +452,16 @@ def test_list_views_limits_and_tokens(store: MemoryStore) -> None:
     rest = store.list(limit=20, with_content=True, page=full.next_page)
     assert [n.content for n in rest.items] == [f"content {i}" for i in range(20, 25)]
     assert len(store.list().items) == 20  # default page size
-    for bad in ({"limit": 0}, {"limit": 1001}, {"limit": 21, "with_content": True}, {"depth": 2},
-                {"page": "not-a-token"}, {"path_prefix": "/n"}, {"path_prefix": "n/"},
-                {"page": store.versions(limit=1).next_page}):
+    for bad in (
+        {"limit": 0},
+        {"limit": 1001},
+        {"limit": 21, "with_content": True},
+        {"depth": 2},
+        {"page": "not-a-token"},
+        {"path_prefix": "/n"},
+        {"path_prefix": "n/"},
+        {"page": store.versions(limit=1).next_page},
+    ):
         with pytest.raises(InvalidRequest):
             store.list(**bad)  # type: ignore[arg-type]
 
@@ -406,8 +470,12 @@ def test_depth_one_folds_folders_into_prefixes(store: MemoryStore) -> None:
     for path in ["/a/x", "/a/y/z", "/a-b", "/b", "/c/d/e", "/c/f"]:
         store.create(path, path)
     top = store.list(depth=1, limit=100).items
-    assert top == [store.get_by_path("/a-b", with_content=False), MemoryPrefix("/a/"),
-                   store.get_by_path("/b", with_content=False), MemoryPrefix("/c/")]
+    assert top == [
+        store.get_by_path("/a-b", with_content=False),
+        MemoryPrefix("/a/"),
+        store.get_by_path("/b", with_content=False),
+        MemoryPrefix("/c/"),
+    ]
     assert [getattr(i, "path", None) for i in store.list(path_prefix="/a/", depth=1).items] == ["/a/x", "/a/y/"]
     assert isinstance(store.list(path_prefix="/a/", depth=1).items[1], MemoryPrefix)
     assert paths_of(store.list(path_prefix="/c/", depth=1).items) == ["/c/d/", "/c/f"]
@@ -445,8 +513,14 @@ def test_version_filters_and_paging(store: MemoryStore, clock: FrozenClock) -> N
     def ops(**kwargs: object) -> list[tuple[str, str]]:
         return [(v.path or "", v.operation) for v in store.versions(limit=100, **kwargs).items]  # type: ignore[arg-type]
 
-    assert ops() == [("/c", "created"), ("/a", "deleted"), ("/b", "modified"), ("/a", "modified"),
-                     ("/b", "created"), ("/a", "created")]  # newest first
+    assert ops() == [
+        ("/c", "created"),
+        ("/a", "deleted"),
+        ("/b", "modified"),
+        ("/a", "modified"),
+        ("/b", "created"),
+        ("/a", "created"),
+    ]  # newest first
     assert ops(memory_id=a.id) == [("/a", "deleted"), ("/a", "modified"), ("/a", "created")]
     assert ops(operation="created") == [("/c", "created"), ("/b", "created"), ("/a", "created")]
     assert ops(operation="deleted") == [("/a", "deleted")]
@@ -476,9 +550,15 @@ def test_version_filters_and_paging(store: MemoryStore, clock: FrozenClock) -> N
     assert len(filtered.items) == 2 and filtered.next_page
     assert store.versions(memory_id=a.id, limit=2, page=filtered.next_page).items == [everything[-1]]
 
-    for bad in ({"limit": 0}, {"limit": 101}, {"limit": 21, "with_content": True}, {"operation": "renamed"},
-                {"task_id": TASK.id, "user_id": USER.id}, {"page": "garbage"},
-                {"page": store.list(limit=1).next_page}):
+    for bad in (
+        {"limit": 0},
+        {"limit": 101},
+        {"limit": 21, "with_content": True},
+        {"operation": "renamed"},
+        {"task_id": TASK.id, "user_id": USER.id},
+        {"page": "garbage"},
+        {"page": store.list(limit=1).next_page},
+    ):
         with pytest.raises(InvalidRequest):
             store.versions(**bad)  # type: ignore[arg-type]
 
@@ -490,7 +570,11 @@ def test_a_version_holds_the_content_as_of_that_version(store: MemoryStore) -> N
     deleted = store.delete(note.id)
     versions = store.versions(memory_id=note.id, with_content=True).items
     assert [(v.operation, v.path, v.content) for v in versions] == [
-        ("deleted", "/b", None), ("modified", "/b", "two"), ("modified", "/a", "two"), ("created", "/a", "one")]
+        ("deleted", "/b", None),
+        ("modified", "/b", "two"),
+        ("modified", "/a", "two"),
+        ("created", "/a", "one"),
+    ]
     assert [v.content_sha256 for v in versions] == [None, sha("two"), sha("two"), sha("one")]
     assert [v.content_size_bytes for v in versions] == [None, 3, 3, 3]
     first = store.version(versions[-1].id)
@@ -535,16 +619,20 @@ def test_git_log_reads_as_an_audit(store: MemoryStore, clock: FrozenClock) -> No
 # -- archived stores ----------------------------------------------------------------------------------
 
 
-def test_an_archived_store_reads_and_deletes_but_never_writes(gm: Gitmem, workspace: Workspace,
-                                                              store: MemoryStore) -> None:
+def test_an_archived_store_reads_and_deletes_but_never_writes(
+    gm: Gitmem, workspace: Workspace, store: MemoryStore
+) -> None:
     keep = store.create("/keep.md", "kept")
     drop = store.create("/drop.md", "dropped")
     archived = gm.archive_store(workspace.id, store.id)
     assert archived.archived_at is not None
     assert gm.archive_store(workspace.id, store.id).archived_at == archived.archived_at  # one way, once
     before = store_state(store)
-    for write in (lambda: store.create("/new.md", "x"), lambda: store.update(keep.id, content="changed"),
-                  lambda: store.update(keep.id, path="/moved.md")):
+    for write in (
+        lambda: store.create("/new.md", "x"),
+        lambda: store.update(keep.id, content="changed"),
+        lambda: store.update(keep.id, path="/moved.md"),
+    ):
         with pytest.raises(ArchivedStore) as refused:
             write()
         assert refused.value.status == 400
@@ -593,29 +681,47 @@ def test_store_create_get_update_list(gm: Gitmem, workspace: Workspace) -> None:
         gm.list_stores(workspace.id, page="???")
 
 
-@pytest.mark.parametrize(("fields", "ok"), [
-    ({"name": "x" * 255}, True), ({"name": "x" * 256}, False), ({"name": ""}, False),
-    ({"name": "tab\there"}, False), ({"name": "nl\n"}, False), ({"name": "del\x7f"}, False),
-    ({"name": "名前 with spaces"}, True),
-    ({"description": "d" * 1024}, True), ({"description": "d" * 1025}, False),
-    ({"metadata": {f"k{i}": "v" for i in range(16)}}, True), ({"metadata": {f"k{i}": "v" for i in range(17)}}, False),
-    ({"metadata": {"k" * 64: "v" * 512}}, True), ({"metadata": {"k" * 65: "v"}}, False),
-    ({"metadata": {"": "v"}}, False), ({"metadata": {"k": "v" * 513}}, False), ({"metadata": {"k": 5}}, False),
-    ({"metadata": {"k": ""}}, True),
-])
+@pytest.mark.parametrize(
+    ("fields", "ok"),
+    [
+        ({"name": "x" * 255}, True),
+        ({"name": "x" * 256}, False),
+        ({"name": ""}, False),
+        ({"name": "tab\there"}, False),
+        ({"name": "nl\n"}, False),
+        ({"name": "del\x7f"}, False),
+        ({"name": "名前 with spaces"}, True),
+        ({"description": "d" * 1024}, True),
+        ({"description": "d" * 1025}, False),
+        ({"metadata": {f"k{i}": "v" for i in range(16)}}, True),
+        ({"metadata": {f"k{i}": "v" for i in range(17)}}, False),
+        ({"metadata": {"k" * 64: "v" * 512}}, True),
+        ({"metadata": {"k" * 65: "v"}}, False),
+        ({"metadata": {"": "v"}}, False),
+        ({"metadata": {"k": "v" * 513}}, False),
+        ({"metadata": {"k": 5}}, False),
+        ({"metadata": {"k": ""}}, True),
+    ],
+)
 def test_store_field_limits(gm: Gitmem, workspace: Workspace, fields: dict, ok: bool) -> None:
     kwargs = {"name": "s", **fields}
     stores_before = sorted(p.name for p in (gm.home / "stores").iterdir())
     if ok:
         info = gm.create_store(workspace.id, **kwargs)
         assert (info.name, info.description, info.metadata) == (
-            kwargs["name"], kwargs.get("description", ""), kwargs.get("metadata", {}))
+            kwargs["name"],
+            kwargs.get("description", ""),
+            kwargs.get("metadata", {}),
+        )
         return
     with pytest.raises(InvalidRequest):
         gm.create_store(workspace.id, **kwargs)
     assert sorted(p.name for p in (gm.home / "stores").iterdir()) == stores_before  # no repository left behind
-    info = gm.create_store(workspace.id, "valid", metadata={f"k{i}": "v" for i in range(16)} if "metadata" in
-                           fields and len(fields["metadata"]) > 16 else None)
+    info = gm.create_store(
+        workspace.id,
+        "valid",
+        metadata={f"k{i}": "v" for i in range(16)} if "metadata" in fields and len(fields["metadata"]) > 16 else None,
+    )
     with pytest.raises(InvalidRequest):
         if "metadata" in fields:
             gm.update_store(workspace.id, info.id, metadata_patch=fields["metadata"])
@@ -632,15 +738,19 @@ def test_metadata_patch_may_stay_at_16_by_replacing(gm: Gitmem, workspace: Works
         gm.update_store(workspace.id, info.id, metadata_patch={"seventeenth": "v"})
 
 
-def test_delete_store_removes_the_repository_and_its_index(gm: Gitmem, workspace: Workspace,
-                                                           store: MemoryStore) -> None:
+def test_delete_store_removes_the_repository_and_its_index(
+    gm: Gitmem, workspace: Workspace, store: MemoryStore
+) -> None:
     store.create("/a", "x")
     repo = gm.repo_path(store.id)
     assert (repo / "gitmem" / "index.sqlite3").exists()
     gm.delete_store(workspace.id, store.id)
     assert not repo.exists()
-    for call in (lambda: gm.get_store(workspace.id, store.id), lambda: gm.store(workspace.id, store.id),
-                 lambda: gm.delete_store(workspace.id, store.id)):
+    for call in (
+        lambda: gm.get_store(workspace.id, store.id),
+        lambda: gm.store(workspace.id, store.id),
+        lambda: gm.delete_store(workspace.id, store.id),
+    ):
         with pytest.raises(NotFound):
             call()
     assert store.id not in [s.id for s in gm.list_stores(workspace.id, include_archived=True).items]
@@ -705,8 +815,9 @@ def test_a_bank_has_the_stricter_policy(fast_gm: Gitmem) -> None:
         small.create("/s100", "")
 
 
-def test_a_store_survives_its_process_cache(gm: Gitmem, workspace: Workspace, store: MemoryStore,
-                                            tmp_path: Path) -> None:
+def test_a_store_survives_its_process_cache(
+    gm: Gitmem, workspace: Workspace, store: MemoryStore, tmp_path: Path
+) -> None:
     note = store.create("/a", "x")
     copy = tmp_path / "copy.git"
     shutil.copytree(store.path, copy)

@@ -65,7 +65,7 @@ class Model:
         parts = path[1:].split("/")
         for level in ["/" + "/".join(parts[:i]) for i in range(1, len(parts) + 1)]:
             for other, memory_id in sorted((p, m) for m, (p, _) in self.notes.items() if m != moving):
-                head, rest = other[:len(level)], other[len(level):]
+                head, rest = other[: len(level)], other[len(level) :]
                 if head != level and head.casefold() == level.casefold() and rest[:1] in ("", "/"):
                     return memory_id, other
         return None
@@ -117,8 +117,12 @@ class StoreMachine(RuleBasedStateMachine):
         self.model.versions.append((result.id, "created", path, sha256(content)))
 
     @precondition(lambda self: self.known)
-    @rule(which=st.integers(0, 63), content=st.none() | st.sampled_from(CONTENTS),
-          path=st.none() | st.sampled_from(PATHS), check=st.sampled_from(PRECONDITIONS))
+    @rule(
+        which=st.integers(0, 63),
+        content=st.none() | st.sampled_from(CONTENTS),
+        path=st.none() | st.sampled_from(PATHS),
+        check=st.sampled_from(PRECONDITIONS),
+    )
     def update(self, which: int, content: str | None, path: str | None, check: str | None) -> None:
         memory_id = self.known[which % len(self.known)]
         current = self.model.notes.get(memory_id)
@@ -188,14 +192,14 @@ class StoreMachine(RuleBasedStateMachine):
             page = result.next_page
             if page is None:
                 break
-        assert [(v.memory_id, v.operation, v.path, v.content_sha256) for v in reversed(versions)] == \
-            self.model.versions
+        assert [(v.memory_id, v.operation, v.path, v.content_sha256) for v in reversed(versions)] == self.model.versions
 
     def versions_per_note_agree(self) -> None:
         for memory_id in self.known:
             mine = [(op, path) for m, op, path, _ in self.model.versions if m == memory_id]
-            assert [(v.operation, v.path) for v in reversed(self.store.versions(memory_id=memory_id).items)] == \
-                mine[-20:]
+            assert [(v.operation, v.path) for v in reversed(self.store.versions(memory_id=memory_id).items)] == mine[
+                -20:
+            ]
 
     def tree_on_main(self) -> dict[str, str]:
         tip = read_tip(self.store.repo)
@@ -230,6 +234,10 @@ def test_the_engine_agrees_with_a_dict_model(fast_gm: Gitmem) -> None:
     workspace = fast_gm.catalog.create_workspace("model")
     run_state_machine_as_test(
         lambda: StoreMachine(fast_gm, workspace.id),
-        settings=settings(max_examples=50, stateful_step_count=25, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]),
+        settings=settings(
+            max_examples=50,
+            stateful_step_count=25,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+        ),
     )

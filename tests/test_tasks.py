@@ -1,4 +1,4 @@
-"""Workers and tasks in the engine (gitmem/agents/tasks.py) and the CLI: which stores a task reads (seed 002),
+"""Workers and tasks in the engine (gitmem/agents/tasks.py) and the CLI: which stores a task reads,
 the frozen list, the access check, the memory section, and the append-only event log."""
 
 from __future__ import annotations
@@ -68,8 +68,9 @@ def test_worker_has_its_own_store(gm: Gitmem, workspace: Workspace, tasks: Tasks
     assert gm.get_store(workspace.id, own.id).archived_at is None
 
 
-def test_own_stores_do_not_count_toward_the_shared_limit(gm: Gitmem, workspace: Workspace, tasks: Tasks,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_own_stores_do_not_count_toward_the_shared_limit(
+    gm: Gitmem, workspace: Workspace, tasks: Tasks, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(home_module, "MAX_SHARED_STORES", 2)
     shared(gm, workspace, "one")
     shared(gm, workspace, "two")
@@ -138,17 +139,25 @@ def test_task_with_a_read_only_and_a_read_write_store(gm: Gitmem, workspace: Wor
     rw = shared(gm, workspace, "Scratch")
     unrelated = shared(gm, workspace, "Unrelated")
     worker = tasks.create_worker(workspace.id, "researcher")
-    task, token = tasks.create_task(workspace.id, worker.id, [
-        {"type": "memory_store", "memory_store_id": ro, "access": "read_only", "instructions": "Read only."},
-        {"type": "memory_store", "memory_store_id": rw},
-    ])
+    task, token = tasks.create_task(
+        workspace.id,
+        worker.id,
+        [
+            {"type": "memory_store", "memory_store_id": ro, "access": "read_only", "instructions": "Read only."},
+            {"type": "memory_store", "memory_store_id": rw},
+        ],
+    )
     assert task.id.startswith("task_")
     assert [(s.store_id, s.access, s.own) for s in task.stores] == [
-        (worker.own_store_id, "read_write", True), (ro, "read_only", False), (rw, "read_write", False)]
+        (worker.own_store_id, "read_write", True),
+        (ro, "read_only", False),
+        (rw, "read_write", False),
+    ]
     assert task.stores[1].instructions == "Read only."
     assert task.stores[1].description == "how we work"
     assert [task.mount_path(s) for s in task.stores] == [
-        f"/.little-worker/tasks/{task.id}/memory/{slug}/" for slug in ("researcher", "team-handbook", "scratch")]
+        f"/.little-worker/tasks/{task.id}/memory/{slug}/" for slug in ("researcher", "team-handbook", "scratch")
+    ]
     assert tasks.task_access(task.id, ro) == "read_only"
     assert tasks.task_access(task.id, rw) == "read_write"
     assert tasks.task_access(task.id, worker.own_store_id) == "read_write"
@@ -160,15 +169,20 @@ def test_task_with_a_read_only_and_a_read_write_store(gm: Gitmem, workspace: Wor
     assert visible_store_ids(gm, principal) == {worker.own_store_id, ro, rw}
 
 
-def test_writes_are_attributed_to_the_task_and_read_only_refuses(gm: Gitmem, workspace: Workspace,
-                                                                   tasks: Tasks) -> None:
+def test_writes_are_attributed_to_the_task_and_read_only_refuses(
+    gm: Gitmem, workspace: Workspace, tasks: Tasks
+) -> None:
     ro, rw, unrelated = (shared(gm, workspace, n) for n in ("ro", "rw", "unrelated"))
     gm.store(workspace.id, ro).create("/facts.md", "the sky is blue")
     worker = tasks.create_worker(workspace.id, "w")
-    task, token = tasks.create_task(workspace.id, worker.id, [
-        {"type": "memory_store", "memory_store_id": ro, "access": "read_only"},
-        {"type": "memory_store", "memory_store_id": rw, "access": "read_write"},
-    ])
+    task, token = tasks.create_task(
+        workspace.id,
+        worker.id,
+        [
+            {"type": "memory_store", "memory_store_id": ro, "access": "read_only"},
+            {"type": "memory_store", "memory_store_id": rw, "access": "read_write"},
+        ],
+    )
     principal = gm.catalog.authenticate(token)
 
     # What the memories router does for a write: check, then write as the caller's actor.
@@ -192,7 +206,10 @@ def test_writes_are_attributed_to_the_task_and_read_only_refuses(gm: Gitmem, wor
         refuse_task(principal, "create stores")
     # Per-call handlers (the memory tool) ask for the access itself.
     assert [store_access(gm, principal, s) for s in (ro, rw, worker.own_store_id)] == [
-        "read_only", "read_write", "read_write"]
+        "read_only",
+        "read_write",
+        "read_write",
+    ]
     with pytest.raises(NotFound):
         store_access(gm, principal, unrelated)
 
@@ -210,8 +227,11 @@ def test_writes_are_attributed_to_the_task_and_read_only_refuses(gm: Gitmem, wor
 def test_the_list_is_frozen_when_the_task_is_made(gm: Gitmem, workspace: Workspace, tasks: Tasks) -> None:
     store = shared(gm, workspace, "People", "who is who")
     worker = tasks.create_worker(workspace.id, "w", [store])
-    task, _ = tasks.create_task(workspace.id, worker.id, [
-        {"type": "memory_store", "memory_store_id": store, "instructions": "Check names here."}])
+    task, _ = tasks.create_task(
+        workspace.id,
+        worker.id,
+        [{"type": "memory_store", "memory_store_id": store, "instructions": "Check names here."}],
+    )
     gm.update_store(workspace.id, store, name="Renamed", description="something else")
     tasks.set_attached_stores(workspace.id, worker.id, [])
 
@@ -241,8 +261,9 @@ def test_at_most_eight_named_stores(gm: Gitmem, workspace: Workspace, tasks: Tas
     assert refused.value.status == 400
     assert "at most 8" in refused.value.message
     assert tasks.list_tasks(workspace.id).items == []
-    task, _ = tasks.create_task(workspace.id, worker.id,
-                                [{"type": "memory_store", "memory_store_id": s} for s in stores[:8]])
+    task, _ = tasks.create_task(
+        workspace.id, worker.id, [{"type": "memory_store", "memory_store_id": s} for s in stores[:8]]
+    )
     assert len(task.stores) == 9  # its own and 8 named
 
 
@@ -335,14 +356,20 @@ def test_slugs() -> None:
     assert slugify("日本語") == "store"
     assert slugify("a" * 300) == "a" * 80
     assert unique_slugs(["Notes", "notes", "NOTES!", "notes-2", "Other"]) == [
-        "notes", "notes-2", "notes-3", "notes-2-2", "other"]
+        "notes",
+        "notes-2",
+        "notes-3",
+        "notes-2-2",
+        "other",
+    ]
 
 
 def test_duplicate_names_get_distinct_folders(gm: Gitmem, workspace: Workspace, tasks: Tasks) -> None:
     stores = [shared(gm, workspace, name) for name in ("Notes", "notes", "w")]
     worker = tasks.create_worker(workspace.id, "w")
-    task, _ = tasks.create_task(workspace.id, worker.id,
-                                [{"type": "memory_store", "memory_store_id": s} for s in stores])
+    task, _ = tasks.create_task(
+        workspace.id, worker.id, [{"type": "memory_store", "memory_store_id": s} for s in stores]
+    )
     assert [s.mount_name for s in task.stores] == ["w", "notes", "notes-2", "w-2"]
     assert task.memory_root == f"{MOUNT_ROOT}/{task.id}/memory/"
 
@@ -354,11 +381,19 @@ def test_memory_context_for_empty_and_non_empty_stores(gm: Gitmem, workspace: Wo
     for name in ("alpha", "beta", "gamma", "delta", "epsilon"):
         store.create(f"/topics/{name}.md", f"about {name}")
     worker = tasks.create_worker(workspace.id, "researcher")
-    task, _ = tasks.create_task(workspace.id, worker.id, [
-        {"type": "memory_store", "memory_store_id": full, "access": "read_only",
-         "instructions": "Follow it.\nAsk when unsure."},
-        {"type": "memory_store", "memory_store_id": empty_ro, "access": "read_only"},
-    ])
+    task, _ = tasks.create_task(
+        workspace.id,
+        worker.id,
+        [
+            {
+                "type": "memory_store",
+                "memory_store_id": full,
+                "access": "read_only",
+                "instructions": "Follow it.\nAsk when unsure.",
+            },
+            {"type": "memory_store", "memory_store_id": empty_ro, "access": "read_only"},
+        ],
+    )
     view = tasks.memory_view(workspace.id, task.id, max_paths=3)
     own, handbook, reference = view.stores
     assert (own.total, handbook.total, reference.total) == (0, 5, 0)
@@ -412,8 +447,10 @@ def test_events_are_append_only_and_paged(gm: Gitmem, workspace: Workspace, task
     task, token = tasks.create_task(workspace.id, worker.id)
     other, _ = tasks.create_task(workspace.id, worker.id)
     actor = gm.catalog.authenticate(token).actor
-    made = [tasks.append_event(task.id, "agent.message" if i % 2 else "user.message", {"n": i}, actor=actor)
-            for i in range(7)]
+    made = [
+        tasks.append_event(task.id, "agent.message" if i % 2 else "user.message", {"n": i}, actor=actor)
+        for i in range(7)
+    ]
     tasks.append_event(other.id, "agent.message", {})
     assert [e.seq for e in made] == [1, 2, 3, 4, 5, 6, 7]
     assert made[0].created_by == actor and made[0].payload == {"n": 0}
@@ -497,12 +534,22 @@ def test_cli_workers_and_tasks(tmp_path: Path) -> None:
     worker = json.loads(run("workers", "show", worker_id))
     assert worker["memory_store_ids"] == [ro] and worker["own_memory_store_id"].startswith("memstore_")
 
-    token = run("tasks", "create", "--worker", worker_id, "--store", f"{ro}:read_only",
-                "--instructions", f"{ro}=Follow the rules.").strip()
+    token = run(
+        "tasks",
+        "create",
+        "--worker",
+        worker_id,
+        "--store",
+        f"{ro}:read_only",
+        "--instructions",
+        f"{ro}=Follow the rules.",
+    ).strip()
     principal = gm.catalog.authenticate(token)
     task = json.loads(run("tasks", "show", principal.task_id))
     assert [(r["name"], r["access"], r["instructions"]) for r in task["resources"]] == [
-        ("researcher", "read_write", None), ("Handbook", "read_only", "Follow the rules.")]
+        ("researcher", "read_write", None),
+        ("Handbook", "read_only", "Follow the rules."),
+    ]
 
     created = json.loads(run("tasks", "create", "--worker", worker_id, "--json"))
     assert created["token"].startswith("gm_tsk_")
@@ -520,8 +567,9 @@ def test_cli_workers_and_tasks(tmp_path: Path) -> None:
 
     refused = runner.invoke(main, ["--home", str(home), "tasks", "show", "task_01NOSUCHTASK00000000000000"])
     assert refused.exit_code == 1 and "not found" in refused.stderr
-    refused = runner.invoke(main, ["--home", str(home), "tasks", "create", "--worker", worker_id,
-                                   "--store", f"{ro}:write"])
+    refused = runner.invoke(
+        main, ["--home", str(home), "tasks", "create", "--worker", worker_id, "--store", f"{ro}:write"]
+    )
     assert refused.exit_code == 1
 
     # End: the token is refused, the task and its events stay; delete: both gone, the stores stay.

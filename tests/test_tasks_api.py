@@ -96,8 +96,11 @@ def test_create_and_retrieve_a_worker(api: httpx.Client) -> None:
 def test_worker_refusals(live: Live, api: httpx.Client) -> None:
     refused(api.post("/v1/workers", json={}), 400, "invalid_request_error")  # never FastAPI's 422
     refused(api.post("/v1/workers", json={"name": "w", "colour": "red"}), 400, "invalid_request_error")
-    refused(api.post("/v1/workers", json={"name": "w", "memory_store_ids": ["memstore_01NOSUCH0000000000000000"]}),
-            404, "not_found_error")
+    refused(
+        api.post("/v1/workers", json={"name": "w", "memory_store_ids": ["memstore_01NOSUCH0000000000000000"]}),
+        404,
+        "not_found_error",
+    )
     refused(api.get("/v1/workers/worker_01NOSUCHWORKER000000000000"), 404, "not_found_error")
     with live.client(live.reader) as reader:
         refused(reader.post("/v1/workers", json={"name": "w"}), 403, "permission_error")
@@ -120,14 +123,23 @@ def test_task_with_read_only_and_read_write_stores(live: Live, api: httpx.Client
     worker = ok(api.post("/v1/workers", json={"name": "researcher"}))
     own = worker["own_memory_store_id"]
 
-    task = ok(api.post("/v1/tasks", json={"worker_id": worker["id"], "resources": [
-        resource(ro, access="read_only", instructions="Follow these rules."), resource(rw)]}))
+    task = ok(
+        api.post(
+            "/v1/tasks",
+            json={
+                "worker_id": worker["id"],
+                "resources": [resource(ro, access="read_only", instructions="Follow these rules."), resource(rw)],
+            },
+        )
+    )
     token = task["token"]
     assert token.startswith("gm_tsk_")
     assert task["id"].startswith("task_") and task["type"] == "task" and task["worker_id"] == worker["id"]
     root = f"/.little-worker/tasks/{task['id']}/memory/"
-    assert [(r["memory_store_id"], r["name"], r["access"], r["instructions"], r["mount_path"], r["own"])
-            for r in task["resources"]] == [
+    assert [
+        (r["memory_store_id"], r["name"], r["access"], r["instructions"], r["mount_path"], r["own"])
+        for r in task["resources"]
+    ] == [
         (own, "researcher", "read_write", None, root + "researcher/", True),
         (ro, "Team Handbook", "read_only", "Follow these rules.", root + "team-handbook/", False),
         (rw, "Scratch", "read_write", None, root + "scratch/", False),
@@ -143,32 +155,51 @@ def test_task_with_read_only_and_read_write_stores(live: Live, api: httpx.Client
     with live.client(token) as as_task:
         # Writes land as task_actor versions (the SDK's session_actor) in read-write stores.
         for store_id in (rw, own):
-            memory = ok(as_task.post(f"/v1/memory_stores/{store_id}/memories",
-                                     json={"path": "/learned.md", "content": "the build needs make"}))
-            versions = ok(api.get(f"/v1/memory_stores/{store_id}/memory_versions",
-                                  params={"session_id": task["id"]}))["data"]
+            memory = ok(
+                as_task.post(
+                    f"/v1/memory_stores/{store_id}/memories",
+                    json={"path": "/learned.md", "content": "the build needs make"},
+                )
+            )
+            versions = ok(api.get(f"/v1/memory_stores/{store_id}/memory_versions", params={"session_id": task["id"]}))[
+                "data"
+            ]
             assert [(v["memory_id"], v["operation"], v["created_by"]) for v in versions] == [
-                (memory["id"], "created", {"type": "session_actor", "session_id": task["id"]})]
-            ok(as_task.post(f"/v1/memory_stores/{store_id}/memories/{memory['id']}",
-                            json={"content": "the build needs make and git"}))
+                (memory["id"], "created", {"type": "session_actor", "session_id": task["id"]})
+            ]
+            ok(
+                as_task.post(
+                    f"/v1/memory_stores/{store_id}/memories/{memory['id']}",
+                    json={"content": "the build needs make and git"},
+                )
+            )
         log = Gitmem.open(live.home).store(live.workspace_id, rw).repo.revparse_single("main")
         assert log.author.name == task["id"] and f"task_actor task_id={task['id']}" in log.message
 
         # A read-only store can be read but not written: 403.
         notes = ok(as_task.get(f"/v1/memory_stores/{ro}/memories"))["data"]
         assert [n["path"] for n in notes] == ["/rules.md"]
-        message = refused(as_task.post(f"/v1/memory_stores/{ro}/memories", json={"path": "/x.md", "content": "x"}),
-                          403, "permission_error")
+        message = refused(
+            as_task.post(f"/v1/memory_stores/{ro}/memories", json={"path": "/x.md", "content": "x"}),
+            403,
+            "permission_error",
+        )
         assert "read-only" in message
-        refused(as_task.post(f"/v1/memory_stores/{ro}/memories/{notes[0]['id']}", json={"content": "be rude"}),
-                403, "permission_error")
+        refused(
+            as_task.post(f"/v1/memory_stores/{ro}/memories/{notes[0]['id']}", json={"content": "be rude"}),
+            403,
+            "permission_error",
+        )
         refused(as_task.delete(f"/v1/memory_stores/{ro}/memories/{notes[0]['id']}"), 403, "permission_error")
         assert ok(api.get(f"/v1/memory_stores/{ro}/memories/{notes[0]['id']}"))["content"] == "be kind"
 
         # A store outside its list does not exist for it.
         refused(as_task.get(f"/v1/memory_stores/{unrelated}/memories"), 404, "not_found_error")
-        refused(as_task.post(f"/v1/memory_stores/{unrelated}/memories", json={"path": "/x.md", "content": "x"}),
-                404, "not_found_error")
+        refused(
+            as_task.post(f"/v1/memory_stores/{unrelated}/memories", json={"path": "/x.md", "content": "x"}),
+            404,
+            "not_found_error",
+        )
 
         # It reads its own task, and nothing else on these routes.
         assert ok(as_task.get(f"/v1/tasks/{task['id']}"))["id"] == task["id"]
@@ -199,9 +230,11 @@ def test_a_frozen_list_survives_a_rename(api: httpx.Client) -> None:
 def test_more_than_eight_resources_is_400(api: httpx.Client) -> None:
     stores = [new_store(api, f"many {i}") for i in range(9)]
     worker = ok(api.post("/v1/workers", json={"name": "w"}))
-    message = refused(api.post("/v1/tasks", json={"worker_id": worker["id"],
-                                                  "resources": [resource(s) for s in stores]}),
-                      400, "invalid_request_error")
+    message = refused(
+        api.post("/v1/tasks", json={"worker_id": worker["id"], "resources": [resource(s) for s in stores]}),
+        400,
+        "invalid_request_error",
+    )
     assert "at most 8" in message
     task = ok(api.post("/v1/tasks", json={"worker_id": worker["id"], "resources": [resource(s) for s in stores[:8]]}))
     assert len(task["resources"]) == 9
@@ -230,8 +263,11 @@ def test_task_refusals(live: Live, api: httpx.Client) -> None:
         # Another workspace's worker and stores are 404 to it; so is this workspace's task.
         refused(create(resource(store), client=other), 404, "not_found_error")
         theirs = ok(other.post("/v1/workers", json={"name": "theirs"}))
-        refused(other.post("/v1/tasks", json={"worker_id": theirs["id"], "resources": [resource(store)]}),
-                404, "not_found_error")
+        refused(
+            other.post("/v1/tasks", json={"worker_id": theirs["id"], "resources": [resource(store)]}),
+            404,
+            "not_found_error",
+        )
         task = ok(create(resource(store)))
         for path in ("", "/memory", "/events"):
             refused(other.get(f"/v1/tasks/{task['id']}{path}"), 404, "not_found_error")
@@ -244,7 +280,10 @@ def test_none_named_reads_the_workers_attached_stores(api: httpx.Client) -> None
     for body in ({"worker_id": worker["id"]}, {"worker_id": worker["id"], "resources": []}):
         task = ok(api.post("/v1/tasks", json=body))
         assert [(r["memory_store_id"], r["access"], r["instructions"]) for r in task["resources"]] == [
-            (worker["own_memory_store_id"], "read_write", None), (a, "read_write", None), (b, "read_write", None)]
+            (worker["own_memory_store_id"], "read_write", None),
+            (a, "read_write", None),
+            (b, "read_write", None),
+        ]
     listed = ok(api.get("/v1/tasks", params={"worker_id": worker["id"], "limit": 1}))
     assert len(listed["data"]) == 1 and listed["next_page"]
     rest = ok(api.get("/v1/tasks", params={"worker_id": worker["id"], "page": listed["next_page"]}))
@@ -256,8 +295,15 @@ def test_memory_view_for_empty_and_non_empty_stores(live: Live, api: httpx.Clien
     for name in ("alpha", "beta", "gamma"):
         ok(api.post(f"/v1/memory_stores/{full}/memories", json={"path": f"/topics/{name}.md", "content": name}))
     worker = ok(api.post("/v1/workers", json={"name": "Researcher"}))
-    task = ok(api.post("/v1/tasks", json={"worker_id": worker["id"], "resources": [
-        resource(full, access="read_only", instructions="Follow it.")]}))
+    task = ok(
+        api.post(
+            "/v1/tasks",
+            json={
+                "worker_id": worker["id"],
+                "resources": [resource(full, access="read_only", instructions="Follow it.")],
+            },
+        )
+    )
 
     with live.client(task["token"]) as as_task:
         memory = ok(as_task.get(f"/v1/tasks/{task['id']}/memory", params={"max_paths": 2}))
@@ -275,8 +321,11 @@ def test_memory_view_for_empty_and_non_empty_stores(live: Live, api: httpx.Clien
     assert "Description: How the team works" in handbook_part and "Instructions: Follow it." in handbook_part
 
     # The section follows the stores' notes as they change.
-    ok(api.post(f"/v1/memory_stores/{worker['own_memory_store_id']}/memories",
-                json={"path": "/first.md", "content": "x"}))
+    ok(
+        api.post(
+            f"/v1/memory_stores/{worker['own_memory_store_id']}/memories", json={"path": "/first.md", "content": "x"}
+        )
+    )
     context = ok(api.get(f"/v1/tasks/{task['id']}/memory"))["context"]
     assert "- `first.md`" in context and "This store is empty" not in context
 
@@ -385,8 +434,12 @@ def test_delete_task_removes_it_and_its_events_not_its_versions(live: Live, api:
     task = ok(api.post("/v1/tasks", json={"worker_id": worker["id"], "resources": [resource(store_id)]}))
     with live.client(task["token"]) as as_task:
         ok(as_task.post(f"/v1/memory_stores/{store_id}/memories", json={"path": "/kept.md", "content": "k\n"}))
-        ok(as_task.post(f"/v1/memory_stores/{worker['own_memory_store_id']}/memories",
-                        json={"path": "/own.md", "content": "o\n"}))
+        ok(
+            as_task.post(
+                f"/v1/memory_stores/{worker['own_memory_store_id']}/memories",
+                json={"path": "/own.md", "content": "o\n"},
+            )
+        )
         ok(as_task.post(f"/v1/tasks/{task['id']}/events", json={"type": "agent.message"}))
         assert ok(api.delete(f"/v1/tasks/{task['id']}")) == {"id": task["id"], "type": "task_deleted"}
         refused(as_task.get(f"/v1/memory_stores/{store_id}/memories"), 401, "authentication_error")

@@ -43,10 +43,17 @@ def test_tree_ids_match_git_mktree(bare: pygit2.Repository, entries: dict[str, t
     for name, (is_tree, oid) in entries.items():
         editor.insert(name.encode(), MODE_TREE if is_tree else MODE_BLOB, oid)
     tree = editor.tree()
-    listing = "".join(f"{'040000 tree' if is_tree else '100644 blob'} {oid.hex()}\t{name}\n"
-                      for name, (is_tree, oid) in entries.items())
-    made = subprocess.run(["git", "-C", bare.path, "mktree", "--missing"], input=listing.encode(),
-                          capture_output=True, check=True).stdout.decode().strip()
+    listing = "".join(
+        f"{'040000 tree' if is_tree else '100644 blob'} {oid.hex()}\t{name}\n"
+        for name, (is_tree, oid) in entries.items()
+    )
+    made = (
+        subprocess.run(
+            ["git", "-C", bare.path, "mktree", "--missing"], input=listing.encode(), capture_output=True, check=True
+        )
+        .stdout.decode()
+        .strip()
+    )
     assert object_id(b"tree", tree.body()).hex() == made
     assert Tree.parse(tree.body()).body() == tree.body()
 
@@ -55,10 +62,14 @@ PATHS = st.sampled_from(["a", "a.md", "a/b", "a/b.md", "a-b/c", "a/b/c", "n/x.md
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.dictionaries(PATHS, st.one_of(st.none(), st.binary(max_size=3)), min_size=1, max_size=4),
-                min_size=1, max_size=6))
-def test_edits_match_pygit2s_tree_builder(bare: pygit2.Repository,
-                                          steps: list[dict[str, bytes | None]]) -> None:
+@given(
+    st.lists(
+        st.dictionaries(PATHS, st.one_of(st.none(), st.binary(max_size=3)), min_size=1, max_size=4),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_edits_match_pygit2s_tree_builder(bare: pygit2.Repository, steps: list[dict[str, bytes | None]]) -> None:
     """Edits in memory give the trees that repository.tree_with writes, step after step (folders that
     empty disappear; a file may become a folder and back)."""
     ours = TreeStore(TreeCache(max_entries=8), lambda oid: bare[oid.hex()].read_raw())
@@ -66,8 +77,11 @@ def test_edits_match_pygit2s_tree_builder(bare: pygit2.Repository,
     their_root: pygit2.Oid | None = None
     for step in steps:
         changes = {p: (bare.create_blob(c) if c is not None else None) for p, c in step.items()}
-        if any(q.startswith(p + "/") and changes[p] is not None and changes[q] is not None
-               for p in changes for q in changes):
+        if any(
+            q.startswith(p + "/") and changes[p] is not None and changes[q] is not None
+            for p in changes
+            for q in changes
+        ):
             continue  # a file and a folder of the same name, both set in one step: no write does that
         their_root = repository.tree_with(bare, bare[their_root] if their_root else None, changes)
         our_root = ours.edit(our_root, {p: (o.raw if o is not None else None) for p, o in changes.items()})
@@ -98,8 +112,7 @@ def test_a_written_pack_verifies_and_reads_back(tmp_path: Path) -> None:
     tree_body = editor.tree().body()
     objects.append(PackObject(b"tree", tree_body, object_id(b"tree", tree_body)))
     pack = write_pack(tmp_path / "repo.git" / "objects", objects + objects[:1], fsync=True)
-    verify = subprocess.run(["git", "verify-pack", "-v", str(pack.with_suffix(".idx"))], capture_output=True,
-                            text=True)
+    verify = subprocess.run(["git", "verify-pack", "-v", str(pack.with_suffix(".idx"))], capture_output=True, text=True)
     assert verify.returncode == 0, verify.stderr
     assert f"non delta: {len(objects)} objects" in verify.stdout
     for obj in objects:
@@ -125,8 +138,7 @@ def test_a_folders_next_version_is_stored_as_a_delta(tmp_path: Path) -> None:
         objects.append(PackObject(b"tree", tree.body(), oid, delta_base=previous))
         previous = oid
     pack = write_pack(tmp_path / "repo.git" / "objects", objects, fsync=False)
-    verify = subprocess.run(["git", "verify-pack", "-v", str(pack.with_suffix(".idx"))], capture_output=True,
-                            text=True)
+    verify = subprocess.run(["git", "verify-pack", "-v", str(pack.with_suffix(".idx"))], capture_output=True, text=True)
     assert verify.returncode == 0, verify.stderr
     assert "non delta: 1 object" in verify.stdout and f"chain length = {len(versions) - 1}" in verify.stdout
     assert pack.stat().st_size < len(versions[0].body())  # four versions in less than one's size

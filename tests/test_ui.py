@@ -10,11 +10,11 @@ from dataclasses import dataclass
 import pytest
 from fastapi.testclient import TestClient
 
+from gitmem.agents.review import Reviews, current_mark
 from gitmem.agents.tasks import tasks_for
 from gitmem.api.app import create_app
 from gitmem.engine import redaction
 from gitmem.engine.home import Gitmem
-from gitmem.engine.review import Reviews, current_mark
 from gitmem.engine.store import MemoryStore
 from gitmem.model import Actor
 
@@ -123,8 +123,12 @@ def test_sign_out_needs_the_csrf_token(world: World) -> None:
 def test_another_workspaces_store_is_simply_not_there(world: World) -> None:
     client = signed_in(world, world.admin)
     assert "their-notes" not in client.get("/ui/").text
-    for url in (f"/ui/stores/{world.other_store_id}", f"/ui/stores/{world.other_store_id}/activity",
-                f"/ui/stores/{world.other_store_id}/review", "/ui/stores/memstore_nope/notes/mem_x"):
+    for url in (
+        f"/ui/stores/{world.other_store_id}",
+        f"/ui/stores/{world.other_store_id}/activity",
+        f"/ui/stores/{world.other_store_id}/review",
+        "/ui/stores/memstore_nope/notes/mem_x",
+    ):
         response = client.get(url)
         assert response.status_code == 404 and "<h1>Not found</h1>" in response.text, url
 
@@ -132,7 +136,7 @@ def test_another_workspaces_store_is_simply_not_there(world: World) -> None:
 def test_markdown_is_sanitised(world: World) -> None:
     note = world.store.create("/people/sam.md", EVIL_NOTE)
     html = signed_in(world, world.admin).get(f"/ui/stores/{world.store.id}/notes/{note.id}").text
-    article = html[html.index("<article"):html.index("</article>")]
+    article = html[html.index("<article") : html.index("</article>")]
     assert "<script" not in article and "&lt;script&gt;" in article  # shown as text, never run
     assert "<b>" not in article
     assert "evil.example" not in article and "image not shown: tracker" in article
@@ -173,7 +177,7 @@ def test_folders_show_one_level_and_listings_page(world: World) -> None:
     root = client.get(f"/ui/stores/{world.store.id}").text
     assert "bulk/" in root and "n000.md" not in root and "top.md" in root
     folder = client.get(f"/ui/stores/{world.store.id}", params={"path": "/bulk/"}).text
-    assert folder.count('href="/ui/stores/' + world.store.id + '/notes/') == 100 and ">More<" in folder
+    assert folder.count('href="/ui/stores/' + world.store.id + "/notes/") == 100 and ">More<" in folder
     more = re.search(r'href="([^"]+page=[^"]+)">More', folder)
     assert more is not None
     rest = client.get(more.group(1).replace("&amp;", "&")).text
@@ -185,8 +189,9 @@ def test_folders_show_one_level_and_listings_page(world: World) -> None:
 def test_the_review_page_and_its_forms(world: World) -> None:
     store = world.store
     Reviews.of(world.gm).configure(world.workspace_id, store.id, enabled=True)
-    wrong = store.create("/facts/revenue.md", "Revenue is booked on draft invoices.",
-                         actor=Actor("api_actor", "apikey_agent"))
+    wrong = store.create(
+        "/facts/revenue.md", "Revenue is booked on draft invoices.", actor=Actor("api_actor", "apikey_agent")
+    )
     client = signed_in(world, world.user)
     page = client.get(f"/ui/stores/{store.id}/review").text
     assert "1 version pending" in page and "/facts/revenue.md" in page and "Revenue is booked" in page
@@ -216,11 +221,15 @@ def test_editing_a_note_makes_a_version_by_the_person(world: World) -> None:
     form = client.get(f"/ui/stores/{world.store.id}/notes/{note.id}/edit").text
     assert '<label for="content">' in form
     sha = re.search(r'name="expected_sha256" value="([^"]+)"', form).group(1)  # type: ignore[union-attr]
-    saved = client.post(f"/ui/stores/{world.store.id}/notes/{note.id}/edit",
-                        data={"content": "new", "expected_sha256": sha, "csrf_token": csrf(form)})
+    saved = client.post(
+        f"/ui/stores/{world.store.id}/notes/{note.id}/edit",
+        data={"content": "new", "expected_sha256": sha, "csrf_token": csrf(form)},
+    )
     assert saved.status_code == 200 and world.store.get(note.id).content == "new"
     assert world.store.get(note.id, with_content=False).version_id == world.store.versions(limit=1).items[0].id
     assert world.store.versions(limit=1).items[0].created_by == Actor("user_actor", world.user_id)
-    refused = client.post(f"/ui/stores/{world.store.id}/notes/{note.id}/edit",
-                          data={"content": "newer", "expected_sha256": sha, "csrf_token": csrf(form)})
+    refused = client.post(
+        f"/ui/stores/{world.store.id}/notes/{note.id}/edit",
+        data={"content": "newer", "expected_sha256": sha, "csrf_token": csrf(form)},
+    )
     assert refused.status_code == 409 and world.store.get(note.id).content == "new"

@@ -18,15 +18,21 @@ from pathlib import Path
 import httpx
 import pytest
 
+from gitmem.agents.review import Reviews
 from gitmem.engine.home import Gitmem
-from gitmem.engine.review import Reviews
 from gitmem.model import Actor
 from tests.server import REPO_ROOT, free_port
 
 CHROMIUM = Path(os.environ.get("GITMEM_CHROMIUM", "/usr/bin/chromium"))
 ARTIFACTS = Path(__file__).parent / "artifacts"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
 if not CHROMIUM.exists():
@@ -53,13 +59,25 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]
     note = store.create("/people/sam.md", NOTE, actor=Actor("user_actor", user.id))
     store.create("/projects/acme.md", "# Acme\n- single-tenant\n")
     Reviews.of(gm).configure(ws.id, info.id, enabled=True, actor=Actor("user_actor", user.id))
-    changed = store.update(note.id, NOTE.replace("staging first", "prod on Fridays"),
-                           actor=Actor("api_actor", "apikey_agent"))
+    changed = store.update(
+        note.id, NOTE.replace("staging first", "prod on Fridays"), actor=Actor("api_actor", "apikey_agent")
+    )
     port = free_port()
-    env = {**os.environ, "GITMEM_HOME": str(home), "GITMEM_FSYNC": "never", "GITMEM_PRUNE_INTERVAL": "0",
-           "GITMEM_DREAM_RUNNER": "off", "GITMEM_LOG_LEVEL": "WARNING"}
-    proc = subprocess.Popen([sys.executable, "-m", "gitmem", "serve", "--host", "127.0.0.1", "--port", str(port)],
-                            cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {
+        **os.environ,
+        "GITMEM_HOME": str(home),
+        "GITMEM_FSYNC": "never",
+        "GITMEM_PRUNE_INTERVAL": "0",
+        "GITMEM_DREAM_RUNNER": "off",
+        "GITMEM_LOG_LEVEL": "WARNING",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gitmem", "serve", "--host", "127.0.0.1", "--port", str(port)],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30
@@ -103,9 +121,11 @@ def check_accessible(page: object, name: str) -> None:
     reached = set()
     for _ in range(focusable + 2):
         page.keyboard.press("Tab")  # type: ignore[attr-defined]
-        reached.add(page.evaluate("""() => { const e = document.activeElement;
+        reached.add(
+            page.evaluate("""() => { const e = document.activeElement;
             return [...document.querySelectorAll('a[href], button, input, textarea')]
-                .filter(c => c.type !== 'hidden').indexOf(e); }"""))  # type: ignore[attr-defined]
+                .filter(c => c.type !== 'hidden').indexOf(e); }""")
+        )  # type: ignore[attr-defined]
     assert set(range(focusable)) <= reached, f"{name}: Tab reached {len(reached - {-1})} of {focusable} controls"
 
 

@@ -32,8 +32,13 @@ from tests.server import free_port, serve
 from tests.test_git_access import git
 
 SDK = anthropic.Anthropic(api_key="unused")
-POLICY = DeliveryPolicy(first_retry_seconds=10, max_retry_seconds=600, give_up_after_seconds=86400 * 1.5,
-                        timeout_seconds=0.5, catch_up_seconds=0)
+POLICY = DeliveryPolicy(
+    first_retry_seconds=10,
+    max_retry_seconds=600,
+    give_up_after_seconds=86400 * 1.5,
+    timeout_seconds=0.5,
+    catch_up_seconds=0,
+)
 
 
 class Receiver:
@@ -120,8 +125,13 @@ def test_events_are_signed_for_the_sdk_and_come_in_order(home: Gitmem, receiver:
 
     assert one_round(home) == 5
     events = receiver.events(hook.secret)
-    assert _types(events) == ["memory_store.created", "memory.created", "memory.modified", "memory.deleted",
-                              "memory_store.archived"]
+    assert _types(events) == [
+        "memory_store.created",
+        "memory.created",
+        "memory.modified",
+        "memory.deleted",
+        "memory_store.archived",
+    ]
     assert all(e.type == "event" for e in events)
     assert events[0].data.id == info.id and events[0].data.workspace_id == ws.id
     created = json.loads(receiver.received[1][0])["data"]
@@ -247,15 +257,16 @@ def test_a_crash_between_commit_and_outbox_is_caught_up(home: Gitmem, receiver: 
 
 def test_dream_and_store_deletion_events_come_from_the_catalog(home: Gitmem, receiver: Receiver) -> None:
     ws = home.catalog.create_workspace("w")
-    hook = webhooks_for(home).create(ws.id, receiver.url, ["dream.completed", "dream.failed",
-                                                           "memory_store.deleted"])
+    hook = webhooks_for(home).create(ws.id, receiver.url, ["dream.completed", "dream.failed", "memory_store.deleted"])
     info = home.create_store(ws.id, "notes")
     now = int(time.time() * 1e6)
     with home.catalog.transaction() as db:
         for dream_id in ("dream_a", "dream_b"):
-            db.execute("INSERT INTO dreams (id, workspace_id, status, input_store_id, task_ids, model_id,"
-                       " output_behavior, created_at) VALUES (?,?,?,?,?,?,?,?)",
-                       (dream_id, ws.id, "pending", info.id, "[]", "m", "new", now))
+            db.execute(
+                "INSERT INTO dreams (id, workspace_id, status, input_store_id, task_ids, model_id,"
+                " output_behavior, created_at) VALUES (?,?,?,?,?,?,?,?)",
+                (dream_id, ws.id, "pending", info.id, "[]", "m", "new", now),
+            )
         db.execute("UPDATE dreams SET status='running' WHERE id='dream_a'")
         db.execute("UPDATE dreams SET status='completed', ended_at=? WHERE id='dream_a'", (now,))
         db.execute("UPDATE dreams SET status='failed', error_type='timeout', ended_at=? WHERE id='dream_b'", (now,))
@@ -264,15 +275,17 @@ def test_dream_and_store_deletion_events_come_from_the_catalog(home: Gitmem, rec
     assert one_round(home) == 3
     events = receiver.events(hook.secret)
     assert [(e.data.type, e.data.id) for e in events] == [
-        ("dream.completed", "dream_a"), ("dream.failed", "dream_b"), ("memory_store.deleted", info.id)]
+        ("dream.completed", "dream_a"),
+        ("dream.failed", "dream_b"),
+        ("memory_store.deleted", info.id),
+    ]
 
 
 def test_nothing_is_recorded_for_a_workspace_without_webhooks(home: Gitmem) -> None:
     ws = home.catalog.create_workspace("quiet")
     store = home.store(ws.id, home.create_store(ws.id, "notes").id)
     store.create("/a.md", "x")
-    webhooks_for(home).create(home.catalog.create_workspace("other").id, "https://example.com/h",
-                              ["memory.created"])
+    webhooks_for(home).create(home.catalog.create_workspace("other").id, "https://example.com/h", ["memory.created"])
     store.create("/b.md", "y")
     assert home.catalog.db.execute("SELECT count(*) FROM webhook_outbox").fetchone()[0] == 0
 
@@ -303,19 +316,25 @@ def test_the_api_shows_the_secret_once_and_is_for_admins(api: tuple[TestClient, 
     for method, path in (("post", "/v1/webhooks"), ("get", "/v1/webhooks"), ("delete", f"/v1/webhooks/{hook['id']}")):
         response = client.request(method.upper(), path, json=body if method == "post" else None, headers=writer)
         assert response.status_code == 403 and response.json()["error"]["type"] == "permission_error"
-    assert client.delete(f"/v1/webhooks/{hook['id']}", headers=admin).json() == {"id": hook["id"],
-                                                                                  "type": "webhook_deleted"}
+    assert client.delete(f"/v1/webhooks/{hook['id']}", headers=admin).json() == {
+        "id": hook["id"],
+        "type": "webhook_deleted",
+    }
     assert client.get(f"/v1/webhooks/{hook['id']}", headers=admin).status_code == 404
 
 
-@pytest.mark.parametrize("body", [
-    {"url": "ftp://example.com", "event_types": ["memory.created"]},
-    {"url": "https://example.com", "event_types": []},
-    {"url": "https://example.com", "event_types": ["memory.exploded"]},
-    {"url": "https://example.com", "event_types": ["memory.created"], "extra": 1},
-])
-def test_bad_subscriptions_are_400_and_change_nothing(api: tuple[TestClient, dict, dict, str],
-                                                      body: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"url": "ftp://example.com", "event_types": ["memory.created"]},
+        {"url": "https://example.com", "event_types": []},
+        {"url": "https://example.com", "event_types": ["memory.exploded"]},
+        {"url": "https://example.com", "event_types": ["memory.created"], "extra": 1},
+    ],
+)
+def test_bad_subscriptions_are_400_and_change_nothing(
+    api: tuple[TestClient, dict, dict, str], body: dict[str, Any]
+) -> None:
     client, admin, _, _ = api
     response = client.post("/v1/webhooks", json=body, headers=admin)
     assert response.status_code == 400 and response.json()["error"]["type"] == "invalid_request_error"
@@ -324,8 +343,9 @@ def test_bad_subscriptions_are_400_and_change_nothing(api: tuple[TestClient, dic
 
 def test_another_workspaces_webhook_is_not_found(api: tuple[TestClient, dict, dict, str], home: Gitmem) -> None:
     client, admin, _, _ = api
-    other = webhooks_for(home).create(home.catalog.create_workspace("x").id, "https://example.com/h",
-                                      ["memory.created"])
+    other = webhooks_for(home).create(
+        home.catalog.create_workspace("x").id, "https://example.com/h", ["memory.created"]
+    )
     assert client.get(f"/v1/webhooks/{other.id}", headers=admin).status_code == 404
     assert client.delete(f"/v1/webhooks/{other.id}", headers=admin).status_code == 404
 
@@ -335,11 +355,13 @@ def test_the_server_delivers_in_the_background(tmp_path: Path, receiver: Receive
     ws = home.catalog.create_workspace("w")
     _, admin = home.catalog.create_api_key(ws.id, "admin")
     receiver.up()
-    settings = Settings(dream_runner=False, prune_interval_seconds=0, webhook_poll_seconds=0.05,
-                        webhook_policy=POLICY)
+    settings = Settings(dream_runner=False, prune_interval_seconds=0, webhook_poll_seconds=0.05, webhook_policy=POLICY)
     with TestClient(create_app(home, settings)) as client:
-        secret = client.post("/v1/webhooks", json={"url": receiver.url, "event_types": ["memory_store.created"]},
-                             headers={"x-api-key": admin}).json()["secret"]
+        secret = client.post(
+            "/v1/webhooks",
+            json={"url": receiver.url, "event_types": ["memory_store.created"]},
+            headers={"x-api-key": admin},
+        ).json()["secret"]
         store_id = client.post("/v1/memory_stores", json={"name": "n"}, headers={"x-api-key": admin}).json()["id"]
         deadline = time.monotonic() + 20
         while not receiver.received and time.monotonic() < deadline:
@@ -384,8 +406,9 @@ def test_a_push_is_reported_when_it_lands(tmp_path: Path, receiver: Receiver) ->
     home.store(ws.id, info.id).create("/before.md", "made before anyone listened")
     hook = webhooks_for(home).create(ws.id, receiver.url, ["memory.created"])
     work = tmp_path / "clone"
-    with serve(home.home, env={"GITMEM_WEBHOOKS": "off", "GITMEM_DREAM_RUNNER": "off", "GITMEM_PRUNE_INTERVAL": "0"}
-               ) as url:
+    with serve(
+        home.home, env={"GITMEM_WEBHOOKS": "off", "GITMEM_DREAM_RUNNER": "off", "GITMEM_PRUNE_INTERVAL": "0"}
+    ) as url:
         git("clone", "-q", f"{url}/v1/memory_stores/{info.id}.git", str(work), secret=token, cwd=tmp_path)
         git("config", "user.name", "ana", cwd=work)  # pushed commits must name the pusher
         git("config", "user.email", f"{user.id}@user.gitmem", cwd=work)

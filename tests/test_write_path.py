@@ -58,14 +58,13 @@ def push_file(store: MemoryStore, tree_path: str, content: str) -> None:
         assert tip is not None
         blob = repo.create_blob(content.encode())
         tree = repository.tree_with(repo, repo[tip].tree, {tree_path: blob})
-        commit = repository.commit(repo, tree=tree, parent=tip, message=f"push {tree_path}\n",
-                                   author=repo[tip].author)
+        commit = repository.commit(repo, tree=tree, parent=tip, message=f"push {tree_path}\n", author=repo[tip].author)
         assert repository.compare_and_swap(repo, tip, commit)
 
 
-def test_one_store_object_shared_by_many_threads(fast_store: MemoryStore, busy_switching: None,
-                                                 caplog: pytest.LogCaptureFixture,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_one_store_object_shared_by_many_threads(
+    fast_store: MemoryStore, busy_switching: None, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Writers (read-modify-write with preconditions, and creates) and readers that catch the index up
     share one store object; no thread sees another's transaction, no update is lost, no rebuild."""
     store = fast_store
@@ -97,8 +96,11 @@ def test_one_store_object_shared_by_many_threads(fast_store: MemoryStore, busy_s
             while True:
                 current = store.get(shared.id)
                 try:
-                    store.update(shared.id, content=(current.content or "") + f"t{me} {i}\n",
-                                 expected_sha256=current.content_sha256)
+                    store.update(
+                        shared.id,
+                        content=(current.content or "") + f"t{me} {i}\n",
+                        expected_sha256=current.content_sha256,
+                    )
                     break
                 except PreconditionFailed:
                     continue
@@ -121,9 +123,9 @@ def test_one_store_object_shared_by_many_threads(fast_store: MemoryStore, busy_s
     assert_fsck_clean(store.path)
 
 
-def test_a_stale_view_of_main_never_rebuilds_the_index(fast_store: MemoryStore,
-                                                       monkeypatch: pytest.MonkeyPatch,
-                                                       caplog: pytest.LogCaptureFixture) -> None:
+def test_a_stale_view_of_main_never_rebuilds_the_index(
+    fast_store: MemoryStore, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     """A reader that read the tip before another writer moved main and indexed it must not take its
     old tip for a rewrite (that rebuilt the whole index, and moved it backwards)."""
     store = fast_store

@@ -62,9 +62,15 @@ def list_dreams(
 ) -> DreamList:
     refuse_task(principal, "list dreams")
     wanted = (statuses or []) + (statuses_brackets or [])
-    result = dreams_for(gm).list(principal.workspace_id, include_archived=include_archived, statuses=wanted,
-                                 created_gt=as_utc(created_at_gt), created_lt=as_utc(created_at_lt), limit=limit,
-                                 page=page or None)
+    result = dreams_for(gm).list(
+        principal.workspace_id,
+        include_archived=include_archived,
+        statuses=wanted,
+        created_gt=as_utc(created_at_gt),
+        created_lt=as_utc(created_at_lt),
+        limit=limit,
+        page=page or None,
+    )
     return DreamList(data=[Dream.of(d) for d in result.items], next_page=result.next_page)
 
 

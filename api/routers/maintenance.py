@@ -55,12 +55,25 @@ class RetentionStatus:
             when, reports = self._last or (None, [])
             rounds = self._rounds
         return RetentionRun(
-            interval_seconds=self.interval_seconds, rounds=rounds, last_round_at=when,
-            stores=[StorePruned(store_id=r.store_id, retention=r.retention, versions_before=r.versions_before,
-                                versions_kept=r.versions_kept, versions_dropped=len(r.dropped),
-                                blobs_purged=len(r.blobs_purged), seconds=round(r.seconds, 3), skipped=r.skipped,
-                                error=r.error)
-                    for r in reports if r.workspace_id == workspace_id])
+            interval_seconds=self.interval_seconds,
+            rounds=rounds,
+            last_round_at=when,
+            stores=[
+                StorePruned(
+                    store_id=r.store_id,
+                    retention=r.retention,
+                    versions_before=r.versions_before,
+                    versions_kept=r.versions_kept,
+                    versions_dropped=len(r.dropped),
+                    blobs_purged=len(r.blobs_purged),
+                    seconds=round(r.seconds, 3),
+                    skipped=r.skipped,
+                    error=r.error,
+                )
+                for r in reports
+                if r.workspace_id == workspace_id
+            ],
+        )
 
 
 @router.get("/retention", response_model=RetentionRun, summary="The retention pruner's last round")

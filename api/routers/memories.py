@@ -34,9 +34,7 @@ from gitmem.model import Note
 log = logging.getLogger("gitmem.api")
 _BLOB_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
-router = APIRouter(
-    prefix="/v1/memory_stores/{memory_store_id}/memories", tags=["memories"], responses=ERROR_RESPONSES
-)
+router = APIRouter(prefix="/v1/memory_stores/{memory_store_id}/memories", tags=["memories"], responses=ERROR_RESPONSES)
 
 # Memory responses carry the note's blob id as a strong entity tag.
 WITH_ETAG: dict[int | str, dict] = {
@@ -124,7 +122,9 @@ def delete_memory(
 
 
 @router.post(
-    "/{memory_id}/restore", response_model=Memory, summary="Bring back a version's content and path",
+    "/{memory_id}/restore",
+    response_model=Memory,
+    summary="Bring back a version's content and path",
     responses=WITH_ETAG,
 )
 def restore_memory(
@@ -179,4 +179,3 @@ def _blob_precondition(if_match: str | None) -> str | None:
     if not _BLOB_ID.fullmatch(value):
         raise InvalidRequest('If-Match takes one entity tag, "<blob id>", as sent in a memory\'s ETag')
     return value
-

@@ -6,6 +6,8 @@ import datetime as dt
 
 from fastapi import APIRouter, Query
 
+from gitmem.access import require_access, store_access, visible_stores
+from gitmem.agents.review import Reviews
 from gitmem.agents.tasks import refuse_task
 from gitmem.api.deps import Caller, Engine
 from gitmem.api.schemas import (
@@ -17,9 +19,7 @@ from gitmem.api.schemas import (
     MemoryStoreUpdate,
     as_utc,
 )
-from gitmem.engine.access import require_access, store_access, visible_stores
 from gitmem.engine.home import MAX_STORES_PAGE
-from gitmem.engine.review import Reviews
 from gitmem.model import StoreInfo
 
 router = APIRouter(prefix="/v1/memory_stores", tags=["memory_stores"], responses=ERROR_RESPONSES)
@@ -39,12 +39,20 @@ def _may_change(gm: Engine, principal: Caller, memory_store_id: str) -> None:
 def create_memory_store(body: MemoryStoreCreate, principal: Caller, gm: Engine) -> MemoryStore:
     refuse_task(principal, "create memory stores")
     info = gm.create_store(
-        principal.workspace_id, body.name, description=body.description or "", metadata=body.metadata,
+        principal.workspace_id,
+        body.name,
+        description=body.description or "",
+        metadata=body.metadata,
         encrypted=bool(body.encrypted),
     )
     if body.review or body.read_approved_only:
-        Reviews.of(gm).configure(principal.workspace_id, info.id, enabled=body.review,
-                                 read_approved_only=body.read_approved_only, actor=principal.actor)
+        Reviews.of(gm).configure(
+            principal.workspace_id,
+            info.id,
+            enabled=body.review,
+            read_approved_only=body.read_approved_only,
+            actor=principal.actor,
+        )
     return _out(gm, info)
 
 
@@ -58,8 +66,15 @@ def list_memory_stores(
     limit: int = Query(20, ge=1, le=MAX_STORES_PAGE),
     page: str | None = Query(None),
 ) -> MemoryStoreList:
-    result = visible_stores(gm, principal, include_archived=include_archived, created_gte=as_utc(created_at_gte),
-                            created_lte=as_utc(created_at_lte), limit=limit, page=page)
+    result = visible_stores(
+        gm,
+        principal,
+        include_archived=include_archived,
+        created_gte=as_utc(created_at_gte),
+        created_lte=as_utc(created_at_lte),
+        limit=limit,
+        page=page,
+    )
     return MemoryStoreList(data=[_out(gm, s) for s in result.items], next_page=result.next_page)
 
 
@@ -70,9 +85,7 @@ def retrieve_memory_store(memory_store_id: str, principal: Caller, gm: Engine) -
 
 
 @router.post("/{memory_store_id}", response_model=MemoryStore, summary="Update a memory store")
-def update_memory_store(
-    memory_store_id: str, body: MemoryStoreUpdate, principal: Caller, gm: Engine
-) -> MemoryStore:
+def update_memory_store(memory_store_id: str, body: MemoryStoreUpdate, principal: Caller, gm: Engine) -> MemoryStore:
     _may_change(gm, principal, memory_store_id)
     info = gm.update_store(
         principal.workspace_id,
@@ -82,8 +95,13 @@ def update_memory_store(
         metadata_patch=body.metadata,
     )
     if body.review is not None or body.read_approved_only is not None:
-        Reviews.of(gm).configure(principal.workspace_id, info.id, enabled=body.review,
-                                 read_approved_only=body.read_approved_only, actor=principal.actor)
+        Reviews.of(gm).configure(
+            principal.workspace_id,
+            info.id,
+            enabled=body.review,
+            read_approved_only=body.read_approved_only,
+            actor=principal.actor,
+        )
     return _out(gm, info)
 
 

@@ -1,5 +1,5 @@
 """``POST /v1/memory_stores/{id}/memory_tool``: one memory-tool call, so an agent loop in any language
-can hand its ``memory_20250818`` tool calls to gitmem (DESIGN section 14)."""
+can hand its ``memory_20250818`` tool calls to gitmem (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from typing import Any
 from fastapi import APIRouter, Body
 from pydantic import BaseModel
 
+from gitmem.access import store_access
 from gitmem.agents.memory_tool import MemoryToolHandler
 from gitmem.api.deps import Caller, Engine, Store
 from gitmem.api.schemas import ERROR_RESPONSES
-from gitmem.engine.access import store_access
 
 router = APIRouter(prefix="/v1/memory_stores/{memory_store_id}", tags=["memory tool"], responses=ERROR_RESPONSES)
 

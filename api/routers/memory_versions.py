@@ -56,9 +56,7 @@ def list_memory_versions(
         page=page or None,
         with_content=view == "full",
     )
-    return MemoryVersionList(
-        data=[MemoryVersion.of(v, view) for v in result.items], next_page=result.next_page
-    )
+    return MemoryVersionList(data=[MemoryVersion.of(v, view) for v in result.items], next_page=result.next_page)
 
 
 @router.get("/{memory_version_id}", response_model=MemoryVersion, summary="Retrieve a memory version")

@@ -1,4 +1,4 @@
-"""``/v1/profiles``: a user's profiles and each profile's memory bank (seed 000).
+"""``/v1/profiles``: a user's profiles and each profile's memory bank (the profile-bank API).
 
 Only users (``Authorization: Bearer <user token>``) own profiles: an API key or a task token gets 403,
 and another user's profile is 404. The bank's REST surface is the seed's:
@@ -97,8 +97,11 @@ def update_profile(profile_id: str, body: ProfileUpdate, principal: Caller, gm: 
     return ProfileOut.of(profile)
 
 
-@router.delete("/{profile_id}", response_model=DeletedProfile,
-               summary="Delete a profile, every entry of its bank, its history and its key")
+@router.delete(
+    "/{profile_id}",
+    response_model=DeletedProfile,
+    summary="Delete a profile, every entry of its bank, its history and its key",
+)
 def delete_profile(profile_id: str, principal: Caller, gm: Engine) -> DeletedProfile:
     profiles_for(gm).delete(principal.workspace_id, require_user(principal), profile_id)
     return DeletedProfile(id=profile_id)
@@ -114,18 +117,29 @@ def list_bank_memories(profile_id: str, principal: Caller, gm: Engine) -> BankMe
 
 
 @router.get("/{profile_id}/memories/content", response_model=BankMemoryContent, summary="Read a bank entry")
-def read_bank_memory(profile_id: str, response: Response, principal: Caller, gm: Engine,
-                     path: str = PathQuery) -> BankMemoryContent:
+def read_bank_memory(
+    profile_id: str, response: Response, principal: Caller, gm: Engine, path: str = PathQuery
+) -> BankMemoryContent:
     entry = _bank(gm, principal, profile_id).read(path)
     response.headers["ETag"] = f'"{entry.content_hash}"'
     return BankMemoryContent.of(entry)
 
 
-@router.put("/{profile_id}/memories/content", response_model=BankMemoryWritten,
-            summary="Create or update a bank entry (the same content again is a no-op)")
-def put_bank_memory(profile_id: str, body: BankMemoryPut, response: Response, principal: Caller, gm: Engine,
-                    path: str = PathQuery, if_match: str | None = IfMatch,
-                    if_none_match: str | None = IfNoneMatch) -> BankMemoryWritten:
+@router.put(
+    "/{profile_id}/memories/content",
+    response_model=BankMemoryWritten,
+    summary="Create or update a bank entry (the same content again is a no-op)",
+)
+def put_bank_memory(
+    profile_id: str,
+    body: BankMemoryPut,
+    response: Response,
+    principal: Caller,
+    gm: Engine,
+    path: str = PathQuery,
+    if_match: str | None = IfMatch,
+    if_none_match: str | None = IfNoneMatch,
+) -> BankMemoryWritten:
     bank = _bank(gm, principal, profile_id)
     result = bank.put(path, body.content, actor=principal.actor, expected_hash=_expected(if_match, if_none_match))
     response.headers["ETag"] = f'"{result.entry.content_hash}"'
@@ -133,15 +147,21 @@ def put_bank_memory(profile_id: str, body: BankMemoryPut, response: Response, pr
 
 
 @router.delete("/{profile_id}/memories/content", response_model=BankMemoryDeleted, summary="Delete a bank entry")
-def delete_bank_memory(profile_id: str, principal: Caller, gm: Engine, path: str = PathQuery,
-                       if_match: str | None = IfMatch) -> BankMemoryDeleted:
-    entry = _bank(gm, principal, profile_id).delete(path, actor=principal.actor,
-                                                    expected_hash=_expected(if_match, None))
+def delete_bank_memory(
+    profile_id: str, principal: Caller, gm: Engine, path: str = PathQuery, if_match: str | None = IfMatch
+) -> BankMemoryDeleted:
+    entry = _bank(gm, principal, profile_id).delete(
+        path, actor=principal.actor, expected_hash=_expected(if_match, None)
+    )
     return BankMemoryDeleted(path=entry.path)
 
 
-@router.get("/{profile_id}/prompt", response_class=Response, summary="The system-prompt section for the bank",
-            responses={200: {"content": {"text/markdown": {}}}})
+@router.get(
+    "/{profile_id}/prompt",
+    response_class=Response,
+    summary="The system-prompt section for the bank",
+    responses={200: {"content": {"text/markdown": {}}}},
+)
 def bank_prompt(profile_id: str, principal: Caller, gm: Engine) -> Response:
     section = bank_section(_bank(gm, principal, profile_id))
     return Response(section, media_type="text/markdown; charset=utf-8")

@@ -4,25 +4,30 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Query
 
+from gitmem.agents.review import MAX_PENDING_PAGE, Reviews, current_mark
 from gitmem.api.deps import Engine, Reviewer
 from gitmem.api.schemas import ERROR_RESPONSES, MemoryVersion
 from gitmem.api.schemas_review import PendingVersion, ReviewApprove, ReviewMarkOut, ReviewPage, ReviewRevert
-from gitmem.engine.review import MAX_PENDING_PAGE, Reviews, current_mark
 
-router = APIRouter(prefix="/v1/memory_stores/{memory_store_id}/review", tags=["review"],
-                   responses=ERROR_RESPONSES)
+router = APIRouter(prefix="/v1/memory_stores/{memory_store_id}/review", tags=["review"], responses=ERROR_RESPONSES)
 
 
 @router.get("", response_model=ReviewPage, summary="The versions written since the last review, with diffs")
-def pending_review(reviewer: Reviewer, gm: Engine, limit: int = Query(20, ge=1, le=MAX_PENDING_PAGE),
-                   page: str | None = Query(None)) -> ReviewPage:
+def pending_review(
+    reviewer: Reviewer, gm: Engine, limit: int = Query(20, ge=1, le=MAX_PENDING_PAGE), page: str | None = Query(None)
+) -> ReviewPage:
     store, _ = reviewer
     reviews = Reviews.of(gm)
     result = reviews.pending(store, limit=limit, page=page or None)
     mark = current_mark(store)
-    return ReviewPage(memory_store_id=store.id, read_approved_only=reviews.settings(store.id).read_approved_only,
-                      mark=ReviewMarkOut.of(mark) if mark else None, pending_count=reviews.pending_count(store),
-                      data=[PendingVersion.of(c) for c in result.items], next_page=result.next_page)
+    return ReviewPage(
+        memory_store_id=store.id,
+        read_approved_only=reviews.settings(store.id).read_approved_only,
+        mark=ReviewMarkOut.of(mark) if mark else None,
+        pending_count=reviews.pending_count(store),
+        data=[PendingVersion.of(c) for c in result.items],
+        next_page=result.next_page,
+    )
 
 
 @router.post("/approve", response_model=ReviewMarkOut, summary="Approve every version through one")

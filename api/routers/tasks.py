@@ -57,8 +57,9 @@ def list_tasks(
     page: str | None = Query(None),
 ) -> TaskList:
     refuse_task(principal, "list tasks")
-    result = tasks_for(gm).list_tasks(principal.workspace_id, worker_id=worker_id or None, limit=limit,
-                                      page=page or None)
+    result = tasks_for(gm).list_tasks(
+        principal.workspace_id, worker_id=worker_id or None, limit=limit, page=page or None
+    )
     return TaskList(data=[Task.of(t) for t in result.items], next_page=result.next_page)
 
 
@@ -110,6 +111,7 @@ def list_events(
     page: str | None = Query(None),
 ) -> TaskEventList:
     _own_task(gm, principal, task_id)
-    result = tasks_for(gm).list_events(task_id, after_seq=after_seq, limit=limit, page=page or None,
-                                       types=types or None)
+    result = tasks_for(gm).list_events(
+        task_id, after_seq=after_seq, limit=limit, page=page or None, types=types or None
+    )
     return TaskEventList(data=[TaskEvent.of(e) for e in result.items], next_page=result.next_page)

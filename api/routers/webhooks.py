@@ -24,8 +24,9 @@ def require_admin(principal: Caller) -> Principal:
     return principal
 
 
-router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"], responses=ERROR_RESPONSES,
-                   dependencies=[Depends(require_admin)])
+router = APIRouter(
+    prefix="/v1/webhooks", tags=["webhooks"], responses=ERROR_RESPONSES, dependencies=[Depends(require_admin)]
+)
 
 
 class WebhookCreate(BaseModel):
@@ -46,8 +47,14 @@ class WebhookOut(BaseModel):
 
     @classmethod
     def of(cls, hook: Webhook) -> WebhookOut:
-        return cls(id=hook.id, url=hook.url, event_types=list(hook.event_types), description=hook.description,
-                   created_at=hook.created_at, secret=hook.secret)
+        return cls(
+            id=hook.id,
+            url=hook.url,
+            event_types=list(hook.event_types),
+            description=hook.description,
+            created_at=hook.created_at,
+            secret=hook.secret,
+        )
 
 
 class WebhookList(BaseModel):
@@ -62,8 +69,7 @@ class DeletedWebhook(BaseModel):
 
 @router.post("", response_model=WebhookOut, response_model_exclude_none=True, summary="Create a webhook")
 def create_webhook(body: WebhookCreate, principal: Caller, gm: Engine) -> WebhookOut:
-    return WebhookOut.of(webhooks_for(gm).create(principal.workspace_id, body.url, body.event_types,
-                                                 body.description))
+    return WebhookOut.of(webhooks_for(gm).create(principal.workspace_id, body.url, body.event_types, body.description))
 
 
 @router.get("", response_model=WebhookList, response_model_exclude_none=True, summary="List webhooks")
@@ -71,8 +77,7 @@ def list_webhooks(principal: Caller, gm: Engine) -> WebhookList:
     return WebhookList(data=[WebhookOut.of(h) for h in webhooks_for(gm).subscriptions(principal.workspace_id)])
 
 
-@router.get("/{webhook_id}", response_model=WebhookOut, response_model_exclude_none=True,
-            summary="Retrieve a webhook")
+@router.get("/{webhook_id}", response_model=WebhookOut, response_model_exclude_none=True, summary="Retrieve a webhook")
 def retrieve_webhook(webhook_id: str, principal: Caller, gm: Engine) -> WebhookOut:
     return WebhookOut.of(webhooks_for(gm).get(principal.workspace_id, webhook_id))
 

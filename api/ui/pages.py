@@ -9,12 +9,12 @@ from typing import Any
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
+from gitmem.access import require_access
+from gitmem.agents.review import Reviews, check_reviewer, current_mark
 from gitmem.agents.tasks import visible_store_ids
 from gitmem.api.deps import Engine
 from gitmem.api.ui.session import COOKIE, SIGN_IN, Session, UiRoute, page, set_session_cookie
-from gitmem.engine.access import require_access
 from gitmem.engine.home import Gitmem
-from gitmem.engine.review import Reviews, check_reviewer, current_mark
 from gitmem.engine.store import MemoryStore
 from gitmem.engine.web_sessions import WebSession, WebSessions
 from gitmem.errors import AuthenticationFailed, InvalidRequest, NotFound
@@ -37,8 +37,7 @@ def _store(gm: Gitmem, session: WebSession, store_id: str, *, write: bool = Fals
     return gm.store(session.principal.workspace_id, store_id)
 
 
-def _open(gm: Gitmem, session: WebSession, store_id: str, *,
-          write: bool = False) -> tuple[MemoryStore, dict[str, Any]]:
+def _open(gm: Gitmem, session: WebSession, store_id: str, *, write: bool = False) -> tuple[MemoryStore, dict[str, Any]]:
     """The store and what every store page shows of it (its name, whether this person reviews it)."""
     store = _store(gm, session, store_id, write=write)
     info = gm.get_store(session.principal.workspace_id, store_id)
@@ -84,8 +83,9 @@ def sign_out(request: Request, session: Session, gm: Engine, csrf_token: str = F
 
 
 @router.get("/", response_class=HTMLResponse)
-def stores(request: Request, session: Session, gm: Engine,
-           page_token: str | None = Query(None, alias="page")) -> Response:
+def stores(
+    request: Request, session: Session, gm: Engine, page_token: str | None = Query(None, alias="page")
+) -> Response:
     principal = session.principal
     visible = visible_store_ids(gm, principal)
     listing = gm.list_stores(principal.workspace_id, include_archived=True, limit=STORES_PAGE, page=page_token)
@@ -97,20 +97,32 @@ def stores(request: Request, session: Session, gm: Engine,
         store.index.catch_up()
         count, total = store.index.totals()
         newest = store.versions(limit=1).items
-        rows.append({"info": info, "notes": count, "bytes": total,
-                     "changed": newest[0].created_at if newest else info.updated_at})
+        rows.append(
+            {
+                "info": info,
+                "notes": count,
+                "bytes": total,
+                "changed": newest[0].created_at if newest else info.updated_at,
+            }
+        )
     return page(request, "stores.html", rows=rows, next_page=listing.next_page)
 
 
 @router.get("/stores/{store_id}", response_class=HTMLResponse)
-def store_page(request: Request, store_id: str, session: Session, gm: Engine, path: str = Query("/"),
-               q: str = Query(""), page_token: str | None = Query(None, alias="page")) -> Response:
+def store_page(
+    request: Request,
+    store_id: str,
+    session: Session,
+    gm: Engine,
+    path: str = Query("/"),
+    q: str = Query(""),
+    page_token: str | None = Query(None, alias="page"),
+) -> Response:
     store, ctx = _open(gm, session, store_id)
     folder = validate_prefix(path or "/")
     hits, folders, notes, next_page = [], [], [], None
     if q.strip():
-        found = store.search(q, path_prefix=folder if folder != "/" else None, limit=FOLDER_PAGE // 5,
-                             page=page_token)
+        found = store.search(q, path_prefix=folder if folder != "/" else None, limit=FOLDER_PAGE // 5, page=page_token)
         hits, next_page = found.items, found.next_page
     else:
         listing = store.list(path_prefix=folder, depth=1, limit=FOLDER_PAGE, page=page_token)
@@ -121,13 +133,31 @@ def store_page(request: Request, store_id: str, session: Session, gm: Engine, pa
     for i, part in enumerate(parts):
         crumbs.append(("/" + "/".join(parts[: i + 1]) + "/", part))
     settings = Reviews.of(gm).settings(store_id)
-    return page(request, "store.html", **ctx, folder=folder, crumbs=crumbs, folders=folders, notes=notes,
-                hits=hits, q=q, next_page=next_page, review=settings, mark=current_mark(store))
+    return page(
+        request,
+        "store.html",
+        **ctx,
+        folder=folder,
+        crumbs=crumbs,
+        folders=folders,
+        notes=notes,
+        hits=hits,
+        q=q,
+        next_page=next_page,
+        review=settings,
+        mark=current_mark(store),
+    )
 
 
 @router.get("/stores/{store_id}/notes/{memory_id}", response_class=HTMLResponse)
-def note_page(request: Request, store_id: str, memory_id: str, session: Session, gm: Engine,
-              page_token: str | None = Query(None, alias="page")) -> Response:
+def note_page(
+    request: Request,
+    store_id: str,
+    memory_id: str,
+    session: Session,
+    gm: Engine,
+    page_token: str | None = Query(None, alias="page"),
+) -> Response:
     store, ctx = _open(gm, session, store_id)
     try:
         note: Note | None = store.get(memory_id)
@@ -137,14 +167,29 @@ def note_page(request: Request, store_id: str, memory_id: str, session: Session,
     if note is None and not history.items:
         raise NotFound(f"memory {memory_id} not found")
     title = note.path if note else next((v.path for v in history.items if v.path), memory_id)
-    return page(request, "note.html", **ctx, note=note, title=title, memory_id=memory_id,
-                versions=history.items, next_page=history.next_page,
-                may_edit=session.principal.can_write)
+    return page(
+        request,
+        "note.html",
+        **ctx,
+        note=note,
+        title=title,
+        memory_id=memory_id,
+        versions=history.items,
+        next_page=history.next_page,
+        may_edit=session.principal.can_write,
+    )
 
 
 @router.get("/stores/{store_id}/versions/{version_id}", response_class=HTMLResponse)
-def version_page(request: Request, store_id: str, version_id: str, session: Session, gm: Engine,
-                 mode: str = Query("unified"), against: str | None = Query(None)) -> Response:
+def version_page(
+    request: Request,
+    store_id: str,
+    version_id: str,
+    session: Session,
+    gm: Engine,
+    mode: str = Query("unified"),
+    against: str | None = Query(None),
+) -> Response:
     store, ctx = _open(gm, session, store_id)
     if mode not in ("unified", "split"):
         raise InvalidRequest("mode is unified or split")
@@ -153,16 +198,23 @@ def version_page(request: Request, store_id: str, version_id: str, session: Sess
 
 
 @router.get("/stores/{store_id}/activity", response_class=HTMLResponse)
-def activity(request: Request, store_id: str, session: Session, gm: Engine,
-             page_token: str | None = Query(None, alias="page")) -> Response:
+def activity(
+    request: Request, store_id: str, session: Session, gm: Engine, page_token: str | None = Query(None, alias="page")
+) -> Response:
     store, ctx = _open(gm, session, store_id)
     result = store.versions(limit=ACTIVITY_PAGE, page=page_token)
     return page(request, "activity.html", **ctx, versions=result.items, next_page=result.next_page)
 
 
 @router.get("/stores/{store_id}/review", response_class=HTMLResponse)
-def review_page(request: Request, store_id: str, session: Session, gm: Engine,
-                page_token: str | None = Query(None, alias="page"), done: str = Query("")) -> Response:
+def review_page(
+    request: Request,
+    store_id: str,
+    session: Session,
+    gm: Engine,
+    page_token: str | None = Query(None, alias="page"),
+    done: str = Query(""),
+) -> Response:
     check_reviewer(gm, session.principal, store_id)
     store, ctx = _open(gm, session, store_id)
     reviews = Reviews.of(gm)
@@ -170,14 +222,23 @@ def review_page(request: Request, store_id: str, session: Session, gm: Engine,
     groups: dict[str, list] = {}
     for change in result.items:
         groups.setdefault(change.version.memory_id, []).append(change)
-    return page(request, "review.html", **ctx, groups=groups, next_page=result.next_page,
-                count=reviews.pending_count(store), mark=current_mark(store),
-                settings=reviews.settings(store_id), done=done)
+    return page(
+        request,
+        "review.html",
+        **ctx,
+        groups=groups,
+        next_page=result.next_page,
+        count=reviews.pending_count(store),
+        mark=current_mark(store),
+        settings=reviews.settings(store_id),
+        done=done,
+    )
 
 
 @router.post("/stores/{store_id}/review/approve")
-def approve(store_id: str, session: Session, gm: Engine, through_version_id: str = Form(...),
-            csrf_token: str = Form("")) -> Response:
+def approve(
+    store_id: str, session: Session, gm: Engine, through_version_id: str = Form(...), csrf_token: str = Form("")
+) -> Response:
     session.check_csrf(csrf_token)
     check_reviewer(gm, session.principal, store_id)
     Reviews.of(gm).approve(_store(gm, session, store_id), through_version_id, session.principal.actor)
@@ -185,8 +246,9 @@ def approve(store_id: str, session: Session, gm: Engine, through_version_id: str
 
 
 @router.post("/stores/{store_id}/review/revert")
-def revert(store_id: str, session: Session, gm: Engine, version_id: str = Form(...),
-           csrf_token: str = Form("")) -> Response:
+def revert(
+    store_id: str, session: Session, gm: Engine, version_id: str = Form(...), csrf_token: str = Form("")
+) -> Response:
     session.check_csrf(csrf_token)
     check_reviewer(gm, session.principal, store_id)
     Reviews.of(gm).revert(_store(gm, session, store_id, write=True), version_id, session.principal.actor)
@@ -200,14 +262,29 @@ def edit_form(request: Request, store_id: str, memory_id: str, session: Session,
 
 
 @router.post("/stores/{store_id}/notes/{memory_id}/edit")
-def edit(request: Request, store_id: str, memory_id: str, session: Session, gm: Engine,
-         content: str = Form(""), expected_sha256: str = Form(...), csrf_token: str = Form("")) -> Response:
+def edit(
+    request: Request,
+    store_id: str,
+    memory_id: str,
+    session: Session,
+    gm: Engine,
+    content: str = Form(""),
+    expected_sha256: str = Form(...),
+    csrf_token: str = Form(""),
+) -> Response:
     session.check_csrf(csrf_token)
     store = _store(gm, session, store_id, write=True)
     try:
-        store.update(memory_id, content.replace("\r\n", "\n"), expected_sha256=expected_sha256,
-                     actor=session.principal.actor)
+        store.update(
+            memory_id, content.replace("\r\n", "\n"), expected_sha256=expected_sha256, actor=session.principal.actor
+        )
     except InvalidRequest as refused:  # a secret, a size limit: show the form again with the reason
-        return page(request, "edit.html", 400, info=gm.get_store(session.principal.workspace_id, store_id),
-                    note=store.get(memory_id), error=refused.message)
+        return page(
+            request,
+            "edit.html",
+            400,
+            info=gm.get_store(session.principal.workspace_id, store_id),
+            note=store.get(memory_id),
+            error=refused.message,
+        )
     return RedirectResponse(f"/ui/stores/{store_id}/notes/{memory_id}", status_code=303)

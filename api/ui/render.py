@@ -48,8 +48,11 @@ class _SafeRenderer(RendererHTML):
         return self.renderToken(tokens, idx, options, env)
 
 
-_markdown = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False},
-                       renderer_cls=_SafeRenderer).enable("table").enable("strikethrough")
+_markdown = (
+    MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}, renderer_cls=_SafeRenderer)
+    .enable("table")
+    .enable("strikethrough")
+)
 
 
 def markdown(text: str) -> Markup:

@@ -28,7 +28,7 @@ templates.env.globals.update(template_globals())
 # and this says so to the browser too.
 SECURITY_HEADERS = {
     "content-security-policy": "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self';"
-                               " frame-ancestors 'none'; base-uri 'none'",
+    " frame-ancestors 'none'; base-uri 'none'",
     "x-frame-options": "DENY",
     "x-content-type-options": "nosniff",
     "referrer-policy": "no-referrer",
@@ -43,13 +43,19 @@ class SignInRequired(Exception):
 def page(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
     session: WebSession | None = getattr(request.state, "ui_session", None)
     names = getattr(request.state, "ui_names", None)
-    return templates.TemplateResponse(request, name, {"session": session, "names": names, **context},
-                                      status_code=status)
+    return templates.TemplateResponse(
+        request, name, {"session": session, "names": names, **context}, status_code=status
+    )
 
 
 def error_page(request: Request, status: int, message: str) -> HTMLResponse:
-    titles = {400: "That request cannot be done", 401: "Sign in again", 403: "Not allowed",
-              404: "Not found", 409: "Conflict"}
+    titles = {
+        400: "That request cannot be done",
+        401: "Sign in again",
+        403: "Not allowed",
+        404: "Not found",
+        409: "Conflict",
+    }
     return page(request, "error.html", status, title=titles.get(status, "Something went wrong"), message=message)
 
 
@@ -90,5 +96,6 @@ Session = Annotated[WebSession, Depends(current_session)]
 
 
 def set_session_cookie(request: Request, response: Response, session_id: str) -> None:
-    response.set_cookie(COOKIE, session_id, httponly=True, samesite="strict", path="/ui",
-                        secure=request.url.scheme == "https")
+    response.set_cookie(
+        COOKIE, session_id, httponly=True, samesite="strict", path="/ui", secure=request.url.scheme == "https"
+    )

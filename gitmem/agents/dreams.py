@@ -1,5 +1,4 @@
-"""Dreams: background jobs that read one store (and up to 100 tasks) and write a tidier store (seed 002,
-DESIGN section 11).
+"""Dreams: background jobs that read one store (and up to 100 tasks) and write a tidier store (docs/architecture.md).
 
 A dream is a row in the catalog's ``dreams`` table. It is made ``pending`` (or ``failed`` at once when
 its input is too large or a ``create_new`` copy would pass the workspace's limit of shared stores). A
@@ -131,13 +130,30 @@ def _time(micros: int | None) -> dt.datetime | None:
 
 def _dream(row: sqlite3.Row) -> Dream:
     task_ids = tuple(t for t in row["task_ids"].split("\n") if t)
-    usage = Usage(row["input_tokens"], row["output_tokens"], row["cache_creation_input_tokens"],
-                  row["cache_read_input_tokens"])
-    return Dream(row["id"], row["workspace_id"], row["status"], row["input_store_id"], row["tasks_kind"], task_ids,
-                 row["model_id"], row["model_speed"], row["instructions"], row["output_behavior"],
-                 row["output_store_id"], row["task_id"], usage, row["error_type"], row["error_message"],
-                 from_micros(row["created_at"]), _time(row["started_at"]), _time(row["ended_at"]),
-                 _time(row["archived_at"]))
+    usage = Usage(
+        row["input_tokens"], row["output_tokens"], row["cache_creation_input_tokens"], row["cache_read_input_tokens"]
+    )
+    return Dream(
+        row["id"],
+        row["workspace_id"],
+        row["status"],
+        row["input_store_id"],
+        row["tasks_kind"],
+        task_ids,
+        row["model_id"],
+        row["model_speed"],
+        row["instructions"],
+        row["output_behavior"],
+        row["output_store_id"],
+        row["task_id"],
+        usage,
+        row["error_type"],
+        row["error_message"],
+        from_micros(row["created_at"]),
+        _time(row["started_at"]),
+        _time(row["ended_at"]),
+        _time(row["archived_at"]),
+    )
 
 
 def _text(value: Any, what: str, *, min_len: int = 0, max_len: int | None = None) -> str:
@@ -204,9 +220,16 @@ class Dreams(HomeTables):
 
     # -- making one -------------------------------------------------------------------------------
 
-    def create(self, workspace_id: str, inputs: Sequence[Mapping[str, Any]], model: str | Mapping[str, Any],
-               instructions: str | None = None, output_behavior: Mapping[str, Any] | None = None, *,
-               created_by: Actor | None = None) -> Dream:
+    def create(
+        self,
+        workspace_id: str,
+        inputs: Sequence[Mapping[str, Any]],
+        model: str | Mapping[str, Any],
+        instructions: str | None = None,
+        output_behavior: Mapping[str, Any] | None = None,
+        *,
+        created_by: Actor | None = None,
+    ) -> Dream:
         store_id, tasks_kind, task_ids = self._check_inputs(inputs)
         model_id, speed = self._check_model(model)
         if instructions is not None:
@@ -227,30 +250,51 @@ class Dreams(HomeTables):
         error: tuple[str, str] | None = None
         size = self.gm.store(workspace_id, store_id).index.totals()[1]
         if size > MAX_INPUT_BYTES:
-            error = ("input_memory_store_too_large",
-                     f"memory store {store_id} holds {size} bytes of notes; a dream reads at most"
-                     f" {MAX_INPUT_BYTES} bytes (10 MiB)")
+            error = (
+                "input_memory_store_too_large",
+                f"memory store {store_id} holds {size} bytes of notes; a dream reads at most"
+                f" {MAX_INPUT_BYTES} bytes (10 MiB)",
+            )
         elif behavior == "create_new" and self._live_shared(workspace_id) >= _policy.MAX_SHARED_STORES:
-            error = ("memory_store_org_limit_exceeded",
-                     f"a new memory store would pass the workspace's limit of {_policy.MAX_SHARED_STORES} live"
-                     " shared stores; archive or delete one, or use output_behavior update_existing")
+            error = (
+                "memory_store_org_limit_exceeded",
+                f"a new memory store would pass the workspace's limit of {_policy.MAX_SHARED_STORES} live"
+                " shared stores; archive or delete one, or use output_behavior update_existing",
+            )
 
         dream_id = ids.new_id(ids.DREAM)
         now = self._now()
         with self.catalog.transaction() as db:
             if behavior == "update_existing" and error is None:
-                busy = db.execute("SELECT id FROM dreams WHERE input_store_id=? AND output_behavior='update_existing'"
-                                  " AND status IN ('pending','running')", (store_id,)).fetchone()
+                busy = db.execute(
+                    "SELECT id FROM dreams WHERE input_store_id=? AND output_behavior='update_existing'"
+                    " AND status IN ('pending','running')",
+                    (store_id,),
+                ).fetchone()
                 if busy is not None:
                     raise Conflict(f"dream {busy[0]} is already updating memory store {store_id}")
             db.execute(
                 "INSERT INTO dreams (id, workspace_id, status, input_store_id, tasks_kind, task_ids, model_id,"
                 " model_speed, instructions, output_behavior, error_type, error_message, created_by, created_at,"
                 " ended_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (dream_id, workspace_id, "failed" if error else "pending", store_id, tasks_kind,
-                 "\n".join(sorted(task_ids)), model_id, speed, instructions, behavior,
-                 error[0] if error else None, error[1] if error else None,
-                 created_by.trailer() if created_by else None, now, now if error else None))
+                (
+                    dream_id,
+                    workspace_id,
+                    "failed" if error else "pending",
+                    store_id,
+                    tasks_kind,
+                    "\n".join(sorted(task_ids)),
+                    model_id,
+                    speed,
+                    instructions,
+                    behavior,
+                    error[0] if error else None,
+                    error[1] if error else None,
+                    created_by.trailer() if created_by else None,
+                    now,
+                    now if error else None,
+                ),
+            )
         return self._get(dream_id)
 
     @staticmethod
@@ -275,7 +319,7 @@ class Dreams(HomeTables):
             else:
                 raise InvalidRequest(f"{where}.type must be 'memory_store' or 'sessions' (or 'tasks')")
         if len(stores) != 1:
-            raise InvalidRequest("inputs must hold exactly one {\"type\": \"memory_store\"} entry")
+            raise InvalidRequest('inputs must hold exactly one {"type": "memory_store"} entry')
         if len(task_lists) > 1:
             raise InvalidRequest("inputs may hold at most one sessions (tasks) entry")
         if not task_lists:
@@ -292,7 +336,7 @@ class Dreams(HomeTables):
         if isinstance(model, str):
             return _text(model, "model", min_len=1, max_len=MAX_MODEL_ID_CHARS), None
         if not isinstance(model, Mapping):
-            raise InvalidRequest("model must be a model id or {\"id\", \"speed\"}")
+            raise InvalidRequest('model must be a model id or {"id", "speed"}')
         model_id = _text(model.get("id"), "model.id", min_len=1, max_len=MAX_MODEL_ID_CHARS)
         speed = model.get("speed")
         if speed == "fast":
@@ -318,8 +362,10 @@ class Dreams(HomeTables):
         raise InvalidRequest("output_behavior.type must be 'create_new' or 'update_existing'")
 
     def _live_shared(self, workspace_id: str) -> int:
-        (count,) = self.db.execute("SELECT count(*) FROM stores WHERE workspace_id=? AND kind='shared'"
-                                   " AND archived_at IS NULL", (workspace_id,)).fetchone()
+        (count,) = self.db.execute(
+            "SELECT count(*) FROM stores WHERE workspace_id=? AND kind='shared' AND archived_at IS NULL",
+            (workspace_id,),
+        ).fetchone()
         return count
 
     # -- reading ----------------------------------------------------------------------------------
@@ -332,18 +378,28 @@ class Dreams(HomeTables):
 
     def get(self, workspace_id: str, dream_id: str) -> Dream:
         row = None
-        if isinstance(dream_id, str) and (ids.has_prefix(dream_id, ids.DREAM)
-                                          or ids.has_prefix(dream_id, ids.DREAM_OLD)):
+        if isinstance(dream_id, str) and (
+            ids.has_prefix(dream_id, ids.DREAM) or ids.has_prefix(dream_id, ids.DREAM_OLD)
+        ):
             _text(dream_id, "dream_id")
-            row = self.db.execute("SELECT * FROM dreams WHERE id=? AND workspace_id=?",
-                                  (dream_id, workspace_id)).fetchone()
+            row = self.db.execute(
+                "SELECT * FROM dreams WHERE id=? AND workspace_id=?", (dream_id, workspace_id)
+            ).fetchone()
         if row is None:
             raise NotFound(f"dream {dream_id} not found")
         return _dream(row)
 
-    def list(self, workspace_id: str, *, include_archived: bool = False, statuses: Sequence[str] | None = None,
-             created_gt: dt.datetime | None = None, created_lt: dt.datetime | None = None, limit: int = 20,
-             page: str | None = None) -> Page[Dream]:
+    def list(
+        self,
+        workspace_id: str,
+        *,
+        include_archived: bool = False,
+        statuses: Sequence[str] | None = None,
+        created_gt: dt.datetime | None = None,
+        created_lt: dt.datetime | None = None,
+        limit: int = 20,
+        page: str | None = None,
+    ) -> Page[Dream]:
         """Newest first; archived dreams only with ``include_archived``."""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
             raise InvalidRequest(f"limit must be between 1 and {MAX_PAGE}")
@@ -369,8 +425,11 @@ class Dreams(HomeTables):
             sql += " AND (created_at<? OR (created_at=? AND id<?))"
             args += [micros, micros, after_id]
         rows = self.db.execute(sql + " ORDER BY created_at DESC, id DESC LIMIT ?", (*args, limit + 1)).fetchall()
-        token = (self.gm.page_tokens.encode("dreams", rows[limit - 1]["created_at"], rows[limit - 1]["id"])
-                 if len(rows) > limit else None)
+        token = (
+            self.gm.page_tokens.encode("dreams", rows[limit - 1]["created_at"], rows[limit - 1]["id"])
+            if len(rows) > limit
+            else None
+        )
         return Page([_dream(r) for r in rows[:limit]], token)
 
     # -- cancel and archive -----------------------------------------------------------------------
@@ -381,8 +440,9 @@ class Dreams(HomeTables):
         with self.catalog.transaction() as db:
             (status,) = db.execute("SELECT status FROM dreams WHERE id=?", (dream_id,)).fetchone()
             if status in ("completed", "failed"):
-                raise InvalidRequest(f"dream {dream_id} has already {status}; only a pending or running dream"
-                                     " can be canceled")
+                raise InvalidRequest(
+                    f"dream {dream_id} has already {status}; only a pending or running dream can be canceled"
+                )
             if status in ("pending", "running"):
                 db.execute("UPDATE dreams SET status='canceled', ended_at=? WHERE id=?", (self._now(), dream_id))
         return self._get(dream_id)
@@ -406,30 +466,38 @@ class Dreams(HomeTables):
             row = db.execute("SELECT id FROM dreams WHERE status='pending' ORDER BY created_at, id LIMIT 1").fetchone()
             if row is None:
                 return None
-            db.execute("UPDATE dreams SET status='running', started_at=?, claimed_by=? WHERE id=? AND status='pending'",
-                       (self._now(), runner_id, row[0]))
+            db.execute(
+                "UPDATE dreams SET status='running', started_at=?, claimed_by=? WHERE id=? AND status='pending'",
+                (self._now(), runner_id, row[0]),
+            )
             return row[0]
 
     def claim(self, dream_id: str, runner_id: str) -> bool:
         """Move this dream to ``running`` if it is still pending (e.g. ``gitmem dreams create --run``)."""
         with self.catalog.transaction() as db:
-            cur = db.execute("UPDATE dreams SET status='running', started_at=?, claimed_by=? WHERE id=?"
-                             " AND status='pending'", (self._now(), runner_id, dream_id))
+            cur = db.execute(
+                "UPDATE dreams SET status='running', started_at=?, claimed_by=? WHERE id=? AND status='pending'",
+                (self._now(), runner_id, dream_id),
+            )
             return cur.rowcount == 1
 
     def expire(self, timeout_seconds: float | None = None) -> int:
         """Fail running dreams older than the timeout (e.g. their process died on another host); the count."""
         limit = int((timeout_seconds or self.timeout_seconds) * 1_000_000)
-        rows = self.db.execute("SELECT id FROM dreams WHERE status='running' AND started_at<?",
-                               (self._now() - limit,)).fetchall()
+        rows = self.db.execute(
+            "SELECT id FROM dreams WHERE status='running' AND started_at<?", (self._now() - limit,)
+        ).fetchall()
         return sum(self._fail(row[0], "timeout", "the dream ran past its time limit") for row in rows)
 
     def reap(self) -> int:
         """Fail running dreams whose runner was a process on this host that has died (``internal_error``);
         the count."""
         rows = self.db.execute("SELECT id, claimed_by FROM dreams WHERE status='running'").fetchall()
-        return sum(self._fail(row[0], "internal_error", "the process running the dream stopped")
-                   for row in rows if _process_gone(row[1]))
+        return sum(
+            self._fail(row[0], "internal_error", "the process running the dream stopped")
+            for row in rows
+            if _process_gone(row[1])
+        )
 
     def run(self, dream_id: str, dreamer: Dreamer | None = None, *, timeout_seconds: float | None = None) -> Dream:
         """Run a claimed (``running``) dream to its end; any other status is left alone."""
@@ -458,10 +526,12 @@ class Dreams(HomeTables):
         deleted, so a failed dream leaves no half-made store; its task is ended."""
         with self.catalog.transaction() as db:
             dream = _dream(db.execute("SELECT * FROM dreams WHERE id=?", (dream_id,)).fetchone())
-            cur = db.execute("UPDATE dreams SET status='failed', error_type=?, error_message=?, ended_at=?,"
-                             " output_store_id=CASE WHEN output_behavior='create_new' THEN NULL"
-                             " ELSE output_store_id END WHERE id=? AND status='running'",
-                             (error_type, message, self._now(), dream_id))
+            cur = db.execute(
+                "UPDATE dreams SET status='failed', error_type=?, error_message=?, ended_at=?,"
+                " output_store_id=CASE WHEN output_behavior='create_new' THEN NULL"
+                " ELSE output_store_id END WHERE id=? AND status='running'",
+                (error_type, message, self._now(), dream_id),
+            )
         if cur.rowcount == 0:
             return False
         if dream.output_behavior == "create_new" and dream.output_store_id:
@@ -484,8 +554,10 @@ class Dreams(HomeTables):
 
     def _complete(self, dream_id: str) -> None:
         with self.catalog.transaction() as db:
-            db.execute("UPDATE dreams SET status='completed', ended_at=? WHERE id=? AND status='running'",
-                       (self._now(), dream_id))
+            db.execute(
+                "UPDATE dreams SET status='completed', ended_at=? WHERE id=? AND status='running'",
+                (self._now(), dream_id),
+            )
 
     def status_of(self, dream_id: str) -> str:
         row = self.db.execute("SELECT status FROM dreams WHERE id=?", (dream_id,)).fetchone()
@@ -502,11 +574,14 @@ class Dreams(HomeTables):
                 pass
         worker = tasks.create_worker(workspace_id, DREAMER_WORKER_NAME)
         with self.catalog.transaction() as db:
-            db.execute("INSERT INTO dream_workers (workspace_id, worker_id) VALUES (?, ?) ON CONFLICT (workspace_id)"
-                       " DO UPDATE SET worker_id=excluded.worker_id WHERE worker_id=?",
-                       (workspace_id, worker.id, row[0] if row else ""))
-            (chosen,) = db.execute("SELECT worker_id FROM dream_workers WHERE workspace_id=?",
-                                   (workspace_id,)).fetchone()
+            db.execute(
+                "INSERT INTO dream_workers (workspace_id, worker_id) VALUES (?, ?) ON CONFLICT (workspace_id)"
+                " DO UPDATE SET worker_id=excluded.worker_id WHERE worker_id=?",
+                (workspace_id, worker.id, row[0] if row else ""),
+            )
+            (chosen,) = db.execute(
+                "SELECT worker_id FROM dream_workers WHERE workspace_id=?", (workspace_id,)
+            ).fetchone()
         return chosen
 
 
@@ -559,28 +634,44 @@ class _Job:
         if create_new:
             name = f"{info.name} (dreamed)"
             if len(name) > MAX_STORE_NAME:
-                name = info.name[:MAX_STORE_NAME - len(" (dreamed)")] + " (dreamed)"
+                name = info.name[: MAX_STORE_NAME - len(" (dreamed)")] + " (dreamed)"
             try:
                 # An encrypted input gives an encrypted output: the notes never lie in plain text.
-                output = gm.create_store(d.workspace_id, name, encrypted=info.encrypted,
-                                         description=f"Written by dream {d.id} from memory store {info.id}.")
+                output = gm.create_store(
+                    d.workspace_id,
+                    name,
+                    encrypted=info.encrypted,
+                    description=f"Written by dream {d.id} from memory store {info.id}.",
+                )
             except LimitExceeded as exc:
                 raise _Stop("memory_store_org_limit_exceeded", exc.message) from None
             output_id = output.id
             with self.dreams.catalog.transaction() as db:  # at once, so that a failure deletes it
-                recorded = db.execute("UPDATE dreams SET output_store_id=? WHERE id=? AND status='running'",
-                                      (output_id, d.id)).rowcount
+                recorded = db.execute(
+                    "UPDATE dreams SET output_store_id=? WHERE id=? AND status='running'", (output_id, d.id)
+                ).rowcount
             if not recorded:  # ended meanwhile (canceled, or failed by another process): nothing to keep
                 gm.delete_store(d.workspace_id, output_id, force=True)
                 raise _Canceled()
         else:
             output_id = info.id
-        resources = [{"type": "memory_store", "memory_store_id": info.id,
-                      "access": "read_only" if create_new else "read_write",
-                      "instructions": "The store this dream tidies."}]
+        resources = [
+            {
+                "type": "memory_store",
+                "memory_store_id": info.id,
+                "access": "read_only" if create_new else "read_write",
+                "instructions": "The store this dream tidies.",
+            }
+        ]
         if create_new:
-            resources.append({"type": "memory_store", "memory_store_id": output_id, "access": "read_write",
-                              "instructions": "Where this dream writes the tidied notes."})
+            resources.append(
+                {
+                    "type": "memory_store",
+                    "memory_store_id": output_id,
+                    "access": "read_write",
+                    "instructions": "Where this dream writes the tidied notes.",
+                }
+            )
         worker_id = self.dreams.dreamer_worker(d.workspace_id)
         try:
             task, _ = tasks_for(gm).create_task(d.workspace_id, worker_id, resources)
@@ -589,25 +680,39 @@ class _Job:
             raise
         self.task_id = task.id
         self.dreams._set(d.id, task_id=task.id, output_store_id=output_id)
-        self.event("dream.started", {"dream_id": d.id, "input_memory_store_id": info.id,
-                                     "output_memory_store_id": output_id, "task_ids": list(d.task_ids),
-                                     "model": d.model_id, "output_behavior": d.output_behavior})
+        self.event(
+            "dream.started",
+            {
+                "dream_id": d.id,
+                "input_memory_store_id": info.id,
+                "output_memory_store_id": output_id,
+                "task_ids": list(d.task_ids),
+                "model": d.model_id,
+                "output_behavior": d.output_behavior,
+            },
+        )
 
         current = self.read_notes()
         logs = self.read_tasks()
-        self.event("dream.read", {"notes": len(current), "tasks": len(logs),
-                                  "events": sum(len(log.events) for log in logs)})
+        self.event(
+            "dream.read", {"notes": len(current), "tasks": len(logs), "events": sum(len(log.events) for log in logs)}
+        )
         self.check()
         limit = gm.store(d.workspace_id, output_id).policy.max_content_bytes
-        request = DreamRequest(tuple(InputNote(n.path, n.content or "") for n in current.values()),
-                               d.instructions, logs, d.model_id, limit, self.check)
+        request = DreamRequest(
+            tuple(InputNote(n.path, n.content or "") for n in current.values()),
+            d.instructions,
+            logs,
+            d.model_id,
+            limit,
+            self.check,
+        )
         result = self.ask(dreamer, request)
         self.dreams._set(d.id, **result.usage.as_dict())
         if result.merged:
             self.event("dream.merged", {"merged": [{"path": p, "into": into} for p, into in result.merged]})
         self.check()
-        written = (self.write_new(output_id, result.notes) if create_new
-                   else self.write_existing(current, result.notes))
+        written = self.write_new(output_id, result.notes) if create_new else self.write_existing(current, result.notes)
         self.event("dream.completed", {**written, "usage": result.usage.as_dict()})
         self.dreams._complete(d.id)
 
@@ -699,8 +804,7 @@ class _Job:
         created = 0
         for note in notes:
             self.check()
-            created += self._write("create", note.path,
-                                   lambda n=note: store.create(n.path, n.content, actor=actor))
+            created += self._write("create", note.path, lambda n=note: store.create(n.path, n.content, actor=actor))
         return {"created": created, "modified": 0, "deleted": 0}
 
     def write_existing(self, current: Mapping[str, Note], notes: Sequence[InputNote]) -> dict[str, int]:
@@ -712,19 +816,26 @@ class _Job:
         for path, note in sorted(current.items()):
             if path not in wanted:
                 self.check()
-                counts["deleted"] += self._write("delete", path, lambda n=note: store.delete(
-                    n.id, expected_sha256=n.content_sha256, actor=actor))
+                counts["deleted"] += self._write(
+                    "delete", path, lambda n=note: store.delete(n.id, expected_sha256=n.content_sha256, actor=actor)
+                )
         for path, content in sorted(wanted.items()):
             old = current.get(path)
             if old is not None and old.content != content:
                 self.check()
-                counts["modified"] += self._write("modify", path, lambda n=old, c=content: store.update(
-                    n.id, content=c, expected_sha256=n.content_sha256, actor=actor))
+                counts["modified"] += self._write(
+                    "modify",
+                    path,
+                    lambda n=old, c=content: store.update(
+                        n.id, content=c, expected_sha256=n.content_sha256, actor=actor
+                    ),
+                )
         for path, content in sorted(wanted.items()):
             if path not in current:
                 self.check()
-                counts["created"] += self._write("create", path, lambda p=path, c=content: store.create(
-                    p, c, actor=actor))
+                counts["created"] += self._write(
+                    "create", path, lambda p=path, c=content: store.create(p, c, actor=actor)
+                )
         return counts
 
 
@@ -735,8 +846,14 @@ class DreamRunner:
     """Runs pending dreams in a background thread of this process, one at a time. Several runners
     (processes) share the work safely: each dream is claimed under a transaction."""
 
-    def __init__(self, gm: Gitmem, dreamer: Dreamer | None = None, *, poll_interval: float = 1.0,
-                 timeout_seconds: float | None = None) -> None:
+    def __init__(
+        self,
+        gm: Gitmem,
+        dreamer: Dreamer | None = None,
+        *,
+        poll_interval: float = 1.0,
+        timeout_seconds: float | None = None,
+    ) -> None:
         self.gm = gm
         self.dreams = dreams_for(gm)
         self.dreamer = dreamer
@@ -790,5 +907,15 @@ def dreams_for(gm: Gitmem) -> Dreams:
     return Dreams.of(gm)
 
 
-__all__ = ["FINAL", "MAX_INPUT_BYTES", "MAX_TASKS", "STATUSES", "Dream", "DreamRunner", "Dreams", "dreams_for",
-           "runner_id", "timeout_setting"]
+__all__ = [
+    "FINAL",
+    "MAX_INPUT_BYTES",
+    "MAX_TASKS",
+    "STATUSES",
+    "Dream",
+    "DreamRunner",
+    "Dreams",
+    "dreams_for",
+    "runner_id",
+    "timeout_setting",
+]

@@ -169,7 +169,7 @@ def resolve_memory_path(path: str) -> MemoryPath:
     """Confine a tool path to ``/memories`` and map it to a note path, or raise the refusal to send back."""
     if not path.startswith(MEMORY_ROOT):
         raise _must_start_with_root(path)
-    rest = path[len(MEMORY_ROOT):]
+    rest = path[len(MEMORY_ROOT) :]
     # Checked on what follows the root, so "/memories.." and "/memories../x" count as the escapes they are.
     if _looks_like_traversal(rest):
         raise _would_escape(path)
@@ -221,7 +221,7 @@ def _listing_tree(notes: list[Note], prefix: str) -> _Folder:
     """The folders and files below ``prefix`` to the listing depth, hidden (dot) names left out."""
     root = _Folder()
     for note in notes:
-        segments = note.path[len(prefix):].split("/")
+        segments = note.path[len(prefix) :].split("/")
         folder = root
         for depth, segment in enumerate(segments[:LISTING_DEPTH]):
             if segment.startswith("."):
@@ -289,11 +289,15 @@ def _describe_engine_error(error: GitmemError, tool_path: str) -> str:
     if isinstance(error, PathConflict):
         other = error.details.get("conflicting_path")
         where = f"the existing {_as_tool_path(other)}" if other else "an existing file"
-        return (f"Cannot write {tool_path}: it conflicts with {where} "
-                "(a file cannot sit at, above or below another file). Nothing was changed.")
+        return (
+            f"Cannot write {tool_path}: it conflicts with {where} "
+            "(a file cannot sit at, above or below another file). Nothing was changed."
+        )
     if isinstance(error, PreconditionFailed):
-        return (f"The file {tool_path} was changed by someone else while this command ran, so nothing was "
-                "written. View it again and retry.")
+        return (
+            f"The file {tool_path} was changed by someone else while this command ran, so nothing was "
+            "written. View it again and retry."
+        )
     if isinstance(error, NotFound):
         return f"The file {tool_path} no longer exists (may have been deleted or renamed concurrently)."
     if isinstance(error, SecretRefused):
@@ -405,8 +409,7 @@ class MemoryToolHandler:
         page: str | None = None
         while True:
             listing = self.store.list(path_prefix=prefix, depth=0, limit=_LIST_PAGE_SIZE, page=page)
-            notes.extend(item for item in listing.items
-                         if isinstance(item, Note) and item.path.startswith(prefix))
+            notes.extend(item for item in listing.items if isinstance(item, Note) and item.path.startswith(prefix))
             page = listing.next_page
             if page is None:
                 return notes
@@ -498,12 +501,15 @@ class MemoryToolHandler:
         content = note.content or ""
         occurrences = content.count(old_str)
         if occurrences == 0:
-            raise _Refusal(f"No replacement was performed, old_str `{old_str}` did not appear verbatim "
-                           f"in {target.tool_path}.")
+            raise _Refusal(
+                f"No replacement was performed, old_str `{old_str}` did not appear verbatim in {target.tool_path}."
+            )
         if occurrences > 1:
             line_numbers = self._lines_of_every_match(content, old_str)
-            raise _Refusal(f"No replacement was performed. Multiple occurrences of old_str `{old_str}` "
-                           f"in lines: {', '.join(map(str, line_numbers))}. Please ensure it is unique")
+            raise _Refusal(
+                f"No replacement was performed. Multiple occurrences of old_str `{old_str}` "
+                f"in lines: {', '.join(map(str, line_numbers))}. Please ensure it is unique"
+            )
         changed_index = content[: content.find(old_str)].count("\n")
         new_content = content.replace(old_str, new_str)
         self._rewrite(note, new_content)
@@ -511,8 +517,10 @@ class MemoryToolHandler:
         first = max(0, changed_index - 2)
         last = min(len(new_lines), changed_index + 3)
         snippet = [_numbered(number, new_lines[number - 1]) for number in range(first + 1, last + 1)]
-        return ("The memory file has been edited. Here is the snippet showing the change "
-                "(with line numbers):\n" + "\n".join(snippet))
+        return (
+            "The memory file has been edited. Here is the snippet showing the change "
+            "(with line numbers):\n" + "\n".join(snippet)
+        )
 
     @staticmethod
     def _lines_of_every_match(content: str, needle: str) -> list[int]:
@@ -531,8 +539,9 @@ class MemoryToolHandler:
         note = self._file_to_edit(target)
         lines = _lines_without_final_empty(note.content or "")
         if not 0 <= insert_line <= len(lines):
-            raise _Refusal(f"Invalid `insert_line` parameter: {insert_line}. "
-                           f"It should be within the range [0, {len(lines)}].")
+            raise _Refusal(
+                f"Invalid `insert_line` parameter: {insert_line}. It should be within the range [0, {len(lines)}]."
+            )
         lines.insert(insert_line, insert_text.rstrip("\n"))
         new_content = "\n".join(lines)
         if not new_content.endswith("\n"):
@@ -553,8 +562,7 @@ class MemoryToolHandler:
             notes = self._notes_under(target.folder_prefix)
             if not notes:
                 raise missing
-            self._for_each_note(notes, "deleted", target.tool_path,
-                                lambda each: self._delete_note_if_present(each.id))
+            self._for_each_note(notes, "deleted", target.tool_path, lambda each: self._delete_note_if_present(each.id))
         return f"Successfully deleted {target.tool_path}"
 
     def _rename(self, command: Mapping[str, Any]) -> str:
@@ -573,8 +581,10 @@ class MemoryToolHandler:
             if not notes:
                 raise _Refusal(f"The path {source.tool_path} does not exist")
             if destination.note_path.startswith(source.folder_prefix):
-                raise _Refusal(f"Cannot rename {source.tool_path} to {destination.tool_path}: "
-                               "a folder cannot be moved inside itself")
+                raise _Refusal(
+                    f"Cannot rename {source.tool_path} to {destination.tool_path}: "
+                    "a folder cannot be moved inside itself"
+                )
             prefix_length = len(source.folder_prefix)
 
             def move(each: Note) -> None:
@@ -585,8 +595,7 @@ class MemoryToolHandler:
         return f"Successfully renamed {source.tool_path} to {destination.tool_path}"
 
     @staticmethod
-    def _for_each_note(notes: list[Note], verb: str, tool_path: str,
-                       change: Callable[[Note], object]) -> None:
+    def _for_each_note(notes: list[Note], verb: str, tool_path: str, change: Callable[[Note], object]) -> None:
         """Apply ``change`` to a folder's notes; a failure part way says how far it got, never hides it."""
         for done, note in enumerate(notes):
             try:
@@ -601,9 +610,14 @@ class MemoryToolHandler:
 
 # --- the SDK adapter ---------------------------------------------------------------------------------
 
-CommandModel = (BetaMemoryTool20250818ViewCommand | BetaMemoryTool20250818CreateCommand
-                | BetaMemoryTool20250818StrReplaceCommand | BetaMemoryTool20250818InsertCommand
-                | BetaMemoryTool20250818DeleteCommand | BetaMemoryTool20250818RenameCommand)
+CommandModel = (
+    BetaMemoryTool20250818ViewCommand
+    | BetaMemoryTool20250818CreateCommand
+    | BetaMemoryTool20250818StrReplaceCommand
+    | BetaMemoryTool20250818InsertCommand
+    | BetaMemoryTool20250818DeleteCommand
+    | BetaMemoryTool20250818RenameCommand
+)
 
 
 class GitmemMemoryTool(BetaAbstractMemoryTool):
@@ -613,8 +627,14 @@ class GitmemMemoryTool(BetaAbstractMemoryTool):
     as text; refusals raise the SDK's ``ToolError`` so the runner marks them ``is_error``.
     """
 
-    def __init__(self, store: MemoryStore, actor: Actor | None = None, *, read_only: bool = False,
-                 cache_control: BetaCacheControlEphemeralParam | None = None) -> None:
+    def __init__(
+        self,
+        store: MemoryStore,
+        actor: Actor | None = None,
+        *,
+        read_only: bool = False,
+        cache_control: BetaCacheControlEphemeralParam | None = None,
+    ) -> None:
         super().__init__(cache_control=cache_control)
         self.handler = MemoryToolHandler(store, actor, read_only=read_only)
 
@@ -664,5 +684,12 @@ class GitmemMemoryTool(BetaAbstractMemoryTool):
         return self._answer(self.handler.clear_all())
 
 
-__all__ = ["MEMORY_ROOT", "GitmemMemoryTool", "MemoryPath", "MemoryToolHandler", "ToolResult",
-           "format_size", "resolve_memory_path"]
+__all__ = [
+    "MEMORY_ROOT",
+    "GitmemMemoryTool",
+    "MemoryPath",
+    "MemoryToolHandler",
+    "ToolResult",
+    "format_size",
+    "resolve_memory_path",
+]

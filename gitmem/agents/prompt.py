@@ -1,4 +1,4 @@
-"""The ``## Profile Memory Bank`` section of an agent's system prompt (seed 000).
+"""The ``## Profile Memory Bank`` section of an agent's system prompt (the profile-bank API).
 
 The section tells the model that ``.memory/`` exists, what it holds (the current entry paths), that
 edits there carry over to later sessions, and that transient files do not belong there (the directory
@@ -32,8 +32,7 @@ def _limits(directory: str) -> list[str]:
     ]
 
 
-def render_section(entry_paths: Iterable[str], *, directory: str = DEFAULT_DIR,
-                   profile_name: str | None = None) -> str:
+def render_section(entry_paths: Iterable[str], *, directory: str = DEFAULT_DIR, profile_name: str | None = None) -> str:
     """The markdown section for a bank holding ``entry_paths`` (relative paths, any order)."""
     directory = directory if directory.endswith("/") else directory + "/"
     listed = sorted(entry_paths)
@@ -49,8 +48,10 @@ def render_section(entry_paths: Iterable[str], *, directory: str = DEFAULT_DIR,
         "",
     ]
     if listed:
-        lines.append(f"The bank holds {len(listed)} entr{'y' if len(listed) == 1 else 'ies'}; read the"
-                     " ones that bear on your task before you start:")
+        lines.append(
+            f"The bank holds {len(listed)} entr{'y' if len(listed) == 1 else 'ies'}; read the"
+            " ones that bear on your task before you start:"
+        )
         lines.append("")
         lines += [f"- `{directory}{path}`" for path in listed[:MAX_LISTED]]
         if len(listed) > MAX_LISTED:

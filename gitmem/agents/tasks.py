@@ -1,4 +1,4 @@
-"""Workers and tasks: which stores a task reads (seed 002, DESIGN section 9).
+"""Workers and tasks: which stores a task reads (the memory-store API).
 
 - A **worker** has its own store (kind ``worker``: always read-write, never deleted, not counted
   among the workspace's shared stores) and a list of attached stores.
@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from gitmem import ids
 from gitmem.clock import from_micros
+from gitmem.engine.catalog import principal_task_id
 from gitmem.engine.home import HomeTables
 from gitmem.errors import (
     ArchivedStore,
@@ -259,10 +260,14 @@ class Tasks(HomeTables):
         worker_id = ids.new_id(ids.WORKER)
         try:
             with self.catalog.transaction() as db:
-                db.execute("INSERT INTO workers (id, workspace_id, name, own_store_id, created_at) VALUES (?,?,?,?,?)",
-                           (worker_id, workspace_id, name, own.id, self._now()))
-                db.executemany("INSERT INTO worker_stores (worker_id, store_id, position) VALUES (?,?,?)",
-                               [(worker_id, sid, i) for i, sid in enumerate(attached)])
+                db.execute(
+                    "INSERT INTO workers (id, workspace_id, name, own_store_id, created_at) VALUES (?,?,?,?,?)",
+                    (worker_id, workspace_id, name, own.id, self._now()),
+                )
+                db.executemany(
+                    "INSERT INTO worker_stores (worker_id, store_id, position) VALUES (?,?,?)",
+                    [(worker_id, sid, i) for i, sid in enumerate(attached)],
+                )
         except BaseException:
             self.gm.delete_store(workspace_id, own.id, force=True)
             raise
@@ -271,19 +276,26 @@ class Tasks(HomeTables):
     def _worker_row(self, workspace_id: str, worker_id: str) -> sqlite3.Row:
         row = None
         if ids.has_prefix(worker_id, ids.WORKER):
-            row = self.db.execute("SELECT * FROM workers WHERE id=? AND workspace_id=?",
-                                  (worker_id, workspace_id)).fetchone()
+            row = self.db.execute(
+                "SELECT * FROM workers WHERE id=? AND workspace_id=?", (worker_id, workspace_id)
+            ).fetchone()
         if row is None:
             raise NotFound(f"worker {worker_id} not found")
         return row
 
     def _worker(self, row: sqlite3.Row) -> Worker:
         # Stores deleted since they were attached drop out of the list.
-        attached = tuple(r[0] for r in self.db.execute(
-            "SELECT ws.store_id FROM worker_stores ws JOIN stores s ON s.id = ws.store_id"
-            " WHERE ws.worker_id=? ORDER BY ws.position", (row["id"],)))
-        return Worker(row["id"], row["workspace_id"], row["name"], row["own_store_id"], attached,
-                      from_micros(row["created_at"]))
+        attached = tuple(
+            r[0]
+            for r in self.db.execute(
+                "SELECT ws.store_id FROM worker_stores ws JOIN stores s ON s.id = ws.store_id"
+                " WHERE ws.worker_id=? ORDER BY ws.position",
+                (row["id"],),
+            )
+        )
+        return Worker(
+            row["id"], row["workspace_id"], row["name"], row["own_store_id"], attached, from_micros(row["created_at"])
+        )
 
     def get_worker(self, workspace_id: str, worker_id: str) -> Worker:
         return self._worker(self._worker_row(workspace_id, worker_id))
@@ -303,8 +315,11 @@ class Tasks(HomeTables):
             args += [micros, micros, after_id]
         rows = self.db.execute(sql + " ORDER BY created_at DESC, id DESC LIMIT ?", (*args, limit + 1)).fetchall()
         items = [self._worker(r) for r in rows[:limit]]
-        token = (self.gm.page_tokens.encode("workers", rows[limit - 1]["created_at"], rows[limit - 1]["id"])
-                 if len(rows) > limit else None)
+        token = (
+            self.gm.page_tokens.encode("workers", rows[limit - 1]["created_at"], rows[limit - 1]["id"])
+            if len(rows) > limit
+            else None
+        )
         return Page(items, token)
 
     def set_attached_stores(self, workspace_id: str, worker_id: str, store_ids: Sequence[str]) -> Worker:
@@ -313,8 +328,10 @@ class Tasks(HomeTables):
         attached = self._check_attachable(workspace_id, store_ids, own_store_id=row["own_store_id"])
         with self.catalog.transaction() as db:
             db.execute("DELETE FROM worker_stores WHERE worker_id=?", (worker_id,))
-            db.executemany("INSERT INTO worker_stores (worker_id, store_id, position) VALUES (?,?,?)",
-                           [(worker_id, sid, i) for i, sid in enumerate(attached)])
+            db.executemany(
+                "INSERT INTO worker_stores (worker_id, store_id, position) VALUES (?,?,?)",
+                [(worker_id, sid, i) for i, sid in enumerate(attached)],
+            )
         return self.get_worker(workspace_id, worker_id)
 
     def attach_store(self, workspace_id: str, worker_id: str, store_id: str) -> Worker:
@@ -328,11 +345,13 @@ class Tasks(HomeTables):
         worker = self.get_worker(workspace_id, worker_id)
         if store_id not in worker.attached_store_ids:
             raise NotFound(f"memory store {store_id} is not attached to worker {worker_id}")
-        return self.set_attached_stores(workspace_id, worker_id,
-                                        [s for s in worker.attached_store_ids if s != store_id])
+        return self.set_attached_stores(
+            workspace_id, worker_id, [s for s in worker.attached_store_ids if s != store_id]
+        )
 
-    def _check_attachable(self, workspace_id: str, store_ids: Sequence[str] | None,
-                          own_store_id: str | None) -> list[str]:
+    def _check_attachable(
+        self, workspace_id: str, store_ids: Sequence[str] | None, own_store_id: str | None
+    ) -> list[str]:
         store_ids = list(store_ids or [])
         if len(store_ids) > MAX_ATTACHED_STORES:
             raise LimitExceeded(f"a worker has at most {MAX_ATTACHED_STORES} attached memory stores")
@@ -342,8 +361,10 @@ class Tasks(HomeTables):
             if not isinstance(store_id, str):
                 raise InvalidRequest("memory store ids are strings")
             if store_id == own_store_id:
-                raise InvalidRequest(f"memory store {store_id} is the worker's own store; it is always part"
-                                     " of its tasks and is not attached")
+                raise InvalidRequest(
+                    f"memory store {store_id} is the worker's own store; it is always part"
+                    " of its tasks and is not attached"
+                )
             self._usable_store(workspace_id, store_id)
         return store_ids
 
@@ -358,9 +379,14 @@ class Tasks(HomeTables):
 
     # -- tasks ------------------------------------------------------------------------------------
 
-    def create_task(self, workspace_id: str, worker_id: str,
-                    resources: Sequence[Mapping[str, Any]] | None = None, *,
-                    created_by: Actor | None = None) -> tuple[Task, str]:
+    def create_task(
+        self,
+        workspace_id: str,
+        worker_id: str,
+        resources: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        created_by: Actor | None = None,
+    ) -> tuple[Task, str]:
         """Make a task and its token (the secret, shown once).
 
         ``resources``: up to 8 ``{"type": "memory_store", "memory_store_id", "access", "instructions"}``.
@@ -384,13 +410,18 @@ class Tasks(HomeTables):
 
         task_id = ids.new_id(ids.TASK)
         with self.catalog.transaction() as db:
-            db.execute("INSERT INTO tasks (id, workspace_id, worker_id, created_at, created_by) VALUES (?,?,?,?,?)",
-                       (task_id, workspace_id, worker_id, self._now(), _actor_text(created_by)))
+            db.execute(
+                "INSERT INTO tasks (id, workspace_id, worker_id, created_at, created_by) VALUES (?,?,?,?,?)",
+                (task_id, workspace_id, worker_id, self._now(), _actor_text(created_by)),
+            )
             db.executemany(
                 "INSERT INTO task_stores (task_id, position, store_id, name, description, access, instructions,"
                 " mount_name, own) VALUES (?,?,?,?,?,?,?,?,?)",
-                [(task_id, i, info.id, info.name, info.description or "", access, text, slug, int(is_own))
-                 for i, ((info, access, text, is_own), slug) in enumerate(zip(entries, slugs, strict=True))])
+                [
+                    (task_id, i, info.id, info.name, info.description or "", access, text, slug, int(is_own))
+                    for i, ((info, access, text, is_own), slug) in enumerate(zip(entries, slugs, strict=True))
+                ],
+            )
         try:
             _, secret = self.catalog.create_task_token(workspace_id, task_id)
         except BaseException:
@@ -399,13 +430,16 @@ class Tasks(HomeTables):
             raise
         return self.get_task(workspace_id, task_id), secret
 
-    def _named(self, workspace_id: str, resources: Sequence[Mapping[str, Any]],
-               own_store_id: str) -> list[tuple[StoreInfo, Access, str]]:
+    def _named(
+        self, workspace_id: str, resources: Sequence[Mapping[str, Any]], own_store_id: str
+    ) -> list[tuple[StoreInfo, Access, str]]:
         if isinstance(resources, str | bytes | Mapping) or not isinstance(resources, Sequence):
             raise InvalidRequest("resources must be a list")
         if len(resources) > MAX_NAMED_STORES:
-            raise LimitExceeded(f"a task names at most {MAX_NAMED_STORES} memory stores in resources"
-                                f" (besides its worker's own store); got {len(resources)}")
+            raise LimitExceeded(
+                f"a task names at most {MAX_NAMED_STORES} memory stores in resources"
+                f" (besides its worker's own store); got {len(resources)}"
+            )
         seen: set[str] = set()
         out: list[tuple[StoreInfo, Access, str]] = []
         for n, resource in enumerate(resources):
@@ -432,25 +466,42 @@ class Tasks(HomeTables):
                 raise InvalidRequest(f"memory store {store_id} is named twice in resources")
             seen.add(store_id)
             if store_id == own_store_id:
-                raise InvalidRequest(f"memory store {store_id} is the worker's own store: every task reads and"
-                                     " writes it already, so it is not named in resources")
+                raise InvalidRequest(
+                    f"memory store {store_id} is the worker's own store: every task reads and"
+                    " writes it already, so it is not named in resources"
+                )
             out.append((self._usable_store(workspace_id, store_id), access, instructions))
         return out
 
     def _task(self, row: sqlite3.Row) -> Task:
         stores = tuple(
-            TaskStore(r["store_id"], r["name"], r["description"], r["access"], r["instructions"],
-                      r["mount_name"], bool(r["own"]))
-            for r in self.db.execute("SELECT * FROM task_stores WHERE task_id=? ORDER BY position", (row["id"],)))
-        return Task(row["id"], row["workspace_id"], row["worker_id"], from_micros(row["created_at"]), stores,
-                    Actor.from_trailer(row["created_by"] or ""),
-                    from_micros(row["ended_at"]) if row["ended_at"] is not None else None)
+            TaskStore(
+                r["store_id"],
+                r["name"],
+                r["description"],
+                r["access"],
+                r["instructions"],
+                r["mount_name"],
+                bool(r["own"]),
+            )
+            for r in self.db.execute("SELECT * FROM task_stores WHERE task_id=? ORDER BY position", (row["id"],))
+        )
+        return Task(
+            row["id"],
+            row["workspace_id"],
+            row["worker_id"],
+            from_micros(row["created_at"]),
+            stores,
+            Actor.from_trailer(row["created_by"] or ""),
+            from_micros(row["ended_at"]) if row["ended_at"] is not None else None,
+        )
 
     def _task_row(self, workspace_id: str, task_id: str) -> sqlite3.Row:
         row = None
         if isinstance(task_id, str) and ids.has_prefix(task_id, ids.TASK):
-            row = self.db.execute("SELECT * FROM tasks WHERE id=? AND workspace_id=?",
-                                  (task_id, workspace_id)).fetchone()
+            row = self.db.execute(
+                "SELECT * FROM tasks WHERE id=? AND workspace_id=?", (task_id, workspace_id)
+            ).fetchone()
         if row is None:
             raise NotFound(f"task {task_id} not found")
         return row
@@ -465,8 +516,9 @@ class Tasks(HomeTables):
         now = self._now()
         with self.catalog.transaction() as db:
             db.execute("UPDATE tasks SET ended_at=coalesce(ended_at, ?) WHERE id=?", (now, task_id))
-            db.execute("UPDATE credentials SET revoked_at=coalesce(revoked_at, ?) WHERE id=? AND kind='task'",
-                       (now, task_id))
+            db.execute(
+                "UPDATE credentials SET revoked_at=coalesce(revoked_at, ?) WHERE id=? AND kind='task'", (now, task_id)
+            )
         return self.get_task(workspace_id, task_id)
 
     def delete_task(self, workspace_id: str, task_id: str) -> None:
@@ -477,8 +529,9 @@ class Tasks(HomeTables):
             db.execute("DELETE FROM credentials WHERE id=? AND kind='task'", (task_id,))
             db.execute("DELETE FROM tasks WHERE id=?", (task_id,))  # cascades to task_stores and task_events
 
-    def list_tasks(self, workspace_id: str, worker_id: str | None = None, limit: int = 20,
-                   page: str | None = None) -> Page[Task]:
+    def list_tasks(
+        self, workspace_id: str, worker_id: str | None = None, limit: int = 20, page: str | None = None
+    ) -> Page[Task]:
         """Newest first, optionally one worker's."""
         _check_limit(limit)
         sql, args = "SELECT * FROM tasks WHERE workspace_id=?", [workspace_id]
@@ -490,19 +543,25 @@ class Tasks(HomeTables):
             sql += " AND (created_at<? OR (created_at=? AND id<?))"
             args += [micros, micros, after_id]
         rows = self.db.execute(sql + " ORDER BY created_at DESC, id DESC LIMIT ?", (*args, limit + 1)).fetchall()
-        token = (self.gm.page_tokens.encode("tasks", rows[limit - 1]["created_at"], rows[limit - 1]["id"])
-                 if len(rows) > limit else None)
+        token = (
+            self.gm.page_tokens.encode("tasks", rows[limit - 1]["created_at"], rows[limit - 1]["id"])
+            if len(rows) > limit
+            else None
+        )
         return Page([self._task(r) for r in rows[:limit]], token)
 
     def task_access(self, task_id: str, store_id: str) -> Access | None:
         """The task's frozen access to the store, or ``None`` if the store is not in its list."""
-        row = self.db.execute("SELECT access FROM task_stores WHERE task_id=? AND store_id=?",
-                              (task_id, store_id)).fetchone()
+        row = self.db.execute(
+            "SELECT access FROM task_stores WHERE task_id=? AND store_id=?", (task_id, store_id)
+        ).fetchone()
         return row[0] if row else None
 
     def task_store_ids(self, task_id: str) -> tuple[str, ...]:
-        return tuple(r[0] for r in self.db.execute(
-            "SELECT store_id FROM task_stores WHERE task_id=? ORDER BY position", (task_id,)))
+        return tuple(
+            r[0]
+            for r in self.db.execute("SELECT store_id FROM task_stores WHERE task_id=? ORDER BY position", (task_id,))
+        )
 
     # -- the memory view --------------------------------------------------------------------------
 
@@ -511,7 +570,7 @@ class Tasks(HomeTables):
 
         Names, descriptions, instructions and access are the frozen ones; the note paths are the
         stores' current ones (up to ``max_paths`` a store)."""
-        from gitmem.engine.review import Reviews  # review builds on tasks
+        from gitmem.agents.review import Reviews  # review builds on tasks
 
         task = self.get_task(workspace_id, task_id)
         reviews = Reviews.of(self.gm)
@@ -535,12 +594,15 @@ class Tasks(HomeTables):
 
     # -- events -----------------------------------------------------------------------------------
 
-    def append_event(self, task_id: str, type: str, payload: Mapping[str, Any] | None = None, *,
-                     actor: Actor | None = None) -> Event:
+    def append_event(
+        self, task_id: str, type: str, payload: Mapping[str, Any] | None = None, *, actor: Actor | None = None
+    ) -> Event:
         """Add an event to the end of the task's log. There is no update and no delete."""
         if not isinstance(type, str) or not _EVENT_TYPE.fullmatch(type):
-            raise InvalidRequest("an event type is 1 to 64 characters of letters, digits and _ . : -,"
-                                 " starting with a letter or digit (e.g. 'agent.message')")
+            raise InvalidRequest(
+                "an event type is 1 to 64 characters of letters, digits and _ . : -,"
+                " starting with a letter or digit (e.g. 'agent.message')"
+            )
         payload = {} if payload is None else payload
         if not isinstance(payload, Mapping):
             raise InvalidRequest("an event payload is a JSON object")
@@ -555,23 +617,33 @@ class Tasks(HomeTables):
         with self.catalog.transaction() as db:
             if db.execute("SELECT 1 FROM tasks WHERE id=?", (task_id,)).fetchone() is None:
                 raise NotFound(f"task {task_id} not found")
-            (seq,) = db.execute("SELECT coalesce(max(seq), 0) + 1 FROM task_events WHERE task_id=?",
-                                (task_id,)).fetchone()
-            db.execute("INSERT INTO task_events (task_id, seq, id, type, payload, created_by, created_at)"
-                       " VALUES (?,?,?,?,?,?,?)",
-                       (task_id, seq, event_id, type, text, _actor_text(actor), self._now()))
+            (seq,) = db.execute(
+                "SELECT coalesce(max(seq), 0) + 1 FROM task_events WHERE task_id=?", (task_id,)
+            ).fetchone()
+            db.execute(
+                "INSERT INTO task_events (task_id, seq, id, type, payload, created_by, created_at)"
+                " VALUES (?,?,?,?,?,?,?)",
+                (task_id, seq, event_id, type, text, _actor_text(actor), self._now()),
+            )
         row = self.db.execute("SELECT * FROM task_events WHERE id=?", (event_id,)).fetchone()
         return _event(row)
 
-    def list_events(self, task_id: str, after_seq: int | None = None, limit: int = 20,
-                    page: str | None = None, types: Sequence[str] | None = None) -> Page[Event]:
+    def list_events(
+        self,
+        task_id: str,
+        after_seq: int | None = None,
+        limit: int = 20,
+        page: str | None = None,
+        types: Sequence[str] | None = None,
+    ) -> Page[Event]:
         """Oldest first. ``after_seq`` or ``page`` (the previous page's ``next_page``) starts after an
         event; ``next_page`` is ``None`` on the last page."""
         _check_limit(limit)
         if page:
             (after_seq,) = self.gm.page_tokens.decode(page, f"events:{task_id}", int)
-        if after_seq is not None and (isinstance(after_seq, bool) or not isinstance(after_seq, int)
-                                      or not 0 <= after_seq <= MAX_INT):
+        if after_seq is not None and (
+            isinstance(after_seq, bool) or not isinstance(after_seq, int) or not 0 <= after_seq <= MAX_INT
+        ):
             raise InvalidRequest("after_seq must be a non-negative integer")
         sql, args = "SELECT * FROM task_events WHERE task_id=? AND seq>?", [task_id, after_seq or 0]
         if types:
@@ -584,8 +656,15 @@ class Tasks(HomeTables):
 
 
 def _event(row: sqlite3.Row) -> Event:
-    return Event(row["id"], row["task_id"], row["seq"], row["type"], json.loads(row["payload"]),
-                 Actor.from_trailer(row["created_by"] or ""), from_micros(row["created_at"]))
+    return Event(
+        row["id"],
+        row["task_id"],
+        row["seq"],
+        row["type"],
+        json.loads(row["payload"]),
+        Actor.from_trailer(row["created_by"] or ""),
+        from_micros(row["created_at"]),
+    )
 
 
 # -- the memory section ----------------------------------------------------------------------------
@@ -619,8 +698,11 @@ def render_context(task: Task, views: Sequence[StoreView]) -> str:
         if not view.available:
             lines += ["", "This store is no longer available: its folder is empty and cannot be written."]
         elif view.total == 0 and view.access == "read_write":
-            lines += ["", "This store is empty. Create its first note when you learn something worth keeping,"
-                          f" for example `{view.mount_path}notes.md`."]
+            lines += [
+                "",
+                "This store is empty. Create its first note when you learn something worth keeping,"
+                f" for example `{view.mount_path}notes.md`.",
+            ]
         elif view.total == 0:
             lines += ["", "This store is empty and read-only: there is nothing in it to read yet."]
         else:
@@ -634,16 +716,10 @@ def render_context(task: Task, views: Sequence[StoreView]) -> str:
 
 # -- one Tasks a data home; the access check the HTTP layer calls ----------------------------------
 
+
 def tasks_for(gm: Gitmem) -> Tasks:
     """The :class:`Tasks` of this data home (its tables are made on first use)."""
     return Tasks.of(gm)
-
-
-def principal_task_id(principal: Principal) -> str | None:
-    """The task a principal acts for (a task token), else ``None``."""
-    if principal.task_id:
-        return principal.task_id
-    return principal.actor.id if principal.actor.type == "task_actor" else None
 
 
 def check_task_access(gm: Gitmem, principal: Principal, store_id: str, *, write: bool) -> None:
@@ -687,8 +763,26 @@ def refuse_task(principal: Principal, action: str) -> None:
 
 
 __all__ = [
-    "ACCESS_VALUES", "MAX_NAMED_STORES", "MOUNT_ROOT", "Access", "add_column", "Event", "MemoryView",
-    "StoreView", "Task", "TaskStore", "Tasks", "Worker", "check_task_access", "memory_root",
-    "principal_task_id", "refuse_task", "render_context", "slugify", "store_access", "tasks_for", "unique_slugs",
+    "ACCESS_VALUES",
+    "MAX_NAMED_STORES",
+    "MOUNT_ROOT",
+    "Access",
+    "add_column",
+    "Event",
+    "MemoryView",
+    "StoreView",
+    "Task",
+    "TaskStore",
+    "Tasks",
+    "Worker",
+    "check_task_access",
+    "memory_root",
+    "principal_task_id",
+    "refuse_task",
+    "render_context",
+    "slugify",
+    "store_access",
+    "tasks_for",
+    "unique_slugs",
     "visible_store_ids",
 ]

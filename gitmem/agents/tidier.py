@@ -81,9 +81,12 @@ class Usage:
     cache_read_input_tokens: int = 0
 
     def as_dict(self) -> dict[str, int]:
-        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
-                "cache_creation_input_tokens": self.cache_creation_input_tokens,
-                "cache_read_input_tokens": self.cache_read_input_tokens}
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_creation_input_tokens": self.cache_creation_input_tokens,
+            "cache_read_input_tokens": self.cache_read_input_tokens,
+        }
 
 
 @dataclass(frozen=True)
@@ -129,7 +132,7 @@ def summary(content: str) -> str:
     heading = next((line for line in lines if line.startswith("#")), None)
     text = (heading.lstrip("#").strip() if heading else (lines[0] if lines else "")) or "(untitled)"
     text = text.replace("`", "'")
-    return text if len(text) <= MAX_SUMMARY_CHARS else text[:MAX_SUMMARY_CHARS - 1].rstrip() + "…"
+    return text if len(text) <= MAX_SUMMARY_CHARS else text[: MAX_SUMMARY_CHARS - 1].rstrip() + "…"
 
 
 def render_index(notes: Sequence[InputNote], limit_bytes: int = MAX_NOTE_BYTES) -> str:
@@ -256,21 +259,20 @@ def _json_answer(text: str) -> Any:
         start, end = text.find("{"), text.rfind("}")
         if start >= 0 and end > start:
             try:
-                return json.loads(text[start:end + 1])
+                return json.loads(text[start : end + 1])
             except ValueError:
                 pass
-    raise DreamerError("the model's answer is not JSON of the form {\"notes\": [{\"path\", \"content\"}]}")
+    raise DreamerError('the model\'s answer is not JSON of the form {"notes": [{"path", "content"}]}')
 
 
 def parse_notes(text: str) -> tuple[InputNote, ...]:
     answer = _json_answer(text)
     notes = answer.get("notes") if isinstance(answer, dict) else None
     if not isinstance(notes, list):
-        raise DreamerError("the model's answer has no \"notes\" list")
+        raise DreamerError('the model\'s answer has no "notes" list')
     out: dict[str, InputNote] = {}
     for item in notes:
-        if not (isinstance(item, dict) and isinstance(item.get("path"), str)
-                and isinstance(item.get("content"), str)):
+        if not (isinstance(item, dict) and isinstance(item.get("path"), str) and isinstance(item.get("content"), str)):
             raise DreamerError("each note in the model's answer needs a string path and content")
         out[item["path"]] = InputNote(item["path"], item["content"])  # a repeated path: the last wins
     return tuple(sorted(out.values(), key=lambda n: n.path))
@@ -295,15 +297,18 @@ class ModelDreamer:
             raise InvalidRequest("a model dreamer needs a model id")
         try:
             response = self.client.messages.create(
-                model=model, max_tokens=self.max_tokens, system=SYSTEM_PROMPT,
+                model=model,
+                max_tokens=self.max_tokens,
+                system=SYSTEM_PROMPT,
                 messages=[{"role": "user", "content": _prompt(request)}],
             )
         except GitmemError:
             raise
         except Exception as exc:  # the SDK's APIError family, transport failures
             raise DreamerError(f"the model call failed: {type(exc).__name__}: {exc}") from exc
-        text = "".join(getattr(block, "text", "") for block in (response.content or [])
-                       if getattr(block, "type", None) == "text")
+        text = "".join(
+            getattr(block, "text", "") for block in (response.content or []) if getattr(block, "type", None) == "text"
+        )
         u = getattr(response, "usage", None)
         usage = Usage(
             input_tokens=_count(getattr(u, "input_tokens", 0)),
@@ -334,7 +339,21 @@ def dreamer_from_env(environ: Mapping[str, str] | None = None) -> Dreamer:
 
 
 __all__ = [
-    "INDEX_PATH", "DreamRequest", "DreamResult", "Dreamer", "DreamerError", "HoldingTidier", "InputNote",
-    "ModelDreamer", "after_write",
-    "OfflineTidier", "TaskLog", "Usage", "dreamer_from_env", "normalise", "parse_notes", "render_index", "summary",
+    "INDEX_PATH",
+    "DreamRequest",
+    "DreamResult",
+    "Dreamer",
+    "DreamerError",
+    "HoldingTidier",
+    "InputNote",
+    "ModelDreamer",
+    "after_write",
+    "OfflineTidier",
+    "TaskLog",
+    "Usage",
+    "dreamer_from_env",
+    "normalise",
+    "parse_notes",
+    "render_index",
+    "summary",
 ]

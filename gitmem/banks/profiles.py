@@ -1,4 +1,4 @@
-"""Profiles and their memory banks (seed 000, DESIGN sections 5 and 10).
+"""Profiles and their memory banks (the profile-bank API).
 
 - A **profile** belongs to one user (a ``user`` credential). Another user's profile is
   :class:`~gitmem.errors.NotFound`, never a permission error, so ids do not leak.
@@ -73,9 +73,16 @@ class BankEntry:
 
     @classmethod
     def of(cls, note: Note) -> BankEntry:
-        return cls(path=paths.store_to_bank_path(note.path), size=note.content_size_bytes,
-                   content_hash=note.content_sha256, created_at=note.created_at, updated_at=note.updated_at,
-                   memory_id=note.id, version_id=note.version_id, content=note.content)
+        return cls(
+            path=paths.store_to_bank_path(note.path),
+            size=note.content_size_bytes,
+            content_hash=note.content_sha256,
+            created_at=note.created_at,
+            updated_at=note.updated_at,
+            memory_id=note.id,
+            version_id=note.version_id,
+            content=note.content,
+        )
 
 
 @dataclass(frozen=True)
@@ -88,15 +95,24 @@ class PutResult:
 
 
 def _profile(row: sqlite3.Row) -> Profile:
-    return Profile(row["id"], row["workspace_id"], row["user_id"], row["name"], row["bank_store_id"],
-                   from_micros(row["created_at"]), from_micros(row["updated_at"]))
+    return Profile(
+        row["id"],
+        row["workspace_id"],
+        row["user_id"],
+        row["name"],
+        row["bank_store_id"],
+        from_micros(row["created_at"]),
+        from_micros(row["updated_at"]),
+    )
 
 
 def require_user(principal: Principal) -> str:
     """The user id of a principal that acts as a user; profiles belong to users only."""
     if principal.actor.type != "user_actor":
-        raise PermissionDenied("profiles belong to users: authenticate with a user's token"
-                               " (gitmem users create), not an API key or a task token")
+        raise PermissionDenied(
+            "profiles belong to users: authenticate with a user's token"
+            " (gitmem users create), not an API key or a task token"
+        )
     return principal.actor.id
 
 
@@ -157,25 +173,26 @@ class Bank:
             existing = self._find(note_path)
             if existing is None:
                 if expected_hash:
-                    raise PreconditionFailed(f"there is no memory at {path} (expected content hash"
-                                             f" {expected_hash})")
+                    raise PreconditionFailed(f"there is no memory at {path} (expected content hash {expected_hash})")
                 try:
                     note = self.store.create(note_path, content, actor=actor)
                 except PathConflict as exc:
                     other = str(exc.details.get("conflicting_path"))
                     if other == note_path:
                         continue  # created concurrently at the same path: update it instead
-                    raise PathConflict(f"{path} collides with the entry at {paths.store_to_bank_path(other)}"
-                                       " (an entry cannot sit at, above or below another one)",
-                                       conflicting_memory_id=str(exc.details.get("conflicting_memory_id")),
-                                       conflicting_path=paths.store_to_bank_path(other)) from None
+                    raise PathConflict(
+                        f"{path} collides with the entry at {paths.store_to_bank_path(other)}"
+                        " (an entry cannot sit at, above or below another one)",
+                        conflicting_memory_id=str(exc.details.get("conflicting_memory_id")),
+                        conflicting_path=paths.store_to_bank_path(other),
+                    ) from None
                 return PutResult(BankEntry.of(note), created=True, changed=True)
             if expected_hash == "":
-                raise PreconditionFailed(f"a memory exists at {path} already",
-                                         content_hash=existing.content_sha256)
+                raise PreconditionFailed(f"a memory exists at {path} already", content_hash=existing.content_sha256)
             try:
-                note = self.store.update(existing.id, content=content, expected_sha256=expected_hash or None,
-                                         actor=actor)
+                note = self.store.update(
+                    existing.id, content=content, expected_sha256=expected_hash or None, actor=actor
+                )
             except NotFound:
                 continue  # deleted concurrently: create it
             return PutResult(BankEntry.of(note), created=False, changed=note.version_id != existing.version_id)
@@ -211,20 +228,27 @@ class Profiles(HomeTables):
             raise InvalidRequest("a profile needs a name")
         check_store_fields(name, None, None)
         self._check_user(workspace_id, user_id)
-        (count,) = self.db.execute("SELECT count(*) FROM profiles WHERE workspace_id=? AND user_id=?",
-                                   (workspace_id, user_id)).fetchone()
+        (count,) = self.db.execute(
+            "SELECT count(*) FROM profiles WHERE workspace_id=? AND user_id=?", (workspace_id, user_id)
+        ).fetchone()
         if count >= MAX_PROFILES_PER_USER:
             raise LimitExceeded(f"a user has at most {MAX_PROFILES_PER_USER} profiles; delete one first")
         profile_id = ids.new_id(ids.PROFILE)
-        info = self.gm.create_store(workspace_id, f"memory bank of {profile_id}",
-                                    description=f"the memory bank of profile {profile_id}",
-                                    metadata={"profile_id": profile_id, "user_id": user_id},
-                                    kind="bank", encrypted=True)
+        info = self.gm.create_store(
+            workspace_id,
+            f"memory bank of {profile_id}",
+            description=f"the memory bank of profile {profile_id}",
+            metadata={"profile_id": profile_id, "user_id": user_id},
+            kind="bank",
+            encrypted=True,
+        )
         now = self._now()
         try:
             with self.catalog.transaction() as db:
-                db.execute("INSERT INTO profiles VALUES (?,?,?,?,?,?,?)",
-                           (profile_id, workspace_id, user_id, name, info.id, now, now))
+                db.execute(
+                    "INSERT INTO profiles VALUES (?,?,?,?,?,?,?)",
+                    (profile_id, workspace_id, user_id, name, info.id, now, now),
+                )
         except BaseException:
             self.gm.delete_store(workspace_id, info.id, force=True)
             raise
@@ -232,8 +256,9 @@ class Profiles(HomeTables):
 
     def get(self, workspace_id: str, user_id: str, profile_id: str) -> Profile:
         """The profile, if it is this user's (another user's or workspace's is NotFound)."""
-        row = self.db.execute("SELECT * FROM profiles WHERE id=? AND workspace_id=? AND user_id=?",
-                              (profile_id, workspace_id, user_id)).fetchone()
+        row = self.db.execute(
+            "SELECT * FROM profiles WHERE id=? AND workspace_id=? AND user_id=?", (profile_id, workspace_id, user_id)
+        ).fetchone()
         if row is None:
             raise NotFound(f"profile {profile_id} not found")
         return _profile(row)
@@ -321,5 +346,14 @@ def profiles_for(gm: Gitmem) -> Profiles:
     return Profiles.of(gm)
 
 
-__all__ = ["Bank", "BankEntry", "Profile", "Profiles", "PutResult", "bank_path", "check_bank_access",
-           "profiles_for", "require_user"]
+__all__ = [
+    "Bank",
+    "BankEntry",
+    "Profile",
+    "Profiles",
+    "PutResult",
+    "bank_path",
+    "check_bank_access",
+    "profiles_for",
+    "require_user",
+]

@@ -31,8 +31,10 @@ def keys_create(ctx: Context, name: str, role: str, workspace: str | None) -> No
 
 def _list(ctx: Context, kind: str, workspace: str | None) -> None:
     creds = ctx.gm.catalog.list_credentials(ctx.workspace_id(workspace), kind)
-    table([[c.id, c.name, c.role, iso(c.created_at), "revoked" if c.revoked_at else "active"] for c in creds],
-          ["ID", "NAME", "ROLE", "CREATED", "STATE"])
+    table(
+        [[c.id, c.name, c.role, iso(c.created_at), "revoked" if c.revoked_at else "active"] for c in creds],
+        ["ID", "NAME", "ROLE", "CREATED", "STATE"],
+    )
 
 
 @keys_group.command("list")

@@ -17,8 +17,12 @@ def _time_option(name: str, help_text: str):  # type: ignore[no-untyped-def]
 
 @main.command("log")
 @click.argument("store_id", required=False)
-@click.option("--repo", "repo_dir", type=click.Path(path_type=Path, exists=True, file_okay=False),
-              help="Read a repository of a store instead (a plain clone, or the store's own bare repository).")
+@click.option(
+    "--repo",
+    "repo_dir",
+    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    help="Read a repository of a store instead (a plain clone, or the store's own bare repository).",
+)
 @click.option("--rev", default=None, help="With --repo: the history to read (default: origin/main, main, HEAD).")
 @click.option("--path", default=None, help="Only changes to this note or folder (or a glob such as '/people/*').")
 @click.option("--actor", default=None, help="Only changes by this user_..., task_... or apikey_... id, or 'service'.")
@@ -31,9 +35,21 @@ def _time_option(name: str, help_text: str):  # type: ignore[no-untyped-def]
 @workspace_option
 @pass_context
 @refusals
-def log_command(ctx, store_id: str | None, repo_dir: Path | None, rev: str | None, path: str | None,  # type: ignore[no-untyped-def]
-                actor: str | None, operation: str | None, since: str | None, until: str | None,
-                max_count: int | None, reverse: bool, as_json: bool, workspace: str | None) -> None:
+def log_command(  # type: ignore[no-untyped-def]
+    ctx,
+    store_id: str | None,
+    repo_dir: Path | None,
+    rev: str | None,
+    path: str | None,
+    actor: str | None,
+    operation: str | None,
+    since: str | None,
+    until: str | None,
+    max_count: int | None,
+    reverse: bool,
+    as_json: bool,
+    workspace: str | None,
+) -> None:
     """Print who changed which note, when, how, and the version id.
 
     STORE_ID reads a store of this data home; --repo DIR reads a plain clone (fetch
@@ -44,12 +60,16 @@ def log_command(ctx, store_id: str | None, repo_dir: Path | None, rev: str | Non
     if rev is not None and repo_dir is None:
         raise click.UsageError("--rev goes with --repo")
     try:
-        flt = audit.AuditFilter(path=path, actor=actor, operation=operation,
-                                since=audit.parse_time(since) if since else None,
-                                until=audit.parse_time(until) if until else None)
+        flt = audit.AuditFilter(
+            path=path,
+            actor=actor,
+            operation=operation,
+            since=audit.parse_time(since) if since else None,
+            until=audit.parse_time(until) if until else None,
+        )
     except InvalidRequest as exc:
         raise click.UsageError(exc.message) from None
-    from gitmem.engine.review import with_reviews  # review records join the log as `reviewed` entries
+    from gitmem.agents.review import with_reviews  # review records join the log as `reviewed` entries
 
     unattributed = 0
     if repo_dir is not None:
@@ -71,6 +91,9 @@ def log_command(ctx, store_id: str | None, repo_dir: Path | None, rev: str | Non
     else:
         table([audit.row(e) for e in chosen])
     if unattributed:
-        click.echo(f"gitmem: {unattributed} pushed commit(s) have no gitmem note here, so their pusher is unknown"
-                   " (shown as ?<author e-mail>); fetch the notes with: git fetch origin"
-                   " refs/notes/gitmem:refs/notes/gitmem", err=True)
+        click.echo(
+            f"gitmem: {unattributed} pushed commit(s) have no gitmem note here, so their pusher is unknown"
+            " (shown as ?<author e-mail>); fetch the notes with: git fetch origin"
+            " refs/notes/gitmem:refs/notes/gitmem",
+            err=True,
+        )

@@ -49,20 +49,30 @@ class Context:
             ws = catalog.create_workspace(name)
         if ws is None:
             names = ", ".join(sorted(w.name for w in catalog.list_workspaces())) or "none yet"
-            raise NotFound(f"workspace {name!r} not found (workspaces here: {names}); a command that creates"
-                           " (store create, keys create, users create) makes a new one")
+            raise NotFound(
+                f"workspace {name!r} not found (workspaces here: {names}); a command that creates"
+                " (store create, keys create, users create) makes a new one"
+            )
         return ws.id
 
 
 @click.group()
-@click.option("--home", type=click.Path(path_type=Path), envvar="GITMEM_HOME", default=None,
-              help="Data home (default: $GITMEM_HOME, else the XDG data dir).")
+@click.option(
+    "--home",
+    type=click.Path(path_type=Path),
+    envvar="GITMEM_HOME",
+    default=None,
+    help="Data home (default: $GITMEM_HOME, else the XDG data dir).",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Log what happens.")
 @click.pass_context
 def main(ctx: click.Context, home: Path | None, verbose: bool) -> None:
     """gitmem: memory stores for AI agents, each one a Git repository."""
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
     try:  # every setting, before any command runs: a bad one is one line and exit 2
         load_settings()
     except SettingsError as exc:

@@ -1,4 +1,4 @@
-"""``gitmem dreams create|list|show|cancel|archive``: dreams tidy a memory store (DESIGN section 11)."""
+"""``gitmem dreams create|list|show|cancel|archive``: dreams tidy a memory store (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -19,16 +19,23 @@ def dream_json(dream: Dream) -> dict[str, object]:
     if dream.output_behavior == "update_existing":
         behavior["memory_store_id"] = dream.input_store_id
     return {
-        "id": dream.id, "type": "dream", "status": dream.status, "inputs": inputs,
-        "model": {"id": dream.model_id, "speed": "standard"}, "instructions": dream.instructions,
+        "id": dream.id,
+        "type": "dream",
+        "status": dream.status,
+        "inputs": inputs,
+        "model": {"id": dream.model_id, "speed": "standard"},
+        "instructions": dream.instructions,
         "output_behavior": behavior,
         "outputs": [{"type": "memory_store", "memory_store_id": dream.output_store_id}]
-        if dream.output_store_id else [],
+        if dream.output_store_id
+        else [],
         "usage": dream.usage.as_dict(),
         "error": {"type": dream.error_type, "message": dream.error_message or ""}
-        if dream.status == "failed" and dream.error_type else None,
+        if dream.status == "failed" and dream.error_type
+        else None,
         "session_id": dream.task_id,
-        "created_at": iso(dream.created_at), "ended_at": iso(dream.ended_at) if dream.ended_at else None,
+        "created_at": iso(dream.created_at),
+        "ended_at": iso(dream.ended_at) if dream.ended_at else None,
         "archived_at": iso(dream.archived_at) if dream.archived_at else None,
     }
 
@@ -44,23 +51,37 @@ def dreams_group() -> None:
 @click.option("--task", "task_ids", multiple=True, metavar="TASK_ID", help="A task to learn from (repeatable).")
 @click.option("--instructions", default=None, help="Guidance for the dream (at most 4,096 characters).")
 @click.option("--update-existing", is_flag=True, help="Write the result into the input store, not a new one.")
-@click.option("--run", "run_now", is_flag=True,
-              help="Run the dream now in this process (with GITMEM_DREAMER's dreamer) instead of leaving it"
-                   " to a server's runner.")
+@click.option(
+    "--run",
+    "run_now",
+    is_flag=True,
+    help="Run the dream now in this process (with GITMEM_DREAMER's dreamer) instead of leaving it"
+    " to a server's runner.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the whole dream, not just its id.")
 @workspace_option
 @pass_context
 @refusals
-def dream_create(ctx: Context, store_id: str, model: str, task_ids: tuple[str, ...], instructions: str | None,
-                 update_existing: bool, run_now: bool, as_json: bool, workspace: str | None) -> None:
+def dream_create(
+    ctx: Context,
+    store_id: str,
+    model: str,
+    task_ids: tuple[str, ...],
+    instructions: str | None,
+    update_existing: bool,
+    run_now: bool,
+    as_json: bool,
+    workspace: str | None,
+) -> None:
     """Create a dream that tidies STORE_ID and print its id."""
     inputs: list[dict[str, object]] = [{"type": "memory_store", "memory_store_id": store_id}]
     if task_ids:
         inputs.append({"type": "tasks", "task_ids": list(task_ids)})
     behavior = {"type": "update_existing", "memory_store_id": store_id} if update_existing else None
     dreams = dreams_for(ctx.gm)
-    dream = dreams.create(ctx.workspace_id(workspace), inputs, model, instructions=instructions,
-                          output_behavior=behavior)
+    dream = dreams.create(
+        ctx.workspace_id(workspace), inputs, model, instructions=instructions, output_behavior=behavior
+    )
     if run_now and dreams.claim(dream.id, runner_id()):
         dream = dreams.run(dream.id, dreamer_from_env())
     if as_json:
@@ -79,16 +100,20 @@ def dream_create(ctx: Context, store_id: str, model: str, task_ids: tuple[str, .
 @workspace_option
 @pass_context
 @refusals
-def dream_list(ctx: Context, include_archived: bool, statuses: tuple[str, ...], limit: int, as_json: bool,
-               workspace: str | None) -> None:
+def dream_list(
+    ctx: Context, include_archived: bool, statuses: tuple[str, ...], limit: int, as_json: bool, workspace: str | None
+) -> None:
     """List dreams, newest first."""
-    page = dreams_for(ctx.gm).list(ctx.workspace_id(workspace), include_archived=include_archived,
-                                   statuses=list(statuses) or None, limit=limit)
+    page = dreams_for(ctx.gm).list(
+        ctx.workspace_id(workspace), include_archived=include_archived, statuses=list(statuses) or None, limit=limit
+    )
     if as_json:
         emit_json({"data": [dream_json(d) for d in page.items], "next_page": page.next_page})
         return
-    table([[d.id, d.status, d.input_store_id, d.output_store_id or "-", iso(d.created_at)] for d in page.items],
-          ["ID", "STATUS", "INPUT", "OUTPUT", "CREATED"])
+    table(
+        [[d.id, d.status, d.input_store_id, d.output_store_id or "-", iso(d.created_at)] for d in page.items],
+        ["ID", "STATUS", "INPUT", "OUTPUT", "CREATED"],
+    )
 
 
 @dreams_group.command("show")

@@ -25,8 +25,9 @@ _MARKED = re.compile(re.escape(MARK) + "(.+?)" + re.escape(MARK))
 @workspace_option
 @pass_context
 @refusals
-def search(ctx: Context, store_id: str, query: str, path_prefix: str | None, limit: int, as_json: bool,
-           workspace: str | None) -> None:
+def search(
+    ctx: Context, store_id: str, query: str, path_prefix: str | None, limit: int, as_json: bool, workspace: str | None
+) -> None:
     """Notes that match QUERY, best first: words (all must match), "a phrase", prefix*, OR."""
     page = ctx.gm.store(ctx.workspace_id(workspace), store_id).search(query, path_prefix, limit)
     if as_json:
@@ -39,9 +40,17 @@ def search(ctx: Context, store_id: str, query: str, path_prefix: str | None, lim
             click.echo("    " + " ".join(snippet.split()))
 
 
-_STYLES = [("diff --git", {"bold": True}), ("new file", {"bold": True}), ("deleted file", {"bold": True}),
-           ("rename ", {"bold": True}), ("--- ", {"bold": True}), ("+++ ", {"bold": True}),
-           ("@@", {"fg": "cyan"}), ("-", {"fg": "red"}), ("+", {"fg": "green"})]
+_STYLES = [
+    ("diff --git", {"bold": True}),
+    ("new file", {"bold": True}),
+    ("deleted file", {"bold": True}),
+    ("rename ", {"bold": True}),
+    ("--- ", {"bold": True}),
+    ("+++ ", {"bold": True}),
+    ("@@", {"fg": "cyan"}),
+    ("-", {"fg": "red"}),
+    ("+", {"fg": "green"}),
+]
 
 
 def _styled(line: str) -> str:
@@ -82,8 +91,9 @@ def diff(ctx: Context, store_id: str, version_id: str, other: str | None, worksp
 @workspace_option
 @pass_context
 @refusals
-def restore(ctx: Context, store_id: str, memory_id: str, version_id: str, if_sha256: str | None,
-            workspace: str | None) -> None:
+def restore(
+    ctx: Context, store_id: str, memory_id: str, version_id: str, if_sha256: str | None, workspace: str | None
+) -> None:
     """Bring back VERSION's content and path as a new version of MEMORY (a deleted note comes back)."""
     store = ctx.gm.store(ctx.workspace_id(workspace), store_id)
     note = store.restore(memory_id, version_id, expected_sha256=if_sha256)

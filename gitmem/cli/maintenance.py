@@ -51,8 +51,10 @@ def fsck(ctx: Context, store_id: str | None, workspace: str | None) -> None:
         bad += not report.ok
     if store_id is None:
         for orphan in orphan_folders(ctx.gm):
-            click.echo(f"{orphan.name}: PROBLEMS\n  no store in the catalog owns this folder (left by a failed"
-                       f" create?); remove it: rm -rf {orphan}")
+            click.echo(
+                f"{orphan.name}: PROBLEMS\n  no store in the catalog owns this folder (left by a failed"
+                f" create?); remove it: rm -rf {orphan}"
+            )
             bad += 1
     if bad:
         sys.exit(1)

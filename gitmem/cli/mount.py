@@ -42,19 +42,43 @@ def parse_store(value: str) -> tuple[str, bool]:
 @click.option("--key", required=True, envvar="GITMEM_API_KEY", help="API key (default: $GITMEM_API_KEY).")
 @click.option("--store", "stores", multiple=True, metavar="STORE_ID[:ro]", help="A store to mount (repeatable).")
 @click.option("--task", "task_id", default=None, help="Mount every store the task reads.")
-@click.option("--profile", "profile_id", default=None,
-              help="Mount a profile's memory bank (e.g. at .memory); --key is then the owner's token. A clean "
-                   "start: files that are not entries are removed.")
-@click.option("--debounce", type=click.FloatRange(0, 60), default=0.3, show_default=True,
-              help="Seconds a file must be quiet before it is synced.")
-@click.option("--poll-interval", type=click.FloatRange(0.05, 3600), default=1.0, show_default=True,
-              help="Seconds between looks at the store for changes made elsewhere.")
+@click.option(
+    "--profile",
+    "profile_id",
+    default=None,
+    help="Mount a profile's memory bank (e.g. at .memory); --key is then the owner's token. A clean "
+    "start: files that are not entries are removed.",
+)
+@click.option(
+    "--debounce",
+    type=click.FloatRange(0, 60),
+    default=0.3,
+    show_default=True,
+    help="Seconds a file must be quiet before it is synced.",
+)
+@click.option(
+    "--poll-interval",
+    type=click.FloatRange(0.05, 3600),
+    default=1.0,
+    show_default=True,
+    help="Seconds between looks at the store for changes made elsewhere.",
+)
 @click.option("--clean", is_flag=True, help="Remove files that are not notes when the mount starts.")
 @click.option("--once", is_flag=True, help="Materialise, push local changes, and exit instead of watching.")
 @click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
 @refusals
-def mount_command(url: str, key: str, stores: tuple[str, ...], task_id: str | None, profile_id: str | None,
-                  debounce: float, poll_interval: float, clean: bool, once: bool, folder: Path) -> None:
+def mount_command(
+    url: str,
+    key: str,
+    stores: tuple[str, ...],
+    task_id: str | None,
+    profile_id: str | None,
+    debounce: float,
+    poll_interval: float,
+    clean: bool,
+    once: bool,
+    folder: Path,
+) -> None:
     """Materialise stores into FOLDER, watch it and sync both ways until interrupted."""
     import anthropic
 
@@ -81,8 +105,15 @@ def mount_command(url: str, key: str, stores: tuple[str, ...], task_id: str | No
     try:
         for spec in specs:
             target = folder / spec.folder if spec.folder else folder
-            mount = Mount(MemoryStoreRemote(client, spec.store_id), target, read_only=spec.read_only,
-                          debounce=debounce, poll_interval=poll_interval, clean=clean, name=spec.store_id)
+            mount = Mount(
+                MemoryStoreRemote(client, spec.store_id),
+                target,
+                read_only=spec.read_only,
+                debounce=debounce,
+                poll_interval=poll_interval,
+                clean=clean,
+                name=spec.store_id,
+            )
             mount.start()
             mounts.append(mount)
             access = "read-only" if spec.read_only else "read-write"
@@ -100,8 +131,9 @@ def mount_command(url: str, key: str, stores: tuple[str, ...], task_id: str | No
         sys.exit(1)
 
 
-def _mount_bank(url: str, token: str, profile_id: str, folder: Path, debounce: float, poll_interval: float,
-                once: bool) -> None:
+def _mount_bank(
+    url: str, token: str, profile_id: str, folder: Path, debounce: float, poll_interval: float, once: bool
+) -> None:
     from gitmem.sync.bank_remote import bank_mount, run_until_signal
 
     mount = bank_mount(url, token, profile_id, folder, debounce=debounce, poll_interval=poll_interval)
@@ -120,8 +152,7 @@ def _task_specs(url: str, key: str, task_id: str) -> list[MountSpec]:
     import httpx
 
     try:
-        response = httpx.get(f"{url.rstrip('/')}/v1/tasks/{task_id}/memory",
-                             headers={"x-api-key": key}, timeout=30)
+        response = httpx.get(f"{url.rstrip('/')}/v1/tasks/{task_id}/memory", headers={"x-api-key": key}, timeout=30)
     except httpx.HTTPError as exc:
         raise RemoteUnavailable(f"cannot reach {url}: {exc}") from None
     if response.status_code != 200:

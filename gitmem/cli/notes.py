@@ -28,8 +28,9 @@ def note_group() -> None:
 @workspace_option
 @pass_context
 @refusals
-def note_put(ctx: Context, store_id: str, path: str, file: TextIO, if_sha256: str | None,
-             workspace: str | None) -> None:
+def note_put(
+    ctx: Context, store_id: str, path: str, file: TextIO, if_sha256: str | None, workspace: str | None
+) -> None:
     """Create or replace the note at PATH with FILE (default: standard input)."""
     store = ctx.gm.store(ctx.workspace_id(workspace), store_id)
     note, created = store.upsert(path, file.read(), expected_sha256=if_sha256)
@@ -82,9 +83,15 @@ def note_ls(ctx: Context, store_id: str, prefix: str, depth: int, as_json: bool,
     if as_json:
         emit_json(items)
         return
-    table([[i.path, "", "", ""] if isinstance(i, MemoryPrefix)
-           else [i.path, str(i.content_size_bytes), i.id, iso(i.updated_at)] for i in items],
-          ["PATH", "BYTES", "ID", "UPDATED"])
+    table(
+        [
+            [i.path, "", "", ""]
+            if isinstance(i, MemoryPrefix)
+            else [i.path, str(i.content_size_bytes), i.id, iso(i.updated_at)]
+            for i in items
+        ],
+        ["PATH", "BYTES", "ID", "UPDATED"],
+    )
 
 
 @main.command("versions")
@@ -96,23 +103,37 @@ def note_ls(ctx: Context, store_id: str, prefix: str, depth: int, as_json: bool,
 @workspace_option
 @pass_context
 @refusals
-def versions(ctx: Context, store_id: str, memory_id: str | None, operation: str | None, limit: int,
-             as_json: bool, workspace: str | None) -> None:
+def versions(
+    ctx: Context,
+    store_id: str,
+    memory_id: str | None,
+    operation: str | None,
+    limit: int,
+    as_json: bool,
+    workspace: str | None,
+) -> None:
     """A store's versions, newest first."""
     store = ctx.gm.store(ctx.workspace_id(workspace), store_id)
     page = store.versions(memory_id=memory_id, operation=operation, limit=limit)  # type: ignore[arg-type]
     if as_json:
         emit_json(page.items)
         return
-    table([[iso(v.created_at), actor_name(v.created_by), v.operation,
-            v.path or "(redacted)", v.id] for v in page.items], ["WHEN", "WHO", "OPERATION", "PATH", "VERSION"])
+    table(
+        [[iso(v.created_at), actor_name(v.created_by), v.operation, v.path or "(redacted)", v.id] for v in page.items],
+        ["WHEN", "WHO", "OPERATION", "PATH", "VERSION"],
+    )
 
 
 @main.command("redact")
 @click.argument("store_id")
 @click.argument("version_id")
-@click.option("--as", "as_user", default=None, metavar="USER_ID",
-              help="Name this user (of the workspace) as the redactor; by default, the gitmem service.")
+@click.option(
+    "--as",
+    "as_user",
+    default=None,
+    metavar="USER_ID",
+    help="Name this user (of the workspace) as the redactor; by default, the gitmem service.",
+)
 @workspace_option
 @pass_context
 @refusals

@@ -85,8 +85,10 @@ def profiles_list(ctx: Context, user_id: str | None, as_json: bool, workspace: s
     if as_json:
         emit_json(found)
         return
-    table([[p.id, p.name, p.user_id, p.bank_store_id, iso(p.created_at)] for p in found],
-          ["ID", "NAME", "USER", "BANK", "CREATED"])
+    table(
+        [[p.id, p.name, p.user_id, p.bank_store_id, iso(p.created_at)] for p in found],
+        ["ID", "NAME", "USER", "BANK", "CREATED"],
+    )
 
 
 @profiles_group.command("show")
@@ -99,10 +101,25 @@ def profiles_show(ctx: Context, profile_id: str) -> None:
     profile = profiles.get_any(profile_id)
     bank = profiles.bank(profile)
     count, size = bank.totals()
-    entries = [{"path": e.path, "size": e.size, "content_hash": e.content_hash, "created_at": e.created_at,
-                "updated_at": e.updated_at} for e in bank.entries()]
-    emit_json({**profile.__dict__, "repository": str(ctx.gm.repo_path(profile.bank_store_id)),
-               "entries": count, "bytes": size, "memories": entries})
+    entries = [
+        {
+            "path": e.path,
+            "size": e.size,
+            "content_hash": e.content_hash,
+            "created_at": e.created_at,
+            "updated_at": e.updated_at,
+        }
+        for e in bank.entries()
+    ]
+    emit_json(
+        {
+            **profile.__dict__,
+            "repository": str(ctx.gm.repo_path(profile.bank_store_id)),
+            "entries": count,
+            "bytes": size,
+            "memories": entries,
+        }
+    )
 
 
 @profiles_group.command("delete")
@@ -155,13 +172,14 @@ def prompt(ctx: Context, profile_id: str, url: str | None, token: str | None, di
         if not token:
             raise InvalidRequest("--url needs --token (or $GITMEM_TOKEN): a user's token")
         answers = []
-        with httpx.Client(base_url=url.rstrip("/"), headers={"Authorization": f"Bearer {token}"},
-                          timeout=30) as client:
+        with httpx.Client(base_url=url.rstrip("/"), headers={"Authorization": f"Bearer {token}"}, timeout=30) as client:
             for suffix in ("", "/memories"):
                 answers.append(_get_json(client, f"/v1/profiles/{profile_id}{suffix}"))
         profile, listing = answers
-        click.echo(render_section([m["path"] for m in listing["memories"]], directory=directory,
-                                  profile_name=profile["name"]), nl=False)
+        click.echo(
+            render_section([m["path"] for m in listing["memories"]], directory=directory, profile_name=profile["name"]),
+            nl=False,
+        )
         return
     profiles = _profiles(ctx)
     click.echo(bank_section(profiles.bank(profiles.get_any(profile_id)), directory=directory), nl=False)
@@ -190,29 +208,36 @@ def keys_export(ctx: Context, store_id: str) -> None:
 @refusals
 def keys_rotate(ctx: Context, store_id: str) -> None:
     """New data key for an encrypted store; its whole history is re-encrypted and the old key destroyed."""
-    from gitmem.crypto.rotation import rotate_store_key
+    from gitmem.engine.rotation import rotate_store_key
 
     report = rotate_store_key(ctx.gm, store_id)
-    click.echo(f"rotated {store_id}: key {', '.join(report.old_key_ids)} -> {report.new_key_id}"
-               f" ({report.versions} versions re-encrypted, {report.blobs_purged} old blobs deleted)")
+    click.echo(
+        f"rotated {store_id}: key {', '.join(report.old_key_ids)} -> {report.new_key_id}"
+        f" ({report.versions} versions re-encrypted, {report.blobs_purged} old blobs deleted)"
+    )
     click.echo("clones made before now see a forced update; give them the new key (gitmem keys export)", err=True)
 
 
 @keys_group.command("rewrap")
-@click.option("--new-key-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="The new master key (hex or base64 of 32 bytes). Default: generate one into"
-                   " $GITMEM_HOME/master.key (only when that is where the master key lives).")
+@click.option(
+    "--new-key-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="The new master key (hex or base64 of 32 bytes). Default: generate one into"
+    " $GITMEM_HOME/master.key (only when that is where the master key lives).",
+)
 @pass_context
 @refusals
 def keys_rewrap(ctx: Context, new_key_file: Path | None) -> None:
     """Wrap every data key under a new master key; the old master key then opens nothing. Stop the
     server first (it holds the old master key) and restart it with the new one."""
-    from gitmem.crypto.rotation import rewrap_master_key
+    from gitmem.engine.rotation import rewrap_master_key
 
     text = new_key_file.read_text("ascii").strip() if new_key_file is not None else None
     report = rewrap_master_key(ctx.gm, text)
-    click.echo(f"re-wrapped {report.keys} data keys: master key {report.old_master_key_id} ->"
-               f" {report.new_master_key_id}")
+    click.echo(
+        f"re-wrapped {report.keys} data keys: master key {report.old_master_key_id} -> {report.new_master_key_id}"
+    )
     if report.replaced_file is not None:
         click.echo(f"the new master key is in {report.replaced_file}; back it up now", err=True)
     else:
@@ -264,9 +289,16 @@ def _write_private(path: Path, text: str) -> None:
         os.close(fd)
 
 
-def clone_store(target: str, directory: Path | None = None, *, base_url: str = DEFAULT_URL,
-                token: str | None = None, key_text: str | None = None, store_id: str | None = None,
-                save_token: bool = True) -> Path:
+def clone_store(
+    target: str,
+    directory: Path | None = None,
+    *,
+    base_url: str = DEFAULT_URL,
+    token: str | None = None,
+    key_text: str | None = None,
+    store_id: str | None = None,
+    save_token: bool = True,
+) -> Path:
     """``git clone`` a store with its credentials kept out of the URL, and (with a key) plaintext views."""
     source, found_id, server = _source(target, base_url, token)
     store_id = store_id or found_id
@@ -306,19 +338,42 @@ def clone_store(target: str, directory: Path | None = None, *, base_url: str = D
 @main.command("clone")
 @click.argument("store_or_url")
 @click.argument("directory", required=False, type=click.Path(path_type=Path))
-@click.option("--url", "base_url", envvar="GITMEM_URL", default=DEFAULT_URL, show_default=True,
-              help="The server, when STORE_OR_URL is a store or profile id ($GITMEM_URL).")
+@click.option(
+    "--url",
+    "base_url",
+    envvar="GITMEM_URL",
+    default=DEFAULT_URL,
+    show_default=True,
+    help="The server, when STORE_OR_URL is a store or profile id ($GITMEM_URL).",
+)
 @click.option("--token", envvar="GITMEM_TOKEN", default=None, help="API key or user token ($GITMEM_TOKEN).")
-@click.option("--key", "key_text", default=None,
-              help="The store's data key (gitmem keys export), or - to read it from standard input.")
-@click.option("--key-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="Read the data key from this file.")
+@click.option(
+    "--key",
+    "key_text",
+    default=None,
+    help="The store's data key (gitmem keys export), or - to read it from standard input.",
+)
+@click.option(
+    "--key-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="Read the data key from this file.",
+)
 @click.option("--store-id", default=None, help="The store id, when the URL does not show it.")
-@click.option("--no-save-token", is_flag=True,
-              help="Keep the token out of the clone: later fetches read $GITMEM_TOKEN.")
+@click.option(
+    "--no-save-token", is_flag=True, help="Keep the token out of the clone: later fetches read $GITMEM_TOKEN."
+)
 @refusals
-def clone(store_or_url: str, directory: Path | None, base_url: str, token: str | None, key_text: str | None,
-          key_file: Path | None, store_id: str | None, no_save_token: bool) -> None:
+def clone(
+    store_or_url: str,
+    directory: Path | None,
+    base_url: str,
+    token: str | None,
+    key_text: str | None,
+    key_file: Path | None,
+    store_id: str | None,
+    no_save_token: bool,
+) -> None:
     """Clone a store (STORE_ID, PROFILE_ID, .../v1/memory_stores/ID.git or a local repository path).
 
     The token never goes into the remote URL: Git asks a credential helper configured in the clone,
@@ -329,8 +384,15 @@ def clone(store_or_url: str, directory: Path | None, base_url: str, token: str |
         key_text = sys.stdin.readline().strip()
     if key_file is not None:
         key_text = key_file.read_text().strip()
-    directory = clone_store(store_or_url, directory, base_url=base_url, token=token, key_text=key_text,
-                            store_id=store_id, save_token=not no_save_token)
+    directory = clone_store(
+        store_or_url,
+        directory,
+        base_url=base_url,
+        token=token,
+        key_text=key_text,
+        store_id=store_id,
+        save_token=not no_save_token,
+    )
     click.echo(str(directory))
 
 
@@ -341,16 +403,31 @@ def clone(store_or_url: str, directory: Path | None, base_url: str, token: str |
 @click.option("--profile", "profile_id", required=True, envvar="GITMEM_PROFILE", help="The profile ($GITMEM_PROFILE).")
 @click.option("--url", required=True, envvar="GITMEM_URL", help="The server ($GITMEM_URL).")
 @click.option("--token", required=True, envvar="GITMEM_TOKEN", help="The profile owner's token ($GITMEM_TOKEN).")
-@click.option("--debounce", type=click.FloatRange(0, 60), default=0.3, show_default=True,
-              help="Seconds a file must be quiet before it is synced.")
-@click.option("--poll-interval", type=click.FloatRange(0.05, 3600), default=1.0, show_default=True,
-              help="Seconds between looks at the bank for changes made elsewhere.")
-@click.option("--pid-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the process id here once every entry is on disk; removed on exit.")
+@click.option(
+    "--debounce",
+    type=click.FloatRange(0, 60),
+    default=0.3,
+    show_default=True,
+    help="Seconds a file must be quiet before it is synced.",
+)
+@click.option(
+    "--poll-interval",
+    type=click.FloatRange(0.05, 3600),
+    default=1.0,
+    show_default=True,
+    help="Seconds between looks at the bank for changes made elsewhere.",
+)
+@click.option(
+    "--pid-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the process id here once every entry is on disk; removed on exit.",
+)
 @click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
 @refusals
-def bank_mount_command(profile_id: str, url: str, token: str, debounce: float, poll_interval: float,
-                       pid_file: Path | None, folder: Path) -> None:
+def bank_mount_command(
+    profile_id: str, url: str, token: str, debounce: float, poll_interval: float, pid_file: Path | None, folder: Path
+) -> None:
     """Mount a profile's memory bank at FOLDER (e.g. .memory) until interrupted.
 
     A clean start: files in FOLDER that are not entries are removed. Edits are synced back debounced;

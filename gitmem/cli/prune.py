@@ -63,20 +63,50 @@ def prune(ctx: Context, store_id: str | None, dry_run: bool, workspace: str | No
         stores = [s for s in gm.all_stores() if workspace_id is None or s.workspace_id == workspace_id]
 
     reports: list[PruneReport] = []
-    with click.progressbar(stores, label="dry run" if dry_run else "pruning", file=sys.stderr,
-                           item_show_func=lambda s: s.id if s is not None else None) as bar:
+    with click.progressbar(
+        stores,
+        label="dry run" if dry_run else "pruning",
+        file=sys.stderr,
+        item_show_func=lambda s: s.id if s is not None else None,
+    ) as bar:
         for info in bar:
             reports.append(prune_info(gm, info, dry_run=dry_run))
 
     names = {s.id: s.name for s in stores}
-    rows = [[r.store_id, names.get(r.store_id, ""), r.retention, str(r.versions_before),
-             str(len(r.dropped)), str(r.versions_kept if r.versions_before else ""),
-             str(len(r.blobs_purged)), _size(r.bytes_before), _size(r.bytes_after), f"{r.seconds:.2f}",
-             _status(r)] for r in reports]
+    rows = [
+        [
+            r.store_id,
+            names.get(r.store_id, ""),
+            r.retention,
+            str(r.versions_before),
+            str(len(r.dropped)),
+            str(r.versions_kept if r.versions_before else ""),
+            str(len(r.blobs_purged)),
+            _size(r.bytes_before),
+            _size(r.bytes_after),
+            f"{r.seconds:.2f}",
+            _status(r),
+        ]
+        for r in reports
+    ]
     dropped = "WOULD DROP" if dry_run else "DROPPED"
     purged = "BLOBS TO PURGE" if dry_run else "BLOBS PURGED"
-    table(rows, ["STORE", "NAME", "RETENTION", "VERSIONS", dropped, "KEPT", purged, "SIZE BEFORE", "SIZE AFTER",
-                 "SECONDS", "STATUS"])
+    table(
+        rows,
+        [
+            "STORE",
+            "NAME",
+            "RETENTION",
+            "VERSIONS",
+            dropped,
+            "KEPT",
+            purged,
+            "SIZE BEFORE",
+            "SIZE AFTER",
+            "SECONDS",
+            "STATUS",
+        ],
+    )
     total = sum(len(r.dropped) for r in reports)
     click.echo(f"{len(reports)} stores, {total} versions {'would be ' if dry_run else ''}dropped", err=True)
     if any(not r.ok for r in reports):

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import click
 
+from gitmem.agents.review import MAX_PENDING_PAGE, Reviews, current_mark, describe_mark
 from gitmem.cli.base import Context, emit_json, main, pass_context, refusals, workspace_option
 from gitmem.cli.find import _styled
 from gitmem.clock import iso
 from gitmem.engine.diff import unified_lines
-from gitmem.engine.review import MAX_PENDING_PAGE, Reviews, current_mark, describe_mark
 from gitmem.engine.store import MemoryStore
 from gitmem.errors import NotFound
 from gitmem.model import Actor
@@ -43,20 +43,27 @@ def _reviewer(ctx: Context, workspace_id: str, as_user: str | None) -> Actor | N
     return Actor("user_actor", user.id)
 
 
-def _acting(ctx: Context, workspace: str | None, store_id: str,
-            as_user: str | None) -> tuple[Reviews, MemoryStore, Actor | None]:
+def _acting(
+    ctx: Context, workspace: str | None, store_id: str, as_user: str | None
+) -> tuple[Reviews, MemoryStore, Actor | None]:
     workspace_id = ctx.workspace_id(workspace)
     return Reviews.of(ctx.gm), ctx.gm.store(workspace_id, store_id), _reviewer(ctx, workspace_id, as_user)
 
 
-as_option = click.option("--as", "as_user", default=None, metavar="USER_ID",
-                         help="Name this user (of the workspace) as the reviewer; by default, gitmem itself.")
+as_option = click.option(
+    "--as",
+    "as_user",
+    default=None,
+    metavar="USER_ID",
+    help="Name this user (of the workspace) as the reviewer; by default, gitmem itself.",
+)
 
 
 @review.command("show")
 @click.argument("store_id")
-@click.option("--limit", type=click.IntRange(1, MAX_PENDING_PAGE), default=MAX_PENDING_PAGE,
-              help="At most this many versions.")
+@click.option(
+    "--limit", type=click.IntRange(1, MAX_PENDING_PAGE), default=MAX_PENDING_PAGE, help="At most this many versions."
+)
 @click.option("--json", "as_json", is_flag=True)
 @workspace_option
 @pass_context
@@ -120,9 +127,13 @@ def revert(ctx: Context, store_id: str, version_id: str, as_user: str | None, wo
 def enable(ctx: Context, store_id: str, read_approved_only: bool, as_user: str | None, workspace: str | None) -> None:
     """Put STORE under review: what is there now counts as approved, later versions are pending."""
     workspace_id = ctx.workspace_id(workspace)
-    settings = Reviews.of(ctx.gm).configure(workspace_id, store_id, enabled=True,
-                                            read_approved_only=True if read_approved_only else None,
-                                            actor=_reviewer(ctx, workspace_id, as_user))
+    settings = Reviews.of(ctx.gm).configure(
+        workspace_id,
+        store_id,
+        enabled=True,
+        read_approved_only=True if read_approved_only else None,
+        actor=_reviewer(ctx, workspace_id, as_user),
+    )
     extra = "; tasks read only approved versions" if settings.read_approved_only else ""
     click.echo(f"{store_id} is under review{extra}")
 

@@ -66,8 +66,7 @@ def serve(ctx: Context, host: str, port: int, workers: int) -> None:
         click.echo(f"Created workspace 'default' and an admin key; it is in {created}", err=True)
         click.echo(f"  export GITMEM_API_KEY=$(cat {created})", err=True)
     if host not in LOOPBACK:
-        click.echo(f"Serving on {host}: every request needs a key (there is no unauthenticated mode).",
-                   err=True)
+        click.echo(f"Serving on {host}: every request needs a key (there is no unauthenticated mode).", err=True)
     os.environ["GITMEM_HOME"] = str(ctx.home.resolve())
     click.echo(f"gitmem serving {ctx.home} on http://{host}:{port}", err=True)
     uvicorn.run("gitmem.api.app:app", host=host, port=port, workers=workers, log_level="info", **uvicorn_options())

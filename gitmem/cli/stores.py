@@ -45,8 +45,10 @@ def store_list(ctx: Context, include_archived: bool, as_json: bool, workspace: s
     if as_json:
         emit_json(stores)
         return
-    table([[s.id, s.name, s.kind, iso(s.created_at), "archived" if s.archived_at else ""] for s in stores],
-          ["ID", "NAME", "KIND", "CREATED", "STATE"])
+    table(
+        [[s.id, s.name, s.kind, iso(s.created_at), "archived" if s.archived_at else ""] for s in stores],
+        ["ID", "NAME", "KIND", "CREATED", "STATE"],
+    )
 
 
 @store_group.command("show")

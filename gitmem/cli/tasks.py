@@ -14,17 +14,36 @@ from gitmem.errors import InvalidRequest
 
 
 def _worker_json(worker: Worker) -> dict[str, object]:
-    return {"id": worker.id, "type": "worker", "name": worker.name, "own_memory_store_id": worker.own_store_id,
-            "memory_store_ids": list(worker.attached_store_ids), "created_at": iso(worker.created_at)}
+    return {
+        "id": worker.id,
+        "type": "worker",
+        "name": worker.name,
+        "own_memory_store_id": worker.own_store_id,
+        "memory_store_ids": list(worker.attached_store_ids),
+        "created_at": iso(worker.created_at),
+    }
 
 
 def _task_json(task: Task, token: str | None = None) -> dict[str, object]:
     out: dict[str, object] = {
-        "id": task.id, "type": "task", "worker_id": task.worker_id, "created_at": iso(task.created_at),
+        "id": task.id,
+        "type": "task",
+        "worker_id": task.worker_id,
+        "created_at": iso(task.created_at),
         "ended_at": iso(task.ended_at) if task.ended_at else None,
-        "resources": [{"type": "memory_store", "memory_store_id": s.store_id, "name": s.name,
-                       "description": s.description, "access": s.access, "instructions": s.instructions or None,
-                       "mount_path": task.mount_path(s), "own": s.own} for s in task.stores],
+        "resources": [
+            {
+                "type": "memory_store",
+                "memory_store_id": s.store_id,
+                "name": s.name,
+                "description": s.description,
+                "access": s.access,
+                "instructions": s.instructions or None,
+                "mount_path": task.mount_path(s),
+                "own": s.own,
+            }
+            for s in task.stores
+        ],
     }
     if token is not None:
         out["token"] = token
@@ -92,16 +111,27 @@ def _resources(stores: tuple[str, ...], instructions: tuple[str, ...]) -> list[d
 
 @tasks_group.command("create")
 @click.option("--worker", "worker_id", required=True, metavar="WORKER_ID")
-@click.option("--store", "stores", multiple=True, metavar="STORE_ID[:read_only]",
-              help="A store the task reads (repeatable, at most 8); read_write unless ':read_only'."
-                   " With none, the task reads the worker's attached stores.")
+@click.option(
+    "--store",
+    "stores",
+    multiple=True,
+    metavar="STORE_ID[:read_only]",
+    help="A store the task reads (repeatable, at most 8); read_write unless ':read_only'."
+    " With none, the task reads the worker's attached stores.",
+)
 @click.option("--instructions", multiple=True, metavar="STORE_ID=TEXT", help="How to use a store given with --store.")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole task with its token, not the token alone.")
 @workspace_option
 @pass_context
 @refusals
-def task_create(ctx: Context, worker_id: str, stores: tuple[str, ...], instructions: tuple[str, ...],
-                as_json: bool, workspace: str | None) -> None:
+def task_create(
+    ctx: Context,
+    worker_id: str,
+    stores: tuple[str, ...],
+    instructions: tuple[str, ...],
+    as_json: bool,
+    workspace: str | None,
+) -> None:
     """Create a task and print its token alone on standard output (its id goes to standard error)."""
     resources = _resources(stores, instructions)
     task, token = tasks_for(ctx.gm).create_task(ctx.workspace_id(workspace), worker_id, resources or None)
@@ -155,10 +185,26 @@ def task_memory(ctx: Context, task_id: str, as_json: bool, workspace: str | None
     if not as_json:
         click.echo(view.context, nl=False)
         return
-    emit_json({"task_id": view.task_id, "root": view.root, "context": view.context, "stores": [
-        {"memory_store_id": v.store.store_id, "name": v.store.name, "access": v.access, "mount_path": v.mount_path,
-         "available": v.available, "archived": v.archived, "memory_count": v.total, "paths": list(v.paths)}
-        for v in view.stores]})
+    emit_json(
+        {
+            "task_id": view.task_id,
+            "root": view.root,
+            "context": view.context,
+            "stores": [
+                {
+                    "memory_store_id": v.store.store_id,
+                    "name": v.store.name,
+                    "access": v.access,
+                    "mount_path": v.mount_path,
+                    "available": v.available,
+                    "archived": v.archived,
+                    "memory_count": v.total,
+                    "paths": list(v.paths),
+                }
+                for v in view.stores
+            ],
+        }
+    )
 
 
 @tasks_group.command("events")
@@ -169,8 +215,9 @@ def task_memory(ctx: Context, task_id: str, as_json: bool, workspace: str | None
 @workspace_option
 @pass_context
 @refusals
-def task_events(ctx: Context, task_id: str, after_seq: int | None, limit: int | None, as_json: bool,
-                workspace: str | None) -> None:
+def task_events(
+    ctx: Context, task_id: str, after_seq: int | None, limit: int | None, as_json: bool, workspace: str | None
+) -> None:
     """Print a task's events, oldest first."""
     tasks = tasks_for(ctx.gm)
     tasks.get_task(ctx.workspace_id(workspace), task_id)
@@ -184,11 +231,30 @@ def task_events(ctx: Context, task_id: str, after_seq: int | None, limit: int | 
             break
     if as_json:
         for e in events:
-            click.echo(json.dumps({"id": e.id, "seq": e.seq, "type": e.type, "payload": e.payload,
-                                   "created_at": iso(e.created_at),
-                                   "created_by": e.created_by.as_dict() if e.created_by else None},
-                                  ensure_ascii=False))
+            click.echo(
+                json.dumps(
+                    {
+                        "id": e.id,
+                        "seq": e.seq,
+                        "type": e.type,
+                        "payload": e.payload,
+                        "created_at": iso(e.created_at),
+                        "created_by": e.created_by.as_dict() if e.created_by else None,
+                    },
+                    ensure_ascii=False,
+                )
+            )
         return
-    table([[str(e.seq), iso(e.created_at), e.type, actor_name(e.created_by),
-            json.dumps(e.payload, ensure_ascii=False)[:80]] for e in events],
-          ["SEQ", "CREATED", "TYPE", "BY", "PAYLOAD"])
+    table(
+        [
+            [
+                str(e.seq),
+                iso(e.created_at),
+                e.type,
+                actor_name(e.created_by),
+                json.dumps(e.payload, ensure_ascii=False)[:80],
+            ]
+            for e in events
+        ],
+        ["SEQ", "CREATED", "TYPE", "BY", "PAYLOAD"],
+    )

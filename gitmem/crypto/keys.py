@@ -42,8 +42,8 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM, AESSIV
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from gitmem.clock import Clock, iso, system_clock
+from gitmem.durable import fsync_dir
 from gitmem.errors import GitmemError
-from gitmem.git.repository import fsync_dir
 from gitmem.settings import GitmemSettings, load_settings
 
 log = logging.getLogger(__name__)
@@ -149,9 +149,7 @@ class MasterKey:
 
     def _aead(self) -> AESGCM:
         # HKDF so a master key of any length >= 32 bytes yields a proper AES-256 key, bound to this use.
-        wrap_key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_WRAP_INFO).derive(
-            self.material
-        )
+        wrap_key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_WRAP_INFO).derive(self.material)
         return AESGCM(wrap_key)
 
     def wrap(self, owner_id: str, data_key: DataKey) -> bytes:
@@ -343,8 +341,9 @@ class SivCodec:
         try:
             return self._cipher(header.key_id).decrypt(blob[header.body_offset :], self._aad(path))
         except InvalidTag as exc:
-            raise DecryptionFailed("blob does not authenticate (tampered, moved or wrong store)",
-                                   path=path, key_id=header.key_id) from exc
+            raise DecryptionFailed(
+                "blob does not authenticate (tampered, moved or wrong store)", path=path, key_id=header.key_id
+            ) from exc
 
     def decode_any_path(self, blob: bytes) -> bytes:
         """Decode with the path named in the blob's own header: for display (textconv) only."""
@@ -520,10 +519,16 @@ class KeyRing:
         is left as it was. Returns how many keys were re-wrapped."""
         with self._locked():
             owners = self._load()
-            keys = {owner: [(rec, self.master.unwrap(owner, rec.wrapped)) for rec in recs]
-                    for owner, recs in owners.items()}
-            rewrapped = {owner: [replace(rec, wrapped=new_master.wrap(owner, key), master_key_id=new_master.key_id)
-                                 for rec, key in pairs] for owner, pairs in keys.items()}
+            keys = {
+                owner: [(rec, self.master.unwrap(owner, rec.wrapped)) for rec in recs] for owner, recs in owners.items()
+            }
+            rewrapped = {
+                owner: [
+                    replace(rec, wrapped=new_master.wrap(owner, key), master_key_id=new_master.key_id)
+                    for rec, key in pairs
+                ]
+                for owner, pairs in keys.items()
+            }
             self._save(rewrapped, shred_old=True)
             self.master = new_master
         count = sum(len(recs) for recs in rewrapped.values())

@@ -1,4 +1,4 @@
-"""The audit log: who changed which note, when, how, as which version (``gitmem log``, DESIGN section 8).
+"""The audit log: who changed which note, when, how, as which version (``gitmem log``).
 
 Two sources give the same entries:
 
@@ -73,8 +73,10 @@ def parse_time(text: str, now: dt.datetime | None = None) -> dt.datetime:
     try:
         when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise InvalidRequest(f"cannot read {text!r} as a time: use ISO 8601 (2026-01-31, "
-                             "2026-01-31T12:00:00Z) or a span such as 3d, 12h, '2 weeks ago'") from None
+        raise InvalidRequest(
+            f"cannot read {text!r} as a time: use ISO 8601 (2026-01-31, "
+            "2026-01-31T12:00:00Z) or a span such as 3d, 12h, '2 weeks ago'"
+        ) from None
     return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
 
 
@@ -118,8 +120,7 @@ class AuditFilter:
         return path == want or path.startswith(folder)
 
     def matches(self, entry: AuditEntry) -> bool:
-        if self.path is not None and not (self._path_matches(entry.path)
-                                          or self._path_matches(entry.previous_path)):
+        if self.path is not None and not (self._path_matches(entry.path) or self._path_matches(entry.previous_path)):
             return False
         if self.actor is not None and actor_name(entry.created_by) != actor_name(parse_actor(self.actor)):
             return False
@@ -130,8 +131,9 @@ class AuditFilter:
         return not (self.until is not None and entry.created_at > self.until)
 
 
-def select(entries: Iterable[AuditEntry], flt: AuditFilter, *, newest_first: bool = True,
-           limit: int | None = None) -> list[AuditEntry]:
+def select(
+    entries: Iterable[AuditEntry], flt: AuditFilter, *, newest_first: bool = True, limit: int | None = None
+) -> list[AuditEntry]:
     """Filter chronological entries; newest first unless told otherwise; at most ``limit`` (newest)."""
     chosen = [e for e in entries if flt.matches(e)]
     if limit is not None:
@@ -168,10 +170,18 @@ class _Paths:
 
 def _entry(record: VersionRecord, commit_id: str, before: str | None, **extra: object) -> AuditEntry:
     moved = before if record.operation == "modified" and before is not None and before != record.path else None
-    return AuditEntry(created_at=record.created_at, created_by=record.created_by, operation=record.operation,
-                      path=record.path, memory_id=record.memory_id, version_id=record.version_id,
-                      commit_id=commit_id, previous_path=moved, redacted_at=record.redacted_at,
-                      **extra)  # type: ignore[arg-type]
+    return AuditEntry(
+        created_at=record.created_at,
+        created_by=record.created_by,
+        operation=record.operation,
+        path=record.path,
+        memory_id=record.memory_id,
+        version_id=record.version_id,
+        commit_id=commit_id,
+        previous_path=moved,
+        redacted_at=record.redacted_at,
+        **extra,  # type: ignore[arg-type]
+    )
 
 
 # -- a store on the server ------------------------------------------------------------------------
@@ -303,4 +313,3 @@ def entry_json(entry: AuditEntry) -> dict[str, object]:
     if not entry.attributed:
         data["attributed"] = False
     return data
-

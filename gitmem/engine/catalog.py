@@ -84,25 +84,42 @@ def hash_secret(secret: str) -> str:
 
 
 def _credential(row: sqlite3.Row) -> Credential:
-    return Credential(row["id"], row["kind"], row["workspace_id"], row["name"], row["role"],
-                      from_micros(row["created_at"]),
-                      from_micros(row["revoked_at"]) if row["revoked_at"] is not None else None,
-                      row["task_id"])
+    return Credential(
+        row["id"],
+        row["kind"],
+        row["workspace_id"],
+        row["name"],
+        row["role"],
+        from_micros(row["created_at"]),
+        from_micros(row["revoked_at"]) if row["revoked_at"] is not None else None,
+        row["task_id"],
+    )
 
 
 def _principal(row: sqlite3.Row) -> Principal:
     actor_type = {"api_key": "api_actor", "user": "user_actor", "task": "task_actor"}[row["kind"]]
-    return Principal(row["workspace_id"], Actor(actor_type, row["id"]), row["role"], row["id"],  # type: ignore[arg-type]
-                     row["task_id"])
+    return Principal(
+        row["workspace_id"],
+        Actor(actor_type, row["id"]),  # type: ignore[arg-type]
+        row["role"],
+        row["id"],
+        row["task_id"],
+    )
 
 
 def store_info(row: sqlite3.Row) -> StoreInfo:
     return StoreInfo(
-        id=row["id"], workspace_id=row["workspace_id"], name=row["name"], description=row["description"],
-        metadata=json.loads(row["metadata"]), created_at=from_micros(row["created_at"]),
+        id=row["id"],
+        workspace_id=row["workspace_id"],
+        name=row["name"],
+        description=row["description"],
+        metadata=json.loads(row["metadata"]),
+        created_at=from_micros(row["created_at"]),
         updated_at=from_micros(row["updated_at"]),
         archived_at=from_micros(row["archived_at"]) if row["archived_at"] is not None else None,
-        kind=row["kind"], encrypted=bool(row["encrypted"]))
+        kind=row["kind"],
+        encrypted=bool(row["encrypted"]),
+    )
 
 
 class CatalogBusy(Exception):
@@ -156,8 +173,7 @@ class Catalog:
         ws_id = ids.new_id(ids.WORKSPACE)
         try:
             with self.transaction() as db:
-                db.execute("INSERT INTO workspaces (id, name, created_at) VALUES (?,?,?)",
-                           (ws_id, name, self._now()))
+                db.execute("INSERT INTO workspaces (id, name, created_at) VALUES (?,?,?)", (ws_id, name, self._now()))
         except sqlite3.IntegrityError:
             raise InvalidRequest(f"a workspace named {name!r} exists") from None
         return self.workspace(ws_id)
@@ -180,16 +196,18 @@ class Catalog:
 
     def update_workspace_settings(self, workspace_id: str, **settings: object) -> Workspace:
         with self.transaction() as db:
-            current = json.loads(db.execute("SELECT settings FROM workspaces WHERE id=?",
-                                            (workspace_id,)).fetchone()[0])
+            current = json.loads(
+                db.execute("SELECT settings FROM workspaces WHERE id=?", (workspace_id,)).fetchone()[0]
+            )
             current.update(settings)
             db.execute("UPDATE workspaces SET settings=? WHERE id=?", (json.dumps(current), workspace_id))
         return self.workspace(workspace_id)
 
     # -- credentials ------------------------------------------------------------------------------
 
-    def _create_credential(self, kind: str, workspace_id: str, name: str, role: Role,
-                           task_id: str | None = None) -> tuple[Credential, str]:
+    def _create_credential(
+        self, kind: str, workspace_id: str, name: str, role: Role, task_id: str | None = None
+    ) -> tuple[Credential, str]:
         if role not in ROLES:
             raise InvalidRequest(f"role must be one of {', '.join(ROLES)}")
         self.workspace(workspace_id)
@@ -197,9 +215,11 @@ class Catalog:
         cred_id = task_id if kind == "task" and task_id else ids.new_id(prefix)
         secret = _SECRET_PREFIX[kind] + secrets.token_urlsafe(32)
         with self.transaction() as db:
-            db.execute("INSERT INTO credentials (id, kind, workspace_id, name, role, secret_hash, created_at,"
-                       " task_id) VALUES (?,?,?,?,?,?,?,?)",
-                       (cred_id, kind, workspace_id, name, role, hash_secret(secret), self._now(), task_id))
+            db.execute(
+                "INSERT INTO credentials (id, kind, workspace_id, name, role, secret_hash, created_at,"
+                " task_id) VALUES (?,?,?,?,?,?,?,?)",
+                (cred_id, kind, workspace_id, name, role, hash_secret(secret), self._now(), task_id),
+            )
         return self.credential(cred_id), secret
 
     def create_api_key(self, workspace_id: str, name: str, role: Role = "admin") -> tuple[Credential, str]:
@@ -233,8 +253,9 @@ class Catalog:
 
     def revoke(self, cred_id: str) -> Credential:
         with self.transaction() as db:
-            updated = db.execute("UPDATE credentials SET revoked_at=? WHERE id=? AND revoked_at IS NULL",
-                                 (self._now(), cred_id)).rowcount
+            updated = db.execute(
+                "UPDATE credentials SET revoked_at=? WHERE id=? AND revoked_at IS NULL", (self._now(), cred_id)
+            ).rowcount
         if not updated:
             self.credential(cred_id)  # NotFound if it never existed
         return self.credential(cred_id)
@@ -245,8 +266,7 @@ class Catalog:
     def authenticate(self, secret: str | None) -> Principal:
         if not secret:
             raise AuthenticationFailed("an API key is required: send x-api-key or Authorization: Bearer")
-        row = self.db.execute("SELECT * FROM credentials WHERE secret_hash=?",
-                              (hash_secret(secret),)).fetchone()
+        row = self.db.execute("SELECT * FROM credentials WHERE secret_hash=?", (hash_secret(secret),)).fetchone()
         if row is None or row["revoked_at"] is not None:
             raise AuthenticationFailed("invalid API key")
         return _principal(row)
@@ -289,22 +309,34 @@ class Catalog:
 
     # -- stores -----------------------------------------------------------------------------------
 
-    def insert_store(self, workspace_id: str, store_id: str, name: str, description: str,
-                     metadata: dict[str, str], kind: StoreKind, encrypted: bool,
-                     max_shared: int) -> StoreInfo:
+    def insert_store(
+        self,
+        workspace_id: str,
+        store_id: str,
+        name: str,
+        description: str,
+        metadata: dict[str, str],
+        kind: StoreKind,
+        encrypted: bool,
+        max_shared: int,
+    ) -> StoreInfo:
         now = self._now()
         with self.transaction() as db:
             if kind == "shared":
-                (live,) = db.execute("SELECT count(*) FROM stores WHERE workspace_id=? AND kind='shared'"
-                                     " AND archived_at IS NULL", (workspace_id,)).fetchone()
+                (live,) = db.execute(
+                    "SELECT count(*) FROM stores WHERE workspace_id=? AND kind='shared' AND archived_at IS NULL",
+                    (workspace_id,),
+                ).fetchone()
                 if live >= max_shared:
                     from gitmem.errors import LimitExceeded
 
-                    raise LimitExceeded(f"a workspace keeps at most {max_shared} live shared stores;"
-                                        " archive or delete one first")
-            db.execute("INSERT INTO stores VALUES (?,?,?,?,?,?,?,?,?,NULL)",
-                       (store_id, workspace_id, name, description, json.dumps(metadata), kind, int(encrypted),
-                        now, now))
+                    raise LimitExceeded(
+                        f"a workspace keeps at most {max_shared} live shared stores; archive or delete one first"
+                    )
+            db.execute(
+                "INSERT INTO stores VALUES (?,?,?,?,?,?,?,?,?,NULL)",
+                (store_id, workspace_id, name, description, json.dumps(metadata), kind, int(encrypted), now, now),
+            )
         return self.store(store_id)
 
     def store(self, store_id: str) -> StoreInfo:
@@ -313,9 +345,17 @@ class Catalog:
             raise NotFound(f"memory store {store_id} not found")
         return store_info(row)
 
-    def list_stores(self, workspace_id: str, *, include_archived: bool, created_gte: dt.datetime | None,
-                    created_lte: dt.datetime | None, after: tuple[int, str] | None,
-                    limit: int, kinds: tuple[str, ...] = ("shared", "worker")) -> list[StoreInfo]:
+    def list_stores(
+        self,
+        workspace_id: str,
+        *,
+        include_archived: bool,
+        created_gte: dt.datetime | None,
+        created_lte: dt.datetime | None,
+        after: tuple[int, str] | None,
+        limit: int,
+        kinds: tuple[str, ...] = ("shared", "worker"),
+    ) -> list[StoreInfo]:
         sql = f"SELECT * FROM stores WHERE workspace_id=? AND kind IN ({','.join('?' * len(kinds))})"
         args: list[object] = [workspace_id, *kinds]
         if not include_archived:
@@ -343,10 +383,18 @@ class Catalog:
     def archive_store(self, store_id: str) -> StoreInfo:
         now = self._now()
         with self.transaction() as db:
-            db.execute("UPDATE stores SET archived_at=coalesce(archived_at, ?), updated_at=? WHERE id=?",
-                       (now, now, store_id))
+            db.execute(
+                "UPDATE stores SET archived_at=coalesce(archived_at, ?), updated_at=? WHERE id=?", (now, now, store_id)
+            )
         return self.store(store_id)
 
     def delete_store(self, store_id: str) -> None:
         with self.transaction() as db:
             db.execute("DELETE FROM stores WHERE id=?", (store_id,))
+
+
+def principal_task_id(principal: Principal) -> str | None:
+    """The task a principal acts for (a task token), else ``None``."""
+    if principal.task_id:
+        return principal.task_id
+    return principal.actor.id if principal.actor.type == "task_actor" else None

@@ -93,8 +93,15 @@ def hunks(old_text: str, new_text: str, context: int = CONTEXT_LINES) -> tuple[H
             lines += [_diff_line("added", line) for line in new[j1:j2]]
         first, last = group[0], group[-1]
         old_count, new_count = last[2] - first[1], last[4] - first[3]
-        out.append(Hunk(first[1] + 1 if old_count else first[1], old_count,
-                        first[3] + 1 if new_count else first[3], new_count, tuple(lines)))
+        out.append(
+            Hunk(
+                first[1] + 1 if old_count else first[1],
+                old_count,
+                first[3] + 1 if new_count else first[3],
+                new_count,
+                tuple(lines),
+            )
+        )
     return tuple(out)
 
 
@@ -128,7 +135,9 @@ def _previous(store: MemoryStore, version: Version) -> Version | None:
     read of the note's whole history (a note of 1,000 versions made each diff read 1,000 rows)."""
     row = store.index.db.execute(
         "SELECT p.version_id FROM versions v JOIN versions p ON p.memory_id = v.memory_id AND p.seq < v.seq"
-        " WHERE v.version_id = ? ORDER BY p.seq DESC LIMIT 1", (version.id,)).fetchone()
+        " WHERE v.version_id = ? ORDER BY p.seq DESC LIMIT 1",
+        (version.id,),
+    ).fetchone()
     return store.version(row[0]) if row else None
 
 

@@ -29,8 +29,9 @@ class FsckReport:
 def check_store(store: MemoryStore) -> FsckReport:
     problems: list[str] = []
     if store.index.set_aside is not None:
-        problems.append(f"the index was damaged; it was set aside as {store.index.set_aside.name} and rebuilt"
-                        " from history")
+        problems.append(
+            f"the index was damaged; it was set aside as {store.index.set_aside.name} and rebuilt from history"
+        )
     result = git(store.path, "fsck", "--full", "--no-dangling", "--no-progress")
     if result.returncode != 0:
         problems.append("git fsck: " + result.stderr.decode(errors="replace").strip())

@@ -1,6 +1,6 @@
 """The facade over one data home: the catalog plus a bare repository per store.
 
-``$GITMEM_HOME/catalog.sqlite3`` and ``$GITMEM_HOME/stores/<memstore_id>.git`` (DESIGN section 3).
+``$GITMEM_HOME/catalog.sqlite3`` and ``$GITMEM_HOME/stores/<memstore_id>.git`` (docs/architecture.md).
 Nothing here assumes one process: every process opens the same home and coordinates through SQLite
 and Git's own locks.
 """
@@ -79,8 +79,9 @@ class HomeTables:
 
 
 class Gitmem:
-    def __init__(self, home: Path, *, clock: Clock = system_clock, filters: FilterChain | None = None,
-                 fsync: bool | None = None) -> None:
+    def __init__(
+        self, home: Path, *, clock: Clock = system_clock, filters: FilterChain | None = None, fsync: bool | None = None
+    ) -> None:
         self.home = home
         self.clock = clock
         self.filters = filters or load_filters()
@@ -121,9 +122,15 @@ class Gitmem:
 
     # -- stores -----------------------------------------------------------------------------------
 
-    def create_store(self, workspace_id: str, name: str, description: str = "",
-                     metadata: dict[str, str] | None = None, kind: StoreKind = "shared",
-                     encrypted: bool = False) -> StoreInfo:
+    def create_store(
+        self,
+        workspace_id: str,
+        name: str,
+        description: str = "",
+        metadata: dict[str, str] | None = None,
+        kind: StoreKind = "shared",
+        encrypted: bool = False,
+    ) -> StoreInfo:
         metadata = dict(metadata or {})
         check_store_fields(name, description, metadata)
         self.catalog.workspace(workspace_id)
@@ -132,8 +139,9 @@ class Gitmem:
             repository.init_bare(self.repo_path(store_id))
             if encrypted:
                 self.keyring.ensure(store_id)
-            return self.catalog.insert_store(workspace_id, store_id, name, description or "", metadata, kind,
-                                             encrypted, MAX_SHARED_STORES)
+            return self.catalog.insert_store(
+                workspace_id, store_id, name, description or "", metadata, kind, encrypted, MAX_SHARED_STORES
+            )
         except BaseException:
             shutil.rmtree(self.repo_path(store_id), ignore_errors=True)
             raise
@@ -144,22 +152,38 @@ class Gitmem:
             raise NotFound(f"memory store {store_id} not found")
         return info
 
-    def list_stores(self, workspace_id: str, include_archived: bool = False,
-                    created_gte: dt.datetime | None = None, created_lte: dt.datetime | None = None,
-                    limit: int = 20, page: str | None = None) -> Page[StoreInfo]:
+    def list_stores(
+        self,
+        workspace_id: str,
+        include_archived: bool = False,
+        created_gte: dt.datetime | None = None,
+        created_lte: dt.datetime | None = None,
+        limit: int = 20,
+        page: str | None = None,
+    ) -> Page[StoreInfo]:
         check_limit(limit, MAX_STORES_PAGE, full=False)
         after = tuple(self.page_tokens.decode(page, "stores", int, str)) if page else None
-        rows = self.catalog.list_stores(workspace_id, include_archived=include_archived,
-                                        created_gte=created_gte, created_lte=created_lte, after=after,
-                                        limit=limit + 1)
+        rows = self.catalog.list_stores(
+            workspace_id,
+            include_archived=include_archived,
+            created_gte=created_gte,
+            created_lte=created_lte,
+            after=after,
+            limit=limit + 1,
+        )
         if len(rows) <= limit:
             return Page(rows, None)
         last = rows[limit - 1]
         return Page(rows[:limit], self.page_tokens.encode("stores", to_micros(last.created_at), last.id))
 
-    def update_store(self, workspace_id: str, store_id: str, name: str | None = None,
-                     description: str | None = None,
-                     metadata_patch: dict[str, str | None] | None = None) -> StoreInfo:
+    def update_store(
+        self,
+        workspace_id: str,
+        store_id: str,
+        name: str | None = None,
+        description: str | None = None,
+        metadata_patch: dict[str, str | None] | None = None,
+    ) -> StoreInfo:
         info = self.get_store(workspace_id, store_id)
         if info.archived_at is not None:
             raise ArchivedStore(f"memory store {store_id} is archived and can only be read")
@@ -208,11 +232,16 @@ class Gitmem:
         if store is not None and info.encrypted and self._rotated_since(store):
             store = None  # `gitmem keys rotate` ran in another process: write with the new key
         if store is None or not store.path.exists():
-            store = MemoryStore(self.repo_path(store_id), store_id, policy=policy_for(info.kind, self.filters),
-                                codec=self.codec_for(info),
-                                clock=self.clock, write_guard=lambda: self._check_writable(store_id),
-                                on_commit=lambda s: self._webhooks().notes_changed(s, info.workspace_id),
-                                on_redact=lambda s, v: self._webhooks().version_redacted(s, info.workspace_id, v))
+            store = MemoryStore(
+                self.repo_path(store_id),
+                store_id,
+                policy=policy_for(info.kind, self.filters),
+                codec=self.codec_for(info),
+                clock=self.clock,
+                write_guard=lambda: self._check_writable(store_id),
+                on_commit=lambda s: self._webhooks().notes_changed(s, info.workspace_id),
+                on_redact=lambda s, v: self._webhooks().version_redacted(s, info.workspace_id, v),
+            )
             cache[store_id] = store
         return store
 
@@ -227,8 +256,9 @@ class Gitmem:
 
     def _check_writable(self, store_id: str) -> None:
         if self.catalog.store(store_id).archived_at is not None:
-            raise ArchivedStore(f"memory store {store_id} is archived; its notes can be read and deleted,"
-                                " not created or changed")
+            raise ArchivedStore(
+                f"memory store {store_id} is archived; its notes can be read and deleted, not created or changed"
+            )
 
     def _forget(self, store_id: str) -> None:
         cache = self._local.__dict__.get("stores", {})

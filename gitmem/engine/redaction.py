@@ -1,4 +1,4 @@
-"""Redaction: one version blanked everywhere, with the history rewrite of :mod:`gitmem.git.rewrite`.
+"""Redaction: one version blanked everywhere, with the history rewrite of :mod:`gitmem.engine.rewrite`.
 
 A redacted version keeps its id, author and time and gains ``Redacted-At`` and ``Redacted-By``; its path
 and content leave every commit, the index and the object store. The newest version of a note that still
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from gitmem.engine.rewrite import Entry, RewriteReport, finish_pending_purge, rewrite_history
 from gitmem.engine.store import MemoryStore
 from gitmem.errors import Conflict, NotFound
-from gitmem.git.rewrite import Entry, RewriteReport, finish_pending_purge, rewrite_history
 from gitmem.model import Actor, Version
 
 __all__ = ["redact", "redact_version"]

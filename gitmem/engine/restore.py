@@ -14,17 +14,23 @@ from collections.abc import Callable
 import pygit2
 
 from gitmem import ids
+from gitmem.engine.group_commit import BatchView, Change
 from gitmem.engine.store import MemoryStore, _sha256
 from gitmem.engine.store_index import StoreIndex
 from gitmem.errors import InvalidRequest, NotFound, PreconditionFailed
 from gitmem.git.commits import VersionRecord, parse_message
-from gitmem.git.group_commit import BatchView, Change
 from gitmem.model import Actor, Operation
 from gitmem.rules import paths
 
 
-def restore_plan(store: MemoryStore, memory_id: str, version_id: str, expected_sha256: str | None,
-                 expected_blob_id: str | None, actor: Actor | None) -> Callable[[BatchView], Change | None]:
+def restore_plan(
+    store: MemoryStore,
+    memory_id: str,
+    version_id: str,
+    expected_sha256: str | None,
+    expected_blob_id: str | None,
+    actor: Actor | None,
+) -> Callable[[BatchView], Change | None]:
     def plan(view: BatchView) -> Change | None:
         index = view.index
         old = index.version(version_id)
@@ -44,8 +50,9 @@ def restore_plan(store: MemoryStore, memory_id: str, version_id: str, expected_s
             store._check_free(index, path, moving=memory_id)
             count, size = index.totals()
             store.policy.check_counts(count + 1, size + len(data))
-            return _change(store, view, memory_id, "created", path, data, None, actor,
-                           _created_at(store, index, memory_id))
+            return _change(
+                store, view, memory_id, "created", path, data, None, actor, _created_at(store, index, memory_id)
+            )
         if note.path == path and note.sha256 == _sha256(data):
             return None  # already so: no new version
         store._check_precondition(note, expected_sha256, expected_blob_id)
@@ -58,10 +65,28 @@ def restore_plan(store: MemoryStore, memory_id: str, version_id: str, expected_s
     return plan
 
 
-def _change(store: MemoryStore, view: BatchView, memory_id: str, operation: Operation, path: str, data: bytes,
-            old_path: str | None, actor: Actor | None, note_created_at: dt.datetime) -> Change:
-    record = VersionRecord(memory_id, ids.new_id(ids.VERSION), operation, path, _sha256(data), len(data),
-                           actor, store.clock(), note_created_at)
+def _change(
+    store: MemoryStore,
+    view: BatchView,
+    memory_id: str,
+    operation: Operation,
+    path: str,
+    data: bytes,
+    old_path: str | None,
+    actor: Actor | None,
+    note_created_at: dt.datetime,
+) -> Change:
+    record = VersionRecord(
+        memory_id,
+        ids.new_id(ids.VERSION),
+        operation,
+        path,
+        _sha256(data),
+        len(data),
+        actor,
+        store.clock(),
+        note_created_at,
+    )
     tree_changes: dict[str, str | None] = {}
     if old_path is not None:
         tree_changes[paths.git_path(old_path)] = None

@@ -1,4 +1,4 @@
-"""How long versions are kept (seed 002), applied with the history rewrite of :mod:`gitmem.git.rewrite`.
+"""How long versions are kept (the memory-store API), applied with the history rewrite of :mod:`gitmem.engine.rewrite`.
 
 A version lives ``retention_days`` (30 unless the workspace says otherwise; ``"keep-all"`` keeps every
 version). The two newest versions of every note that still exists are always kept, whatever their
@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gitmem.clock import to_micros
+from gitmem.engine.rewrite import Entry, Progress, RewriteReport, finish_pending_purge, rewrite_history
 from gitmem.engine.store import MemoryStore
 from gitmem.errors import GitmemError, InvalidRequest, StoreBusy
 from gitmem.git.repository import file_lock
-from gitmem.git.rewrite import Entry, Progress, RewriteReport, finish_pending_purge, rewrite_history
 from gitmem.model import StoreInfo
 
 if TYPE_CHECKING:
@@ -113,9 +113,16 @@ def _report(info_id: str, workspace_id: str | None, days: int | None, dry_run: b
     return PruneReport(info_id, workspace_id, KEEP_ALL if days is None else f"{days} days", dry_run)
 
 
-def prune_store(store: MemoryStore, *, days: int | None, now: dt.datetime | None = None, dry_run: bool = False,
-                workspace_id: str | None = None, progress: Progress | None = None,
-                lock_timeout: float = 60.0) -> PruneReport:
+def prune_store(
+    store: MemoryStore,
+    *,
+    days: int | None,
+    now: dt.datetime | None = None,
+    dry_run: bool = False,
+    workspace_id: str | None = None,
+    progress: Progress | None = None,
+    lock_timeout: float = 60.0,
+) -> PruneReport:
     """Apply the retention rule to one store (``days=None``: keep-all)."""
     started = time.monotonic()
     report = _report(store.id, workspace_id, days, dry_run)
@@ -131,8 +138,12 @@ def prune_store(store: MemoryStore, *, days: int | None, now: dt.datetime | None
             _absorb(report, finish_pending_purge(store, lock_timeout=lock_timeout))
             report.versions_before = report.versions_kept = _version_count(store)
             return report
-        _absorb(report, rewrite_history(store, retention_plan(cutoff), dry_run=dry_run, progress=progress,
-                                        lock_timeout=lock_timeout))
+        _absorb(
+            report,
+            rewrite_history(
+                store, retention_plan(cutoff), dry_run=dry_run, progress=progress, lock_timeout=lock_timeout
+            ),
+        )
     except GitmemError as exc:
         report.error = exc.message
     finally:
@@ -149,7 +160,9 @@ def _droppable(store: MemoryStore, cutoff: dt.datetime) -> int | None:
             "SELECT count(*) FROM versions v WHERE v.created_at <= ? AND NOT ("
             " v.redacted_at IS NULL AND v.memory_id IN (SELECT memory_id FROM notes) AND"
             " (SELECT count(*) FROM versions w WHERE w.memory_id = v.memory_id AND w.redacted_at IS NULL"
-            "  AND w.seq > v.seq) < ?)", (to_micros(cutoff), NEWEST_KEPT)).fetchone()
+            "  AND w.seq > v.seq) < ?)",
+            (to_micros(cutoff), NEWEST_KEPT),
+        ).fetchone()
         return int(count)
     except sqlite3.Error:
         return None
@@ -175,8 +188,9 @@ def _absorb(report: PruneReport, rewrite: RewriteReport) -> None:
     report.bytes_after = rewrite.bytes_after
 
 
-def prune_info(gm: Gitmem, info: StoreInfo, *, dry_run: bool = False, progress: Progress | None = None,
-               lock_timeout: float = 60.0) -> PruneReport:
+def prune_info(
+    gm: Gitmem, info: StoreInfo, *, dry_run: bool = False, progress: Progress | None = None, lock_timeout: float = 60.0
+) -> PruneReport:
     """Prune one store of the catalog with its workspace's retention setting."""
     try:
         days = retention_days(gm.catalog.workspace(info.workspace_id).settings)
@@ -192,15 +206,26 @@ def prune_info(gm: Gitmem, info: StoreInfo, *, dry_run: bool = False, progress: 
     # A store object of our own, closed afterwards: the pruner may visit thousands of stores.
     store = MemoryStore(path, info.id, clock=gm.clock)
     try:
-        return prune_store(store, days=days, dry_run=dry_run, workspace_id=info.workspace_id,
-                           progress=progress, lock_timeout=lock_timeout)
+        return prune_store(
+            store,
+            days=days,
+            dry_run=dry_run,
+            workspace_id=info.workspace_id,
+            progress=progress,
+            lock_timeout=lock_timeout,
+        )
     finally:
         store.close()
 
 
-def prune_all(gm: Gitmem, *, dry_run: bool = False,
-              progress: Callable[[StoreInfo, PruneReport], None] | None = None,
-              workspace_id: str | None = None, lock_timeout: float = 60.0) -> list[PruneReport]:
+def prune_all(
+    gm: Gitmem,
+    *,
+    dry_run: bool = False,
+    progress: Callable[[StoreInfo, PruneReport], None] | None = None,
+    workspace_id: str | None = None,
+    lock_timeout: float = 60.0,
+) -> list[PruneReport]:
     """Apply retention to every store of the home (or of one workspace). One store's failure is
     reported in its :class:`PruneReport` and does not stop the others."""
     reports = []
@@ -228,8 +253,14 @@ class PruneScheduler:
     a round and the others skip it. ``stop()`` waits for the round in progress to finish.
     """
 
-    def __init__(self, gm: Gitmem, interval: float = 3600.0, *, first_delay: float | None = None,
-                 on_reports: Callable[[list[PruneReport]], None] | None = None) -> None:
+    def __init__(
+        self,
+        gm: Gitmem,
+        interval: float = 3600.0,
+        *,
+        first_delay: float | None = None,
+        on_reports: Callable[[list[PruneReport]], None] | None = None,
+    ) -> None:
         if interval <= 0:
             raise ValueError("interval must be positive")
         self.gm = gm
@@ -276,5 +307,15 @@ class PruneScheduler:
             delay = self.interval
 
 
-__all__ = ["DEFAULT_RETENTION_DAYS", "KEEP_ALL", "PruneReport", "PruneScheduler", "keep_mask", "prune_all",
-           "prune_info", "prune_store", "retention_days", "retention_plan"]
+__all__ = [
+    "DEFAULT_RETENTION_DAYS",
+    "KEEP_ALL",
+    "PruneReport",
+    "PruneScheduler",
+    "keep_mask",
+    "prune_all",
+    "prune_info",
+    "prune_store",
+    "retention_days",
+    "retention_plan",
+]

@@ -126,8 +126,9 @@ def _offset(index: StoreIndex, page: str | None, fingerprint: str) -> int:
     return int(offset)
 
 
-def search(store: MemoryStore, query: str, path_prefix: str | None = None, limit: int = 20,
-           page: str | None = None) -> Page[SearchHit]:
+def search(
+    store: MemoryStore, query: str, path_prefix: str | None = None, limit: int = 20, page: str | None = None
+) -> Page[SearchHit]:
     """The store's current notes that match ``query`` (see :mod:`gitmem.engine.search_query`), best first."""
     check_limit(limit, MAX_SEARCH_PAGE, full=False)
     prefix = paths.validate_prefix(path_prefix or "/")

@@ -33,8 +33,12 @@ END"""
 def ensure_schema(db: sqlite3.Connection, repo: pygit2.Repository | None = None) -> None:
     """The text tables beside an index's ``notes`` table (or alone, in memory). An index made before
     search existed gets its notes' text from ``repo`` once."""
-    present = {row[0] for row in db.execute(
-        "SELECT name FROM sqlite_master WHERE name IN ('search_text', 'search_docs', 'notes_unsearchable')")}
+    present = {
+        row[0]
+        for row in db.execute(
+            "SELECT name FROM sqlite_master WHERE name IN ('search_text', 'search_docs', 'notes_unsearchable')"
+        )
+    }
     if len(present) == 3:
         return  # the usual case: no write lock taken to open a store
     db.execute("BEGIN IMMEDIATE")
@@ -74,13 +78,19 @@ def put(db: sqlite3.Connection, memory_id: str, path: str, body: str) -> None:
 
 
 def forget(db: sqlite3.Connection, memory_id: str) -> None:
-    db.execute("DELETE FROM search_text WHERE rowid IN (SELECT docid FROM search_docs WHERE memory_id=?)",
-               (memory_id,))
+    db.execute("DELETE FROM search_text WHERE rowid IN (SELECT docid FROM search_docs WHERE memory_id=?)", (memory_id,))
     db.execute("DELETE FROM search_docs WHERE memory_id=?", (memory_id,))
 
 
-def index_note(db: sqlite3.Connection, repo: pygit2.Repository, memory_id: str, path: str, blob_id: str,
-               *, data: bytes | None = None) -> None:
+def index_note(
+    db: sqlite3.Connection,
+    repo: pygit2.Repository,
+    memory_id: str,
+    path: str,
+    blob_id: str,
+    *,
+    data: bytes | None = None,
+) -> None:
     """A note's current path and text, as the index applies its version. An encrypted blob is never
     indexed on disk (its store is searched in memory). ``data``: the blob, when it is not in the
     repository yet (the write path indexes a batch before its pack is written)."""
@@ -90,7 +100,6 @@ def index_note(db: sqlite3.Connection, repo: pygit2.Repository, memory_id: str, 
         forget(db, memory_id)
         return
     put(db, memory_id, path, data.decode("utf-8", "replace"))
-
 
 
 __all__ = ["clear", "ensure_schema", "forget", "index_note", "put"]

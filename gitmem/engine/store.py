@@ -2,7 +2,7 @@
 
 Every change is one commit on ``main`` made under the store's writer lock and swapped in with a
 compare-and-swap; the index follows. Writes that arrive together are committed together
-(:mod:`gitmem.git.group_commit`).
+(:mod:`gitmem.engine.group_commit`).
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ import pygit2
 from gitmem import ids
 from gitmem.clock import Clock, from_micros, system_clock, to_micros
 from gitmem.crypto.keys import ContentCodec, PlainCodec
+from gitmem.engine.group_commit import BatchView, Change, Landed, Plan, committer_for
 from gitmem.engine.store_index import NoteRow, StoreIndex, VersionRow
 from gitmem.errors import InvalidRequest, NotFound, PathConflict, PreconditionFailed
 from gitmem.git import packing as maintenance
 from gitmem.git.commits import VersionRecord
-from gitmem.git.group_commit import BatchView, Change, Landed, Plan, committer_for
 from gitmem.git.repository import blob_at
 from gitmem.model import Actor, ActorType, MemoryPrefix, Note, Operation, Page, Version
 from gitmem.rules import paths
@@ -59,11 +59,18 @@ def check_limit(limit: int, maximum: int, *, full: bool) -> int:
 
 
 class MemoryStore:
-    def __init__(self, repo_path: Path, store_id: str, *, policy: StorePolicy = MEMORY_STORE,
-                 codec: ContentCodec | None = None, clock: Clock = system_clock,
-                 write_guard: Callable[[], None] | None = None,
-                 on_commit: Callable[[MemoryStore], object] | None = None,
-                 on_redact: Callable[[MemoryStore, Version], None] | None = None) -> None:
+    def __init__(
+        self,
+        repo_path: Path,
+        store_id: str,
+        *,
+        policy: StorePolicy = MEMORY_STORE,
+        codec: ContentCodec | None = None,
+        clock: Clock = system_clock,
+        write_guard: Callable[[], None] | None = None,
+        on_commit: Callable[[MemoryStore], object] | None = None,
+        on_redact: Callable[[MemoryStore, Version], None] | None = None,
+    ) -> None:
         self.path = repo_path
         self.id = store_id
         self.policy = policy
@@ -89,21 +96,39 @@ class MemoryStore:
         return self.codec.decode(path, blob_at(self.repo, blob_id).data).decode("utf-8")
 
     def _note(self, row: NoteRow, with_content: bool) -> Note:
-        return Note(id=row.memory_id, store_id=self.id, path=row.path, content_sha256=row.sha256,
-                    content_size_bytes=row.size, blob_id=row.blob_id, version_id=row.version_id,
-                    created_at=row.created_at, updated_at=row.updated_at,
-                    content=self._content(row.path, row.blob_id) if with_content else None)
+        return Note(
+            id=row.memory_id,
+            store_id=self.id,
+            path=row.path,
+            content_sha256=row.sha256,
+            content_size_bytes=row.size,
+            blob_id=row.blob_id,
+            version_id=row.version_id,
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+            content=self._content(row.path, row.blob_id) if with_content else None,
+        )
 
     def _version(self, row: VersionRow, with_content: bool) -> Version:
         r = row.record
         content = None
         if with_content and row.blob_id is not None and r.path is not None and r.redacted_at is None:
             content = self._content(r.path, row.blob_id)
-        return Version(id=r.version_id, store_id=self.id, memory_id=r.memory_id, operation=r.operation,
-                       created_at=r.created_at, created_by=r.created_by, path=r.path,
-                       content_sha256=r.content_sha256, content_size_bytes=r.content_size,
-                       commit_id=row.commit_id, content=content, redacted_at=r.redacted_at,
-                       redacted_by=r.redacted_by)
+        return Version(
+            id=r.version_id,
+            store_id=self.id,
+            memory_id=r.memory_id,
+            operation=r.operation,
+            created_at=r.created_at,
+            created_by=r.created_by,
+            path=r.path,
+            content_sha256=r.content_sha256,
+            content_size_bytes=r.content_size,
+            commit_id=row.commit_id,
+            content=content,
+            redacted_at=r.redacted_at,
+            redacted_by=r.redacted_by,
+        )
 
     def get(self, memory_id: str, with_content: bool = True) -> Note:
         self.index.catch_up()
@@ -119,8 +144,14 @@ class MemoryStore:
             raise NotFound(f"no memory at {path}")
         return self._note(row, with_content)
 
-    def list(self, path_prefix: str | None = None, depth: int = 0, limit: int = 20,
-             page: str | None = None, with_content: bool = False) -> Page[Note | MemoryPrefix]:
+    def list(
+        self,
+        path_prefix: str | None = None,
+        depth: int = 0,
+        limit: int = 20,
+        page: str | None = None,
+        with_content: bool = False,
+    ) -> Page[Note | MemoryPrefix]:
         prefix = paths.validate_prefix(path_prefix or "/")
         if depth not in (0, 1):
             raise InvalidRequest("depth must be 0 or 1")
@@ -130,22 +161,41 @@ class MemoryStore:
         items = [r if isinstance(r, MemoryPrefix) else self._note(r, with_content) for r in rows]
         return Page(items, token)
 
-    def versions(self, *, memory_id: str | None = None, operation: Operation | None = None,
-                 task_id: str | None = None, api_key_id: str | None = None, user_id: str | None = None,
-                 created_gte: dt.datetime | None = None, created_lte: dt.datetime | None = None,
-                 limit: int = 20, page: str | None = None, with_content: bool = False) -> Page[Version]:
+    def versions(
+        self,
+        *,
+        memory_id: str | None = None,
+        operation: Operation | None = None,
+        task_id: str | None = None,
+        api_key_id: str | None = None,
+        user_id: str | None = None,
+        created_gte: dt.datetime | None = None,
+        created_lte: dt.datetime | None = None,
+        limit: int = 20,
+        page: str | None = None,
+        with_content: bool = False,
+    ) -> Page[Version]:
         if operation is not None and operation not in ("created", "modified", "deleted"):
             raise InvalidRequest("operation must be created, modified or deleted")
         filters: tuple[tuple[ActorType, str | None], ...] = (
-            ("task_actor", task_id), ("api_actor", api_key_id), ("user_actor", user_id))
+            ("task_actor", task_id),
+            ("api_actor", api_key_id),
+            ("user_actor", user_id),
+        )
         actors = [Actor(kind, value) for kind, value in filters if value]
         if len(actors) > 1:
             raise InvalidRequest("filter by at most one of task_id, api_key_id and user_id")
         check_limit(limit, MAX_VERSIONS_PAGE, full=with_content)
         self.index.catch_up()
         rows, token = self.index.list_versions(
-            memory_id=memory_id, operation=operation, actor=actors[0] if actors else None,
-            created_gte=created_gte, created_lte=created_lte, limit=limit, page=page)
+            memory_id=memory_id,
+            operation=operation,
+            actor=actors[0] if actors else None,
+            created_gte=created_gte,
+            created_lte=created_lte,
+            limit=limit,
+            page=page,
+        )
         return Page([self._version(r, with_content) for r in rows], token)
 
     def version(self, version_id: str, with_content: bool = True) -> Version:
@@ -165,8 +215,9 @@ class MemoryStore:
         assert landed is not None
         return self._landed_note(landed)
 
-    def upsert(self, path: str, content: str, actor: Actor | None = None,
-               expected_sha256: str | None = None) -> tuple[Note, bool]:
+    def upsert(
+        self, path: str, content: str, actor: Actor | None = None, expected_sha256: str | None = None
+    ) -> tuple[Note, bool]:
         """Create the note at ``path``, or replace its content if there is one: decided inside the write,
         against the tip, so two writers never both create. With ``expected_sha256``, only if a note is
         there with that content. Returns the note and whether it was created."""
@@ -189,9 +240,16 @@ class MemoryStore:
         memory_id, created = decided[-1]
         return self.get(memory_id, with_content=False), created
 
-    def update(self, memory_id: str, content: str | None = None, path: str | None = None, *,
-               expected_sha256: str | None = None, expected_blob_id: str | None = None,
-               actor: Actor | None = None) -> Note:
+    def update(
+        self,
+        memory_id: str,
+        content: str | None = None,
+        path: str | None = None,
+        *,
+        expected_sha256: str | None = None,
+        expected_blob_id: str | None = None,
+        actor: Actor | None = None,
+    ) -> Note:
         if path is not None:
             self.policy.validate_path(path)
         data = None
@@ -199,40 +257,72 @@ class MemoryStore:
             current = self.index.note(memory_id)  # only to name the note in a refusal
             data = self.policy.check_content(path or (current.path if current else memory_id), content)
 
-        landed = self._write(lambda view: self._plan_update(view, memory_id, path, data, expected_sha256,
-                                                            expected_blob_id, actor))
+        landed = self._write(
+            lambda view: self._plan_update(view, memory_id, path, data, expected_sha256, expected_blob_id, actor)
+        )
         if landed is None:
             return self.get(memory_id, with_content=False)
         return self._landed_note(landed)
 
-    def delete(self, memory_id: str, *, expected_sha256: str | None = None,
-               expected_blob_id: str | None = None, actor: Actor | None = None) -> Version:
+    def delete(
+        self,
+        memory_id: str,
+        *,
+        expected_sha256: str | None = None,
+        expected_blob_id: str | None = None,
+        actor: Actor | None = None,
+    ) -> Version:
         def plan(view: BatchView) -> Change:
             note = self._current(view.index, memory_id)
             self._check_precondition(note, expected_sha256, expected_blob_id)
             now = self.clock()
-            record = VersionRecord(memory_id, ids.new_id(ids.VERSION), "deleted", note.path, None, None,
-                                   actor, now, note.created_at)
+            record = VersionRecord(
+                memory_id, ids.new_id(ids.VERSION), "deleted", note.path, None, None, actor, now, note.created_at
+            )
             return Change(record, {paths.git_path(note.path): None})
 
         landed = self._write(plan, archived_ok=True)
         assert landed is not None
         r = landed.change.record
-        return Version(id=r.version_id, store_id=self.id, memory_id=r.memory_id, operation=r.operation,
-                       created_at=_stored_time(r.created_at), created_by=r.created_by, path=r.path,
-                       content_sha256=None, content_size_bytes=None, commit_id=landed.commit_id)
+        return Version(
+            id=r.version_id,
+            store_id=self.id,
+            memory_id=r.memory_id,
+            operation=r.operation,
+            created_at=_stored_time(r.created_at),
+            created_by=r.created_by,
+            path=r.path,
+            content_sha256=None,
+            content_size_bytes=None,
+            commit_id=landed.commit_id,
+        )
 
     def _landed_note(self, landed: Landed) -> Note:
         """The answer to a write, from what was committed: the index may not have caught up."""
         r = landed.change.record
         blob_id = landed.change.blob_id
         assert r.path is not None and r.content_sha256 is not None and r.content_size is not None and blob_id
-        return Note(id=r.memory_id, store_id=self.id, path=r.path, content_sha256=r.content_sha256,
-                    content_size_bytes=r.content_size, blob_id=blob_id, version_id=r.version_id,
-                    created_at=_stored_time(r.note_created_at), updated_at=_stored_time(r.created_at))
+        return Note(
+            id=r.memory_id,
+            store_id=self.id,
+            path=r.path,
+            content_sha256=r.content_sha256,
+            content_size_bytes=r.content_size,
+            blob_id=blob_id,
+            version_id=r.version_id,
+            created_at=_stored_time(r.note_created_at),
+            updated_at=_stored_time(r.created_at),
+        )
 
-    def restore(self, memory_id: str, version_id: str, *, expected_sha256: str | None = None,
-                expected_blob_id: str | None = None, actor: Actor | None = None) -> Note:
+    def restore(
+        self,
+        memory_id: str,
+        version_id: str,
+        *,
+        expected_sha256: str | None = None,
+        expected_blob_id: str | None = None,
+        actor: Actor | None = None,
+    ) -> Note:
         """One new version with ``version_id``'s content at its path; a deleted note comes back with
         its id. Every rule of a write applies."""
         from gitmem.engine.restore import restore_plan  # the plan keeps its own module
@@ -240,8 +330,9 @@ class MemoryStore:
         self._write(restore_plan(self, memory_id, version_id, expected_sha256, expected_blob_id, actor))
         return self.get(memory_id, with_content=False)
 
-    def search(self, query: str, path_prefix: str | None = None, limit: int = 20,
-               page: str | None = None) -> Page[SearchHit]:
+    def search(
+        self, query: str, path_prefix: str | None = None, limit: int = 20, page: str | None = None
+    ) -> Page[SearchHit]:
         from gitmem.engine.search import search  # search keeps its own module
 
         return search(self, query, path_prefix, limit, page)
@@ -257,12 +348,21 @@ class MemoryStore:
         count, size = view.index.totals()
         self.policy.check_counts(count + 1, size + len(data))
         now = self.clock()
-        record = VersionRecord(ids.new_id(ids.MEMORY), ids.new_id(ids.VERSION), "created", path,
-                               _sha256(data), len(data), actor, now, now)
+        record = VersionRecord(
+            ids.new_id(ids.MEMORY), ids.new_id(ids.VERSION), "created", path, _sha256(data), len(data), actor, now, now
+        )
         return Change(record, {paths.git_path(path): self._blob(view, path, data)})
 
-    def _plan_update(self, view: BatchView, memory_id: str, path: str | None, data: bytes | None,
-                     expected_sha256: str | None, expected_blob_id: str | None, actor: Actor | None) -> Change | None:
+    def _plan_update(
+        self,
+        view: BatchView,
+        memory_id: str,
+        path: str | None,
+        data: bytes | None,
+        expected_sha256: str | None,
+        expected_blob_id: str | None,
+        actor: Actor | None,
+    ) -> Change | None:
         """A new version of ``memory_id`` with a new path and/or content; None if it is already so."""
         note = self._current(view.index, memory_id)
         new_path = path if path is not None else note.path
@@ -276,8 +376,9 @@ class MemoryStore:
         count, size = view.index.totals()
         self.policy.check_counts(count, size - note.size + len(body))
         now = self.clock()
-        record = VersionRecord(memory_id, ids.new_id(ids.VERSION), "modified", new_path, new_sha,
-                               len(body), actor, now, note.created_at)
+        record = VersionRecord(
+            memory_id, ids.new_id(ids.VERSION), "modified", new_path, new_sha, len(body), actor, now, note.created_at
+        )
         tree_changes: dict[str, str | None] = {paths.git_path(note.path): None}
         tree_changes[paths.git_path(new_path)] = self._blob(view, new_path, body)
         return Change(record, tree_changes)
@@ -291,8 +392,7 @@ class MemoryStore:
     @staticmethod
     def _check_precondition(note: NoteRow, expected_sha256: str | None, expected_blob_id: str | None) -> None:
         if expected_sha256 is not None and expected_sha256 != note.sha256:
-            raise PreconditionFailed(
-                f"the memory's content_sha256 is {note.sha256}, not {expected_sha256}")
+            raise PreconditionFailed(f"the memory's content_sha256 is {note.sha256}, not {expected_sha256}")
         if expected_blob_id is not None and expected_blob_id != note.blob_id:
             raise PreconditionFailed(f"the memory's blob is {note.blob_id}, not {expected_blob_id}")
 
@@ -308,19 +408,25 @@ class MemoryStore:
         if clash is None:  # the moving note may itself be below its new path: look past it
             clash = index.first_note_below(path, other_than=moving)
         if clash is not None and clash.memory_id != moving:
-            raise PathConflict(f"{path} collides with the memory at {clash.path}",
-                               conflicting_memory_id=clash.memory_id, conflicting_path=clash.path)
+            raise PathConflict(
+                f"{path} collides with the memory at {clash.path}",
+                conflicting_memory_id=clash.memory_id,
+                conflicting_path=clash.path,
+            )
         twin = index.case_twin(path, other_than=moving)
         if twin is not None:
-            raise PathConflict(f"{path} differs only in case from the memory at {twin.path}; on a"
-                               " case-insensitive file system they would be one file",
-                               conflicting_memory_id=twin.memory_id, conflicting_path=twin.path)
+            raise PathConflict(
+                f"{path} differs only in case from the memory at {twin.path}; on a"
+                " case-insensitive file system they would be one file",
+                conflicting_memory_id=twin.memory_id,
+                conflicting_path=twin.path,
+            )
 
     def _blob(self, view: BatchView, path: str, data: bytes) -> str:
         return view.add_blob(self.codec.encode(path, data))
 
     def _write(self, plan: Plan, *, archived_ok: bool = False) -> Landed | None:
-        """Commit ``plan``'s change in the store's next batch (see :mod:`gitmem.git.group_commit`)."""
+        """Commit ``plan``'s change in the store's next batch (see :mod:`gitmem.engine.group_commit`)."""
         if not archived_ok:
             self._write_guard()
         landed = committer_for(self.path).submit(self.index, plan, self._after_write)
@@ -345,4 +451,3 @@ class MemoryStore:
             listener(*args)
         except Exception:  # the change has landed; the outbox's catch-up scan reports it later
             log.exception("a change listener failed; the change itself was made")
-

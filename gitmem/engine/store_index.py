@@ -92,8 +92,16 @@ def upper_bound(prefix: str) -> str:
 
 
 def _note_row(row: sqlite3.Row) -> NoteRow:
-    return NoteRow(row["memory_id"], row["path"], row["blob_id"], row["sha256"], row["size"],
-                   row["version_id"], from_micros(row["created_at"]), from_micros(row["updated_at"]))
+    return NoteRow(
+        row["memory_id"],
+        row["path"],
+        row["blob_id"],
+        row["sha256"],
+        row["size"],
+        row["version_id"],
+        from_micros(row["created_at"]),
+        from_micros(row["updated_at"]),
+    )
 
 
 def _actor(kind: str | None, actor_id: str | None) -> Actor | None:
@@ -102,12 +110,18 @@ def _actor(kind: str | None, actor_id: str | None) -> Actor | None:
 
 def _version_row(row: sqlite3.Row) -> VersionRow:
     record = VersionRecord(
-        memory_id=row["memory_id"], version_id=row["version_id"], operation=row["operation"],
-        path=row["path"], content_sha256=row["sha256"], content_size=row["size"],
-        created_by=_actor(row["actor_type"], row["actor_id"]), created_at=from_micros(row["created_at"]),
+        memory_id=row["memory_id"],
+        version_id=row["version_id"],
+        operation=row["operation"],
+        path=row["path"],
+        content_sha256=row["sha256"],
+        content_size=row["size"],
+        created_by=_actor(row["actor_type"], row["actor_id"]),
+        created_at=from_micros(row["created_at"]),
         note_created_at=from_micros(row["created_at"]),
         redacted_at=from_micros(row["redacted_at"]) if row["redacted_at"] is not None else None,
-        redacted_by=_actor(row["redacted_by_type"], row["redacted_by_id"]))
+        redacted_by=_actor(row["redacted_by_type"], row["redacted_by_id"]),
+    )
     return VersionRow(row["seq"], record, row["blob_id"], row["commit_id"])
 
 
@@ -159,8 +173,7 @@ def set_aside_if_damaged(path: Path) -> Path | None:
                 sidecar = path.with_name(path.name + suffix)
                 if sidecar.exists():
                     sidecar.rename(aside.with_name(aside.name + suffix))
-            log.warning("index %s was damaged (%s); set aside as %s and rebuilt from history", path, reason,
-                        aside.name)
+            log.warning("index %s was damaged (%s); set aside as %s and rebuilt from history", path, reason, aside.name)
     except FileNotFoundError:
         pass
     return aside
@@ -298,8 +311,9 @@ class StoreIndex:
                 log.warning("commit %s names %s but its tree lacks it", commit.id, record.path)
         self.apply_version(str(commit.id), record, blob_id)
 
-    def apply_version(self, commit_id: str, record: VersionRecord, blob_id: str | None,
-                      blob_data: bytes | None = None) -> None:
+    def apply_version(
+        self, commit_id: str, record: VersionRecord, blob_id: str | None, blob_data: bytes | None = None
+    ) -> None:
         """Record one version (and its effect on the note) made by ``commit_id``; the caller holds
         the write transaction (the write path indexes its own commits as it makes them, and hands
         over the blob, which is not in the repository yet)."""
@@ -307,13 +321,23 @@ class StoreIndex:
             "INSERT OR REPLACE INTO versions (version_id, memory_id, operation, path, sha256, size, blob_id,"
             " created_at, actor_type, actor_id, commit_id, redacted_at, redacted_by_type, redacted_by_id)"
             " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (record.version_id, record.memory_id, record.operation, record.path, record.content_sha256,
-             record.content_size, blob_id, to_micros(record.created_at),
-             record.created_by.type if record.created_by else None,
-             record.created_by.id if record.created_by else None, commit_id,
-             to_micros(record.redacted_at) if record.redacted_at else None,
-             record.redacted_by.type if record.redacted_by else None,
-             record.redacted_by.id if record.redacted_by else None))
+            (
+                record.version_id,
+                record.memory_id,
+                record.operation,
+                record.path,
+                record.content_sha256,
+                record.content_size,
+                blob_id,
+                to_micros(record.created_at),
+                record.created_by.type if record.created_by else None,
+                record.created_by.id if record.created_by else None,
+                commit_id,
+                to_micros(record.redacted_at) if record.redacted_at else None,
+                record.redacted_by.type if record.redacted_by else None,
+                record.redacted_by.id if record.redacted_by else None,
+            ),
+        )
         if record.operation == "deleted":  # redacted or not, the note is gone
             self.db.execute("DELETE FROM notes WHERE memory_id=?", (record.memory_id,))
             return
@@ -326,8 +350,17 @@ class StoreIndex:
             "INSERT INTO notes VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(memory_id) DO UPDATE SET"
             " path=excluded.path, blob_id=excluded.blob_id, sha256=excluded.sha256, size=excluded.size,"
             " version_id=excluded.version_id, updated_at=excluded.updated_at",
-            (record.memory_id, record.path, blob_id, record.content_sha256, record.content_size,
-             record.version_id, to_micros(record.note_created_at), to_micros(record.created_at)))
+            (
+                record.memory_id,
+                record.path,
+                blob_id,
+                record.content_sha256,
+                record.content_size,
+                record.version_id,
+                to_micros(record.note_created_at),
+                to_micros(record.created_at),
+            ),
+        )
         search_index.index_note(self.db, self.repo, record.memory_id, record.path, blob_id, data=blob_data)
 
     def _derive_pushed(self, commit: pygit2.Commit) -> list[VersionRecord]:
@@ -364,8 +397,10 @@ class StoreIndex:
     def first_note_below(self, folder: str, *, other_than: str | None = None) -> NoteRow | None:
         """The first note inside ``folder`` in path order (skipping the note ``other_than``)."""
         prefix = folder.rstrip("/") + "/"
-        row = self.db.execute("SELECT * FROM notes WHERE path>=? AND path<? AND memory_id IS NOT ?"
-                              " ORDER BY path LIMIT 1", (prefix, upper_bound(prefix), other_than)).fetchone()
+        row = self.db.execute(
+            "SELECT * FROM notes WHERE path>=? AND path<? AND memory_id IS NOT ? ORDER BY path LIMIT 1",
+            (prefix, upper_bound(prefix), other_than),
+        ).fetchone()
         return _note_row(row) if row else None
 
     def case_twin(self, path: str, *, other_than: str | None = None) -> NoteRow | None:
@@ -374,8 +409,10 @@ class StoreIndex:
         Folders that already exist as spelled were checked when they were made, so only the first new
         level is compared, through the ``lower(path)`` index (or a LIKE scan for non-ASCII names)."""
         for level in levels(path):
-            exists = self.db.execute("SELECT 1 FROM notes WHERE (path=? OR (path>? AND path<?)) AND memory_id IS NOT ?"
-                                     " LIMIT 1", (level, level + "/", level + "0", other_than)).fetchone()
+            exists = self.db.execute(
+                "SELECT 1 FROM notes WHERE (path=? OR (path>? AND path<?)) AND memory_id IS NOT ? LIMIT 1",
+                (level, level + "/", level + "0", other_than),
+            ).fetchone()
             if exists is None:
                 return self._first_twin(level, other_than)
         return None
@@ -383,18 +420,24 @@ class StoreIndex:
     def _first_twin(self, level: str, other_than: str | None) -> NoteRow | None:
         if level.isascii():
             lowered = level.lower()
-            rows = self.db.execute("SELECT * FROM notes WHERE (lower(path)=? OR (lower(path)>? AND lower(path)<?))"
-                                   " AND memory_id IS NOT ? ORDER BY path",
-                                   (lowered, lowered + "/", lowered + "0", other_than))
+            rows = self.db.execute(
+                "SELECT * FROM notes WHERE (lower(path)=? OR (lower(path)>? AND lower(path)<?))"
+                " AND memory_id IS NOT ? ORDER BY path",
+                (lowered, lowered + "/", lowered + "0", other_than),
+            )
         else:  # lower() and LIKE fold ASCII only: a non-ASCII letter matches anything, then Python decides
-            pattern = "".join(ch if ch.isascii() and ch not in "%_\\" else ("\\" + ch if ch.isascii() else "_")
-                              for ch in level)
-            rows = self.db.execute("SELECT * FROM notes WHERE (path LIKE ? ESCAPE '\\' OR path LIKE ? ESCAPE '\\')"
-                                   " AND memory_id IS NOT ? ORDER BY path", (pattern, pattern + "/%", other_than))
+            pattern = "".join(
+                ch if ch.isascii() and ch not in "%_\\" else ("\\" + ch if ch.isascii() else "_") for ch in level
+            )
+            rows = self.db.execute(
+                "SELECT * FROM notes WHERE (path LIKE ? ESCAPE '\\' OR path LIKE ? ESCAPE '\\')"
+                " AND memory_id IS NOT ? ORDER BY path",
+                (pattern, pattern + "/%", other_than),
+            )
         folded = fold(level)
         for row in rows:
             other = row["path"]
-            head, rest = other[:len(level)], other[len(level):]
+            head, rest = other[: len(level)], other[len(level) :]
             if head != level and fold(head) == folded and rest[:1] in ("", "/"):
                 return _note_row(row)
         return None
@@ -407,8 +450,9 @@ class StoreIndex:
         for row in self.db.execute("SELECT * FROM notes ORDER BY path"):
             yield _note_row(row)
 
-    def list_notes(self, prefix: str, depth: int, limit: int,
-                   page: str | None) -> tuple[list[NoteRow | MemoryPrefix], str | None]:
+    def list_notes(
+        self, prefix: str, depth: int, limit: int, page: str | None
+    ) -> tuple[list[NoteRow | MemoryPrefix], str | None]:
         """Notes under ``prefix`` in path order; with depth 1, deeper notes fold into folders.
         Keyset paging on the last path shown, so pages stay stable while the store changes."""
         lower, upper = prefix, upper_bound(prefix) if prefix != "/" else "0"
@@ -422,12 +466,13 @@ class StoreIndex:
             # A batch of rows in path order; a folder (depth 1) skips past its notes with a new query.
             wanted = limit + 1 - len(items)
             batch = wanted if depth == 0 else min(wanted, 16)  # a folder would waste the rest of a batch
-            rows = self.db.execute("SELECT * FROM notes WHERE path>=? AND path<? ORDER BY path LIMIT ?",
-                                   (lower, upper, batch)).fetchall()
+            rows = self.db.execute(
+                "SELECT * FROM notes WHERE path>=? AND path<? ORDER BY path LIMIT ?", (lower, upper, batch)
+            ).fetchall()
             exhausted = len(rows) < batch
             for row in rows:
                 note = _note_row(row)
-                rest = note.path[len(prefix):]
+                rest = note.path[len(prefix) :]
                 if depth == 1 and "/" in rest:
                     folder = prefix + rest.split("/", 1)[0] + "/"
                     items.append(MemoryPrefix(folder))
@@ -454,9 +499,17 @@ class StoreIndex:
     def all_versions(self) -> list[VersionRow]:
         return [_version_row(r) for r in self.db.execute("SELECT * FROM versions ORDER BY seq")]
 
-    def list_versions(self, *, memory_id: str | None, operation: str | None, actor: Actor | None,
-                      created_gte: dt.datetime | None, created_lte: dt.datetime | None, limit: int,
-                      page: str | None) -> tuple[list[VersionRow], str | None]:
+    def list_versions(
+        self,
+        *,
+        memory_id: str | None,
+        operation: str | None,
+        actor: Actor | None,
+        created_gte: dt.datetime | None,
+        created_lte: dt.datetime | None,
+        limit: int,
+        page: str | None,
+    ) -> tuple[list[VersionRow], str | None]:
         where: list[str] = []
         args: list[str | int] = []  # SQL parameters: ids as text, times and seq as integers
         if memory_id is not None:
@@ -478,8 +531,7 @@ class StoreIndex:
             where.append("seq<?")
             args += self.tokens.decode(page, "versions", int)
         sql = "SELECT * FROM versions" + (" WHERE " + " AND ".join(where) if where else "")
-        rows = [_version_row(r) for r in
-                self.db.execute(sql + " ORDER BY seq DESC LIMIT ?", (*args, limit + 1))]
+        rows = [_version_row(r) for r in self.db.execute(sql + " ORDER BY seq DESC LIMIT ?", (*args, limit + 1))]
         if len(rows) <= limit:
             return rows, None
         return rows[:limit], self.tokens.encode("versions", rows[limit - 1].seq)

@@ -14,8 +14,7 @@ import hmac
 import secrets
 from dataclasses import dataclass
 
-from gitmem.agents.tasks import principal_task_id
-from gitmem.engine.catalog import Principal, hash_secret
+from gitmem.engine.catalog import Principal, hash_secret, principal_task_id
 from gitmem.engine.home import HomeTables
 from gitmem.errors import AuthenticationFailed, PermissionDenied
 
@@ -50,17 +49,25 @@ class WebSessions(HomeTables):
         now = self._now()
         with self.catalog.transaction() as db:
             db.execute("DELETE FROM ui_sessions WHERE expires_at<?", (now,))
-            db.execute("INSERT INTO ui_sessions VALUES (?,?,?,?,?)",
-                       (hash_secret(session_id), principal.credential_id, secrets.token_urlsafe(32), now,
-                        now + int(SESSION_LIFETIME.total_seconds() * 1_000_000)))
+            db.execute(
+                "INSERT INTO ui_sessions VALUES (?,?,?,?,?)",
+                (
+                    hash_secret(session_id),
+                    principal.credential_id,
+                    secrets.token_urlsafe(32),
+                    now,
+                    now + int(SESSION_LIFETIME.total_seconds() * 1_000_000),
+                ),
+            )
         return session_id
 
     def session(self, session_id: str | None) -> WebSession | None:
         """The live session, if the id is known, unexpired and its credential still active."""
         if not session_id:
             return None
-        row = self.db.execute("SELECT * FROM ui_sessions WHERE id_hash=? AND expires_at>=?",
-                              (hash_secret(session_id), self._now())).fetchone()
+        row = self.db.execute(
+            "SELECT * FROM ui_sessions WHERE id_hash=? AND expires_at>=?", (hash_secret(session_id), self._now())
+        ).fetchone()
         if row is None:
             return None
         principal = self.catalog.principal(row["credential_id"])

@@ -66,8 +66,11 @@ def sign(secret: str, message_id: str, timestamp: int, body: str) -> str:
 def envelope(event_id: str, created_at_micros: int, data: str) -> str:
     """The body: the SDK's ``BetaWebhookEvent`` (``{"id", "created_at", "type": "event", "data"}``)."""
     created = from_micros(created_at_micros).isoformat().replace("+00:00", "Z")
-    return json.dumps({"id": event_id, "created_at": created, "type": "event", "data": json.loads(data)},
-                      separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(
+        {"id": event_id, "created_at": created, "type": "event", "data": json.loads(data)},
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
 
 
 _DUE = """
@@ -86,8 +89,14 @@ class Dispatcher:
     """Delivers due events when this process holds the lease. :meth:`run_once` for a round (tests),
     :meth:`start` for a background thread (the server)."""
 
-    def __init__(self, gm: Gitmem, policy: DeliveryPolicy | None = None, *, client: httpx.Client | None = None,
-                 wall_clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        gm: Gitmem,
+        policy: DeliveryPolicy | None = None,
+        *,
+        client: httpx.Client | None = None,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
         self.gm = gm
         self.policy = policy or DeliveryPolicy()
         self.webhooks = webhooks_for(gm)
@@ -108,9 +117,11 @@ class Dispatcher:
         with self.gm.catalog.transaction() as db:
             if self._held_by_another(db, now):
                 return False
-            db.execute("INSERT INTO webhook_lease VALUES (?,?,?) ON CONFLICT (name) DO UPDATE"
-                       " SET owner=excluded.owner, expires_at=excluded.expires_at",
-                       (LEASE_NAME, self.owner, int((now + self.policy.lease_seconds) * 1e6)))
+            db.execute(
+                "INSERT INTO webhook_lease VALUES (?,?,?) ON CONFLICT (name) DO UPDATE"
+                " SET owner=excluded.owner, expires_at=excluded.expires_at",
+                (LEASE_NAME, self.owner, int((now + self.policy.lease_seconds) * 1e6)),
+            )
         return True
 
     def _held_by_another(self, db: Any, now: float) -> bool:
@@ -147,9 +158,13 @@ class Dispatcher:
     def _attempt(self, row: Any) -> bool:
         body = envelope(row["event_id"], row["created_at"], row["data"])
         timestamp = int(self.wall_clock())
-        headers = {"content-type": "application/json", "user-agent": "gitmem-webhooks/0.1",
-                   "webhook-id": row["event_id"], "webhook-timestamp": str(timestamp),
-                   "webhook-signature": sign(row["secret"], row["event_id"], timestamp, body)}
+        headers = {
+            "content-type": "application/json",
+            "user-agent": "gitmem-webhooks/0.1",
+            "webhook-id": row["event_id"],
+            "webhook-timestamp": str(timestamp),
+            "webhook-signature": sign(row["secret"], row["event_id"], timestamp, body),
+        }
         error: str | None = None
         try:
             response = self._client.post(row["url"], content=body.encode(), headers=headers)
@@ -167,29 +182,41 @@ class Dispatcher:
         key = (row["webhook_id"], row["seq"])
         with self.gm.catalog.transaction() as db:
             if error is None:
-                db.execute("UPDATE webhook_deliveries SET delivered_at=?, attempts=?, first_attempt_at=?,"
-                           " last_error=NULL WHERE webhook_id=? AND seq=?", (now, attempts, first, *key))
+                db.execute(
+                    "UPDATE webhook_deliveries SET delivered_at=?, attempts=?, first_attempt_at=?,"
+                    " last_error=NULL WHERE webhook_id=? AND seq=?",
+                    (now, attempts, first, *key),
+                )
                 return
             give_up = (now - first) / 1e6 >= self.policy.give_up_after_seconds
             next_at = now + int(self.policy.retry_delay(attempts) * 1e6)
-            db.execute("UPDATE webhook_deliveries SET attempts=?, first_attempt_at=?, next_attempt_at=?,"
-                       " last_error=?, given_up_at=? WHERE webhook_id=? AND seq=?",
-                       (attempts, first, next_at, error, now if give_up else None, *key))
-        log.info("webhook %s: event %s failed (%s), attempt %d%s", row["webhook_id"], row["event_id"], error,
-                 attempts, "; given up" if give_up else "")
+            db.execute(
+                "UPDATE webhook_deliveries SET attempts=?, first_attempt_at=?, next_attempt_at=?,"
+                " last_error=?, given_up_at=? WHERE webhook_id=? AND seq=?",
+                (attempts, first, next_at, error, now if give_up else None, *key),
+            )
+        log.info(
+            "webhook %s: event %s failed (%s), attempt %d%s",
+            row["webhook_id"],
+            row["event_id"],
+            error,
+            attempts,
+            "; given up" if give_up else "",
+        )
 
     def _prune(self) -> None:
         cutoff = to_micros(self.gm.clock()) - int(KEEP_DONE_SECONDS * 1e6)
         with self.gm.catalog.transaction() as db:
             db.execute("DELETE FROM webhook_deliveries WHERE coalesce(delivered_at, given_up_at) < ?", (cutoff,))
-            db.execute("DELETE FROM webhook_outbox WHERE created_at < ? AND seq NOT IN"
-                       " (SELECT seq FROM webhook_deliveries)", (cutoff,))
+            db.execute(
+                "DELETE FROM webhook_outbox WHERE created_at < ? AND seq NOT IN (SELECT seq FROM webhook_deliveries)",
+                (cutoff,),
+            )
 
     # -- the background thread --------------------------------------------------------------------
 
     def start(self, poll_seconds: float = 1.0) -> Dispatcher:
-        self._thread = threading.Thread(target=self._loop, args=(poll_seconds,), name="gitmem-webhooks",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._loop, args=(poll_seconds,), name="gitmem-webhooks", daemon=True)
         self._thread.start()
         return self
 

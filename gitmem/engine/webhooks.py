@@ -83,9 +83,9 @@ CREATE TRIGGER IF NOT EXISTS webhook_dream_ended AFTER UPDATE OF status ON dream
                               'output_memory_store_id', NEW.output_store_id, 'error_type', NEW.error_type),
                   coalesce(NEW.ended_at, NEW.created_at)); END;
 """
-_DREAM_FAILED_AT_ONCE = _DREAM_EVENT.replace("webhook_dream_ended AFTER UPDATE OF status ON dreams",
-                                             "webhook_dream_failed_at_once AFTER INSERT ON dreams").replace(
-    "AND OLD.status <> NEW.status", "")
+_DREAM_FAILED_AT_ONCE = _DREAM_EVENT.replace(
+    "webhook_dream_ended AFTER UPDATE OF status ON dreams", "webhook_dream_failed_at_once AFTER INSERT ON dreams"
+).replace("AND OLD.status <> NEW.status", "")
 
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS webhooks (
@@ -112,13 +112,22 @@ CREATE TRIGGER IF NOT EXISTS webhook_fan_out AFTER INSERT ON webhook_outbox
           SELECT w.id, NEW.seq, coalesce(NEW.store_id, ''), 0 FROM webhooks w
           WHERE w.workspace_id = NEW.workspace_id
             AND EXISTS (SELECT 1 FROM json_each(w.event_types) WHERE value = NEW.type); END;
-{_STORE_EVENT.format(name="created", when="INSERT", condition="1", row="NEW", org=ORGANIZATION_ID,
-                     time="NEW.created_at")}
-{_STORE_EVENT.format(name="archived", when="UPDATE OF archived_at",
-                     condition="OLD.archived_at IS NULL AND NEW.archived_at IS NOT NULL", row="NEW",
-                     org=ORGANIZATION_ID, time="NEW.archived_at")}
-{_STORE_EVENT.format(name="deleted", when="DELETE", condition="1", row="OLD", org=ORGANIZATION_ID,
-                     time=_NOW_MICROS)}
+{
+    _STORE_EVENT.format(
+        name="created", when="INSERT", condition="1", row="NEW", org=ORGANIZATION_ID, time="NEW.created_at"
+    )
+}
+{
+    _STORE_EVENT.format(
+        name="archived",
+        when="UPDATE OF archived_at",
+        condition="OLD.archived_at IS NULL AND NEW.archived_at IS NOT NULL",
+        row="NEW",
+        org=ORGANIZATION_ID,
+        time="NEW.archived_at",
+    )
+}
+{_STORE_EVENT.format(name="deleted", when="DELETE", condition="1", row="OLD", org=ORGANIZATION_ID, time=_NOW_MICROS)}
 {_DREAM_EVENT.format(org=ORGANIZATION_ID)}
 {_DREAM_FAILED_AT_ONCE.format(org=ORGANIZATION_ID)}
 """
@@ -141,8 +150,14 @@ def new_secret() -> str:
 
 
 def _webhook(row: sqlite3.Row) -> Webhook:
-    return Webhook(row["id"], row["workspace_id"], row["url"], tuple(json.loads(row["event_types"])),
-                   row["description"], from_micros(row["created_at"]))
+    return Webhook(
+        row["id"],
+        row["workspace_id"],
+        row["url"],
+        tuple(json.loads(row["event_types"])),
+        row["description"],
+        from_micros(row["created_at"]),
+    )
 
 
 def _check_subscription(url: str, event_types: Sequence[str]) -> tuple[str, ...]:
@@ -177,13 +192,16 @@ class Webhooks(HomeTables):
             (count,) = db.execute("SELECT count(*) FROM webhooks WHERE workspace_id=?", (workspace_id,)).fetchone()
             if count >= MAX_WEBHOOKS:
                 raise InvalidRequest(f"a workspace keeps at most {MAX_WEBHOOKS} webhooks")
-            db.execute("INSERT INTO webhooks VALUES (?,?,?,?,?,?,?)",
-                       (webhook_id, workspace_id, url, json.dumps(types), secret, description, now))
+            db.execute(
+                "INSERT INTO webhooks VALUES (?,?,?,?,?,?,?)",
+                (webhook_id, workspace_id, url, json.dumps(types), secret, description, now),
+            )
         return dataclasses.replace(self.get(workspace_id, webhook_id), secret=secret)
 
     def get(self, workspace_id: str, webhook_id: str) -> Webhook:
-        row = self.db.execute("SELECT * FROM webhooks WHERE id=? AND workspace_id=?",
-                              (webhook_id, workspace_id)).fetchone()
+        row = self.db.execute(
+            "SELECT * FROM webhooks WHERE id=? AND workspace_id=?", (webhook_id, workspace_id)
+        ).fetchone()
         if row is None:
             raise NotFound(f"webhook {webhook_id} not found")
         return _webhook(row)
@@ -200,8 +218,10 @@ class Webhooks(HomeTables):
             db.execute("DELETE FROM webhooks WHERE id=?", (webhook_id,))
             if not self._first_subscription(db, workspace_id):
                 # Nobody listens to notes any more: a later subscription starts from its own time.
-                db.execute("DELETE FROM webhook_watermarks WHERE store_id IN"
-                           " (SELECT id FROM stores WHERE workspace_id=?)", (workspace_id,))
+                db.execute(
+                    "DELETE FROM webhook_watermarks WHERE store_id IN (SELECT id FROM stores WHERE workspace_id=?)",
+                    (workspace_id,),
+                )
 
     # -- note events ------------------------------------------------------------------------------
 
@@ -218,8 +238,7 @@ class Webhooks(HomeTables):
         tip = str(store.index.catch_up() or "")
         written = 0
         with self.catalog.transaction() as db:
-            mark = db.execute("SELECT tip, landed_at FROM webhook_watermarks WHERE store_id=?",
-                              (store.id,)).fetchone()
+            mark = db.execute("SELECT tip, landed_at FROM webhook_watermarks WHERE store_id=?", (store.id,)).fetchone()
             if mark is not None and mark["tip"] == tip:
                 return 0
             since = mark["landed_at"] if mark is not None else self._first_subscription(db, workspace_id)
@@ -229,8 +248,11 @@ class Webhooks(HomeTables):
             for version in self._versions_since(store, since):
                 newest = max(newest, to_micros(version.created_at))
                 written += self._insert_note_event(db, workspace_id, version, show_path)
-            db.execute("INSERT INTO webhook_watermarks VALUES (?,?,?) ON CONFLICT (store_id) DO UPDATE"
-                       " SET tip=excluded.tip, landed_at=excluded.landed_at", (store.id, tip, newest))
+            db.execute(
+                "INSERT INTO webhook_watermarks VALUES (?,?,?) ON CONFLICT (store_id) DO UPDATE"
+                " SET tip=excluded.tip, landed_at=excluded.landed_at",
+                (store.id, tip, newest),
+            )
         return written
 
     @staticmethod
@@ -239,7 +261,8 @@ class Webhooks(HomeTables):
         (first,) = db.execute(
             "SELECT min(w.created_at) FROM webhooks w WHERE w.workspace_id=? AND EXISTS (SELECT 1 FROM"
             " json_each(w.event_types) t WHERE t.value LIKE 'memory.%' OR t.value = 'memory_version.redacted')",
-            (workspace_id,)).fetchone()
+            (workspace_id,),
+        ).fetchone()
         return int(first or 0)
 
     @staticmethod
@@ -254,33 +277,54 @@ class Webhooks(HomeTables):
             if not page:
                 return found[::-1]
 
-    def _insert_note_event(self, db: sqlite3.Connection, workspace_id: str, version: Version,
-                           show_path: bool) -> int:
+    def _insert_note_event(self, db: sqlite3.Connection, workspace_id: str, version: Version, show_path: bool) -> int:
         event_type = f"memory.{version.operation}"
-        data = {"id": version.memory_id, "type": event_type, "workspace_id": workspace_id,
-                "organization_id": ORGANIZATION_ID, "memory_store_id": version.store_id,
-                "memory_version_id": version.id, "path": version.path if show_path else None,
-                "created_by": version.created_by.as_dict() if version.created_by else None}
-        return self._insert(db, workspace_id, version.store_id, event_type, data, version.id,
-                            to_micros(version.created_at))
+        data = {
+            "id": version.memory_id,
+            "type": event_type,
+            "workspace_id": workspace_id,
+            "organization_id": ORGANIZATION_ID,
+            "memory_store_id": version.store_id,
+            "memory_version_id": version.id,
+            "path": version.path if show_path else None,
+            "created_by": version.created_by.as_dict() if version.created_by else None,
+        }
+        return self._insert(
+            db, workspace_id, version.store_id, event_type, data, version.id, to_micros(version.created_at)
+        )
 
     def version_redacted(self, store: MemoryStore, workspace_id: str, version: Version) -> None:
         """Called right after a redaction commits: the ``memory_version.redacted`` event."""
         if not self._wants_note_events(workspace_id):
             return
-        data = {"id": version.id, "type": "memory_version.redacted", "workspace_id": workspace_id,
-                "organization_id": ORGANIZATION_ID, "memory_store_id": store.id, "memory_id": version.memory_id}
+        data = {
+            "id": version.id,
+            "type": "memory_version.redacted",
+            "workspace_id": workspace_id,
+            "organization_id": ORGANIZATION_ID,
+            "memory_store_id": store.id,
+            "memory_id": version.memory_id,
+        }
         with self.catalog.transaction() as db:
-            self._insert(db, workspace_id, store.id, "memory_version.redacted", data, f"redacted:{version.id}",
-                         self._now())
+            self._insert(
+                db, workspace_id, store.id, "memory_version.redacted", data, f"redacted:{version.id}", self._now()
+            )
 
     @staticmethod
-    def _insert(db: sqlite3.Connection, workspace_id: str, store_id: str, event_type: str,
-                data: dict[str, Any], key: str, created_at: int) -> int:
+    def _insert(
+        db: sqlite3.Connection,
+        workspace_id: str,
+        store_id: str,
+        event_type: str,
+        data: dict[str, Any],
+        key: str,
+        created_at: int,
+    ) -> int:
         return db.execute(
             "INSERT OR IGNORE INTO webhook_outbox (event_id, event_key, workspace_id, store_id, type, data, created_at)"
             " VALUES (?,?,?,?,?,?,?)",
-            (ids.new_id(EVENT_PREFIX), key, workspace_id, store_id, event_type, json.dumps(data), created_at)).rowcount
+            (ids.new_id(EVENT_PREFIX), key, workspace_id, store_id, event_type, json.dumps(data), created_at),
+        ).rowcount
 
     def catch_up(self) -> int:
         """Report versions no writer reported (a crash after its commit, a push, another process):
@@ -290,9 +334,13 @@ class Webhooks(HomeTables):
         for workspace_id in workspaces:
             if not self._wants_note_events(workspace_id):
                 continue
-            marks = dict(self.db.execute(
-                "SELECT s.id, m.tip FROM stores s LEFT JOIN webhook_watermarks m ON m.store_id = s.id"
-                " WHERE s.workspace_id=?", (workspace_id,)).fetchall())
+            marks = dict(
+                self.db.execute(
+                    "SELECT s.id, m.tip FROM stores s LEFT JOIN webhook_watermarks m ON m.store_id = s.id"
+                    " WHERE s.workspace_id=?",
+                    (workspace_id,),
+                ).fetchall()
+            )
             for store_id, tip in marks.items():
                 try:
                     if tip is not None and tip == self._tip_of(store_id):

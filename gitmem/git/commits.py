@@ -1,4 +1,4 @@
-"""A version is a commit: its message, trailers and author (DESIGN section 4).
+"""A version is a commit: its message, trailers and author (docs/architecture.md).
 
 Ids live in trailers because history rewriting changes commit ids; trailers survive, like Gerrit's
 ``Change-Id``. pygit2's ``message_trailers`` collapses repeated keys, so the block is parsed here.
@@ -34,8 +34,7 @@ class VersionRecord:
     redacted_by: Actor | None = None
 
     def redacted(self, when: dt.datetime, by: Actor | None) -> VersionRecord:
-        return replace(self, path=None, content_sha256=None, content_size=None, redacted_at=when,
-                       redacted_by=by)
+        return replace(self, path=None, content_sha256=None, content_size=None, redacted_at=when, redacted_by=by)
 
 
 def _actor_text(actor: Actor | None) -> str:
@@ -47,15 +46,21 @@ def _parse_time(text: str) -> dt.datetime:
 
 
 def trailers(record: VersionRecord) -> list[tuple[str, str]]:
-    pairs = [("Memory-Id", record.memory_id), ("Memory-Version", record.version_id),
-             ("Memory-Operation", record.operation)]
+    pairs = [
+        ("Memory-Id", record.memory_id),
+        ("Memory-Version", record.version_id),
+        ("Memory-Operation", record.operation),
+    ]
     if record.path is not None:
         pairs.append(("Memory-Path", record.path))
     if record.content_sha256 is not None:
         pairs.append(("Content-SHA256", record.content_sha256))
         pairs.append(("Content-Size", str(record.content_size)))
-    pairs += [("Created-By", _actor_text(record.created_by)), ("Created-At", iso(record.created_at)),
-              ("Memory-Created-At", iso(record.note_created_at))]
+    pairs += [
+        ("Created-By", _actor_text(record.created_by)),
+        ("Created-At", iso(record.created_at)),
+        ("Memory-Created-At", iso(record.note_created_at)),
+    ]
     if record.redacted_at is not None:
         pairs += [("Redacted-At", iso(record.redacted_at)), ("Redacted-By", _actor_text(record.redacted_by))]
     return pairs
@@ -85,19 +90,21 @@ def parse_message(message: str) -> list[VersionRecord]:
         if "Memory-Id" not in fields or "Memory-Version" not in fields:
             continue
         created_at = _parse_time(fields["Created-At"])
-        records.append(VersionRecord(
-            memory_id=fields["Memory-Id"],
-            version_id=fields["Memory-Version"],
-            operation=fields["Memory-Operation"],  # type: ignore[arg-type]
-            path=fields.get("Memory-Path"),
-            content_sha256=fields.get("Content-SHA256"),
-            content_size=int(fields["Content-Size"]) if "Content-Size" in fields else None,
-            created_by=Actor.from_trailer(fields.get("Created-By", "")),
-            created_at=created_at,
-            note_created_at=_parse_time(fields.get("Memory-Created-At", fields["Created-At"])),
-            redacted_at=_parse_time(fields["Redacted-At"]) if "Redacted-At" in fields else None,
-            redacted_by=Actor.from_trailer(fields.get("Redacted-By", "")),
-        ))
+        records.append(
+            VersionRecord(
+                memory_id=fields["Memory-Id"],
+                version_id=fields["Memory-Version"],
+                operation=fields["Memory-Operation"],  # type: ignore[arg-type]
+                path=fields.get("Memory-Path"),
+                content_sha256=fields.get("Content-SHA256"),
+                content_size=int(fields["Content-Size"]) if "Content-Size" in fields else None,
+                created_by=Actor.from_trailer(fields.get("Created-By", "")),
+                created_at=created_at,
+                note_created_at=_parse_time(fields.get("Memory-Created-At", fields["Created-At"])),
+                redacted_at=_parse_time(fields["Redacted-At"]) if "Redacted-At" in fields else None,
+                redacted_by=Actor.from_trailer(fields.get("Redacted-By", "")),
+            )
+        )
     return records
 
 

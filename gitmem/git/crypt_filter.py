@@ -61,9 +61,7 @@ class FilterConfig:
         return SivCodec(self.keys[-1], self.store_id, old_keys=self.keys[:-1])
 
 
-def _git(
-    args: Sequence[str], cwd: Path | None = None, *, check: bool = True
-) -> subprocess.CompletedProcess[str]:
+def _git(args: Sequence[str], cwd: Path | None = None, *, check: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["git", *args], cwd=cwd, check=check, capture_output=True, text=True)
 
 

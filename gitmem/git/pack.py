@@ -97,9 +97,9 @@ def _common_length(a: bytes, b: bytes, limit: int, *, from_end: bool) -> int:
     while done < limit:
         size = min(block, limit - done)
         if from_end:
-            same = a[len(a) - done - size:len(a) - done] == b[len(b) - done - size:len(b) - done]
+            same = a[len(a) - done - size : len(a) - done] == b[len(b) - done - size : len(b) - done]
         else:
-            same = a[done:done + size] == b[done:done + size]
+            same = a[done : done + size] == b[done : done + size]
         if not same:
             break
         done += size
@@ -109,9 +109,9 @@ def _common_length(a: bytes, b: bytes, limit: int, *, from_end: bool) -> int:
     while lo < hi:
         mid = (lo + hi + 1) // 2
         if from_end:
-            same = a[len(a) - done - mid:len(a) - done] == b[len(b) - done - mid:len(b) - done]
+            same = a[len(a) - done - mid : len(a) - done] == b[len(b) - done - mid : len(b) - done]
         else:
-            same = a[done:done + mid] == b[done:done + mid]
+            same = a[done : done + mid] == b[done : done + mid]
         if same:
             lo = mid
         else:
@@ -144,9 +144,9 @@ def delta(base: bytes, target: bytes) -> bytes:
             size -= chunk
 
     copy(0, prefix)
-    middle = target[prefix:len(target) - suffix]
+    middle = target[prefix : len(target) - suffix]
     for start in range(0, len(middle), 127):
-        piece = middle[start:start + 127]
+        piece = middle[start : start + 127]
         out.append(len(piece))
         out.extend(piece)
     copy(len(base) - suffix, suffix)
@@ -176,8 +176,11 @@ def encode(objects: Sequence[PackObject]) -> tuple[bytes, bytes]:
         if base is not None:
             patch = delta(base[1], obj.body)
             if len(patch) * 2 < len(obj.body):
-                entry = (_entry_header(OBJ_OFS_DELTA, len(patch)) + _ofs_distance(offset - base[0])
-                         + zlib.compress(patch, COMPRESSION_LEVEL))
+                entry = (
+                    _entry_header(OBJ_OFS_DELTA, len(patch))
+                    + _ofs_distance(offset - base[0])
+                    + zlib.compress(patch, COMPRESSION_LEVEL)
+                )
         if not entry:
             entry = _entry_header(KIND_CODES[obj.kind], len(obj.body)) + zlib.compress(obj.body, COMPRESSION_LEVEL)
         if len(obj.body) >= DELTA_MIN_SIZE:
@@ -204,8 +207,9 @@ def encode(objects: Sequence[PackObject]) -> tuple[bytes, bytes]:
     return bytes(pack), bytes(index)
 
 
-def write_pack(objects_dir: Path, objects: Sequence[PackObject], *, fsync: bool,
-               flush_with: Callable[[], None] | None = None) -> Path:
+def write_pack(
+    objects_dir: Path, objects: Sequence[PackObject], *, fsync: bool, flush_with: Callable[[], None] | None = None
+) -> Path:
     """Write ``objects`` as one pack into ``objects_dir/pack``; return the ``.pack`` path.
 
     ``flush_with`` (another file's flush, such as the ref's lock file) runs beside the pack's own."""

@@ -71,8 +71,16 @@ PACK_LOCK = "pack.lock"
 def repack_args(mode: PackMode) -> list[str]:
     """``git`` arguments for one pack run. Bitmaps are neither written nor used to copy a pack
     verbatim: verbatim reuse would keep whole trees whole instead of finding deltas for them."""
-    base = ["-c", "pack.allowPackReuse=false", "-c", "repack.writeBitmaps=false", "repack", "-d", "-q",
-            f"--depth={DELTA_DEPTH}"]
+    base = [
+        "-c",
+        "pack.allowPackReuse=false",
+        "-c",
+        "repack.writeBitmaps=false",
+        "repack",
+        "-d",
+        "-q",
+        f"--depth={DELTA_DEPTH}",
+    ]
     if mode == "geometric":
         return [*base, "--geometric=2"]
     return [*base, "--cruft", f"--cruft-expiration={UNREACHABLE_GRACE}"]
@@ -144,8 +152,9 @@ def pack(repo_path: Path, mode: PackMode = "geometric") -> bool:
         proc = subprocess.run(["git", "-C", str(repo_path), *repack_args(mode)], capture_output=True)
         if proc.returncode != 0:
             _remove_temporary_packs(pack_dir, before)
-            log.warning("git repack (%s) failed for %s: %s", mode, repo_path.name,
-                        proc.stderr.decode(errors="replace").strip())
+            log.warning(
+                "git repack (%s) failed for %s: %s", mode, repo_path.name, proc.stderr.decode(errors="replace").strip()
+            )
             raise subprocess.CalledProcessError(proc.returncode, proc.args, proc.stdout, proc.stderr)
         size = objects_bytes(repo_path)
         _set_size_mark(repo_path, AFTER_ANY_PACK, size)
@@ -261,16 +270,22 @@ class _StorePolicy:
             self.packs_when_asked = 0
         # Geometric packs may legitimately stay above MAX_PACKS: then roll up only once more came.
         many_packs = packs > max(MAX_PACKS, self.packs_when_asked + NEW_PACKS_BEFORE_ROLL_UP)
-        if (self.writes_since_pack >= max_writes or written >= UNPACKED_BYTES_LIMIT
-                or loose.count >= LOOSE_OBJECTS_LIMIT or many_packs):
+        if (
+            self.writes_since_pack >= max_writes
+            or written >= UNPACKED_BYTES_LIMIT
+            or loose.count >= LOOSE_OBJECTS_LIMIT
+            or many_packs
+        ):
             if many_packs:
                 self.packs_when_asked = packs
             self.writes_since_pack = 0
             self.writes_until_look = WRITES_WHILE_PACKING  # a packer takes a while: no look each write
             return True
         writes = max(1, self.writes_since_pack)
-        room = min((UNPACKED_BYTES_LIMIT - written) / max(written / writes, 1.0),
-                   (LOOSE_OBJECTS_LIMIT - loose.count) / max(loose.count / writes, 1.0))
+        room = min(
+            (UNPACKED_BYTES_LIMIT - written) / max(written / writes, 1.0),
+            (LOOSE_OBJECTS_LIMIT - loose.count) / max(loose.count / writes, 1.0),
+        )
         self.writes_until_look = int(max(1, min(MAX_WRITES_BETWEEN_LOOKS, room / 2)))
         return False
 

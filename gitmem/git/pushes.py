@@ -4,7 +4,7 @@ A pushed commit keeps its id and may change several notes; each changed path is 
 ids derive from the commit and the path, so ``reindex`` finds them again. A note moved unchanged to a
 new path keeps its id (one ``modified`` version, as a rename through the API).
 
-The push hook (:mod:`gitmem.git.receive`) records, for every pushed commit, the pusher, the time the push
+The push hook (:mod:`gitmem.engine.receive`) records, for every pushed commit, the pusher, the time the push
 was accepted and the versions it derived, as a Git note on ``refs/notes/gitmem`` (JSON)::
 
     {"user_id": "user_...", "created_at": "2026-01-01T12:00:00.000001Z",
@@ -64,8 +64,11 @@ def spooled_record(repo: pygit2.Repository, commit_id: str) -> dict[str, Any]:
 def changed_paths(repo: pygit2.Repository, commit: pygit2.Commit) -> dict[str, pygit2.Oid | None]:
     """Tree path -> new blob id (None if removed) for every note the commit changes."""
     parent_tree = repo[commit.parent_ids[0]].tree if commit.parent_ids else None
-    diff = (commit.tree.diff_to_tree(parent_tree, swap=True) if parent_tree is not None
-            else commit.tree.diff_to_tree(swap=True))
+    diff = (
+        commit.tree.diff_to_tree(parent_tree, swap=True)
+        if parent_tree is not None
+        else commit.tree.diff_to_tree(swap=True)
+    )
     changes: dict[str, pygit2.Oid | None] = {}
     for delta in diff.deltas:
         if delta.status_char() in "DR":
@@ -80,15 +83,29 @@ def _time(text: object) -> dt.datetime:
 
 
 def _recorded_versions(items: list[Any], actor: Actor | None, when: dt.datetime) -> list[VersionRecord]:
-    return [VersionRecord(memory_id=str(v["memory_id"]), version_id=str(v["version_id"]),
-                          operation=v["operation"], path=v.get("path"),
-                          content_sha256=v.get("content_sha256"), content_size=v.get("content_size"),
-                          created_by=actor, created_at=when, note_created_at=when)
-            for v in items]
+    return [
+        VersionRecord(
+            memory_id=str(v["memory_id"]),
+            version_id=str(v["version_id"]),
+            operation=v["operation"],
+            path=v.get("path"),
+            content_sha256=v.get("content_sha256"),
+            content_size=v.get("content_size"),
+            created_by=actor,
+            created_at=when,
+            note_created_at=when,
+        )
+        for v in items
+    ]
 
 
-def derive_versions(repo: pygit2.Repository, commit: pygit2.Commit, note_id_at: Callable[[str], str | None],
-                    recorded: Mapping[str, object], decode: Decode | None = None) -> list[VersionRecord]:
+def derive_versions(
+    repo: pygit2.Repository,
+    commit: pygit2.Commit,
+    note_id_at: Callable[[str], str | None],
+    recorded: Mapping[str, object],
+    decode: Decode | None = None,
+) -> list[VersionRecord]:
     """The versions a pushed commit makes, in the order they apply.
 
     ``recorded`` is the commit's Git note (``{}`` if there is none; then the push spool is read).
@@ -100,8 +117,11 @@ def derive_versions(repo: pygit2.Repository, commit: pygit2.Commit, note_id_at: 
         recorded = spooled_record(repo, str(commit.id))
     pusher = recorded.get("user_id")
     actor = Actor("user_actor", str(pusher)) if pusher else None
-    when = (_time(recorded["created_at"]) if recorded.get("created_at")
-            else dt.datetime.fromtimestamp(commit.author.time, dt.UTC))
+    when = (
+        _time(recorded["created_at"])
+        if recorded.get("created_at")
+        else dt.datetime.fromtimestamp(commit.author.time, dt.UTC)
+    )
     if isinstance(recorded.get("versions"), list):
         try:
             return _recorded_versions(recorded["versions"], actor, when)  # type: ignore[arg-type]
@@ -138,15 +158,27 @@ def derive_versions(repo: pygit2.Repository, commit: pygit2.Commit, note_id_at: 
         elif blob in removed_by_blob:  # moved unchanged: a rename keeps the note's id
             memory_id = removed.pop(removed_by_blob.pop(blob))
             operation = "modified"
-        written.append(VersionRecord(memory_id, version_id, operation, path, hashlib.sha256(data).hexdigest(),
-                                     len(data), actor, when, when))
-    deleted = [VersionRecord(memory_id, new_ids(api_path(tree_path))[1], "deleted", api_path(tree_path), None,
-                             None, actor, when, when)
-               for tree_path, memory_id in sorted(removed.items())]
+        written.append(
+            VersionRecord(
+                memory_id, version_id, operation, path, hashlib.sha256(data).hexdigest(), len(data), actor, when, when
+            )
+        )
+    deleted = [
+        VersionRecord(
+            memory_id, new_ids(api_path(tree_path))[1], "deleted", api_path(tree_path), None, None, actor, when, when
+        )
+        for tree_path, memory_id in sorted(removed.items())
+    ]
     return deleted + written
 
 
 def version_json(record: VersionRecord) -> dict[str, object]:
     """How a derived version is recorded in a push's Git note."""
-    return {"memory_id": record.memory_id, "version_id": record.version_id, "operation": record.operation,
-            "path": record.path, "content_sha256": record.content_sha256, "content_size": record.content_size}
+    return {
+        "memory_id": record.memory_id,
+        "version_id": record.version_id,
+        "operation": record.operation,
+        "path": record.path,
+        "content_sha256": record.content_sha256,
+        "content_size": record.content_size,
+    }

@@ -20,6 +20,7 @@ from typing import cast
 
 import pygit2
 
+from gitmem.durable import fsync_dir
 from gitmem.errors import StoreBusy
 
 log = logging.getLogger(__name__)
@@ -94,8 +95,9 @@ def commit_at(repo: pygit2.Repository, oid: pygit2.Oid | str) -> pygit2.Commit:
     return cast(pygit2.Commit, repo[oid])
 
 
-def tree_with(repo: pygit2.Repository, base: pygit2.Tree | None,
-              changes: Mapping[str, pygit2.Oid | None]) -> pygit2.Oid:
+def tree_with(
+    repo: pygit2.Repository, base: pygit2.Tree | None, changes: Mapping[str, pygit2.Oid | None]
+) -> pygit2.Oid:
     """Write the tree that is ``base`` with each tree path set to a blob (or removed, for ``None``).
 
     Empty folders disappear, as in Git. Only the trees along changed paths are rewritten.
@@ -129,8 +131,9 @@ def tree_with(repo: pygit2.Repository, base: pygit2.Tree | None,
     return builder.write()
 
 
-def commit(repo: pygit2.Repository, *, tree: pygit2.Oid, parent: pygit2.Oid | None, author: pygit2.Signature,
-           message: str) -> pygit2.Oid:
+def commit(
+    repo: pygit2.Repository, *, tree: pygit2.Oid, parent: pygit2.Oid | None, author: pygit2.Signature, message: str
+) -> pygit2.Oid:
     """Write a commit object without moving any ref."""
     committer = pygit2.Signature(COMMITTER.name, COMMITTER.email, author.time, 0)
     return repo.create_commit(None, author, committer, message, tree, [parent] if parent else [])
@@ -140,17 +143,15 @@ def _ref_file(repo_path: Path, ref: str) -> Path:
     return repo_path / ref
 
 
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def compare_and_swap(repo: pygit2.Repository, old: pygit2.Oid | None, new: pygit2.Oid, *,
-                     ref: str = MAIN, timeout: float = 10.0,
-                     before_swap: Callable[[Callable[[], None]], None] | None = None) -> bool:
+def compare_and_swap(
+    repo: pygit2.Repository,
+    old: pygit2.Oid | None,
+    new: pygit2.Oid,
+    *,
+    ref: str = MAIN,
+    timeout: float = 10.0,
+    before_swap: Callable[[Callable[[], None]], None] | None = None,
+) -> bool:
     """Point ``ref`` at ``new`` only if it still points at ``old``, under Git's ``<ref>.lock``.
 
     Returns False if the ref moved (the caller re-reads and retries). Git's own writers (receive-pack)
@@ -265,9 +266,11 @@ def pack_in_background(repo_path: Path, *, full: bool = False) -> None:
         running = _packers.get(key)
         if running is not None and running.is_alive():
             return
-        proc = subprocess.Popen([sys.executable, "-m", "gitmem.git.packing", "pack", key,
-                                 "full" if full else "geometric"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gitmem.git.packing", "pack", key, "full" if full else "geometric"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         thread = threading.Thread(target=proc.wait, name=f"pack {repo_path.name}", daemon=True)
         thread.start()
         _packers[key] = thread
@@ -292,5 +295,4 @@ def pack(repo_path: Path, *, full: bool = False) -> bool:
 
 def git(repo_path: Path, *args: str, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     """Run the real ``git`` on a store (maintenance and checks only, never the write path)."""
-    return subprocess.run(["git", "-C", str(repo_path), *args], input=input, capture_output=True,
-                          check=False)
+    return subprocess.run(["git", "-C", str(repo_path), *args], input=input, capture_output=True, check=False)

@@ -191,8 +191,7 @@ async def serve_git(
         return text_response(404, "gitmem: no such memory store")
 
     version = _protocol_version(hdrs.get("git-protocol", ""))
-    env = _cgi_env(repo_path, method, path_info, service, hdrs, remote_user, allow_push, version, extra_env,
-                   hooks_path)
+    env = _cgi_env(repo_path, method, path_info, service, hdrs, remote_user, allow_push, version, extra_env, hooks_path)
     encoding = hdrs.get("content-encoding", "").strip().lower()
     stdin: AsyncIterator[bytes] | None = None
 

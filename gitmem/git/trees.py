@@ -53,12 +53,12 @@ class Tree:
         while pos < end:
             space = body.index(b" ", pos)
             nul = body.index(b"\0", space)
-            mode, name = body[pos:space], body[space + 1:nul]
-            oid = body[nul + 1:nul + 21]
+            mode, name = body[pos:space], body[space + 1 : nul]
+            oid = body[nul + 1 : nul + 21]
             if mode == b"040000":  # tolerated on read; Git writes "40000"
                 mode = MODE_TREE
             keys.append(_sort_key(name, mode))
-            raw.append(body[pos:nul + 21])
+            raw.append(body[pos : nul + 21])
             by_name[name] = (mode, oid)
             pos = nul + 21
         return cls(keys, raw, by_name)
@@ -218,8 +218,9 @@ def _signature(sig: pygit2.Signature) -> bytes:
     return f"{sig.name} <{sig.email}> {sig.time} {sign}{hours:02d}{minutes:02d}".encode()
 
 
-def commit_body(tree: bytes, parents: list[bytes], author: pygit2.Signature, committer: pygit2.Signature,
-                message: str) -> bytes:
+def commit_body(
+    tree: bytes, parents: list[bytes], author: pygit2.Signature, committer: pygit2.Signature, message: str
+) -> bytes:
     """A commit object's body, byte for byte what libgit2's ``create_commit`` writes."""
     lines = [b"tree " + tree.hex().encode()]
     lines += [b"parent " + parent.hex().encode() for parent in parents]
@@ -227,5 +228,14 @@ def commit_body(tree: bytes, parents: list[bytes], author: pygit2.Signature, com
     return b"\n".join(lines) + b"\n\n" + message.encode()
 
 
-__all__ = ["EMPTY_TREE_ID", "MODE_BLOB", "MODE_TREE", "Tree", "TreeCache", "TreeEditor", "TreeStore",
-           "commit_body", "object_id"]
+__all__ = [
+    "EMPTY_TREE_ID",
+    "MODE_BLOB",
+    "MODE_TREE",
+    "Tree",
+    "TreeCache",
+    "TreeEditor",
+    "TreeStore",
+    "commit_body",
+    "object_id",
+]

@@ -1,4 +1,4 @@
-"""Path rules: what a note's path may be, for memory stores (seed 002) and profile banks (seed 000).
+"""Path rules: what a note's path may be, for memory stores and profile banks.
 
 A rule lives here once. Every entry point (API, push hook, memory tool, mount) calls these.
 """

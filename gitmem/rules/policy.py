@@ -1,4 +1,4 @@
-"""What a store allows: a memory store (seed 002) or a profile bank (seed 000), one table each."""
+"""What a store allows: a memory store or a profile bank, one table each."""
 
 from __future__ import annotations
 
@@ -34,9 +34,7 @@ class StorePolicy:
         except UnicodeEncodeError as exc:
             raise InvalidRequest(f"content is not valid UTF-8: {exc.reason}") from None
         if len(data) > self.max_content_bytes:
-            raise TooLarge(
-                f"content of {path} is {len(data)} bytes; at most {self.max_content_bytes} are allowed"
-            )
+            raise TooLarge(f"content of {path} is {len(data)} bytes; at most {self.max_content_bytes} are allowed")
         self.filters.check(path, content)
         return data
 
@@ -47,8 +45,9 @@ class StorePolicy:
             raise LimitExceeded(f"a bank holds at most {self.max_total_bytes} bytes of notes")
 
 
-MEMORY_STORE = StorePolicy(max_content_bytes=102_400, max_notes=10_000, max_total_bytes=None,
-                           validate_path=paths.validate_store_path)
+MEMORY_STORE = StorePolicy(
+    max_content_bytes=102_400, max_notes=10_000, max_total_bytes=None, validate_path=paths.validate_store_path
+)
 
 
 def _bank_path(path: str) -> str:
@@ -59,16 +58,16 @@ def _bank_path(path: str) -> str:
     return path
 
 
-PROFILE_BANK = StorePolicy(max_content_bytes=64 * 1024, max_notes=100, max_total_bytes=5 * 1024 * 1024,
-                           validate_path=_bank_path)
+PROFILE_BANK = StorePolicy(
+    max_content_bytes=64 * 1024, max_notes=100, max_total_bytes=5 * 1024 * 1024, validate_path=_bank_path
+)
 
 
 def policy_for(kind: StoreKind, filters: FilterChain | None = None) -> StorePolicy:
     base = PROFILE_BANK if kind == "bank" else MEMORY_STORE
     if filters is None:
         return base
-    return StorePolicy(base.max_content_bytes, base.max_notes, base.max_total_bytes, base.validate_path,
-                       filters)
+    return StorePolicy(base.max_content_bytes, base.max_notes, base.max_total_bytes, base.validate_path, filters)
 
 
 def has_lone_surrogate(value: object) -> bool:
@@ -97,8 +96,7 @@ def _has_control(text: str) -> bool:
     return any(ord(ch) < 32 or 0x7F <= ord(ch) < 0xA0 for ch in text)
 
 
-def check_store_fields(name: str | None, description: str | None,
-                       metadata: dict[str, str] | None) -> None:
+def check_store_fields(name: str | None, description: str | None, metadata: dict[str, str] | None) -> None:
     """Rules for a store's name, description and (resulting) metadata."""
     check_text(name, "name")
     check_text(description, "description")
@@ -117,5 +115,6 @@ def check_store_fields(name: str | None, description: str | None,
             if not 1 <= len(key) <= MAX_METADATA_KEY_CHARS:
                 raise InvalidRequest(f"metadata keys must be 1 to {MAX_METADATA_KEY_CHARS} characters")
             if not isinstance(value, str) or len(value) > MAX_METADATA_VALUE_CHARS:
-                raise InvalidRequest(f"metadata values must be strings of at most "
-                                     f"{MAX_METADATA_VALUE_CHARS} characters")
+                raise InvalidRequest(
+                    f"metadata values must be strings of at most {MAX_METADATA_VALUE_CHARS} characters"
+                )

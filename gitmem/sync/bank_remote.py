@@ -1,4 +1,4 @@
-"""A profile's memory bank as a mount :class:`~gitmem.sync.mount.Remote`, over the bank REST API (seed 000).
+"""A profile's memory bank as a mount :class:`~gitmem.sync.mount.Remote`, over the bank REST API (the profile-bank API).
 
 ``BankRemote(base_url, token, profile_id)`` speaks ``/v1/profiles/{id}/memories`` with the user's token;
 ``Mount(BankRemote(...), workspace / ".memory", clean=True)`` is the session's ``.memory/`` directory.
@@ -78,25 +78,33 @@ def _store(path: str) -> str:
 class BankRemote:
     """The mount's Remote protocol over ``/v1/profiles/{profile_id}/memories``."""
 
-    def __init__(self, base_url: str, token: str, profile_id: str, *, timeout: float = 30.0,
-                 client: httpx.Client | None = None) -> None:
+    def __init__(
+        self, base_url: str, token: str, profile_id: str, *, timeout: float = 30.0, client: httpx.Client | None = None
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.profile_id = profile_id
         self._root = f"/v1/profiles/{quote(profile_id, safe='')}"
-        self._client = client or httpx.Client(base_url=self.base_url, timeout=timeout,
-                                              headers={"Authorization": f"Bearer {token}"})
+        self._client = client or httpx.Client(
+            base_url=self.base_url, timeout=timeout, headers={"Authorization": f"Bearer {token}"}
+        )
 
     def close(self) -> None:
         self._client.close()
 
     # -- HTTP ---------------------------------------------------------------------------------------
 
-    def _call(self, method: str, suffix: str, *, path: str | None = None, json_body: Any = None,
-              headers: dict[str, str] | None = None) -> httpx.Response:
+    def _call(
+        self,
+        method: str,
+        suffix: str,
+        *,
+        path: str | None = None,
+        json_body: Any = None,
+        headers: dict[str, str] | None = None,
+    ) -> httpx.Response:
         params = {"path": _bank(path)} if path is not None else None
         try:
-            response = self._client.request(method, self._root + suffix, params=params, json=json_body,
-                                            headers=headers)
+            response = self._client.request(method, self._root + suffix, params=params, json=json_body, headers=headers)
         except httpx.HTTPError as exc:
             raise RemoteUnavailable(f"cannot reach {self.base_url}: {exc}") from exc
         if response.status_code < 400:
@@ -136,7 +144,7 @@ class BankRemote:
             raise ValueError(exc.message) from None
 
     def list_all(self, *, with_content: bool = False) -> dict[str, RemoteEntry]:
-        # The bank lists metadata only (seed 000); the mount reads each body it needs.
+        # The bank lists metadata only (the profile-bank API); the mount reads each body it needs.
         data = self._call("GET", "/memories").json()
         return {(e := self._entry(m)).path: e for m in data["memories"]}
 
@@ -151,11 +159,13 @@ class BankRemote:
         try:
             return self._put(path, content, {"If-None-Match": "*"})
         except RemotePreconditionFailed as exc:
-            raise RemotePathConflict(f"an entry exists at {_bank(path)}: {exc.message}",
-                                     conflicting_path=path) from None
+            raise RemotePathConflict(
+                f"an entry exists at {_bank(path)}: {exc.message}", conflicting_path=path
+            ) from None
 
-    def update(self, memory_id: str, *, content: str | None = None, path: str | None = None,
-               expected_sha256: str | None = None) -> RemoteEntry:
+    def update(
+        self, memory_id: str, *, content: str | None = None, path: str | None = None, expected_sha256: str | None = None
+    ) -> RemoteEntry:
         headers = {"If-Match": f'"{expected_sha256}"'} if expected_sha256 else {}
         if path is None or path == memory_id:
             if content is None:
@@ -194,8 +204,9 @@ class BankRemote:
 # -- a bank mounted until a signal ---------------------------------------------------------------------
 
 
-def bank_mount(url: str, token: str, profile_id: str, folder: Path, *, debounce: float = 0.3,
-               poll_interval: float = 1.0) -> Mount:
+def bank_mount(
+    url: str, token: str, profile_id: str, folder: Path, *, debounce: float = 0.3, poll_interval: float = 1.0
+) -> Mount:
     """A started mount of the bank at ``folder`` (clean start: files that are not entries are removed)."""
     remote = BankRemote(url, token, profile_id)
     mount = Mount(remote, folder, debounce=debounce, poll_interval=poll_interval, clean=True, name=profile_id)
@@ -333,12 +344,33 @@ def session_start(args: argparse.Namespace) -> int:
         pid_file.unlink()
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
-    cmd = [sys.executable, "-m", "gitmem.sync.bank_remote", "mount", "--url", url, "--profile", profile,
-           "--pid-file", str(pid_file), "--debounce", str(args.debounce), "--poll-interval", str(args.poll_interval),
-           str(folder)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "gitmem.sync.bank_remote",
+        "mount",
+        "--url",
+        url,
+        "--profile",
+        profile,
+        "--pid-file",
+        str(pid_file),
+        "--debounce",
+        str(args.debounce),
+        "--poll-interval",
+        str(args.poll_interval),
+        str(folder),
+    ]
     with open(log_file, "ab") as log_out:
-        proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=log_out, stderr=log_out,
-                                start_new_session=True, cwd=str(workspace))
+        proc = subprocess.Popen(
+            cmd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log_out,
+            stderr=log_out,
+            start_new_session=True,
+            cwd=str(workspace),
+        )
     deadline = time.monotonic() + READY_TIMEOUT_SECONDS
     while not pid_file.exists():
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -381,8 +413,7 @@ def _mount_main(args: argparse.Namespace) -> int:
     url, token, profile = _settings(args)
     if not profile:
         raise RemoteRefused("--profile (or $GITMEM_PROFILE) is required")
-    mount = bank_mount(url, token, profile, Path(args.folder), debounce=args.debounce,
-                       poll_interval=args.poll_interval)
+    mount = bank_mount(url, token, profile, Path(args.folder), debounce=args.debounce, poll_interval=args.poll_interval)
     return run_until_signal(mount, pid_file=Path(args.pid_file) if args.pid_file else None)
 
 
@@ -405,8 +436,11 @@ def _parser() -> argparse.ArgumentParser:
 
 @contextlib.contextmanager
 def _logging(default_level: str) -> Iterator[None]:
-    logging.basicConfig(level=load_settings().LOG_LEVEL or default_level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=load_settings().LOG_LEVEL or default_level,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     yield
 
 

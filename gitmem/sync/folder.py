@@ -121,8 +121,9 @@ class MountFolder:
             text = None
         return LocalFile(key, sha256_hex(data), text)
 
-    def walk(self, known: Container[str] = (), *, include_ignored: bool = False,
-             under: str = "/") -> Iterator[tuple[str, StatKey]]:
+    def walk(
+        self, known: Container[str] = (), *, include_ignored: bool = False, under: str = "/"
+    ) -> Iterator[tuple[str, StatKey]]:
         root = self.file(under.rstrip("/")) if under != "/" else self.root
         if root is None or not root.is_dir():
             return

@@ -32,8 +32,14 @@ class MergeResult:
         return self.conflicts == 0
 
 
-def merge3(base: str, local: str, remote: str, *, labels: tuple[str, str, str] = ("local", "base", "remote"),
-           use_git: bool | None = None) -> MergeResult:
+def merge3(
+    base: str,
+    local: str,
+    remote: str,
+    *,
+    labels: tuple[str, str, str] = ("local", "base", "remote"),
+    use_git: bool | None = None,
+) -> MergeResult:
     """Merge the changes ``base -> local`` and ``base -> remote``.
 
     The trivial cases (one side unchanged, or both sides equal) never call Git. ``use_git=None`` uses Git
@@ -50,8 +56,9 @@ def merge3(base: str, local: str, remote: str, *, labels: tuple[str, str, str] =
     return merge3_python(base, local, remote, labels=labels)
 
 
-def merge3_git(base: str, local: str, remote: str, *,
-               labels: tuple[str, str, str] = ("local", "base", "remote")) -> MergeResult:
+def merge3_git(
+    base: str, local: str, remote: str, *, labels: tuple[str, str, str] = ("local", "base", "remote")
+) -> MergeResult:
     """``git merge-file -p local base remote`` on temporary files."""
     with tempfile.TemporaryDirectory(prefix="gitmem-merge-") as tmp:
         names = []
@@ -68,8 +75,9 @@ def merge3_git(base: str, local: str, remote: str, *,
     return MergeResult(proc.stdout.decode("utf-8", "surrogateescape"), proc.returncode)
 
 
-def merge3_python(base: str, local: str, remote: str, *,
-                  labels: tuple[str, str, str] = ("local", "base", "remote")) -> MergeResult:
+def merge3_python(
+    base: str, local: str, remote: str, *, labels: tuple[str, str, str] = ("local", "base", "remote")
+) -> MergeResult:
     """A line-based diff3: regions where both sides kept the base's lines are stable; between them, a side
     that changed wins over one that did not, equal changes merge, and different changes conflict."""
     o, a, b = (t.splitlines(keepends=True) for t in (base, local, remote))

@@ -160,8 +160,10 @@ class MountStatus:
         return self.pushed + self.pulled
 
     def line(self) -> str:
-        return (f"{self.notes} notes, {self.pending} pending, {self.pushed} pushed, {self.pulled} pulled, "
-                f"{self.merged} merged, {self.conflicts} conflicts, {self.rejected} rejected, {self.errors} errors")
+        return (
+            f"{self.notes} notes, {self.pending} pending, {self.pushed} pushed, {self.pulled} pulled, "
+            f"{self.merged} merged, {self.conflicts} conflicts, {self.rejected} rejected, {self.errors} errors"
+        )
 
 
 class _Handler(FileSystemEventHandler):
@@ -175,16 +177,33 @@ class _Handler(FileSystemEventHandler):
             log.exception("mount: could not handle %r", event)
 
 
-_WATCHED_EVENTS = [FileCreatedEvent, FileModifiedEvent, FileDeletedEvent, FileMovedEvent, FileClosedEvent,
-                   DirCreatedEvent, DirDeletedEvent, DirMovedEvent]
+_WATCHED_EVENTS = [
+    FileCreatedEvent,
+    FileModifiedEvent,
+    FileDeletedEvent,
+    FileMovedEvent,
+    FileClosedEvent,
+    DirCreatedEvent,
+    DirDeletedEvent,
+    DirMovedEvent,
+]
 
 
 class Mount:
     """One store as one folder, synced both ways. ``start()``, then ``stop()`` (or use ``with``)."""
 
-    def __init__(self, remote: Remote, folder: str | os.PathLike[str], *, read_only: bool = False,
-                 debounce: float = 0.3, poll_interval: float = 1.0, clean: bool = False,
-                 rescan_interval: float = 5.0, name: str | None = None) -> None:
+    def __init__(
+        self,
+        remote: Remote,
+        folder: str | os.PathLike[str],
+        *,
+        read_only: bool = False,
+        debounce: float = 0.3,
+        poll_interval: float = 1.0,
+        clean: bool = False,
+        rescan_interval: float = 5.0,
+        name: str | None = None,
+    ) -> None:
         self.remote = remote
         self.folder = Path(folder).absolute()
         self.read_only = read_only
@@ -260,8 +279,18 @@ class Mount:
     @property
     def status(self) -> MountStatus:
         c = self._sync.counters
-        return MountStatus(len(self._sync.bases), len(self._pending), c.pushed, c.pulled, c.merged, c.conflicts,
-                           c.rejected, c.errors, self._started and not self._stopping.is_set(), c.last_error)
+        return MountStatus(
+            len(self._sync.bases),
+            len(self._pending),
+            c.pushed,
+            c.pulled,
+            c.merged,
+            c.conflicts,
+            c.rejected,
+            c.errors,
+            self._started and not self._stopping.is_set(),
+            c.last_error,
+        )
 
     def flush(self, *, attempts: int = 10) -> bool:
         """Push every local change now (pending or found by scanning the folder). True if none is left."""

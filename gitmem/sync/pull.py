@@ -44,8 +44,9 @@ class Counters:
 class SyncState:
     """The bases, the counters and the pull side; the caller holds :attr:`lock` around every call."""
 
-    def __init__(self, remote: Remote, folder: MountFolder, pending: Debouncer, *, read_only: bool, clean: bool,
-                 name: str) -> None:
+    def __init__(
+        self, remote: Remote, folder: MountFolder, pending: Debouncer, *, read_only: bool, clean: bool, name: str
+    ) -> None:
         self.remote = remote
         self.folder = folder
         self.pending = pending
@@ -161,11 +162,13 @@ class SyncState:
             self._write_note(entry.path, self.remote.read(entry.memory_id))
             self.counters.pulled += 1
         elif (entry.sha256 != base.sha256 or lf is None) and self._write_note(
-                path, self.remote.read(entry.memory_id), expect=seen):
+            path, self.remote.read(entry.memory_id), expect=seen
+        ):
             self.counters.pulled += 1
 
-    def _write_note(self, path: str, entry: RemoteEntry, *, expect: StatKey | None = None,
-                    otherwise: SyncedNote | None = None) -> bool:
+    def _write_note(
+        self, path: str, entry: RemoteEntry, *, expect: StatKey | None = None, otherwise: SyncedNote | None = None
+    ) -> bool:
         """Write the note's file and make ``entry`` its base. With ``expect``, only if the file is still in
         that state; if not, the base becomes ``otherwise`` (or stays) and the path is synced again."""
         text = entry.content or ""
@@ -185,8 +188,12 @@ class SyncState:
         keep = conflict_path(path, lf.sha256)
         self.folder.move_aside(path, keep)
         self.counters.conflicts += 1
-        log.warning("mount %s: %s arrived from the store where a different local file was; the local file is "
-                    "now %s", self.name, path, keep)
+        log.warning(
+            "mount %s: %s arrived from the store where a different local file was; the local file is now %s",
+            self.name,
+            path,
+            keep,
+        )
         if not self.read_only:
             self.pending.touch([keep])
 

@@ -27,7 +27,7 @@ below that path exists), :class:`RemoteRefused` (invalid, too large, forbidden: 
 :class:`RemoteUnavailable` (network, 429, 5xx: retried later). :class:`MemoryStoreRemote` implements the
 protocol over the official ``anthropic`` SDK (``client.beta.memory_stores.memories``).
 
-A profile bank (``/v1/profiles/{id}/memories``, seed 000) plugs in as a ``BankRemote`` with
+A profile bank (``/v1/profiles/{id}/memories``) plugs in as a ``BankRemote`` with
 ``memory_id = path``: ``list_all`` from ``GET .../memories`` (``content_hash`` as ``sha256``), ``read``
 from ``GET .../memories/content?path=``, ``create``/``update`` as ``PUT .../memories/content?path=``
 (a rename is a PUT of the new path and a DELETE of the old, answering the new path as the id),
@@ -103,8 +103,9 @@ class Remote(Protocol):
 
     def create(self, path: str, content: str) -> RemoteEntry: ...
 
-    def update(self, memory_id: str, *, content: str | None = None, path: str | None = None,
-               expected_sha256: str | None = None) -> RemoteEntry: ...
+    def update(
+        self, memory_id: str, *, content: str | None = None, path: str | None = None, expected_sha256: str | None = None
+    ) -> RemoteEntry: ...
 
     def delete(self, memory_id: str, *, expected_sha256: str | None = None) -> None: ...
 
@@ -119,7 +120,7 @@ class MemoryStoreRemote:
     Give the client a small ``max_retries``: the mount retries on its own schedule.
     """
 
-    LIST_LIMIT = 1000  # notes a page in the basic view (seed 002)
+    LIST_LIMIT = 1000  # notes a page in the basic view (the memory-store API)
     FULL_LIST_LIMIT = 20  # with view=full
 
     def __init__(self, client: anthropic.Anthropic, store_id: str) -> None:
@@ -142,8 +143,9 @@ class MemoryStoreRemote:
                 if getattr(listed, "type", None) != "memory":
                     continue  # a folder (a path prefix), not a note
                 item = cast("BetaManagedAgentsMemory", listed)
-                out[item.path] = RemoteEntry(item.id, item.path, item.content_sha256, None,
-                                             item.content if with_content else None)
+                out[item.path] = RemoteEntry(
+                    item.id, item.path, item.content_sha256, None, item.content if with_content else None
+                )
         return out
 
     def read(self, memory_id: str) -> RemoteEntry:
@@ -158,8 +160,9 @@ class MemoryStoreRemote:
             memory = raw.parse()
         return RemoteEntry(memory.id, memory.path, memory.content_sha256, _etag(raw.headers), content)
 
-    def update(self, memory_id: str, *, content: str | None = None, path: str | None = None,
-               expected_sha256: str | None = None) -> RemoteEntry:
+    def update(
+        self, memory_id: str, *, content: str | None = None, path: str | None = None, expected_sha256: str | None = None
+    ) -> RemoteEntry:
         kwargs: dict[str, Any] = {}
         if content is not None:
             kwargs["content"] = content
@@ -169,8 +172,7 @@ class MemoryStoreRemote:
             kwargs["precondition"] = {"type": "content_sha256", "content_sha256": expected_sha256}
         view: Literal["basic", "full"] = "basic" if content is not None else "full"
         with _translated():
-            raw = self._memories.with_raw_response.update(memory_id, memory_store_id=self.store_id, view=view,
-                                                          **kwargs)
+            raw = self._memories.with_raw_response.update(memory_id, memory_store_id=self.store_id, view=view, **kwargs)
             memory = raw.parse()
         text = content if content is not None else memory.content
         return RemoteEntry(memory.id, memory.path, memory.content_sha256, _etag(raw.headers), text)

@@ -181,8 +181,9 @@ class Syncer(SyncState):
             self.remote.delete(base.memory_id, expected_sha256=base.sha256)
         except RemotePreconditionFailed:
             other = self.remote.read(base.memory_id)
-            log.warning("mount %s: %s was deleted here but changed elsewhere; keeping the other change",
-                        self.name, path)
+            log.warning(
+                "mount %s: %s was deleted here but changed elsewhere; keeping the other change", self.name, path
+            )
             self.counters.conflicts += 1
             self.bases.pop(path, None)
             self._write_note(other.path, other)
@@ -230,8 +231,7 @@ class Syncer(SyncState):
         assert lf.text is not None
         for _ in range(5):
             remote_text = other.content or ""
-            result = merge3(base.content if base else "", lf.text, remote_text,
-                            labels=("local", "base", "remote"))
+            result = merge3(base.content if base else "", lf.text, remote_text, labels=("local", "base", "remote"))
             if not result.clean:
                 break
             if result.text == remote_text:
@@ -251,8 +251,14 @@ class Syncer(SyncState):
         # Overlapping edits: the store's text stays the note; this side's text is kept beside it.
         keep = conflict_path(other.path, lf.sha256)
         self.counters.conflicts += 1
-        log.warning("mount %s: %s was changed here and elsewhere in the same place; kept the other change "
-                    "in %s and this one in %s", self.name, path, other.path, keep)
+        log.warning(
+            "mount %s: %s was changed here and elsewhere in the same place; kept the other change "
+            "in %s and this one in %s",
+            self.name,
+            path,
+            other.path,
+            keep,
+        )
         self.folder.write(keep, lf.text)
         self.pending.touch([keep], delay=0)
         self._land(path, other, lf)
@@ -282,8 +288,9 @@ class Syncer(SyncState):
         if lf is not None and lf.sha256 == base.sha256:
             base.stat = lf.stat
             return
-        log.warning("mount %s: %s is read-only; the local change is not pushed and the store's text is back",
-                    self.name, path)
+        log.warning(
+            "mount %s: %s is read-only; the local change is not pushed and the store's text is back", self.name, path
+        )
         self.counters.rejected += 1
         base.stat = self.folder.write(path, base.content)
 

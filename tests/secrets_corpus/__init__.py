@@ -32,8 +32,10 @@ _ALPHABETS = {
     "url": string.ascii_letters + string.digits + "_-",
     "b32": "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L",
 }
-_TEMPLATE = re.compile(r"\{(an|lo|hex|HEX|up|dig|b64|url|b32):(\d+)\}|\{(uuid|pem|pemj|pem64|wg|jwt)\}"
-                       r"|\{basic:([^}]*)\}")
+_TEMPLATE = re.compile(
+    r"\{(an|lo|hex|HEX|up|dig|b64|url|b32):(\d+)\}|\{(uuid|pem|pemj|pem64|wg|jwt)\}"
+    r"|\{basic:([^}]*)\}"
+)
 
 
 def _fill(text: str, rng: random.Random) -> str:
@@ -53,7 +55,7 @@ def _fill(text: str, rng: random.Random) -> str:
             return str(uuid.UUID(int=rng.getrandbits(128), version=4))
         if name in ("pem", "pemj"):
             body = base64.b64encode(rng.randbytes(240)).decode()
-            lines = [body[i:i + 64] for i in range(0, len(body), 64)]
+            lines = [body[i : i + 64] for i in range(0, len(body), 64)]
             return ("\\n" if name == "pemj" else "\n").join(lines)
         if name == "pem64":
             body = base64.b64encode(rng.randbytes(240)).decode()
@@ -62,8 +64,9 @@ def _fill(text: str, rng: random.Random) -> str:
         if name == "wg":
             return base64.b64encode(rng.randbytes(32)).decode()
         header = b64url(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
-        claims = b64url(json.dumps({"sub": chars(_ALPHABETS["dig"], 8), "iat": 1700000000 + rng.randrange(10**7)})
-                        .encode())
+        claims = b64url(
+            json.dumps({"sub": chars(_ALPHABETS["dig"], 8), "iat": 1700000000 + rng.randrange(10**7)}).encode()
+        )
         return f"{header}.{claims}.{b64url(rng.randbytes(32))}"
 
     return _TEMPLATE.sub(one, text)

@@ -52,9 +52,19 @@ class Rule:
     anchor: str | None = None
 
 
-def regex_rule(rule_id: str, kind: str, triggers: Iterable[str], pattern: str, *, back: int = 0,
-               ahead: int = 300, longest: int | None = None, flags: int = 0,
-               accept: Callable[[re.Match[str]], bool] | None = None, anchor: str | None = None) -> Rule:
+def regex_rule(
+    rule_id: str,
+    kind: str,
+    triggers: Iterable[str],
+    pattern: str,
+    *,
+    back: int = 0,
+    ahead: int = 300,
+    longest: int | None = None,
+    flags: int = 0,
+    accept: Callable[[re.Match[str]], bool] | None = None,
+    anchor: str | None = None,
+) -> Rule:
     """A rule whose ``pattern`` is searched from ``back`` characters before a trigger to ``ahead`` after it.
 
     ``accept`` judges a match (a placeholder body, a value that is only a reference); a match it
@@ -85,8 +95,15 @@ def regex_rule(rule_id: str, kind: str, triggers: Iterable[str], pattern: str, *
             if accept is None or accept(match):
                 yield match.start()
 
-    return Rule(rule_id, kind, tuple(t.lower() for t in triggers), locate_at_trigger if back == 0 else locate,
-                sweep, back + ahead, anchor)
+    return Rule(
+        rule_id,
+        kind,
+        tuple(t.lower() for t in triggers),
+        locate_at_trigger if back == 0 else locate,
+        sweep,
+        back + ahead,
+        anchor,
+    )
 
 
 _Trie = dict[str, "_Trie"]
@@ -156,24 +173,34 @@ class Scanner:
         self._triggers = None
         if ahocorasick_rs is not None and self._plans:
             # Overlapping matches: every trigger, also one inside another ("token" in "access_token$").
-            self._automaton = ahocorasick_rs.AhoCorasick(list(self._plans),
-                                                         implementation=ahocorasick_rs.Implementation.DFA)
+            self._automaton = ahocorasick_rs.AhoCorasick(
+                list(self._plans), implementation=ahocorasick_rs.Implementation.DFA
+            )
         else:
             # The trie regex reports only the longest trigger at a position: the shorter triggers
             # inside it are reported with it, each where it starts.
             self._triggers = re.compile(_trie_pattern(by_trigger) or "(?!)")
             index = {trigger: i for i, trigger in enumerate(self._plans)}
-            self._inside = {longer: [(index[t], at, at + len(t)) for at in range(len(longer)) for t in by_trigger
-                                     if longer.startswith(t, at)]
-                            for longer in by_trigger}
+            self._inside = {
+                longer: [
+                    (index[t], at, at + len(t))
+                    for at in range(len(longer))
+                    for t in by_trigger
+                    if longer.startswith(t, at)
+                ]
+                for longer in by_trigger
+            }
 
     def trigger_hits(self, lowered: str) -> list[tuple[int, int, int]]:
         """(plan index, start, end) of every trigger in the note."""
         if self._automaton is not None:
             return self._automaton.find_matches_as_indexes(lowered, overlapping=True)
         assert self._triggers is not None
-        return [(i, match.start() + start, match.start() + end) for match in self._triggers.finditer(lowered)
-                for i, start, end in self._inside[match.group()]]
+        return [
+            (i, match.start() + start, match.start() + end)
+            for match in self._triggers.finditer(lowered)
+            for i, start, end in self._inside[match.group()]
+        ]
 
     def hits(self, text: str) -> Iterator[Hit]:
         """Secrets found, in the order their triggers appear (a rule reports a given offset once)."""
@@ -195,8 +222,9 @@ class Scanner:
                         searched[rule.id] = spent = searched.get(rule.id, 0) + rule.window + WAKE_COST
                         if spent > size:
                             swept.add(rule.id)
-                            yield from (Hit(rule, offset) for offset in rule.sweep(text, floor)
-                                        if (rule.id, offset) not in seen)
+                            yield from (
+                                Hit(rule, offset) for offset in rule.sweep(text, floor) if (rule.id, offset) not in seen
+                            )
                             continue
                     offset, floors[rule.id] = rule.locate(text, start, end, floor)
                     if offset is not None and (rule.id, offset) not in seen:

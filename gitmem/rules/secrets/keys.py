@@ -28,7 +28,7 @@ def real_body(after_header: str) -> bool:
         header = _HEADER_LINE.match(rest)
         if header is None:
             break
-        rest = rest[header.end():]
+        rest = rest[header.end() :]
     run = _BASE64.match(_BODY_LINES.sub("", rest[:400]))
     if run is None:
         return False
@@ -38,7 +38,7 @@ def real_body(after_header: str) -> bool:
 
 def _pem(match: re.Match[str]) -> bool:
     """A real key body follows the match (a PEM header, or PuTTY's ``Private-Lines:``)."""
-    return real_body(match.string[match.end():match.end() + 2000])
+    return real_body(match.string[match.end() : match.end() + 2000])
 
 
 def _wrapped_pem(match: re.Match[str]) -> bool:
@@ -49,17 +49,34 @@ def _wrapped_pem(match: re.Match[str]) -> bool:
     except (binascii.Error, ValueError):
         return False
     header = re.match(_PEM_HEADER, decoded)
-    return header is not None and real_body(decoded[header.end():])
+    return header is not None and real_body(decoded[header.end() :])
 
 
 KEY_RULES: tuple[Rule, ...] = (
     regex_rule("private-key", "a private key (PEM)", ["-----begin"], _PEM_HEADER, ahead=80, accept=_pem),
-    regex_rule("private-key-base64", "a private key (base64-wrapped PEM)", ["ls0tls1crudjt"],
-               r"LS0tLS1CRUdJT[A-Za-z0-9+/=]{100,4000}", ahead=4000, accept=_wrapped_pem),
-    regex_rule("putty-private-key", "a private key (PuTTY)", ["putty-user-key-file-"],
-               r"PuTTY-User-Key-File-\d:[^\n]{0,300}\n(?:[^\n]{0,300}\n){0,40}?Private-Lines:[ \t]*\d+[ \t]*\r?\n",
-               ahead=6000, accept=_pem),
-    regex_rule("wireguard-private-key", "a private key (WireGuard)", ["privatekey", "presharedkey"],
-               r"(?i:privatekey|presharedkey)[ \t]*=[ \t]*[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=",
-               back=0, ahead=80, accept=lambda m: len(set(m.group()[-44:])) > 12),
+    regex_rule(
+        "private-key-base64",
+        "a private key (base64-wrapped PEM)",
+        ["ls0tls1crudjt"],
+        r"LS0tLS1CRUdJT[A-Za-z0-9+/=]{100,4000}",
+        ahead=4000,
+        accept=_wrapped_pem,
+    ),
+    regex_rule(
+        "putty-private-key",
+        "a private key (PuTTY)",
+        ["putty-user-key-file-"],
+        r"PuTTY-User-Key-File-\d:[^\n]{0,300}\n(?:[^\n]{0,300}\n){0,40}?Private-Lines:[ \t]*\d+[ \t]*\r?\n",
+        ahead=6000,
+        accept=_pem,
+    ),
+    regex_rule(
+        "wireguard-private-key",
+        "a private key (WireGuard)",
+        ["privatekey", "presharedkey"],
+        r"(?i:privatekey|presharedkey)[ \t]*=[ \t]*[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=",
+        back=0,
+        ahead=80,
+        accept=lambda m: len(set(m.group()[-44:])) > 12,
+    ),
 )

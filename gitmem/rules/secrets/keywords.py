@@ -23,24 +23,48 @@ from gitmem.rules.secrets.engine import Locator, Rule, regex_rule
 from gitmem.rules.secrets.values import words
 
 PASSWORD_WORDS = frozenset({"password", "passwd", "pass", "pwd", "pw", "passphrase", "passcode", "passwort"})
-SECRET_WORDS = frozenset({"secret", "token", "credential", "credentials", "creds", "cred", "auth", "apikey",
-                          "accesskey", "secretkey", "privatekey", "accountkey", "masterkey", "authkey",
-                          "clientsecret", "authtoken", "accesstoken", "refreshtoken", "sessiontoken"})
-KEY_QUALIFIERS = frozenset(words("""
+SECRET_WORDS = frozenset(
+    {
+        "secret",
+        "token",
+        "credential",
+        "credentials",
+        "creds",
+        "cred",
+        "auth",
+        "apikey",
+        "accesskey",
+        "secretkey",
+        "privatekey",
+        "accountkey",
+        "masterkey",
+        "authkey",
+        "clientsecret",
+        "authtoken",
+        "accesstoken",
+        "refreshtoken",
+        "sessiontoken",
+    }
+)
+KEY_QUALIFIERS = frozenset(
+    words("""
     api access secret private account master auth app client encryption signing license shared service
     subscription consumer webhook storage admin sas primary secondary write deploy integration server
     preshared session hmac jwt decryption root personal management bot
-"""))
+""")
+)
 # Tokens that are not credentials: paging cursors, CSRF nonces, a language model's tokens.
-NOT_SECRET_QUALIFIERS = frozenset(words("""
+NOT_SECRET_QUALIFIERS = frozenset(
+    words("""
     page next continuation pagination cursor sync resume csrf xsrf idempotency cancel cancellation max
     num count lexer parse input output prompt completion stop bos eos pad unk special sep cls mask start
     end
-"""))
-_NEUTRAL_SUFFIXES = frozenset({"value", "val", "str", "string", "plain", "plaintext", "raw", "text", "b64",
-                               "base64", "hex", "literal"})
-_LONG_ENDINGS = ("password", "passwd", "passphrase", "pwd", "pw", "secret", "token", "apikey", "secretkey",
-                 "accesskey")
+""")
+)
+_NEUTRAL_SUFFIXES = frozenset(
+    {"value", "val", "str", "string", "plain", "plaintext", "raw", "text", "b64", "base64", "hex", "literal"}
+)
+_LONG_ENDINGS = ("password", "passwd", "passphrase", "pwd", "pw", "secret", "token", "apikey", "secretkey", "accesskey")
 _SPLIT = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 
 
@@ -80,10 +104,12 @@ def value_is_secret(family: str, raw: str, rest: str, *, key: str = "", prose: b
 _KEY_CHARS = re.compile(r"[\w.\-]{0,64}")  # a key's characters, read forwards (and backwards, reversed)
 _VALUE = r"""(?P<value>"[^"\n]{0,300}"|'[^'\n]{0,300}'|`[^`\n]{0,300}`|[^\s"'`<>;,|&]{1,300})(?P<rest>[^\n]{0,120})"""
 _ASSIGNED = re.compile(r"""["']?[ \t]*(?::=|=>|==|[:=])[ \t]*""" + _VALUE)
-_PROSE = re.compile(r"""(?:[ \t]+(?:for|to|of|on|at)[ \t]+(?:the[ \t]+|my[ \t]+|our[ \t]+|this[ \t]+)?[\w.@\-]{1,40}"""
-                    r"""(?:[ \t]+[\w.@\-]{1,40})?)?[ \t]+(?:is|was|are|=)[ \t]+"""
-                    r"""(?:now[ \t]+|still[ \t]+|set[ \t]+to[ \t]+"""
-                    r"""|just[ \t]+)?""" + _VALUE)
+_PROSE = re.compile(
+    r"""(?:[ \t]+(?:for|to|of|on|at)[ \t]+(?:the[ \t]+|my[ \t]+|our[ \t]+|this[ \t]+)?[\w.@\-]{1,40}"""
+    r"""(?:[ \t]+[\w.@\-]{1,40})?)?[ \t]+(?:is|was|are|=)[ \t]+"""
+    r"""(?:now[ \t]+|still[ \t]+|set[ \t]+to[ \t]+"""
+    r"""|just[ \t]+)?""" + _VALUE
+)
 _SPACED = re.compile(r"[ \t]+" + _VALUE)
 _XML_VALUE = re.compile(r">(?P<value>[^<\n]{1,300})</")
 _QUALIFIER_BEFORE = re.compile(r"(?<![A-Za-z])([A-Za-z]{2,20})[ \t]\Z")
@@ -101,13 +127,13 @@ class _Reading:
 @lru_cache(maxsize=16)  # both keyword rules read the same key; a str caches its hash, so this is cheap
 def _read_key(text: str, start: int) -> _Reading:
     """The key around the keyword at ``start``, what it names, and whether a secret follows it."""
-    behind = _KEY_CHARS.match(text[max(0, start - 64):start][::-1])
+    behind = _KEY_CHARS.match(text[max(0, start - 64) : start][::-1])
     key_start = start - (behind.end() if behind else 0)
     key_end = _KEY_CHARS.match(text, start).end()  # type: ignore[union-attr]  # [..]* always matches
     flag = text.startswith("-", key_start)
     key = text[key_start:key_end].lstrip("-.")
     family = key_family(key)
-    if family is None and text[key_start - 1:key_start] in (" ", "\t"):  # prose: "the API key is ..."
+    if family is None and text[key_start - 1 : key_start] in (" ", "\t"):  # prose: "the API key is ..."
         qualifier = _QUALIFIER_BEFORE.search(text, max(0, key_start - 24), key_start)
         if qualifier is not None:
             family = key_family(f"{qualifier[1]}_{key}")
@@ -117,8 +143,9 @@ def _read_key(text: str, start: int) -> _Reading:
         return _Reading(key_start, None, False, key_end)  # arn:...:secret:name names a secret, holds none
     if text.startswith("<", key_start - 1) and text.startswith(">", key_end):
         xml = _XML_VALUE.match(text, key_end)
-        return _Reading(key_start, family, xml is not None and value_is_secret(family, xml["value"], "", key=key),
-                        key_end)
+        return _Reading(
+            key_start, family, xml is not None and value_is_secret(family, xml["value"], "", key=key), key_end
+        )
     match = _ASSIGNED.match(text, key_end)
     prose = False
     if match is None:
@@ -154,6 +181,7 @@ def _keyword_locator(family: str) -> Locator:
 
 def _judged(family_of_key: str | None = None) -> Callable[[re.Match[str]], bool]:
     """Accept a match whose ``value`` group is a secret (of the family the match's ``key`` names)."""
+
     def accept(match: re.Match[str]) -> bool:
         raw = match["value"]
         family = family_of_key or key_family(match["key"])
@@ -188,78 +216,201 @@ _KEYWORDS = ("pass", "pw", "secret", "token", "key", "auth", "cred")
 # A value that cannot be a secret fails here already: a template or reference (``$``, ``{``, ``<``,
 # ``(``, ``[``, ``%``, ``*``), an empty string, or fewer than three characters.
 _VALUE_MAY_FOLLOW = r"""[ \t]*+["'`]?(?![$<{\[(%*"'`]|os\.|process\.|true\b|false\b|null\b|none\b)[^\s"'`]{3}"""
-KEYWORD_ANCHOR = (r"""-+[a-z0-9_.\-]{0,40}+[ \t=]"""  # --password X, -Password X, --api-key=X
-                  r"""|[a-z0-9_.\-]{0,40}+["']?[ \t]*+(?:(?::=|=>|==|[:=>])""" + _VALUE_MAY_FOLLOW
-                  + r"""|(?:is|was|are|for|to|of|on|at)[ \t]"""
-                  + r"""|(?=\S{0,60}[0-9])(?=\S{0,60}[^\sa-z0-9])\S{8})""")  # "passphrase Corr3ct-H0rse!"
+KEYWORD_ANCHOR = (
+    r"""-+[a-z0-9_.\-]{0,40}+[ \t=]"""  # --password X, -Password X, --api-key=X
+    r"""|[a-z0-9_.\-]{0,40}+["']?[ \t]*+(?:(?::=|=>|==|[:=>])"""
+    + _VALUE_MAY_FOLLOW
+    + r"""|(?:is|was|are|for|to|of|on|at)[ \t]"""
+    + r"""|(?=\S{0,60}[0-9])(?=\S{0,60}[^\sa-z0-9])\S{8})"""
+)  # "passphrase Corr3ct-H0rse!"
 _KEYWORD_TRIGGERS = _KEYWORDS + tuple("-" + k for k in _KEYWORDS)
 
 KEYWORD_RULES: tuple[Rule, ...] = (
-    Rule("password-assignment", "a saved password", _KEYWORD_TRIGGERS, _keyword_locator("password"),
-         anchor=KEYWORD_ANCHOR),
-    Rule("secret-assignment", "a secret (token, API key or credential)", _KEYWORD_TRIGGERS,
-         _keyword_locator("secret"), anchor=KEYWORD_ANCHOR),
-    regex_rule("with-password", "a saved password (prose)", ["with ", "using ", "use "],
-               r"(?i:with|using|use)[ \t]+(?i:the[ \t]+)?(?i:password|passwd|pw|passphrase)[ \t]+(?P<value>\S{1,100})",
-               ahead=130, accept=lambda m: values.looks_like_password(m["value"], strict=True),
-               anchor=r"(?:with|using|use)[ \t]+(?:the[ \t]+)?(?:password|passwd|pw|passphrase)[ \t]"),
-    regex_rule("dockerfile-env", "a saved password or secret (Dockerfile ENV)", ["env "],
-               r"(?m)^[ \t]*ENV[ \t]+(?P<key>[\w.\-]{1,64})[ \t]+(?P<value>[^\s\"'=][^\n]{0,200})", back=20,
-               ahead=300, accept=_judged()),
-    regex_rule("netrc-password", "a saved password (.netrc)", ["login"],
-               r"login(?<!\wlogin)[ \t]+\S{1,100}\s{1,20}password[ \t]+(?P<value>\S{1,200})", ahead=330,
-               accept=_judged("password")),
-    regex_rule("cli-login-password", "a saved password (command line)", ["login"],
-               r"login(?<!\wlogin)\b[^\n|;&]{0,200}?[ \t](?:-p|--password)(?:[ \t]+|=)" + _ANY, ahead=420,
-               accept=_judged("password")),
-    regex_rule("mysql-password", "a saved password (command line)", ["mysql", "mariadb"],
-               r"\b(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n|;&]{0,200}?[ \t]-p"
-               r"(?P<value>[^\s\"'|;&-][^\s\"'|;&]{2,200})",
-               ahead=420, accept=_judged("password")),
-    regex_rule("sshpass-password", "a saved password (command line)", ["sshpass"],
-               r"\bsshpass[ \t]+-p[ \t]*" + _ANY, ahead=220, accept=_judged("password")),
-    regex_rule("archive-password", "a saved password (command line)", ["zip ", "7z ", "7za ", "openssl "],
-               r"\b(?:(?:un)?zip\b[^\n|;&]{0,200}?[ \t]-P[ \t]+|7za?\b[^\n|;&]{0,200}?[ \t]-p"
-               r"|openssl\b[^\n|;&]{0,200}?[ \t](?:-k[ \t]+|-pass(?:in|out)?[ \t]+pass:))" + _ANY,
-               back=6, ahead=420, accept=_judged("password")),
-    regex_rule("redis-password", "a saved password (command line)", ["redis-cli"],
-               r"\bredis-cli\b[^\n|;&]{0,200}?[ \t]-a[ \t]+" + _ANY, ahead=420, accept=_judged("password")),
-    regex_rule("chpasswd-password", "a saved password (command line)", ["chpasswd"],
-               r"""echo[ \t]+["']?[\w.-]{1,32}:(?P<value>[^\s"':]{1,100})["']?[ \t]*\|[ \t]*(?:sudo[ \t]+)?chpasswd""",
-               back=160, ahead=10, accept=_judged("password")),
-    regex_rule("htpasswd-password", "a saved password (command line)", ["htpasswd"],
-               r"""\bhtpasswd[ \t]+-[a-zA-Z]*b[a-zA-Z]*(?:[ \t]+-\w+)*[ \t]+\S{1,200}[ \t]+\S{1,64}[ \t]+""" + _ANY,
-               ahead=500, accept=_judged("password")),
-    regex_rule("cli-user-password", "a saved password (command line)", ["-u", "--user", "--proxy-user"],
-               r"""(?<![\w-])(?:-u|-U|--user|--proxy-user)(?:[ \t]+|=|(?=["']))["']?[^\s:"'$]{1,100}:"""
-               r"""(?P<value>[^\s"'@]{1,200})""", ahead=320, accept=_judged("password")),
-    regex_rule("bearer-token", "a token (Authorization header)", ["bearer"],
-               r"(?i:bearer)[ \t]+(?P<value>[A-Za-z0-9._~+/\-]{16,2000}=*)", ahead=2030,
-               accept=lambda m: values.looks_like_token(m["value"], min_length=16)),
-    regex_rule("basic-auth-header", "a saved password (Basic authorization)", ["basic"],
-               r"(?i:basic)[ \t]+(?P<value>[A-Za-z0-9+/]{8,500}={0,2})(?![A-Za-z0-9+/=])", ahead=520,
-               accept=_basic_credentials),
-    regex_rule("authorization-header", "a token (Authorization header)", ["authorization"],
-               r"""(?i:authorization)["']?[ \t]*[:=][ \t]*["']?(?:[A-Za-z][A-Za-z0-9_-]{1,20}[ \t]+)?"""
-               r"""(?P<value>[A-Za-z0-9._~+/:=\-]{12,2000})""", ahead=2060,
-               accept=lambda m: values.looks_like_token(m["value"], min_length=12)),
-    regex_rule("credential-constructor", "a saved password (in code)",
-               ["networkcredential", "basicauth", "digestauth", "usernamepassword", "passwordauthentication",
-                "passwordcredential", "auth=(", "auth = (", ".login(", "credentials("],
-               r"""(?:NetworkCredential|HTTP(?:Basic|Digest)Auth|BasicAuth|UsernamePasswordCredentials?|"""
-               r"""PasswordAuthentication|PasswordCredential|UsernamePasswordAuthenticationToken|\.login|\bauth|"""
-               r"""Credentials)[ \t]*(?:=[ \t]*)?\([ \t]*(?:\([ \t]*)?(?:"[^"\n]{0,100}"|'[^'\n]{0,100}'|"""
-               r"""[\w.$\[\]"']{1,64})[ \t]*,[ \t]*""" + _QUOTED, back=40, ahead=420,
-               accept=_judged("password")),
-    regex_rule("powershell-securestring", "a saved password (PowerShell)", ["asplaintext"],
-               r"""ConvertTo-SecureString[ \t]+(?:-String[ \t]+)?""" + _QUOTED + r"""[ \t]+-AsPlainText""",
-               back=300, ahead=20, accept=_judged("password")),
-    regex_rule("named-secret-value", "a saved password or secret (name/value pair)", ["value"],
-               r"""(?i:name|key)["']?[ \t]*[:=][ \t]*["']?(?P<key>[\w.\-]{1,64})["']?[ \t]*,?[ \t]*(?:\r?\n[ \t]*)?"""
-               r"""(?:-[ \t]*)?["']?(?i:value)["']?[ \t]*[:=][ \t]*(?P<value>"[^"\n]{1,300}"|'[^'\n]{1,300}'|"""
-               r"""[^\s"'<>,}]{1,300})""", back=120, ahead=320, accept=_judged(),
-               anchor=r"""value["']?[ \t]*[:=]"""),  # Python's many "value"s cost one C-level check each
-    regex_rule("url-credentials", "a saved password (in a URL)", ["://"],
-               r"""://(?<=[A-Za-z0-9]://)(?P<user>[^\s:/@"'<>]{0,100}):(?P<value>[^\s/@"'<>]{1,200})@"""
-               r"""(?=[\w\[])""", ahead=310, accept=_url_credentials),
+    Rule(
+        "password-assignment",
+        "a saved password",
+        _KEYWORD_TRIGGERS,
+        _keyword_locator("password"),
+        anchor=KEYWORD_ANCHOR,
+    ),
+    Rule(
+        "secret-assignment",
+        "a secret (token, API key or credential)",
+        _KEYWORD_TRIGGERS,
+        _keyword_locator("secret"),
+        anchor=KEYWORD_ANCHOR,
+    ),
+    regex_rule(
+        "with-password",
+        "a saved password (prose)",
+        ["with ", "using ", "use "],
+        r"(?i:with|using|use)[ \t]+(?i:the[ \t]+)?(?i:password|passwd|pw|passphrase)[ \t]+(?P<value>\S{1,100})",
+        ahead=130,
+        accept=lambda m: values.looks_like_password(m["value"], strict=True),
+        anchor=r"(?:with|using|use)[ \t]+(?:the[ \t]+)?(?:password|passwd|pw|passphrase)[ \t]",
+    ),
+    regex_rule(
+        "dockerfile-env",
+        "a saved password or secret (Dockerfile ENV)",
+        ["env "],
+        r"(?m)^[ \t]*ENV[ \t]+(?P<key>[\w.\-]{1,64})[ \t]+(?P<value>[^\s\"'=][^\n]{0,200})",
+        back=20,
+        ahead=300,
+        accept=_judged(),
+    ),
+    regex_rule(
+        "netrc-password",
+        "a saved password (.netrc)",
+        ["login"],
+        r"login(?<!\wlogin)[ \t]+\S{1,100}\s{1,20}password[ \t]+(?P<value>\S{1,200})",
+        ahead=330,
+        accept=_judged("password"),
+    ),
+    regex_rule(
+        "cli-login-password",
+        "a saved password (command line)",
+        ["login"],
+        r"login(?<!\wlogin)\b[^\n|;&]{0,200}?[ \t](?:-p|--password)(?:[ \t]+|=)" + _ANY,
+        ahead=420,
+        accept=_judged("password"),
+    ),
+    regex_rule(
+        "mysql-password",
+        "a saved password (command line)",
+        ["mysql", "mariadb"],
+        r"\b(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n|;&]{0,200}?[ \t]-p"
+        r"(?P<value>[^\s\"'|;&-][^\s\"'|;&]{2,200})",
+        ahead=420,
+        accept=_judged("password"),
+    ),
+    regex_rule(
+        "sshpass-password",
+        "a saved password (command line)",
+        ["sshpass"],
+        r"\bsshpass[ \t]+-p[ \t]*" + _ANY,
+        ahead=220,
+        accept=_judged("password"),
+    ),
+    regex_rule(
+        "archive-password",
+        "a saved password (command line)",
+        ["zip ", "7z ", "7za ", "openssl "],
+        r"\b(?:(?:un)?zip\b[^\n|;&]{0,200}?[ \t]-P[ \t]+|7za?\b[^\n|;&]{0,200}?[ \t]-p"
+        r"|openssl\b[^\n|;&]{0,200}?[ \t](?:-k[ \t]+|-pass(?:in|out)?[ \t]+pass:))" + _ANY,
+        back=6,
+        ahead=420,
+        accept=_judged("password"),
+    ),
+    regex_rule(
+        "redis-password",
+        "a saved password (command line)",
+        ["redis-cli"],
+        r"\bredis-cli\b[^\n|;&]{0,200}?[ \t]-a[ \t]+" + _ANY,
+        ahead=420,
+        accept=_judged("password"),
+    ),
+    regex_rule(
+        "chpasswd-password",
+        "a saved password (command line)",
+        ["chpasswd"],
+        r"""echo[ \t]+["']?[\w.-]{1,32}:(?P<value>[^\s"':]{1,100})["']?[ \t]*\|[ \t]*(?:sudo[ \t]+)?chpasswd""",
+        back=160,
+        ahead=10,
+        accept=_judged("password"),
+    ),
+    regex_rule(
+        "htpasswd-password",
+        "a saved password (command line)",
+        ["htpasswd"],
+        r"""\bhtpasswd[ \t]+-[a-zA-Z]*b[a-zA-Z]*(?:[ \t]+-\w+)*[ \t]+\S{1,200}[ \t]+\S{1,64}[ \t]+""" + _ANY,
+        ahead=500,
+        accept=_judged("password"),
+    ),
+    regex_rule(
+        "cli-user-password",
+        "a saved password (command line)",
+        ["-u", "--user", "--proxy-user"],
+        r"""(?<![\w-])(?:-u|-U|--user|--proxy-user)(?:[ \t]+|=|(?=["']))["']?[^\s:"'$]{1,100}:"""
+        r"""(?P<value>[^\s"'@]{1,200})""",
+        ahead=320,
+        accept=_judged("password"),
+    ),
+    regex_rule(
+        "bearer-token",
+        "a token (Authorization header)",
+        ["bearer"],
+        r"(?i:bearer)[ \t]+(?P<value>[A-Za-z0-9._~+/\-]{16,2000}=*)",
+        ahead=2030,
+        accept=lambda m: values.looks_like_token(m["value"], min_length=16),
+    ),
+    regex_rule(
+        "basic-auth-header",
+        "a saved password (Basic authorization)",
+        ["basic"],
+        r"(?i:basic)[ \t]+(?P<value>[A-Za-z0-9+/]{8,500}={0,2})(?![A-Za-z0-9+/=])",
+        ahead=520,
+        accept=_basic_credentials,
+    ),
+    regex_rule(
+        "authorization-header",
+        "a token (Authorization header)",
+        ["authorization"],
+        r"""(?i:authorization)["']?[ \t]*[:=][ \t]*["']?(?:[A-Za-z][A-Za-z0-9_-]{1,20}[ \t]+)?"""
+        r"""(?P<value>[A-Za-z0-9._~+/:=\-]{12,2000})""",
+        ahead=2060,
+        accept=lambda m: values.looks_like_token(m["value"], min_length=12),
+    ),
+    regex_rule(
+        "credential-constructor",
+        "a saved password (in code)",
+        [
+            "networkcredential",
+            "basicauth",
+            "digestauth",
+            "usernamepassword",
+            "passwordauthentication",
+            "passwordcredential",
+            "auth=(",
+            "auth = (",
+            ".login(",
+            "credentials(",
+        ],
+        r"""(?:NetworkCredential|HTTP(?:Basic|Digest)Auth|BasicAuth|UsernamePasswordCredentials?|"""
+        r"""PasswordAuthentication|PasswordCredential|UsernamePasswordAuthenticationToken|\.login|\bauth|"""
+        r"""Credentials)[ \t]*(?:=[ \t]*)?\([ \t]*(?:\([ \t]*)?(?:"[^"\n]{0,100}"|'[^'\n]{0,100}'|"""
+        r"""[\w.$\[\]"']{1,64})[ \t]*,[ \t]*""" + _QUOTED,
+        back=40,
+        ahead=420,
+        accept=_judged("password"),
+    ),
+    regex_rule(
+        "powershell-securestring",
+        "a saved password (PowerShell)",
+        ["asplaintext"],
+        r"""ConvertTo-SecureString[ \t]+(?:-String[ \t]+)?""" + _QUOTED + r"""[ \t]+-AsPlainText""",
+        back=300,
+        ahead=20,
+        accept=_judged("password"),
+    ),
+    regex_rule(
+        "named-secret-value",
+        "a saved password or secret (name/value pair)",
+        ["value"],
+        r"""(?i:name|key)["']?[ \t]*[:=][ \t]*["']?(?P<key>[\w.\-]{1,64})["']?[ \t]*,?[ \t]*(?:\r?\n[ \t]*)?"""
+        r"""(?:-[ \t]*)?["']?(?i:value)["']?[ \t]*[:=][ \t]*(?P<value>"[^"\n]{1,300}"|'[^'\n]{1,300}'|"""
+        r"""[^\s"'<>,}]{1,300})""",
+        back=120,
+        ahead=320,
+        accept=_judged(),
+        anchor=r"""value["']?[ \t]*[:=]""",
+    ),  # Python's many "value"s cost one C-level check each
+    regex_rule(
+        "url-credentials",
+        "a saved password (in a URL)",
+        ["://"],
+        r"""://(?<=[A-Za-z0-9]://)(?P<user>[^\s:/@"'<>]{0,100}):(?P<value>[^\s/@"'<>]{1,200})@"""
+        r"""(?=[\w\[])""",
+        ahead=310,
+        accept=_url_credentials,
+    ),
 )

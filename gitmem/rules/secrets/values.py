@@ -21,28 +21,70 @@ def words(text: str) -> list[str]:
 
 
 # Values that name or stand for a secret rather than hold one (compared lower-cased, whole value).
-PLACEHOLDER_VALUES = frozenset(words("""
+PLACEHOLDER_VALUES = frozenset(
+    words("""
     password passwd pass pwd pw passphrase secret secrets token tokens key apikey api_key api-key
     credential credentials creds auth none null nil undefined empty true false yes no on off required
     optional hidden masked unset unknown default same n/a na tbd todo fixme test testing string str
     value username user login example sample dummy redacted placeholder changeme secret_key access_key
     private_key client_secret bearer basic token_here password_here
-"""))
+""")
+)
 
 # Words whose presence marks a template or documentation value (``your-api-key``, ``changeme123``).
-PLACEHOLDER_WORDS = ("changeme", "change_me", "change-me", "example", "sample", "dummy", "redacted",
-                     "placeholder", "your", "replace", "insert", "fixme", "todo", "fake", "xxx", "here")
+PLACEHOLDER_WORDS = (
+    "changeme",
+    "change_me",
+    "change-me",
+    "example",
+    "sample",
+    "dummy",
+    "redacted",
+    "placeholder",
+    "your",
+    "replace",
+    "insert",
+    "fixme",
+    "todo",
+    "fake",
+    "xxx",
+    "here",
+)
 _PLACEHOLDER_WORD = re.compile("|".join(map(re.escape, PLACEHOLDER_WORDS)))
 # Remove these from a value; what is left decides whether anything secret remains.
-_FILLER = re.compile("|".join(PLACEHOLDER_WORDS + ("test", "password", "passwd", "secret", "token", "apikey",
-                                                   "api", "key", "pass", "my", "the", "value", "user",
-                                                   "name", "access", "private", "client", "auth")),
-                     re.IGNORECASE)
+_FILLER = re.compile(
+    "|".join(
+        PLACEHOLDER_WORDS
+        + (
+            "test",
+            "password",
+            "passwd",
+            "secret",
+            "token",
+            "apikey",
+            "api",
+            "key",
+            "pass",
+            "my",
+            "the",
+            "value",
+            "user",
+            "name",
+            "access",
+            "private",
+            "client",
+            "auth",
+        )
+    ),
+    re.IGNORECASE,
+)
 
 # Templating and indirection: shell/compose ${X} and $(cmd), Jinja/Helm {{x}}, Python %(x)s and %s,
 # ERB <%= %>, Ruby #{x}, Windows %X%, a leading $NAME, and SQL bind variables.
-_TEMPLATE = re.compile(r"\$\{|\$\(|\{\{|\}\}|%\(\w*\)s|%s\b|<%|#\{|^%\w+%$|^\$[A-Za-z_]\w*$|^@\w+@$|^\{\w+\}$"
-                       r"|^:['\"]?[A-Za-z_]\w*['\"]?$")  # psql :'var', SQL :name
+_TEMPLATE = re.compile(
+    r"\$\{|\$\(|\{\{|\}\}|%\(\w*\)s|%s\b|<%|#\{|^%\w+%$|^\$[A-Za-z_]\w*$|^@\w+@$|^\{\w+\}$"
+    r"|^:['\"]?[A-Za-z_]\w*['\"]?$"
+)  # psql :'var', SQL :name
 _WRAPPED = re.compile(r"^(?:<[^<>]*>|\[[^\[\]]*\]|\{[^{}]*\}|\([^()]*\))$")
 _MASK = re.compile(r"\*{3}|•|…|\.\.\.|x{4}|X{4}|_{4}|#{4}")
 
@@ -53,9 +95,12 @@ _REFERENCE = re.compile(
     \$_(?:POST|GET|ENV|SERVER|REQUEST|COOKIE)|request\.|req\.|params\b|config\b|settings\b|self\.|this\.|
     ssm:|arn:aws|secretkeyref|valuefrom|!ref\b|!sub\b|op://|awssm:|vault:|file:|@microsoft\.keyvault|
     credstash|sops\b|kms:|\{\{\s*resolve|read_secret|get_secret|load_secret|fetch_secret|
-    !+\w+|ENC[(\[]|enc:|vault:v\d:)""")
-_PATH = re.compile(r"(?:^|[:=])(?:~|\.{1,2})?/[\w.-]+(?:/[\w.-]+)*$|^(?:[A-Za-z]:\\|\\\\)"
-                   r"|\.(?:pem|key|txt|json|env|crt|p12|pfx|jks|kdbx|gpg|age)$")
+    !+\w+|ENC[(\[]|enc:|vault:v\d:)"""
+)
+_PATH = re.compile(
+    r"(?:^|[:=])(?:~|\.{1,2})?/[\w.-]+(?:/[\w.-]+)*$|^(?:[A-Za-z]:\\|\\\\)"
+    r"|\.(?:pem|key|txt|json|env|crt|p12|pfx|jks|kdbx|gpg|age)$"
+)
 _URL = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)
 # Identifiers in code (a variable, an attribute, a call): ``password = user_password``.
 _EXPRESSION = re.compile(r"^[A-Za-z_$][\w$]*(?:(?:\.|::|->)[A-Za-z_$][\w$]*)*(?:\(.*\)?|\[.*\]?)?$")
@@ -64,8 +109,10 @@ _CONSTANT = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$")
 _CAMEL = re.compile(r"^[a-z]+(?:[A-Z][a-z]+)+$")
 _PASCAL = re.compile(r"^[A-Z][a-z]+(?:[A-Z][a-z]+)+$")  # a type: ``password: SecretStr``
 # Password hashes are what systems are meant to store: they are not credentials (see the module docs).
-_PASSWORD_HASH = re.compile(r"^(?:\$2[abxy]?\$\d\d\$|\$argon2|\$[1567]\$|\$apr1\$|\$scrypt\$|\{S?SHA\d*\}|"
-                            r"(?:pbkdf2_sha\d+|bcrypt_sha256|argon2|sha\d+)\$|md5[0-9a-f]{32}$|SCRAM-SHA-)")
+_PASSWORD_HASH = re.compile(
+    r"^(?:\$2[abxy]?\$\d\d\$|\$argon2|\$[1567]\$|\$apr1\$|\$scrypt\$|\{S?SHA\d*\}|"
+    r"(?:pbkdf2_sha\d+|bcrypt_sha256|argon2|sha\d+)\$|md5[0-9a-f]{32}$|SCRAM-SHA-)"
+)
 _WORDS = re.compile(r"[A-Za-z]+")
 # Compiled once: these run for every value judged.
 _SEPARATORS = re.compile(r"[\s\-_.:/]")
@@ -74,12 +121,14 @@ _CALL_PARTS = re.compile(r"[.(\[:]")
 _NAME_PARTS = re.compile(r"[-_.]")
 
 # Words that, opening an unquoted value, show that a sentence goes on rather than a password.
-STOPWORDS = frozenset(words("""
+STOPWORDS = frozenset(
+    words("""
     a an the is are was were be been being to of in on at for from with by via as and or not no every
     each all any some must should will can may might never always only see use using set stored kept
     managed saved rotated required needed provided changed reset expires expired our your their its this
     that these those it them we you they if when then than after before
-"""))
+""")
+)
 _PROSE_SUFFIXES = ("ed", "ing", "ly", "tion", "sion", "ment", "ness", "able", "ible", "ive", "ous")
 
 
@@ -111,9 +160,13 @@ def is_placeholder(value: str) -> bool:
 
 
 _RUN = 8
-_ASCENDING = re.compile("|".join(alphabet[i:i + _RUN] for alphabet in (string.digits, string.ascii_lowercase,
-                                                                        string.ascii_uppercase)
-                                 for i in range(len(alphabet) - _RUN + 1)))
+_ASCENDING = re.compile(
+    "|".join(
+        alphabet[i : i + _RUN]
+        for alphabet in (string.digits, string.ascii_lowercase, string.ascii_uppercase)
+        for i in range(len(alphabet) - _RUN + 1)
+    )
+)
 
 
 def ascending_run(value: str) -> bool:
@@ -129,8 +182,9 @@ def is_reference(value: str, quoted: bool) -> bool:
         return False
     if not _EXPRESSION.match(value) or any(_random_word(w) for w in _CALL_PARTS.split(value)):
         return False
-    return any(ch in value for ch in ".([:") or bool(_SNAKE.match(value) or _CONSTANT.match(value)
-                                                     or _CAMEL.match(value) or _PASCAL.match(value))
+    return any(ch in value for ch in ".([:") or bool(
+        _SNAKE.match(value) or _CONSTANT.match(value) or _CAMEL.match(value) or _PASCAL.match(value)
+    )
 
 
 def _random_word(word: str) -> bool:

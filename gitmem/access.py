@@ -30,13 +30,26 @@ def require_access(gm: Gitmem, principal: Principal, store_id: str, *, write: bo
     return access
 
 
-def visible_stores(gm: Gitmem, principal: Principal, *, include_archived: bool = False,
-                   created_gte: dt.datetime | None = None, created_lte: dt.datetime | None = None,
-                   limit: int = 20, page: str | None = None) -> Page[StoreInfo]:
+def visible_stores(
+    gm: Gitmem,
+    principal: Principal,
+    *,
+    include_archived: bool = False,
+    created_gte: dt.datetime | None = None,
+    created_lte: dt.datetime | None = None,
+    limit: int = 20,
+    page: str | None = None,
+) -> Page[StoreInfo]:
     """The stores the caller may see, newest first; a task sees only its own (at most nine) stores."""
     visible = visible_store_ids(gm, principal)
     if visible is not None:
         stores = [gm.get_store(principal.workspace_id, s) for s in sorted(visible)]
         return Page([s for s in stores if include_archived or s.archived_at is None], None)
-    return gm.list_stores(principal.workspace_id, include_archived=include_archived, created_gte=created_gte,
-                          created_lte=created_lte, limit=limit, page=page or None)
+    return gm.list_stores(
+        principal.workspace_id,
+        include_archived=include_archived,
+        created_gte=created_gte,
+        created_lte=created_lte,
+        limit=limit,
+        page=page or None,
+    )

@@ -1,7 +1,7 @@
 """What the MCP tools do, as small engine calls: the one adapter between the MCP server and the engine.
 
 Every function takes the caller (a :class:`~gitmem.engine.catalog.Principal`) and a store id and asks
-:mod:`gitmem.engine.access` exactly as the REST routes do, so MCP has the REST API's access rules: another
+:mod:`gitmem.access` exactly as the REST routes do, so MCP has the REST API's access rules: another
 workspace's store is not found, a read-only key only reads, a task sees only its own stores (and, when
 it names none, its worker's own store). Writes are versions attributed to ``principal.actor``.
 
@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from gitmem.access import require_access, store_access
 from gitmem.agents.memory_tool import MemoryToolHandler, ToolResult, resolve_memory_path
-from gitmem.agents.tasks import principal_task_id
-from gitmem.engine.access import require_access, store_access
-from gitmem.engine.catalog import Principal
+from gitmem.agents.review import Reviews
+from gitmem.engine.catalog import Principal, principal_task_id
 from gitmem.engine.diff import VersionDiff
 from gitmem.engine.home import Gitmem
-from gitmem.engine.review import Reviews
 from gitmem.engine.search import SearchHit
 from gitmem.engine.store import MAX_VERSIONS_PAGE, MemoryStore
 from gitmem.errors import InvalidRequest, NotFound
@@ -54,8 +53,16 @@ def memory_command(gm: Gitmem, principal: Principal, store_id: str | None, comma
     return MemoryToolHandler(store, principal.actor, read_only=read_only).execute(command)
 
 
-def history(gm: Gitmem, principal: Principal, store_id: str | None, *, memory_id: str | None = None,
-            path: str | None = None, limit: int = 20, page: str | None = None) -> Page[Version]:
+def history(
+    gm: Gitmem,
+    principal: Principal,
+    store_id: str | None,
+    *,
+    memory_id: str | None = None,
+    path: str | None = None,
+    limit: int = 20,
+    page: str | None = None,
+) -> Page[Version]:
     """A note's versions, newest first, by id or by its current memory-tool path (``/memories/...``)."""
     store = open_store(gm, principal, store_id, write=False)
     if not memory_id:
@@ -69,20 +76,34 @@ def history(gm: Gitmem, principal: Principal, store_id: str | None, *, memory_id
     return store.versions(memory_id=memory_id, limit=min(limit, MAX_VERSIONS_PAGE), page=page or None)
 
 
-def search(gm: Gitmem, principal: Principal, store_id: str | None, query: str, *,
-           path_prefix: str | None = None, limit: int = 20, page: str | None = None) -> Page[SearchHit]:
+def search(
+    gm: Gitmem,
+    principal: Principal,
+    store_id: str | None,
+    query: str,
+    *,
+    path_prefix: str | None = None,
+    limit: int = 20,
+    page: str | None = None,
+) -> Page[SearchHit]:
     store = open_store(gm, principal, store_id, write=False)
     return store.search(query, path_prefix=path_prefix, limit=limit, page=page)
 
 
-def diff(gm: Gitmem, principal: Principal, store_id: str | None, version_id: str,
-         against: str | None = None) -> VersionDiff:
+def diff(
+    gm: Gitmem, principal: Principal, store_id: str | None, version_id: str, against: str | None = None
+) -> VersionDiff:
     store = open_store(gm, principal, store_id, write=False)
     return store.diff(version_id, against=against)
 
 
-def restore(gm: Gitmem, principal: Principal, store_id: str | None, memory_id: str, version_id: str,
-            expected_sha256: str | None = None) -> Note:
+def restore(
+    gm: Gitmem,
+    principal: Principal,
+    store_id: str | None,
+    memory_id: str,
+    version_id: str,
+    expected_sha256: str | None = None,
+) -> Note:
     store = open_store(gm, principal, store_id, write=True)
     return store.restore(memory_id, version_id, actor=principal.actor, expected_sha256=expected_sha256)
-

@@ -1,10 +1,10 @@
-"""Key rotation: a new data key, and the whole history re-encrypted under it (DESIGN sections 7 and 10).
+"""Key rotation: a new data key, and the whole history re-encrypted under it (docs/architecture.md).
 
 :func:`rotate_store_key` is ``gitmem keys rotate STORE_ID``:
 
 1. ``keyring.rotate(store)`` adds a new generation (the old ones still decrypt, so nothing is unreadable
    while the rotation runs);
-2. :func:`reencrypt_history` runs the history-rewriting mechanism (:func:`gitmem.git.rewrite.rewrite_history`)
+2. :func:`reencrypt_history` runs the history-rewriting mechanism (:func:`gitmem.engine.rewrite.rewrite_history`)
    with a plan that keeps every version and gives it its blob decoded with the old keys and encoded
    with the new one for its path (AES-SIV, associated data = store id and path); ids, authors, times and
    trailers are kept, versions that land meanwhile are re-encrypted too, and what only the old history
@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gitmem.crypto.keys import ContentCodec, KeyMissing, SivCodec, parse_header
+from gitmem.engine.rewrite import Entry, RewriteReport, rewrite_history
 from gitmem.errors import GitmemError, InvalidRequest
 from gitmem.git import repository
-from gitmem.git.rewrite import Entry, RewriteReport, rewrite_history
 from gitmem.rules.paths import git_path
 
 if TYPE_CHECKING:
@@ -102,8 +102,12 @@ def blob_key_ids(repo_path: Path) -> dict[str, int]:
     counts: dict[str, int] = {}
     if not blobs:
         return counts
-    proc = subprocess.run(["git", "-C", str(repo_path), "cat-file", "--batch"], input="\n".join(blobs).encode() + b"\n",
-                          capture_output=True, check=True)
+    proc = subprocess.run(
+        ["git", "-C", str(repo_path), "cat-file", "--batch"],
+        input="\n".join(blobs).encode() + b"\n",
+        capture_output=True,
+        check=True,
+    )
     out, pos = proc.stdout, 0
     while pos < len(out):
         end = out.index(b"\n", pos)
@@ -145,14 +149,24 @@ def rotate_store_key(gm: Gitmem, store_id: str) -> RotationReport:
             break
         log.info("%s: %s blobs not under the new key after a pass; another pass", store_id, stale)
     else:
-        raise RotationFailed("blobs not under the new key remain after the rewrite; the old keys are kept",
-                             store_id=store_id, remaining=stale)
+        raise RotationFailed(
+            "blobs not under the new key remain after the rewrite; the old keys are kept",
+            store_id=store_id,
+            remaining=stale,
+        )
     ring.retire(store_id, keep=[new_key.key_id])
     gm._forget(store_id)
     log.info("rotated the key of %s: %s -> %s", store_id, ",".join(k.key_id for k in old_keys), new_key.key_id)
-    return RotationReport(store_id, tuple(k.key_id for k in old_keys), new_key.key_id,
-                          reports[0].versions_before, sum(len(r.blobs_purged) for r in reports),
-                          reports[0].old_tip, reports[-1].new_tip)
+    return RotationReport(
+        store_id,
+        tuple(k.key_id for k in old_keys),
+        new_key.key_id,
+        reports[0].versions_before,
+        sum(len(r.blobs_purged) for r in reports),
+        reports[0].old_tip,
+        reports[-1].new_tip,
+    )
+
 
 __all__ = ["RotationFailed", "RotationReport", "blob_key_ids", "reencrypt_history", "reencryption", "rotate_store_key"]
 
@@ -181,8 +195,10 @@ def rewrap_master_key(gm: Gitmem, new_key_text: str | None = None) -> RewrapRepo
     home_file = gm.home / MASTER_KEY_FILENAME
     in_home = settings.MASTER_KEY is None and settings.MASTER_KEY_FILE is None
     if new_key_text is None and not in_home:
-        raise InvalidRequest("the master key comes from $GITMEM_MASTER_KEY or $GITMEM_MASTER_KEY_FILE: give the"
-                             " new one (--new-key-file) and point that setting at it afterwards")
+        raise InvalidRequest(
+            "the master key comes from $GITMEM_MASTER_KEY or $GITMEM_MASTER_KEY_FILE: give the"
+            " new one (--new-key-file) and point that setting at it afterwards"
+        )
     keyring = gm.keyring
     old_id = keyring.master.key_id
     if new_key_text is None:

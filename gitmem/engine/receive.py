@@ -1,6 +1,6 @@
-"""The push hooks' engine: what ``hooks/pre-receive`` and ``hooks/post-receive`` run (DESIGN section 8).
+"""The push hooks' engine: what ``hooks/pre-receive`` and ``hooks/post-receive`` run (docs/architecture.md).
 
-``python -m gitmem.git.receive pre-receive|post-receive`` inside ``git receive-pack``, with ``<old> <new>
+``python -m gitmem.engine.receive pre-receive|post-receive`` inside ``git receive-pack``, with ``<old> <new>
 <ref>`` lines on standard input and the pusher in the environment the server gives ``git http-backend``:
 
 ==================  ==============================================================================
@@ -89,8 +89,9 @@ class PushEnv:
         git_dir = git_dir.resolve()
         store_id = env.get("GITMEM_STORE_ID") or git_dir.name.removesuffix(".git")
         home = Path(env["GITMEM_HOME"]) if env.get("GITMEM_HOME") else git_dir.parent.parent
-        return cls(git_dir, env.get("GITMEM_USER_ID", ""), env.get("GITMEM_ACCESS", "").replace("-", "_"),
-                   store_id, home)
+        return cls(
+            git_dir, env.get("GITMEM_USER_ID", ""), env.get("GITMEM_ACCESS", "").replace("-", "_"), store_id, home
+        )
 
 
 def _now_text(when: dt.datetime) -> str:
@@ -187,8 +188,16 @@ class NoteState:
 class PushCheck:
     """Apply section 5 to every commit of one push of ``refs/heads/main``."""
 
-    def __init__(self, repo: pygit2.Repository, info: StoreInfo, policy: StorePolicy, user_id: str,
-                 decode: pushes.Decode | None, now: dt.datetime, user_name: str = "") -> None:
+    def __init__(
+        self,
+        repo: pygit2.Repository,
+        info: StoreInfo,
+        policy: StorePolicy,
+        user_id: str,
+        decode: pushes.Decode | None,
+        now: dt.datetime,
+        user_name: str = "",
+    ) -> None:
         self.repo = repo
         self.info = info
         self.policy = policy
@@ -206,8 +215,11 @@ class PushCheck:
         commits = list(walker)
         merges = [c for c in commits if len(c.parent_ids) > 1]
         if merges:
-            verdict.refuse(merges[0], None, "merge commits are refused: a store's history is a single line"
-                           " (rebase instead of merging)")
+            verdict.refuse(
+                merges[0],
+                None,
+                "merge commits are refused: a store's history is a single line (rebase instead of merging)",
+            )
             return verdict
         expected_parent = None if old == ZERO else old
         for step, commit in enumerate(commits):
@@ -226,8 +238,12 @@ class PushCheck:
         verdict = self.verdict
         before = len(verdict.reasons)
         if parse_message(commit.message):
-            verdict.refuse(commit, None, "the message carries gitmem's version trailers (Memory-Id, ...); only"
-                           " gitmem writes those: reword the commit")
+            verdict.refuse(
+                commit,
+                None,
+                "the message carries gitmem's version trailers (Memory-Id, ...); only"
+                " gitmem writes those: reword the commit",
+            )
         for role, sig in (("author", commit.author), ("committer", commit.committer)):
             self._check_identity(commit, role, sig)
         parent_tree = self.repo[commit.parent_ids[0]].tree if commit.parent_ids else None
@@ -249,17 +265,24 @@ class PushCheck:
                 continue
             clash = notes.collision(version.path)  # type: ignore[arg-type]
             if clash is not None:
-                verdict.refuse(commit, version.path, f"a note may not sit at, above or below another note's"
-                               f" path; it collides with {clash}")
+                verdict.refuse(
+                    commit,
+                    version.path,
+                    f"a note may not sit at, above or below another note's path; it collides with {clash}",
+                )
             twin = notes.case_twin(version.path)  # type: ignore[arg-type]
             if twin is not None:
-                verdict.refuse(commit, version.path, f"it differs only in case from {twin}; on a"
-                               " case-insensitive file system they would be one file")
+                verdict.refuse(
+                    commit,
+                    version.path,
+                    f"it differs only in case from {twin}; on a case-insensitive file system they would be one file",
+                )
         try:
             self.policy.check_counts(len(notes.by_path), notes.total)
         except GitmemError as exc:
-            verdict.refuse(commit, None, f"{exc.message} (after this commit: {len(notes.by_path)} notes,"
-                           f" {notes.total} bytes)")
+            verdict.refuse(
+                commit, None, f"{exc.message} (after this commit: {len(notes.by_path)} notes, {notes.total} bytes)"
+            )
         record["versions"] = [pushes.version_json(v) for v in versions]
         verdict.records[str(commit.id)] = record
         verdict.commits.append(str(commit.id))
@@ -269,13 +292,18 @@ class PushCheck:
         true audit: nobody can push a commit that says someone else (or gitmem) wrote it."""
         name, email = self.pusher
         if sig.name != name or (sig.email or "").lower() != email.lower():
-            self.verdict.refuse(commit, None, f"the {role} {sig.name} <{sig.email}> is not you, the pusher;"
-                                f" commit as {name} <{email}> (git config user.name {shlex.quote(name)};"
-                                f" git config user.email {email}; then git commit --amend --reset-author,"
-                                " or git rebase -r --exec 'git commit --amend --no-edit --reset-author')")
+            self.verdict.refuse(
+                commit,
+                None,
+                f"the {role} {sig.name} <{sig.email}> is not you, the pusher;"
+                f" commit as {name} <{email}> (git config user.name {shlex.quote(name)};"
+                f" git config user.email {email}; then git commit --amend --reset-author,"
+                " or git rebase -r --exec 'git commit --amend --no-edit --reset-author')",
+            )
 
-    def _changed_blobs(self, commit: pygit2.Commit, tree: pygit2.Tree, old: pygit2.Tree | None,
-                       prefix: str) -> Iterator[tuple[str, pygit2.Object]]:
+    def _changed_blobs(
+        self, commit: pygit2.Commit, tree: pygit2.Tree, old: pygit2.Tree | None, prefix: str
+    ) -> Iterator[tuple[str, pygit2.Object]]:
         """Entries of ``tree`` that are new or changed against ``old`` (recursing into changed folders),
         refusing what is not a plain file or folder and names used twice in one folder."""
         old_entries: dict[bytes, pygit2.Object] = {}
@@ -290,14 +318,18 @@ class PushCheck:
             try:
                 name = raw.decode("utf-8")
             except UnicodeDecodeError:
-                self.verdict.refuse(commit, paths.api_path(prefix + raw.decode("utf-8", "replace")),
-                                    "the name is not valid UTF-8")
+                self.verdict.refuse(
+                    commit, paths.api_path(prefix + raw.decode("utf-8", "replace")), "the name is not valid UTF-8"
+                )
                 continue
             tree_path = prefix + name
             api = paths.api_path(tree_path)
             if raw in seen:
-                self.verdict.refuse(commit, api, "two entries share this name: a note may not sit at, above or"
-                                    " below another note's path")
+                self.verdict.refuse(
+                    commit,
+                    api,
+                    "two entries share this name: a note may not sit at, above or below another note's path",
+                )
                 continue
             seen.add(raw)
             before = old_entries.get(raw)
@@ -305,10 +337,14 @@ class PushCheck:
                 continue
             mode = entry.filemode
             if mode == MODE_TREE:
-                old_sub = (repository.tree_at(self.repo, before.id)
-                           if before is not None and before.filemode == MODE_TREE else None)
-                yield from self._changed_blobs(commit, repository.tree_at(self.repo, entry.id), old_sub,
-                                               tree_path + "/")
+                old_sub = (
+                    repository.tree_at(self.repo, before.id)
+                    if before is not None and before.filemode == MODE_TREE
+                    else None
+                )
+                yield from self._changed_blobs(
+                    commit, repository.tree_at(self.repo, entry.id), old_sub, tree_path + "/"
+                )
             elif mode == MODE_BLOB:
                 yield tree_path, entry
             elif mode == MODE_EXECUTABLE:
@@ -325,19 +361,22 @@ class PushCheck:
         try:
             self._check_path(api)
             if self.info.archived_at is not None:
-                raise GitmemError(f"memory store {self.info.id} is archived; its notes can be read and deleted,"
-                                  " not created or changed")
+                raise GitmemError(
+                    f"memory store {self.info.id} is archived; its notes can be read and deleted,"
+                    " not created or changed"
+                )
             blob = repository.blob_at(self.repo, entry.id)
             if blob.size > self.policy.max_content_bytes * 2 + 4096:  # plainly too large; don't decode it
-                raise GitmemError(f"the note is {blob.size} bytes; at most {self.policy.max_content_bytes}"
-                                  " are allowed")
+                raise GitmemError(f"the note is {blob.size} bytes; at most {self.policy.max_content_bytes} are allowed")
             data = blob.data
             if self.decode is not None:
                 try:
                     data = self.decode(api, data)
                 except GitmemError as exc:
-                    raise GitmemError(f"the content is not encrypted with this store's key ({exc.message});"
-                                      " push from a clone set up with the key") from None
+                    raise GitmemError(
+                        f"the content is not encrypted with this store's key ({exc.message});"
+                        " push from a clone set up with the key"
+                    ) from None
             try:
                 text = data.decode("utf-8")
             except UnicodeDecodeError as exc:
@@ -386,13 +425,16 @@ def _store_and_policy(push: PushEnv) -> tuple[Catalog, StoreInfo, StorePolicy, p
         try:
             decode = Gitmem.open(push.home).codec_for(info).decode
         except GitmemError as exc:
-            raise Refused(f"memory store {info.id} is encrypted and its key cannot be loaded here"
-                          f" ({exc.message}); write to it through the API") from None
+            raise Refused(
+                f"memory store {info.id} is encrypted and its key cannot be loaded here"
+                f" ({exc.message}); write to it through the API"
+            ) from None
     return catalog, info, policy, decode, user.name
 
 
-def pre_receive(lines: list[str], env: Mapping[str, str], git_dir: Path, *,
-                clock: Callable[[], dt.datetime] | None = None) -> list[str]:
+def pre_receive(
+    lines: list[str], env: Mapping[str, str], git_dir: Path, *, clock: Callable[[], dt.datetime] | None = None
+) -> list[str]:
     """Check a push; return the refusals (empty: accepted, and the push's record is spooled)."""
     push = PushEnv.from_env(env, git_dir)
     updates = [line.split() for line in lines if line.strip()]
@@ -400,8 +442,7 @@ def pre_receive(lines: list[str], env: Mapping[str, str], git_dir: Path, *,
         if push.access != "read_write":
             raise Refused("this credential may read this memory store but not push to it")
         if not ids.has_prefix(push.user_id, ids.USER):
-            raise Refused("pushes are attributed to a gitmem user (GITMEM_USER_ID); push through the gitmem"
-                          " server")
+            raise Refused("pushes are attributed to a gitmem user (GITMEM_USER_ID); push through the gitmem server")
         catalog, info, policy, decode, user_name = _store_and_policy(push)
         if len(updates) != 1 or any(len(u) != 3 for u in updates):
             bad = [u[2] for u in updates if len(u) == 3 and u[2] != repository.MAIN]
@@ -416,8 +457,10 @@ def pre_receive(lines: list[str], env: Mapping[str, str], git_dir: Path, *,
         if (str(tip) if tip else ZERO) != old:
             raise Refused("main moved while you pushed; fetch, rebase and push again")
         if old != ZERO and not repo.descendant_of(new, old):
-            raise Refused("non-fast-forward pushes are refused: history cannot be rewritten by a push;"
-                          " fetch, rebase and push again")
+            raise Refused(
+                "non-fast-forward pushes are refused: history cannot be rewritten by a push;"
+                " fetch, rebase and push again"
+            )
         index = StoreIndex(repo)
         try:
             indexed = index.catch_up()
@@ -440,9 +483,16 @@ def write_spool(repo: pygit2.Repository, push: PushEnv, old: str, new: str, verd
     folder = pushes.spool_dir(repo)
     folder.mkdir(parents=True, exist_ok=True)
     spool = folder / f"{new}.json"
-    data = {"store_id": push.store_id, "user_id": push.user_id, "ref": repository.MAIN, "old": old, "new": new,
-            "created_at": next(iter(verdict.records.values()))["created_at"] if verdict.records else None,
-            "commits": verdict.commits, "records": verdict.records}
+    data = {
+        "store_id": push.store_id,
+        "user_id": push.user_id,
+        "ref": repository.MAIN,
+        "old": old,
+        "new": new,
+        "created_at": next(iter(verdict.records.values()))["created_at"] if verdict.records else None,
+        "commits": verdict.commits,
+        "records": verdict.records,
+    }
     tmp = spool.with_suffix(f".tmp{os.getpid()}")
     with open(tmp, "w") as handle:
         json.dump(data, handle, sort_keys=True)
@@ -562,10 +612,9 @@ def _report_to_webhooks(env: Mapping[str, str]) -> None:
 
 def main(argv: list[str], stdin: TextIO = sys.stdin, stderr: TextIO = sys.stderr) -> int:
     if len(argv) != 1 or argv[0] not in ("pre-receive", "post-receive"):
-        print("usage: python -m gitmem.git.receive pre-receive|post-receive", file=stderr)
+        print("usage: python -m gitmem.engine.receive pre-receive|post-receive", file=stderr)
         return 2
-    logging.basicConfig(level=logging.WARNING, format="gitmem: %(levelname)s %(name)s: %(message)s",
-                        stream=stderr)
+    logging.basicConfig(level=logging.WARNING, format="gitmem: %(levelname)s %(name)s: %(message)s", stream=stderr)
     lines = stdin.read().splitlines()
     try:
         repository.set_fsync(fsync_setting())
@@ -581,8 +630,11 @@ def main(argv: list[str], stdin: TextIO = sys.stdin, stderr: TextIO = sys.stderr
         for reason in reasons[:MAX_REASONS]:
             print(f"gitmem: refused: {reason}", file=stderr)
         if reasons:
-            fix = "; fix those commits (git rebase -i) and push again" if any(
-                _COMMIT_REASON.match(r) for r in reasons) else ""
+            fix = (
+                "; fix those commits (git rebase -i) and push again"
+                if any(_COMMIT_REASON.match(r) for r in reasons)
+                else ""
+            )
             print(f"gitmem: the store is unchanged{fix}", file=stderr)
         return 1 if reasons else 0
     for warning in post_receive(lines, os.environ, git_dir):

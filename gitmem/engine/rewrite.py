@@ -1,4 +1,4 @@
-"""History rewriting: the one mechanism behind retention, redaction and purge (DESIGN section 7).
+"""History rewriting: the one mechanism behind retention, redaction and purge (docs/architecture.md).
 
 ``main``'s versions are replayed in order onto a new root, one commit per version, keeping some,
 dropping or blanking others. Every record is re-emitted with :func:`format_message`, so ids, authors
@@ -146,14 +146,33 @@ def _raw_signature(name: bytes, email: bytes, date: bytes) -> Signature:
     return (name.decode(*_TEXT), email.decode(*_TEXT), int(seconds), -offset if zone[:1] == "-" else offset)
 
 
-def _log_commits(repo_path: Path, revisions: str) -> Iterator[tuple[str, Signature, Signature, str,
-                                                                   dict[str, tuple[int, str, str]]]]:
+def _log_commits(
+    repo_path: Path, revisions: str
+) -> Iterator[tuple[str, Signature, Signature, str, dict[str, tuple[int, str, str]]]]:
     """``main``'s commits, first parent first, each with what it changed, streamed from one
     ``git log --raw -z`` (Git walks and diffs; nothing but the current commit is held in memory):
     (commit, author, committer, message, {tree path: (mode, blob, status)})."""
-    args = ["git", "-C", str(repo_path), *_NO_HOOKS, "-c", "i18n.logOutputEncoding=UTF-8", "log", "--first-parent",
-            "--reverse", "--root", "--no-renames", "--raw", "--no-abbrev", "-z", "--no-show-signature",
-            "--date=raw", f"--format={_LOG_FORMAT}", revisions, "--"]
+    args = [
+        "git",
+        "-C",
+        str(repo_path),
+        *_NO_HOOKS,
+        "-c",
+        "i18n.logOutputEncoding=UTF-8",
+        "log",
+        "--first-parent",
+        "--reverse",
+        "--root",
+        "--no-renames",
+        "--raw",
+        "--no-abbrev",
+        "-z",
+        "--no-show-signature",
+        "--date=raw",
+        f"--format={_LOG_FORMAT}",
+        revisions,
+        "--",
+    ]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, pass_fds=_held_fds())
     assert proc.stdout is not None
     current: list[bytes] | None = None
@@ -163,8 +182,7 @@ def _log_commits(repo_path: Path, revisions: str) -> Iterator[tuple[str, Signatu
     def finish() -> tuple[str, Signature, Signature, str, dict[str, tuple[int, str, str]]]:
         assert current is not None
         commit, an, ae, ad, cn, ce, cd, body = current
-        return (commit.decode(), _raw_signature(an, ae, ad), _raw_signature(cn, ce, cd), body.decode(*_TEXT),
-                changes)
+        return (commit.decode(), _raw_signature(an, ae, ad), _raw_signature(cn, ce, cd), body.decode(*_TEXT), changes)
 
     rest = b""
     try:
@@ -223,8 +241,14 @@ class _History:
     def live(self) -> frozenset[str]:
         return frozenset(self.where)
 
-    def _entries(self, commit_id: str, author: Signature, committer: Signature, message: str,
-                 changes: dict[str, tuple[int, str, str]]) -> list[Entry]:
+    def _entries(
+        self,
+        commit_id: str,
+        author: Signature,
+        committer: Signature,
+        message: str,
+        changes: dict[str, tuple[int, str, str]],
+    ) -> list[Entry]:
         records = parse_message(message)
         pushed = not records
         if pushed:
@@ -367,16 +391,21 @@ class _Emitter:
         self.blobs.add(entry.blob)
         return out
 
-    def _stream(self, out: IO[bytes], entries: Sequence[Entry], parent: str | None,
-                progress: Progress | None) -> None:
+    def _stream(self, out: IO[bytes], entries: Sequence[Entry], parent: str | None, progress: Progress | None) -> None:
         ref = REWRITE_REF.encode()
         if not entries:  # every version went: the history is one empty root commit
-            out.write(b"commit %s\nauthor gitmem <gitmem@localhost> 0 +0000\n"
-                      b"committer gitmem <gitmem@localhost> 0 +0000\ndata 17\nhistory is empty\n\n" % ref)
+            out.write(
+                b"commit %s\nauthor gitmem <gitmem@localhost> 0 +0000\n"
+                b"committer gitmem <gitmem@localhost> 0 +0000\ndata 17\nhistory is empty\n\n" % ref
+            )
         for done, entry in enumerate(entries, 1):
             message = format_message([entry.record]).encode()
-            head = [b"commit " + ref, b"author " + _signature(entry.author),
-                    b"committer " + _signature(entry.committer), b"data %d" % len(message)]
+            head = [
+                b"commit " + ref,
+                b"author " + _signature(entry.author),
+                b"committer " + _signature(entry.committer),
+                b"data %d" % len(message),
+            ]
             out.write(b"\n".join(head) + b"\n" + message + b"\n")
             if parent is not None and done == 1:
                 out.write(b"from " + parent.encode() + b"\n")
@@ -396,9 +425,13 @@ class _Emitter:
         if not repository.fsync_enabled():
             args += ["-c", "core.fsync=none"]
         with tempfile.TemporaryFile() as errors:
-            proc = subprocess.Popen([*args, "fast-import", "--quiet", "--done", "--force"],
-                                    stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=errors,
-                                    pass_fds=_held_fds())
+            proc = subprocess.Popen(
+                [*args, "fast-import", "--quiet", "--done", "--force"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=errors,
+                pass_fds=_held_fds(),
+            )
             assert proc.stdin is not None
             try:
                 self._stream(proc.stdin, entries, parent, progress)
@@ -478,8 +511,13 @@ def _writer_lock(repo_path: Path) -> contextlib.AbstractContextManager[None]:
 
 
 def _git(repo_path: Path, *args: str, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(["git", "-C", str(repo_path), *_NO_HOOKS, *args], input=input, capture_output=True,
-                          check=False, pass_fds=_held_fds())
+    return subprocess.run(
+        ["git", "-C", str(repo_path), *_NO_HOOKS, *args],
+        input=input,
+        capture_output=True,
+        check=False,
+        pass_fds=_held_fds(),
+    )
 
 
 def _checkpoint(name: str) -> None:
@@ -547,8 +585,7 @@ def _prune_notes(repo_path: Path, on_main: set[str]) -> None:
     ref = repo.references.get(NOTES_REF)
     if ref is None:
         return
-    notes = [(str(n.annotated_id), n.id)
-             for n in repo.notes(NOTES_REF)]  # type: ignore[call-arg]  # the stub lacks notes(ref)
+    notes = [(str(n.annotated_id), n.id) for n in repo.notes(NOTES_REF)]  # type: ignore[call-arg]  # the stub lacks notes(ref)
     kept = [(commit, blob) for commit, blob in notes if commit in on_main]
     old_notes_commit = repository.commit_at(repo, ref.target)
     if len(kept) == len(notes) and not old_notes_commit.parent_ids:
@@ -560,8 +597,9 @@ def _prune_notes(repo_path: Path, on_main: set[str]) -> None:
     for commit, blob in kept:
         builder.insert(commit, blob, pygit2.enums.FileMode.BLOB)
     sig = pygit2.Signature("gitmem", "gitmem@localhost", int(time.time()), 0)
-    new = repository.commit(repo, tree=builder.write(), parent=None, author=sig,
-                            message="Notes of rewritten commits are trailers now\n")
+    new = repository.commit(
+        repo, tree=builder.write(), parent=None, author=sig, message="Notes of rewritten commits are trailers now\n"
+    )
     if not repository.compare_and_swap(repo, repository.direct_target(ref), new, ref=NOTES_REF):
         log.warning("refs/notes/gitmem moved while it was being pruned; the next purge retries")
 
@@ -616,8 +654,10 @@ def _wait_for_pushes(repo_path: Path) -> None:
 def _remove_superseded_packs(repo_path: Path) -> None:
     pack_dir = repo_path / "objects" / "pack"
     for path in pack_dir.glob("pack-*"):
-        if path.suffix in (".idx", ".rev", ".bitmap", ".mtimes", ".promisor") and \
-                not path.with_suffix(".pack").exists():
+        if (
+            path.suffix in (".idx", ".rev", ".bitmap", ".mtimes", ".promisor")
+            and not path.with_suffix(".pack").exists()
+        ):
             with contextlib.suppress(OSError):
                 path.unlink()
     kept = [p.name for p in pack_dir.glob("pack-*.keep")]
@@ -665,8 +705,12 @@ def _verify(repo_path: Path, candidates: set[str], report: RewriteReport) -> Non
         report.blobs_unpurged += sorted(readable - still_used)
     report.blobs_purged += sorted(candidates - readable)
     if report.blobs_unpurged:
-        log.error("%s: %d dropped blobs can still be read: %s", repo_path.name, len(report.blobs_unpurged),
-                  report.blobs_unpurged[:10])
+        log.error(
+            "%s: %d dropped blobs can still be read: %s",
+            repo_path.name,
+            len(report.blobs_unpurged),
+            report.blobs_unpurged[:10],
+        )
 
 
 def _scrub_index(store: MemoryStore) -> None:
@@ -737,8 +781,15 @@ def _timed(report: RewriteReport, step: str) -> Iterator[None]:
     report.timings[step] = time.monotonic() - clock
 
 
-def rewrite_history(store: MemoryStore, plan: Plan, *, dry_run: bool = False, progress: Progress | None = None,
-                    lock_timeout: float = 60.0, landed: Callable[[Entry], Entry] | None = None) -> RewriteReport:
+def rewrite_history(
+    store: MemoryStore,
+    plan: Plan,
+    *,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+    lock_timeout: float = 60.0,
+    landed: Callable[[Entry], Entry] | None = None,
+) -> RewriteReport:
     """Replay ``main`` through ``plan``, swap it in, and purge what the old history alone held.
 
     Versions that land while the rewrite runs are replayed on top as they are, or through ``landed``
@@ -793,15 +844,22 @@ def _snapshot_and_plan(repo: pygit2.Repository, plan: Plan, report: RewriteRepor
     report.redacted = [e.record.version_id for e, d in pairs if d is not None and d.redacted and not e.redacted]
     report.changed = any(d is not e for e, d in pairs)
     return _Planned(
-        snapshot, history, [d for d in decided if d is not None],
+        snapshot,
+        history,
+        [d for d in decided if d is not None],
         kept_blobs={d.blob for d in decided if d is not None and d.blob is not None and d.changes_state},
         gone={e.blob for e, d in pairs if e.blob is not None and (d is None or d.blob != e.blob)},
-        blob_map={e.blob: d.blob for e, d in pairs
-                  if e.blob is not None and d is not None and d.blob is not None and d.blob != e.blob})
+        blob_map={
+            e.blob: d.blob
+            for e, d in pairs
+            if e.blob is not None and d is not None and d.blob is not None and d.blob != e.blob
+        },
+    )
 
 
-def _rebuild(repo_path: Path, repo: pygit2.Repository, planned: _Planned,
-             progress: Progress | None) -> tuple[_Emitter, str]:
+def _rebuild(
+    repo_path: Path, repo: pygit2.Repository, planned: _Planned, progress: Progress | None
+) -> tuple[_Emitter, str]:
     """Write the new history with ``git fast-import`` (no lock held) and check it ends with the same notes."""
     assert planned.snapshot is not None
     emitter = _Emitter(repo_path)
@@ -811,8 +869,15 @@ def _rebuild(repo_path: Path, repo: pygit2.Repository, planned: _Planned,
     return emitter, new_tip
 
 
-def _swap_and_purge(store: MemoryStore, repo: pygit2.Repository, planned: _Planned, emitter: _Emitter,
-                    new_tip: str, landed: Callable[[Entry], Entry] | None, report: RewriteReport) -> None:
+def _swap_and_purge(
+    store: MemoryStore,
+    repo: pygit2.Repository,
+    planned: _Planned,
+    emitter: _Emitter,
+    new_tip: str,
+    landed: Callable[[Entry], Entry] | None,
+    report: RewriteReport,
+) -> None:
     """Under the writer lock: replay what landed since the snapshot, mark what to purge, swap ``main``, purge."""
     repo_path = store.path
     clock = time.monotonic()
@@ -841,9 +906,16 @@ def _swap_and_purge(store: MemoryStore, repo: pygit2.Repository, planned: _Plann
     report.timings["purge"] = time.monotonic() - clock
 
 
-def _replay_landed(repo: pygit2.Repository, planned: _Planned, emitter: _Emitter, base: pygit2.Oid,
-                   current: pygit2.Oid, new_tip: str, landed: Callable[[Entry], Entry] | None,
-                   report: RewriteReport) -> str:
+def _replay_landed(
+    repo: pygit2.Repository,
+    planned: _Planned,
+    emitter: _Emitter,
+    base: pygit2.Oid,
+    current: pygit2.Oid,
+    new_tip: str,
+    landed: Callable[[Entry], Entry] | None,
+    report: RewriteReport,
+) -> str:
     """Put the versions written between ``base`` and ``current`` on top of the new history; its new tip."""
     try:
         arrived = planned.history.read(current, base)
@@ -871,5 +943,13 @@ def _verify_purged(repo_path: Path, shared: set[str], report: RewriteReport) -> 
     report.bytes_after = objects_size(repo_path)
 
 
-__all__ = ["Entry", "Plan", "RewriteFailed", "RewriteReport", "finish_pending_purge", "objects_size", "purge",
-           "rewrite_history"]
+__all__ = [
+    "Entry",
+    "Plan",
+    "RewriteFailed",
+    "RewriteReport",
+    "finish_pending_purge",
+    "objects_size",
+    "purge",
+    "rewrite_history",
+]

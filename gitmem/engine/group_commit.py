@@ -183,13 +183,19 @@ class GroupCommitter:
                         change = request.plan(view)
                         landed = None
                         if change is not None:
-                            root_after = trees.edit(root, {path: bytes.fromhex(blob) if blob else None
-                                                           for path, blob in change.tree_changes.items()})
+                            root_after = trees.edit(
+                                root,
+                                {
+                                    path: bytes.fromhex(blob) if blob else None
+                                    for path, blob in change.tree_changes.items()
+                                },
+                            )
                             commit = _commit_object(change.record, root_after, parent)
                             view.staged[commit.oid] = commit
                             blob = change.blob_id
-                            index.apply_version(commit.oid.hex(), change.record, blob,
-                                                blob_data=view.read_blob(blob) if blob else None)
+                            index.apply_version(
+                                commit.oid.hex(), change.record, blob, blob_data=view.read_blob(blob) if blob else None
+                            )
                             root, parent = root_after, commit.oid
                             landed = Landed(change, commit.oid.hex())
                         db.execute("RELEASE write")
@@ -208,8 +214,12 @@ class GroupCommitter:
                     objects[oid] = PackObject(b"tree", body, oid, delta_base=trees.delta_bases.get(oid))
 
                 def write_objects(flush_ref: Callable[[], None]) -> None:
-                    write_pack(Path(repo.path) / "objects", list(objects.values()),
-                               fsync=repository.fsync_enabled(), flush_with=flush_ref)
+                    write_pack(
+                        Path(repo.path) / "objects",
+                        list(objects.values()),
+                        fsync=repository.fsync_enabled(),
+                        flush_with=flush_ref,
+                    )
 
                 assert parent is not None and root is not None  # something was committed
                 if not repository.compare_and_swap(repo, tip, pygit2.Oid(raw=parent), before_swap=write_objects):
@@ -224,8 +234,7 @@ class GroupCommitter:
                 index.set_tip(parent.hex())
                 db.execute("COMMIT")
             except Exception:
-                log.exception("the index of %s could not record its new tip; it catches up later",
-                              self.repo_path.name)
+                log.exception("the index of %s could not record its new tip; it catches up later", self.repo_path.name)
                 if db.in_transaction:
                     db.execute("ROLLBACK")
         for oid, tree in trees.new.items():

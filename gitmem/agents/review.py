@@ -27,10 +27,9 @@ from dataclasses import dataclass
 
 import pygit2
 
-from gitmem.agents.tasks import principal_task_id
 from gitmem.clock import iso, to_micros
 from gitmem.engine.audit import AuditEntry
-from gitmem.engine.catalog import Principal
+from gitmem.engine.catalog import Principal, principal_task_id
 from gitmem.engine.diff import VersionDiff
 from gitmem.engine.home import Gitmem, HomeTables
 from gitmem.engine.store import MemoryStore, check_limit
@@ -91,13 +90,15 @@ def _parse_time(text: str | None) -> dt.datetime | None:
 def read_record(commit: pygit2.Commit) -> ReviewMark:
     t = _trailers(commit.message)
     version = t.get("Reviewed-Version")
-    return ReviewMark(action=t.get("Review-Action", "approved"),
-                      version_id=None if version in (None, "none") else version,
-                      version_at=_parse_time(t.get("Reviewed-Version-At")),
-                      reviewed_by=Actor.from_trailer(t.get("Reviewed-By", "")),
-                      reviewed_at=_parse_time(t.get("Reviewed-At")) or dt.datetime.fromtimestamp(commit.commit_time,
-                                                                                              dt.UTC),
-                      record_id=str(commit.id), commit_id=t.get("Reviewed-Commit"))
+    return ReviewMark(
+        action=t.get("Review-Action", "approved"),
+        version_id=None if version in (None, "none") else version,
+        version_at=_parse_time(t.get("Reviewed-Version-At")),
+        reviewed_by=Actor.from_trailer(t.get("Reviewed-By", "")),
+        reviewed_at=_parse_time(t.get("Reviewed-At")) or dt.datetime.fromtimestamp(commit.commit_time, dt.UTC),
+        record_id=str(commit.id),
+        commit_id=t.get("Reviewed-Commit"),
+    )
 
 
 def _tip(repo: pygit2.Repository) -> pygit2.Commit | None:
@@ -135,16 +136,19 @@ def mark_seq(store: MemoryStore, mark: ReviewMark | None) -> int:
         return row.seq
     if mark.version_at is None:
         return 0
-    (seq,) = store.index.db.execute("SELECT coalesce(max(seq), 0) FROM versions WHERE created_at<=?",
-                                    (to_micros(mark.version_at),)).fetchone()
+    (seq,) = store.index.db.execute(
+        "SELECT coalesce(max(seq), 0) FROM versions WHERE created_at<=?", (to_micros(mark.version_at),)
+    ).fetchone()
     return int(seq)
 
 
-def _write_record(store: MemoryStore, action: str, version: Version | None, actor: Actor | None,
-                  now: dt.datetime) -> ReviewMark:
+def _write_record(
+    store: MemoryStore, action: str, version: Version | None, actor: Actor | None, now: dt.datetime
+) -> ReviewMark:
     """Append one review record to refs/reviews/main (a compare-and-swap, retried)."""
-    subject = (f"review: {action} through {version.id}" if version is not None
-               else f"review: {action} (nothing written yet)")
+    subject = (
+        f"review: {action} through {version.id}" if version is not None else f"review: {action} (nothing written yet)"
+    )
     lines = [subject, "", f"Review-Action: {action}", f"Reviewed-Version: {version.id if version else 'none'}"]
     if version is not None:
         lines += [f"Reviewed-Version-At: {iso(version.created_at)}", f"Reviewed-Commit: {version.commit_id}"]
@@ -154,8 +158,9 @@ def _write_record(store: MemoryStore, action: str, version: Version | None, acto
     for _ in range(_CAS_ATTEMPTS):
         tip = _tip(repo)
         parent = tip.id if tip is not None else None
-        oid = repository.commit(repo, tree=empty_tree, parent=parent, author=author_for(actor, now),
-                                message="\n".join(lines) + "\n")
+        oid = repository.commit(
+            repo, tree=empty_tree, parent=parent, author=author_for(actor, now), message="\n".join(lines) + "\n"
+        )
         if repository.compare_and_swap(repo, parent, oid, ref=REVIEW_REF):
             return read_record(repo[oid].peel(pygit2.Commit))
     raise StoreBusy(f"the review of store {store.id} kept changing; the mark was not moved")
@@ -164,10 +169,9 @@ def _write_record(store: MemoryStore, action: str, version: Version | None, acto
 def check_reviewer(gm: Gitmem, principal: Principal, store_id: str) -> None:
     """A reviewer is a user with write access to the store, or an admin key; a read-write key (what
     agents and scripts are given) and a task never review. The API and the web view both ask this."""
-    from gitmem.engine.access import require_access  # access builds on tasks and profiles
+    from gitmem.access import require_access  # access builds on tasks and profiles
 
-    person = principal.actor.type == "user_actor" or (principal.actor.type == "api_actor"
-                                                      and principal.role == "admin")
+    person = principal.actor.type == "user_actor" or (principal.actor.type == "api_actor" and principal.role == "admin")
     if not person or principal_task_id(principal) is not None:
         raise PermissionDenied("only a user with write access or an admin key may review a store")
     require_access(gm, principal, store_id, write=True)
@@ -188,8 +192,15 @@ class Reviews(HomeTables):
             return ReviewSettings(store_id)
         return ReviewSettings(store_id, bool(row["enabled"]), bool(row["read_approved_only"]))
 
-    def configure(self, workspace_id: str, store_id: str, *, enabled: bool | None = None,
-                  read_approved_only: bool | None = None, actor: Actor | None = None) -> ReviewSettings:
+    def configure(
+        self,
+        workspace_id: str,
+        store_id: str,
+        *,
+        enabled: bool | None = None,
+        read_approved_only: bool | None = None,
+        actor: Actor | None = None,
+    ) -> ReviewSettings:
         """Turn review (and reading only the approved state) on or off. Turning review on for the
         first time sets the mark at the current tip: what was there before is taken as approved."""
         info = self.gm.get_store(workspace_id, store_id)
@@ -198,15 +209,20 @@ class Reviews(HomeTables):
         old = self.settings(store_id)
         if enabled is False and read_approved_only is None:
             read_approved_only = False  # no review, so no approved state to read
-        new = ReviewSettings(store_id, old.enabled if enabled is None else bool(enabled),
-                             old.read_approved_only if read_approved_only is None else bool(read_approved_only))
+        new = ReviewSettings(
+            store_id,
+            old.enabled if enabled is None else bool(enabled),
+            old.read_approved_only if read_approved_only is None else bool(read_approved_only),
+        )
         if new.read_approved_only and not new.enabled:
-            raise InvalidRequest("read_approved_only needs review: set \"review\": true as well")
+            raise InvalidRequest('read_approved_only needs review: set "review": true as well')
         with self.catalog.transaction() as db:
-            db.execute("INSERT INTO store_reviews VALUES (?,?,?,?) ON CONFLICT(store_id) DO UPDATE SET"
-                       " enabled=excluded.enabled, read_approved_only=excluded.read_approved_only,"
-                       " updated_at=excluded.updated_at",
-                       (store_id, int(new.enabled), int(new.read_approved_only), self._now()))
+            db.execute(
+                "INSERT INTO store_reviews VALUES (?,?,?,?) ON CONFLICT(store_id) DO UPDATE SET"
+                " enabled=excluded.enabled, read_approved_only=excluded.read_approved_only,"
+                " updated_at=excluded.updated_at",
+                (store_id, int(new.enabled), int(new.read_approved_only), self._now()),
+            )
         if new.enabled:
             store = self.gm.store(workspace_id, store_id)
             if current_mark(store) is None:
@@ -220,8 +236,9 @@ class Reviews(HomeTables):
 
     def _require_enabled(self, store: MemoryStore) -> None:
         if not self.settings(store.id).enabled:
-            raise InvalidRequest(f"memory store {store.id} is not under review; enable it with \"review\": true"
-                                 " or `gitmem review enable`")
+            raise InvalidRequest(
+                f'memory store {store.id} is not under review; enable it with "review": true or `gitmem review enable`'
+            )
 
     # -- what is pending ------------------------------------------------------------------------------
 
@@ -235,8 +252,9 @@ class Reviews(HomeTables):
         if page is not None:
             (seq,) = tokens.decode(page, "review", int)
             after = max(after, seq)
-        rows = store.index.db.execute("SELECT version_id, seq FROM versions WHERE seq>? ORDER BY seq LIMIT ?",
-                                      (after, limit + 1)).fetchall()
+        rows = store.index.db.execute(
+            "SELECT version_id, seq FROM versions WHERE seq>? ORDER BY seq LIMIT ?", (after, limit + 1)
+        ).fetchall()
         diffs = [store.diff(r[0]) for r in rows[:limit]]
         items = [PendingChange(d.new, d) for d in diffs]
         return Page(items, tokens.encode("review", rows[limit - 1][1]) if len(rows) > limit else None)
@@ -299,7 +317,7 @@ class Reviews(HomeTables):
         """What a task reads of ``store`` (the memory section asks this too)."""
         if not self.settings(store.id).read_approved_only:
             return store
-        from gitmem.engine.review_view import ApprovedView  # the view keeps its own module
+        from gitmem.agents.review_view import ApprovedView  # the view keeps its own module
 
         return ApprovedView.of(store, current_mark(store))  # type: ignore[return-value]
 
@@ -317,8 +335,10 @@ class Reviews(HomeTables):
         mark = current_mark(store)
         when = f"last reviewed {iso(mark.reviewed_at)}" if mark is not None else "not reviewed yet"
         if settings.read_approved_only:
-            return (f"reviewed by people ({when}); you read only what a reviewer approved, and your own"
-                    " changes appear once they are approved")
+            return (
+                f"reviewed by people ({when}); you read only what a reviewer approved, and your own"
+                " changes appear once they are approved"
+            )
         return f"reviewed by people ({when}); your changes are checked by a reviewer"
 
 
@@ -326,10 +346,18 @@ def with_reviews(entries: list[AuditEntry], repo: pygit2.Repository) -> list[Aud
     """The audit's entries (history order) with the review records (operation ``reviewed``) placed
     among them by time; the versions keep their order. A clone has the records once it fetched
     refs/reviews/main."""
-    reviews = [AuditEntry(created_at=mark.reviewed_at, created_by=mark.reviewed_by, operation="reviewed",
-                          path=f"{mark.action} through", memory_id="",
-                          version_id=mark.version_id or "(nothing yet)", commit_id=mark.record_id)
-               for mark in reversed(_records(repo))]
+    reviews = [
+        AuditEntry(
+            created_at=mark.reviewed_at,
+            created_by=mark.reviewed_by,
+            operation="reviewed",
+            path=f"{mark.action} through",
+            memory_id="",
+            version_id=mark.version_id or "(nothing yet)",
+            commit_id=mark.record_id,
+        )
+        for mark in reversed(_records(repo))
+    ]
     merged: list[AuditEntry] = []
     for entry in entries:
         while reviews and reviews[0].created_at < entry.created_at:
@@ -346,5 +374,16 @@ def describe_mark(mark: ReviewMark | None) -> str:
     return f"reviewed through {what} by {who} at {iso(mark.reviewed_at)}"
 
 
-__all__ = ["REVIEW_REF", "check_reviewer", "PendingChange", "ReviewMark", "ReviewSettings", "Reviews", "current_mark",
-           "with_reviews", "describe_mark", "mark_seq", "review_history"]
+__all__ = [
+    "REVIEW_REF",
+    "check_reviewer",
+    "PendingChange",
+    "ReviewMark",
+    "ReviewSettings",
+    "Reviews",
+    "current_mark",
+    "with_reviews",
+    "describe_mark",
+    "mark_seq",
+    "review_history",
+]

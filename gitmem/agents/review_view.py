@@ -16,8 +16,8 @@ import sqlite3
 import threading
 from typing import Any
 
+from gitmem.agents.review import ReviewMark, mark_seq
 from gitmem.engine.diff import VersionDiff
-from gitmem.engine.review import ReviewMark, mark_seq
 from gitmem.engine.store import MAX_NOTES_PAGE, MemoryStore, check_limit
 from gitmem.engine.store_index import NoteRow, StoreIndex
 from gitmem.errors import InvalidRequest, NotFound
@@ -66,8 +66,9 @@ class ApprovedNotes:
         with self.lock:
             return StoreIndex.note_at(self, path)  # type: ignore[arg-type]
 
-    def list_notes(self, prefix: str, depth: int, limit: int,
-                   page: str | None) -> tuple[list[NoteRow | MemoryPrefix], str | None]:
+    def list_notes(
+        self, prefix: str, depth: int, limit: int, page: str | None
+    ) -> tuple[list[NoteRow | MemoryPrefix], str | None]:
         with self.lock:
             return StoreIndex.list_notes(self, prefix, depth, limit, page)  # type: ignore[arg-type]
 
@@ -127,8 +128,14 @@ class ApprovedView:
             raise NotFound(f"no memory at {path}")
         return self._note(row, with_content)
 
-    def list(self, path_prefix: str | None = None, depth: int = 0, limit: int = 20,
-             page: str | None = None, with_content: bool = False) -> Page[Note | MemoryPrefix]:
+    def list(
+        self,
+        path_prefix: str | None = None,
+        depth: int = 0,
+        limit: int = 20,
+        page: str | None = None,
+        with_content: bool = False,
+    ) -> Page[Note | MemoryPrefix]:
         prefix = paths.validate_prefix(path_prefix or "/")
         if depth not in (0, 1):
             raise InvalidRequest("depth must be 0 or 1")
@@ -159,8 +166,7 @@ class ApprovedView:
                 raise NotFound(f"memory version {wanted} not found")
         return self._store.diff(version_id, against)
 
-    def search(self, query: str, path_prefix: str | None = None, limit: int = 20,
-               page: str | None = None) -> Page[Any]:
+    def search(self, query: str, path_prefix: str | None = None, limit: int = 20, page: str | None = None) -> Page[Any]:
         """The store's search, keeping only hits whose approved content is what was matched (a page
         may hold fewer than ``limit`` hits)."""
         found = self._store.search(query, path_prefix, limit, page)
