@@ -18,11 +18,10 @@ from typing import Any
 
 from gitmem.agents.review import ReviewMark, mark_seq
 from gitmem.engine.diff import VersionDiff
-from gitmem.engine.store import MAX_NOTES_PAGE, MemoryStore, check_limit
+from gitmem.engine.store import MemoryStore, check_listing
 from gitmem.engine.store_index import NoteRow, StoreIndex
-from gitmem.errors import InvalidRequest, NotFound
+from gitmem.errors import NotFound
 from gitmem.model import MemoryPrefix, Note, Page, Version
-from gitmem.rules import paths
 
 _NOTES_TABLE = """CREATE TABLE notes (
     memory_id TEXT PRIMARY KEY, path TEXT NOT NULL UNIQUE, blob_id TEXT NOT NULL, sha256 TEXT NOT NULL,
@@ -136,10 +135,7 @@ class ApprovedView:
         page: str | None = None,
         with_content: bool = False,
     ) -> Page[Note | MemoryPrefix]:
-        prefix = paths.validate_prefix(path_prefix or "/")
-        if depth not in (0, 1):
-            raise InvalidRequest("depth must be 0 or 1")
-        check_limit(limit, MAX_NOTES_PAGE, full=with_content)
+        prefix = check_listing(path_prefix, depth, limit, with_content=with_content)
         rows, token = self._notes.list_notes(prefix, depth, limit, page)
         return Page([r if isinstance(r, MemoryPrefix) else self._note(r, with_content) for r in rows], token)
 

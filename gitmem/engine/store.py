@@ -58,6 +58,15 @@ def check_limit(limit: int, maximum: int, *, full: bool) -> int:
     return limit
 
 
+def check_listing(path_prefix: str | None, depth: int, limit: int, *, with_content: bool) -> str:
+    """The arguments of a notes listing, checked; returns the folder prefix."""
+    prefix = paths.validate_prefix(path_prefix or "/")
+    if depth not in (0, 1):
+        raise InvalidRequest("depth must be 0 or 1")
+    check_limit(limit, MAX_NOTES_PAGE, full=with_content)
+    return prefix
+
+
 class MemoryStore:
     def __init__(
         self,
@@ -152,10 +161,7 @@ class MemoryStore:
         page: str | None = None,
         with_content: bool = False,
     ) -> Page[Note | MemoryPrefix]:
-        prefix = paths.validate_prefix(path_prefix or "/")
-        if depth not in (0, 1):
-            raise InvalidRequest("depth must be 0 or 1")
-        check_limit(limit, MAX_NOTES_PAGE, full=with_content)
+        prefix = check_listing(path_prefix, depth, limit, with_content=with_content)
         self.index.catch_up()
         rows, token = self.index.list_notes(prefix, depth, limit, page)
         items = [r if isinstance(r, MemoryPrefix) else self._note(r, with_content) for r in rows]
