@@ -37,6 +37,7 @@ from gitmem.engine.catalog import Workspace
 from gitmem.engine.home import Gitmem
 from gitmem.engine.store import MemoryStore
 from gitmem.engine.store_index import NoteRow, VersionRow
+from gitmem.git import repository
 from gitmem.git.repository import MAIN, loose_object_count, set_fsync
 from gitmem.model import StoreInfo
 
@@ -97,10 +98,13 @@ def git(repo_path: Path, *args: str) -> str:
 
 
 def assert_fsck_clean(repo_path: Path) -> None:
-    """``git fsck --full`` finds nothing wrong (dangling objects from retried writes are allowed)."""
-    proc = subprocess.run(
-        ["git", "-C", str(repo_path), "fsck", "--full", "--strict", "--no-progress"], capture_output=True, text=True
-    )
+    """``git fsck --full`` finds nothing wrong (dangling objects from retried writes are allowed). A
+    store's background packer (its process may outlive a killed writer) is waited for and held off."""
+    held = repository.packers_held_off(repo_path) if (repo_path / "gitmem").is_dir() else contextlib.nullcontext()
+    with held:
+        proc = subprocess.run(
+            ["git", "-C", str(repo_path), "fsck", "--full", "--strict", "--no-progress"], capture_output=True, text=True
+        )
     output = proc.stdout + proc.stderr
     problems = [line for line in output.splitlines() if not line.startswith("dangling ")]
     assert proc.returncode == 0 and not problems, f"git fsck: {output}"

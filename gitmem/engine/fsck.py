@@ -10,7 +10,7 @@ from pathlib import Path
 from gitmem.engine.home import Gitmem
 from gitmem.engine.store import MemoryStore
 from gitmem.engine.store_index import StoreIndex
-from gitmem.git.repository import git
+from gitmem.git.repository import git, packers_held_off
 from gitmem.model import StoreInfo
 
 log = logging.getLogger(__name__)
@@ -32,7 +32,8 @@ def check_store(store: MemoryStore) -> FsckReport:
         problems.append(
             f"the index was damaged; it was set aside as {store.index.set_aside.name} and rebuilt from history"
         )
-    result = git(store.path, "fsck", "--full", "--no-dangling", "--no-progress")
+    with packers_held_off(store.path):
+        result = git(store.path, "fsck", "--full", "--no-dangling", "--no-progress")
     if result.returncode != 0:
         problems.append("git fsck: " + result.stderr.decode(errors="replace").strip())
     store.index.catch_up()

@@ -284,6 +284,12 @@ def wait_for_background_packer(repo_path: Path) -> None:
         thread.join()
 
 
+def packers_held_off(repo_path: Path, *, timeout: float = 300.0) -> contextlib.AbstractContextManager[int]:
+    """Wait for the store's packer and keep others off (``gitmem/pack.lock``): ``git fsck`` must not
+    list packs while a ``repack -d`` deletes the ones it has just replaced."""
+    return file_lock(repo_path / "gitmem" / "pack.lock", timeout=timeout, busy="a packer kept the store busy")
+
+
 def pack(repo_path: Path, *, full: bool = False) -> bool:
     """Pack now: a geometric roll-up of loose objects and small packs, or with ``full`` one pack with
     deltas searched again (see gitmem.git.packing). One packer per store; returns False if another
