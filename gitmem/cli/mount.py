@@ -13,9 +13,10 @@ import logging
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -37,6 +38,31 @@ def parse_store(value: str) -> tuple[str, bool]:
     return store_id, access == "ro"
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def sync_timing(what: str) -> Callable[[F], F]:
+    """The ``--debounce`` and ``--poll-interval`` options every mount command takes."""
+
+    def decorate(command: F) -> F:
+        command = click.option(
+            "--poll-interval",
+            type=click.FloatRange(0.05, 3600),
+            default=1.0,
+            show_default=True,
+            help=f"Seconds between looks at the {what} for changes made elsewhere.",
+        )(command)
+        return click.option(
+            "--debounce",
+            type=click.FloatRange(0, 60),
+            default=0.3,
+            show_default=True,
+            help="Seconds a file must be quiet before it is synced.",
+        )(command)
+
+    return decorate
+
+
 @main.command("mount")
 @click.option("--url", required=True, envvar="GITMEM_URL", help="The server, e.g. http://127.0.0.1:8765.")
 @click.option("--key", required=True, envvar="GITMEM_API_KEY", help="API key (default: $GITMEM_API_KEY).")
@@ -49,20 +75,7 @@ def parse_store(value: str) -> tuple[str, bool]:
     help="Mount a profile's memory bank (e.g. at .memory); --key is then the owner's token. A clean "
     "start: files that are not entries are removed.",
 )
-@click.option(
-    "--debounce",
-    type=click.FloatRange(0, 60),
-    default=0.3,
-    show_default=True,
-    help="Seconds a file must be quiet before it is synced.",
-)
-@click.option(
-    "--poll-interval",
-    type=click.FloatRange(0.05, 3600),
-    default=1.0,
-    show_default=True,
-    help="Seconds between looks at the store for changes made elsewhere.",
-)
+@sync_timing("store")
 @click.option("--clean", is_flag=True, help="Remove files that are not notes when the mount starts.")
 @click.option("--once", is_flag=True, help="Materialise, push local changes, and exit instead of watching.")
 @click.argument("folder", type=click.Path(file_okay=False, path_type=Path))

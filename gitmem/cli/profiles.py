@@ -19,6 +19,7 @@ import httpx
 
 from gitmem.cli.access import keys_group
 from gitmem.cli.base import Context, emit_json, main, pass_context, refusals, table, workspace_option
+from gitmem.cli.mount import sync_timing
 from gitmem.clock import iso
 from gitmem.errors import InvalidRequest, NotFound
 
@@ -403,20 +404,7 @@ def clone(
 @click.option("--profile", "profile_id", required=True, envvar="GITMEM_PROFILE", help="The profile ($GITMEM_PROFILE).")
 @click.option("--url", required=True, envvar="GITMEM_URL", help="The server ($GITMEM_URL).")
 @click.option("--token", required=True, envvar="GITMEM_TOKEN", help="The profile owner's token ($GITMEM_TOKEN).")
-@click.option(
-    "--debounce",
-    type=click.FloatRange(0, 60),
-    default=0.3,
-    show_default=True,
-    help="Seconds a file must be quiet before it is synced.",
-)
-@click.option(
-    "--poll-interval",
-    type=click.FloatRange(0.05, 3600),
-    default=1.0,
-    show_default=True,
-    help="Seconds between looks at the bank for changes made elsewhere.",
-)
+@sync_timing("bank")
 @click.option(
     "--pid-file",
     type=click.Path(dir_okay=False, path_type=Path),
