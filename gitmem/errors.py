@@ -83,6 +83,10 @@ class StoreBusy(Conflict):
     retryable = True
 
 
+class RewriteFailed(GitmemError):
+    """A history rewrite could not be made safely; the store is unchanged."""
+
+
 class TooLarge(GitmemError):
     api_type = "request_too_large"
     status = 413

@@ -6,6 +6,7 @@ No HTTP here: a local ``git clone <store path>`` and ``git push`` run the store'
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import os
@@ -18,9 +19,10 @@ import pygit2
 import pytest
 
 from gitmem import ids
-from gitmem.engine import receive
+from gitmem.engine import push_check, push_notes
 from gitmem.engine.home import Gitmem
 from gitmem.errors import NotFound
+from gitmem.git.commits import VersionRecord
 from gitmem.git.repository import HOOKS_DIR, NOTES_REF, read_tip
 from gitmem.model import Actor
 
@@ -38,7 +40,7 @@ class Pusher:
         self.repo_path = gm.repo_path(store_id)
         self.dir = root / f"clone-{store_id}"
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "GITMEM_"))}
-        name, email = receive.pusher_identity(user_id, gm.catalog.credential(user_id).name)
+        name, email = push_check.pusher_identity(user_id, gm.catalog.credential(user_id).name)
         self.env.update(
             {
                 "GIT_CONFIG_GLOBAL": os.devnull,
@@ -390,13 +392,24 @@ def test_a_collision_in_the_pushed_tree_is_refused(unchanged: Pusher) -> None:
 
 
 def test_a_note_under_another_note_is_refused() -> None:
-    """The collision rule against the store's notes, checked on the state the push would make."""
-    from gitmem.engine.receive import NoteState
+    """The collision rule against the store's notes, checked on the state the push would make: a
+    pushed note that would displace another (at, above or below its path) is a collision."""
+    from gitmem.engine.push_check import NoteState
 
-    state = NoteState(iter([("/a", "mem_1", 1), ("/b/c", "mem_2", 1)]))
-    assert state.collision("/a/x") == "/a"
-    assert state.collision("/b") == "/b/c"
-    assert state.collision("/c") is None
+    when = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+    def created(path: str) -> VersionRecord:
+        return VersionRecord("mem_new" + path, "memver" + path, "created", path, None, 1, None, when, when)
+
+    def clashes(path: str) -> list[str]:
+        state = NoteState(iter([("/a", "mem_1", 1), ("/b/c", "mem_2", 1)]))
+        step = state.apply(created(path))
+        assert step is not None
+        return [other.path for other in step.displaced]
+
+    assert clashes("/a/x") == ["/a"]
+    assert clashes("/b") == ["/b/c"]
+    assert clashes("/c") == []
 
 
 def test_commits_that_borrow_gitmem_trailers_or_identities_are_refused(unchanged: Pusher) -> None:
@@ -580,9 +593,9 @@ def test_stale_spools_are_settled(world: Pusher) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     never = folder / ("f" * 40 + ".json")
     never.write_text(json.dumps({"new": "f" * 40, "commits": ["f" * 40], "records": {}}))
-    assert receive.settle_spool(repo, stale_after=3600) == 0  # a push that may still be under way
+    assert push_notes.settle_spool(repo, stale_after=3600) == 0  # a push that may still be under way
     assert never.exists()
-    assert receive.settle_spool(repo, stale_after=0) == 1  # one that never landed
+    assert push_notes.settle_spool(repo, stale_after=0) == 1  # one that never landed
     assert not never.exists()
 
 

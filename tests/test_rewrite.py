@@ -24,10 +24,11 @@ import pygit2
 import pytest
 
 from gitmem.clock import FrozenClock
+from gitmem.engine.fast_import import REWRITE_REF
 from gitmem.engine.home import Gitmem
+from gitmem.engine.locked_git import CRASH_ENV
 from gitmem.engine.redaction import redact, redact_version
 from gitmem.engine.retention import prune_all, prune_store
-from gitmem.engine.rewrite import CRASH_ENV, REWRITE_REF
 from gitmem.engine.store import MemoryStore
 from gitmem.errors import Conflict, NotFound
 from gitmem.git import repository

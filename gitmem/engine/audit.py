@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import datetime as dt
 import fnmatch
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -26,8 +25,10 @@ from gitmem import ids
 from gitmem.errors import InvalidRequest, NotFound
 from gitmem.git import pushes
 from gitmem.git.commits import SERVICE, VersionRecord, parse_message
+from gitmem.git.replay import Notes
 from gitmem.git.repository import MAIN, NOTES_REF
 from gitmem.model import Actor
+from gitmem.rules.paths import git_path
 
 OPERATIONS = ("created", "modified", "deleted")
 SERVICE_NAMES = ("service", "gitmem", "null")
@@ -141,31 +142,11 @@ def select(
     return list(reversed(chosen)) if newest_first else chosen
 
 
-class _Paths:
-    """Which note is at which path while versions are replayed in order (as the index does)."""
-
-    def __init__(self) -> None:
-        self.by_path: dict[str, str] = {}
-        self.path_of: dict[str, str] = {}
-
-    def apply(self, record: VersionRecord) -> str | None:
-        """Apply one version; return the note's path before it."""
-        before = self.path_of.get(record.memory_id)
-        if record.redacted_at is not None or record.path is None:
-            return before
-        if record.operation == "deleted":
-            if before is not None:
-                self.by_path.pop(before, None)
-                del self.path_of[record.memory_id]
-            return before
-        if before is not None:
-            self.by_path.pop(before, None)
-        other = self.by_path.get(record.path)
-        if other is not None:
-            self.path_of.pop(other, None)
-        self.by_path[record.path] = record.memory_id
-        self.path_of[record.memory_id] = record.path
-        return before
+def _replayed(notes: Notes, record: VersionRecord, in_tree: bool) -> str | None:
+    """Replay one version (:mod:`gitmem.git.replay`); the note's path before it."""
+    before = notes.path_of(record.memory_id)
+    notes.apply(record, in_tree=in_tree)
+    return before
 
 
 def _entry(record: VersionRecord, commit_id: str, before: str | None, **extra: object) -> AuditEntry:
@@ -191,10 +172,10 @@ def store_log(store: object) -> list[AuditEntry]:
     """Every version of a :class:`gitmem.engine.store.MemoryStore`, oldest first, from its index."""
     index = store.index  # type: ignore[attr-defined]
     index.catch_up()
-    replay = _Paths()
+    notes = Notes()
     entries = []
     for row in index.all_versions():
-        before = replay.apply(row.record)
+        before = _replayed(notes, row.record, in_tree=row.blob_id is not None)
         entries.append(_entry(row.record, row.commit_id, before))
     return entries
 
@@ -221,18 +202,6 @@ def resolve_tip(repo: pygit2.Repository, rev: str | None = None) -> pygit2.Commi
     return None
 
 
-def _git_note(repo: pygit2.Repository, commit_id: str, notes_ref: str) -> dict[str, object]:
-    try:
-        note = repo.lookup_note(commit_id, notes_ref)
-    except (KeyError, pygit2.GitError):
-        return {}
-    try:
-        data = json.loads(note.message)
-    except ValueError:
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def repo_log(path: Path, rev: str | None = None, notes_ref: str = NOTES_REF) -> tuple[list[AuditEntry], int]:
     """Every version in a repository's history of main, oldest first, and how many pushed commits had
     no gitmem record (their changes are listed without a user)."""
@@ -245,7 +214,7 @@ def repo_log(path: Path, rev: str | None = None, notes_ref: str = NOTES_REF) -> 
     while commit is not None:
         chain.append(commit)
         commit = commit.parents[0] if commit.parent_ids else None
-    replay = _Paths()
+    notes = Notes()
     entries: list[AuditEntry] = []
     unattributed = 0
     for commit in reversed(chain):
@@ -253,14 +222,14 @@ def repo_log(path: Path, rev: str | None = None, notes_ref: str = NOTES_REF) -> 
         records = parse_message(commit.message)
         extra: dict[str, object] = {}
         if not records:
-            recorded = _git_note(repo, commit_id, notes_ref) or pushes.spooled_record(repo, commit_id)
-            records = pushes.derive_versions(repo, commit, replay.by_path.get, recorded)
+            records = pushes.derive_versions(repo, commit, notes.note_at, notes_ref=notes_ref)
             extra["git_author"] = f"{commit.author.name} <{commit.author.email}>"
-            if not recorded.get("user_id") and records:
+            if records and records[0].created_by is None:  # no record of the push names its pusher
                 unattributed += 1
                 extra["attributed"] = False
         for record in records:
-            before = replay.apply(record)
+            in_tree = record.path is None or git_path(record.path) in commit.tree
+            before = _replayed(notes, record, in_tree)
             entries.append(_entry(record, commit_id, before, **extra))
     return entries, unattributed
 

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gitmem.engine.rewrite import Entry, RewriteReport, finish_pending_purge, rewrite_history
+from gitmem.engine.history import Entry
+from gitmem.engine.purge import finish_pending_purge
+from gitmem.engine.rewrite import rewrite_history
+from gitmem.engine.rewrite_report import RewriteReport
 from gitmem.engine.store import MemoryStore
 from gitmem.errors import Conflict, NotFound
 from gitmem.model import Actor, Version

@@ -21,7 +21,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gitmem.clock import to_micros
-from gitmem.engine.rewrite import Entry, Progress, RewriteReport, finish_pending_purge, rewrite_history
+from gitmem.engine.fast_import import Progress
+from gitmem.engine.history import Entry
+from gitmem.engine.purge import finish_pending_purge
+from gitmem.engine.rewrite import rewrite_history
+from gitmem.engine.rewrite_report import RewriteReport
 from gitmem.engine.store import MemoryStore
 from gitmem.errors import GitmemError, InvalidRequest, StoreBusy
 from gitmem.git.repository import file_lock

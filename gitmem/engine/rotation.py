@@ -30,7 +30,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gitmem.crypto.keys import ContentCodec, KeyMissing, SivCodec, parse_header
-from gitmem.engine.rewrite import Entry, RewriteReport, rewrite_history
+from gitmem.engine.history import Entry
+from gitmem.engine.rewrite import rewrite_history
+from gitmem.engine.rewrite_report import RewriteReport
 from gitmem.errors import GitmemError, InvalidRequest
 from gitmem.git import repository
 from gitmem.rules.paths import git_path

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import json
 import logging
 import os
 import sqlite3
@@ -26,8 +25,10 @@ from gitmem.clock import from_micros, to_micros
 from gitmem.engine import search_index
 from gitmem.engine.pagetoken import tokens_for
 from gitmem.engine.thread_db import ThreadConnections
+from gitmem.git import replay
 from gitmem.git.commits import VersionRecord, parse_message
-from gitmem.git.repository import NOTES_REF, commit_at, read_tip
+from gitmem.git.pushes import derive_versions
+from gitmem.git.repository import commit_at, read_tip
 from gitmem.model import Actor, MemoryPrefix
 from gitmem.rules.paths import api_path, fold, git_path, levels
 
@@ -298,7 +299,7 @@ class StoreIndex:
             self._apply_commit(commit_at(self.repo, oid))
 
     def _apply_commit(self, commit: pygit2.Commit) -> None:
-        records = parse_message(commit.message) or self._derive_pushed(commit)
+        records = parse_message(commit.message) or derive_versions(self.repo, commit, self.note_id_at)
         for record in records:
             self._apply_record(commit, record)
 
@@ -314,9 +315,10 @@ class StoreIndex:
     def apply_version(
         self, commit_id: str, record: VersionRecord, blob_id: str | None, blob_data: bytes | None = None
     ) -> None:
-        """Record one version (and its effect on the note) made by ``commit_id``; the caller holds
-        the write transaction (the write path indexes its own commits as it makes them, and hands
-        over the blob, which is not in the repository yet)."""
+        """Record one version (and its effect on the note, by the one replay rule of
+        :mod:`gitmem.git.replay`) made by ``commit_id``; the caller holds the write transaction (the
+        write path indexes its own commits as it makes them, and hands over the blob, which is not in
+        the repository yet)."""
         self.db.execute(
             "INSERT OR REPLACE INTO versions (version_id, memory_id, operation, path, sha256, size, blob_id,"
             " created_at, actor_type, actor_id, commit_id, redacted_at, redacted_by_type, redacted_by_id)"
@@ -338,21 +340,22 @@ class StoreIndex:
                 record.redacted_by.id if record.redacted_by else None,
             ),
         )
-        if record.operation == "deleted":  # redacted or not, the note is gone
+        step = replay.move(record, self._notes_near, in_tree=blob_id is not None)
+        if step is None:
+            return
+        for other in step.displaced:
+            self.db.execute("DELETE FROM notes WHERE memory_id=?", (other.memory_id,))
+        if step.path is None:
             self.db.execute("DELETE FROM notes WHERE memory_id=?", (record.memory_id,))
             return
-        if record.redacted_at is not None:
-            return  # a redacted version changes no note; the next version carries the full state
-        if blob_id is None or record.path is None:
-            return
-        self.db.execute("DELETE FROM notes WHERE path=? AND memory_id<>?", (record.path, record.memory_id))
+        assert blob_id is not None  # a note is placed only where its commit holds the content
         self.db.execute(
             "INSERT INTO notes VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(memory_id) DO UPDATE SET"
             " path=excluded.path, blob_id=excluded.blob_id, sha256=excluded.sha256, size=excluded.size,"
             " version_id=excluded.version_id, updated_at=excluded.updated_at",
             (
                 record.memory_id,
-                record.path,
+                step.path,
                 blob_id,
                 record.content_sha256,
                 record.content_size,
@@ -361,24 +364,16 @@ class StoreIndex:
                 to_micros(record.created_at),
             ),
         )
-        search_index.index_note(self.db, self.repo, record.memory_id, record.path, blob_id, data=blob_data)
+        search_index.index_note(self.db, self.repo, record.memory_id, step.path, blob_id, data=blob_data)
 
-    def _derive_pushed(self, commit: pygit2.Commit) -> list[VersionRecord]:
-        """Versions of a commit pushed with plain Git: one per changed path, ids derived from the
-        commit and the path (or recorded on ``refs/notes/gitmem`` by the push hook)."""
-        from gitmem.git.pushes import derive_versions  # the push module knows pushed commits
-
-        return derive_versions(self.repo, commit, self.note_id_at, self._pushed_note(commit))
-
-    def _pushed_note(self, commit: pygit2.Commit) -> dict[str, object]:
-        try:
-            note = self.repo.lookup_note(str(commit.id), NOTES_REF)
-        except (KeyError, pygit2.GitError):
-            return {}
-        try:
-            return json.loads(note.message)
-        except ValueError:
-            return {}
+    def _notes_near(self, path: str) -> list[replay.Placed]:
+        """The notes at ``path``, in a folder above it or below it (what a note placed there displaces)."""
+        above, below = levels(path), path + "/"
+        rows = self.db.execute(
+            f"SELECT path, memory_id FROM notes WHERE path IN ({','.join('?' * len(above))}) OR (path>? AND path<?)",
+            (*above, below, upper_bound(below)),
+        )
+        return [replay.Placed(row[0], row[1]) for row in rows]
 
     # -- queries --------------------------------------------------------------------------------
 

@@ -13,8 +13,9 @@ was accepted and the versions it derived, as a Git note on ``refs/notes/gitmem``
 
 Until ``post-receive`` has written that note, the same record waits in a spool file,
 ``<repo>/gitmem/pushes/<new tip>.json`` (``{"commits": [ids], "records": {id: note}}``), which
-:func:`derive_versions` reads as a fallback so an index that catches up in between still attributes
-the versions. The next history rewrite writes them as trailers like any other version.
+:func:`read_push_record` reads as a fallback so an index that catches up in between still attributes
+the versions. :class:`PushRecord` is the one reader and writer of that JSON. The next history rewrite
+writes the versions as trailers like any other version.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ import datetime as dt
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +33,7 @@ import pygit2
 
 from gitmem import ids
 from gitmem.git.commits import VersionRecord
-from gitmem.git.repository import blob_at
+from gitmem.git.repository import NOTES_REF, blob_at
 from gitmem.model import Actor, Operation
 from gitmem.rules.paths import api_path
 
@@ -46,7 +48,7 @@ def spool_dir(repo: pygit2.Repository) -> Path:
 
 
 def spooled_record(repo: pygit2.Repository, commit_id: str) -> dict[str, Any]:
-    """The record the push hook spooled for a commit whose Git note is not written yet, or {}."""
+    """The record the push hook spooled for a commit whose Git note is not written yet, as JSON, or {}."""
     folder = spool_dir(repo)
     if not folder.is_dir():
         return {}
@@ -55,10 +57,76 @@ def spooled_record(repo: pygit2.Repository, commit_id: str) -> dict[str, Any]:
             data = json.loads(spool.read_text())
         except (OSError, ValueError):
             continue
-        if commit_id in data.get("commits", ()):
+        if isinstance(data, dict) and commit_id in data.get("commits", ()):
             record = data.get("records", {}).get(commit_id)
             return dict(record) if isinstance(record, dict) else {}
     return {}
+
+
+@dataclass(frozen=True)
+class PushRecord:
+    """What the push hook records of one pushed commit: the pusher, when the push was accepted and the
+    versions the commit makes (``None``: not recorded, derive them from the commit)."""
+
+    user_id: str | None = None
+    created_at: dt.datetime | None = None
+    store_id: str | None = None
+    versions: tuple[VersionRecord, ...] | None = None
+
+    @property
+    def actor(self) -> Actor | None:
+        return Actor("user_actor", self.user_id) if self.user_id else None
+
+    @classmethod
+    def parse(cls, data: object, default_time: dt.datetime, commit_id: str = "?") -> PushRecord | None:
+        """The record in a Git note's (or a spool's) JSON; ``None`` if it is not a record at all. Versions
+        take the record's time, else ``default_time`` (the commit's); malformed ones are left to derive."""
+        if not isinstance(data, dict):
+            return None
+        user_id = str(data["user_id"]) if data.get("user_id") else None
+        try:
+            created_at = _time(data["created_at"]) if data.get("created_at") else None
+        except ValueError:
+            log.warning("the gitmem note of %s has an unreadable time; using the commit's", commit_id)
+            created_at = None
+        record = cls(user_id, created_at, str(data["store_id"]) if data.get("store_id") else None)
+        items = data.get("versions")
+        if not isinstance(items, list):
+            return record
+        try:
+            versions = _recorded_versions(items, record.actor, created_at or default_time)
+        except (KeyError, TypeError, AttributeError):
+            log.warning("the gitmem note of %s is malformed; deriving its versions again", commit_id)
+            return record
+        return replace(record, versions=tuple(versions))
+
+    def to_json(self) -> dict[str, object]:
+        """The record as the push hook writes it (the versions as :func:`version_json`)."""
+        data: dict[str, object] = {"user_id": self.user_id}
+        if self.created_at is not None:
+            data["created_at"] = self.created_at.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        if self.store_id is not None:
+            data["store_id"] = self.store_id
+        if self.versions is not None:
+            data["versions"] = [version_json(v) for v in self.versions]
+        return data
+
+
+def _commit_time(commit: pygit2.Commit) -> dt.datetime:
+    return dt.datetime.fromtimestamp(commit.author.time, dt.UTC)
+
+
+def read_push_record(repo: pygit2.Repository, commit: pygit2.Commit, notes_ref: str = NOTES_REF) -> PushRecord | None:
+    """A pushed commit's record: its Git note on ``notes_ref``, else the push spool; ``None`` if neither
+    has one (a clone that did not fetch the notes, or a commit pushed before the hook existed)."""
+    commit_id = str(commit.id)
+    try:
+        data: object = json.loads(repo.lookup_note(commit_id, notes_ref).message)
+    except (KeyError, ValueError, pygit2.GitError):
+        data = None
+    if not isinstance(data, dict) or not data:
+        data = spooled_record(repo, commit_id)
+    return PushRecord.parse(data, _commit_time(commit), commit_id) if data else None
 
 
 def changed_paths(repo: pygit2.Repository, commit: pygit2.Commit) -> dict[str, pygit2.Oid | None]:
@@ -103,30 +171,23 @@ def derive_versions(
     repo: pygit2.Repository,
     commit: pygit2.Commit,
     note_id_at: Callable[[str], str | None],
-    recorded: Mapping[str, object],
+    recorded: PushRecord | None = None,
     decode: Decode | None = None,
+    notes_ref: str = NOTES_REF,
 ) -> list[VersionRecord]:
     """The versions a pushed commit makes, in the order they apply.
 
-    ``recorded`` is the commit's Git note (``{}`` if there is none; then the push spool is read).
-    ``note_id_at`` answers which note sits at an API path just before this commit. ``decode`` turns
-    blob bytes into note bytes (for encrypted stores; a recorded note already holds the plaintext
-    digests).
+    ``recorded`` is the commit's record (read with :func:`read_push_record` from ``notes_ref`` if not
+    given). ``note_id_at`` answers which note sits at an API path just before this commit (the
+    replay's state, :mod:`gitmem.git.replay`). ``decode`` turns blob bytes into note bytes (for
+    encrypted stores; a recorded note already holds the plaintext digests).
     """
-    if not recorded:
-        recorded = spooled_record(repo, str(commit.id))
-    pusher = recorded.get("user_id")
-    actor = Actor("user_actor", str(pusher)) if pusher else None
-    when = (
-        _time(recorded["created_at"])
-        if recorded.get("created_at")
-        else dt.datetime.fromtimestamp(commit.author.time, dt.UTC)
-    )
-    if isinstance(recorded.get("versions"), list):
-        try:
-            return _recorded_versions(recorded["versions"], actor, when)  # type: ignore[arg-type]
-        except (KeyError, TypeError):
-            log.warning("the gitmem note of %s is malformed; deriving its versions again", commit.id)
+    if recorded is None:
+        recorded = read_push_record(repo, commit, notes_ref) or PushRecord()
+    if recorded.versions is not None:
+        return list(recorded.versions)
+    actor = recorded.actor
+    when = recorded.created_at or _commit_time(commit)
 
     changes = changed_paths(repo, commit)
     parent_tree = repo[commit.parent_ids[0]].tree if commit.parent_ids else None

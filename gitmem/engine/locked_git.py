@@ -1,0 +1,84 @@
+"""Git run by a history rewrite, as children that hold the rewrite's locks, and its crash points.
+
+Every ``git`` a rewrite starts inherits the file descriptors of the locks this thread holds: if the
+rewrite dies (SIGKILL), its locks stay held until the last child exits, so no writer resumes while an
+orphaned ``git prune`` still runs. Hooks never run (``core.hooksPath=/dev/null``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from gitmem.errors import RewriteFailed
+from gitmem.git import repository
+
+CRASH_ENV = "GITMEM_REWRITE_CRASH_AT"  # tests only: SIGKILL ourselves at a named step
+NO_HOOKS = ("-c", "core.hooksPath=/dev/null")
+
+
+_held = threading.local()
+
+
+def held_fds() -> tuple[int, ...]:
+    """The lock files this thread holds. Every git child inherits them, so if we die mid-way (SIGKILL),
+    a lock stays held until the last child exits: no writer resumes while an orphaned ``git prune``
+    still runs."""
+    return tuple(getattr(_held, "fds", ()))
+
+
+@contextlib.contextmanager
+def flock(path: Path, *, timeout: float, what: str) -> Iterator[None]:
+    fds: list[int] = _held.__dict__.setdefault("fds", [])
+    with repository.file_lock(path, timeout=timeout, busy=f"the store is busy with {what}; try again later") as fd:
+        fds.append(fd)
+        try:
+            yield
+        finally:
+            fds.remove(fd)
+
+
+def writer_lock(repo_path: Path) -> contextlib.AbstractContextManager[None]:
+    """:func:`repository.writer_lock`'s flock on ``gitmem/write.lock``, taken here so that its file
+    descriptor can be handed to git children (see :func:`held_fds`)."""
+    return flock(repo_path / "gitmem" / "write.lock", timeout=30.0, what="writes")
+
+
+def git(repo_path: Path, *args: str, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        ["git", "-C", str(repo_path), *NO_HOOKS, *args],
+        input=input,
+        capture_output=True,
+        check=False,
+        pass_fds=held_fds(),
+    )
+
+
+def checkpoint(name: str) -> None:
+    if os.environ.get(CRASH_ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def git_ok(repo_path: Path, *args: str, input: bytes | None = None) -> bytes:
+    result = git(repo_path, *args, input=input)
+    if result.returncode != 0:
+        raise RewriteFailed(f"git {args[0]} failed: {result.stderr.decode(errors='replace').strip()}")
+    return result.stdout
+
+
+def delete_ref(repo_path: Path, ref: str) -> None:
+    git(repo_path, "update-ref", "-d", ref)
+
+
+def objects_size(repo_path: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(repo_path / "objects"):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, name)).st_size
+    return total
