@@ -233,3 +233,33 @@ def test_a_clone_without_the_push_notes_replays_a_redacted_deletion_as_the_serve
     store.index.rebuild()
     assert [v.id for v in store.versions(limit=10).items] == before
     assert store.version(before[0], with_content=False).created_by is None
+
+
+def test_every_move_the_audit_shows_is_a_move_in_the_rewritten_trees(tmp_path: Path) -> None:
+    """A redacted move leaves its note where it was; a note made below that path pushes it out of the
+    rewritten tree, so its next version is no move: the index, the rewrite and the audit agree."""
+    gm = Gitmem.open(tmp_path / "home", fsync=False)
+    ws = gm.catalog.create_workspace("acme")
+    info = gm.create_store(ws.id, "notes")
+    store = gm.store(ws.id, info.id)
+    moved = store.create("/n.md", "one\n", actor=API)
+    store.update(moved.id, path="/m.md", actor=API)
+    renamed = store.versions(memory_id=moved.id, limit=1).items[0]
+    store.create("/n.md/inside.md", "below\n", actor=API)
+    store.update(moved.id, "two\n", actor=API)
+    store.create("/z.md", "last\n", actor=API)
+    redact(store, renamed.id)
+
+    entries = audit.store_log(store)
+    # The redacted version names where its note was (the version before shows it anyway), not where it
+    # went; the note's next version is no move: the rewritten tree had already pushed it out of /n.md.
+    assert [e.previous_path for e in entries] == [None, "/n.md", None, None, None]
+    clone, _ = audit.repo_log(gm.repo_path(info.id))
+    assert [(e.memory_id, e.path, e.previous_path) for e in clone] == [
+        (e.memory_id, e.path, e.previous_path) for e in entries
+    ]
+    repo = pygit2.Repository(str(gm.repo_path(info.id)))
+    trees = [repo[e.commit_id].tree for e in entries]  # type: ignore[attr-defined]
+    assert "n.md" in trees[1] and trees[1]["n.md"].type_str == "blob"  # left where it was
+    assert trees[2]["n.md"].type_str == "tree"  # pushed out by the note below
+    assert sorted(n.path for n in store.index.all_notes()) == ["/m.md", "/n.md/inside.md", "/z.md"]

@@ -26,14 +26,13 @@ _held = threading.local()
 
 
 def held_fds() -> tuple[int, ...]:
-    """The lock files this thread holds. Every git child inherits them, so if we die mid-way (SIGKILL),
-    a lock stays held until the last child exits: no writer resumes while an orphaned ``git prune``
-    still runs."""
+    """The lock files this thread holds, for every git child to inherit."""
     return tuple(getattr(_held, "fds", ()))
 
 
 @contextlib.contextmanager
 def flock(path: Path, *, timeout: float, what: str) -> Iterator[None]:
+    """Hold the flock on ``path`` (busy with ``what`` after ``timeout`` seconds), handed to git children."""
     fds: list[int] = _held.__dict__.setdefault("fds", [])
     with repository.file_lock(path, timeout=timeout, busy=f"the store is busy with {what}; try again later") as fd:
         fds.append(fd)
@@ -49,6 +48,11 @@ def writer_lock(repo_path: Path) -> contextlib.AbstractContextManager[None]:
     return flock(repo_path / "gitmem" / "write.lock", timeout=30.0, what="writes")
 
 
+def rewrite_lock(repo_path: Path, timeout: float) -> contextlib.AbstractContextManager[None]:
+    """One rewrite (or purge) at a time per store."""
+    return flock(repo_path / "gitmem" / "rewrite.lock", timeout=timeout, what="a history rewrite")
+
+
 def git(repo_path: Path, *args: str, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
         ["git", "-C", str(repo_path), *NO_HOOKS, *args],
@@ -60,6 +64,7 @@ def git(repo_path: Path, *args: str, input: bytes | None = None) -> subprocess.C
 
 
 def checkpoint(name: str) -> None:
+    """Die here, as a power cut would, if a test asks for it (``GITMEM_REWRITE_CRASH_AT=name``)."""
     if os.environ.get(CRASH_ENV) == name:
         os.kill(os.getpid(), signal.SIGKILL)
 
@@ -73,12 +78,3 @@ def git_ok(repo_path: Path, *args: str, input: bytes | None = None) -> bytes:
 
 def delete_ref(repo_path: Path, ref: str) -> None:
     git(repo_path, "update-ref", "-d", ref)
-
-
-def objects_size(repo_path: Path) -> int:
-    total = 0
-    for root, _dirs, files in os.walk(repo_path / "objects"):
-        for name in files:
-            with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(root, name)).st_size
-    return total

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import pygit2
 
 from gitmem.engine.fast_import import REWRITE_REF
-from gitmem.engine.locked_git import checkpoint, delete_ref, flock, git_ok, objects_size, writer_lock
+from gitmem.engine.locked_git import checkpoint, delete_ref, flock, git_ok, rewrite_lock, writer_lock
 from gitmem.engine.rewrite_report import RewriteReport
 from gitmem.git import repository
 from gitmem.git.repository import MAIN, NOTES_REF
@@ -35,6 +35,16 @@ log = logging.getLogger(__name__)
 PURGE_MARKER = "purge-pending.json"
 STALE_TEMP_SECONDS = 60.0
 PUSH_WAIT_SECONDS = 10.0
+
+
+def objects_size(repo_path: Path) -> int:
+    """Bytes of the repository's object store (what a purge reports before and after)."""
+    total = 0
+    for root, _dirs, files in os.walk(repo_path / "objects"):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, name)).st_size
+    return total
 
 
 def marker(repo_path: Path) -> Path:
@@ -187,6 +197,7 @@ def _reachable_blobs(repo_path: Path) -> set[str]:
 
 
 def verify(repo_path: Path, candidates: set[str], report: RewriteReport) -> None:
+    """Report each blob that should be gone: purged, still used by a kept version, or readable (an error)."""
     readable = _existing(repo_path, candidates)
     if readable:
         still_used = _reachable_blobs(repo_path) & readable
@@ -227,19 +238,15 @@ def finish_purge_locked(store: MemoryStore, report: RewriteReport) -> RewriteRep
     return report
 
 
-def rewrite_lock(store: MemoryStore, timeout: float) -> contextlib.AbstractContextManager[None]:
-    return flock(store.path / "gitmem" / "rewrite.lock", timeout=timeout, what="a history rewrite")
-
-
 def finish_pending_purge(store: MemoryStore, *, lock_timeout: float = 60.0) -> RewriteReport:
     """Finish the purge of a rewrite that crashed after its swap (no-op when none is pending)."""
-    with rewrite_lock(store, lock_timeout):
+    with rewrite_lock(store.path, lock_timeout):
         return finish_purge_locked(store, RewriteReport(store.id))
 
 
 def purge(store: MemoryStore, *, lock_timeout: float = 60.0) -> RewriteReport:
     """Physically delete whatever is unreachable in a store, now."""
-    with rewrite_lock(store, lock_timeout):
+    with rewrite_lock(store.path, lock_timeout):
         report = RewriteReport(store.id, bytes_before=objects_size(store.path))
         if read_marker(store.path) is None:
             write_marker(store.path, [])

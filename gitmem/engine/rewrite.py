@@ -35,13 +35,13 @@ import pygit2
 
 from gitmem.engine.fast_import import REWRITE_REF, NewHistory, Progress, check_same_notes
 from gitmem.engine.history import Diverged, Entry, History
-from gitmem.engine.locked_git import checkpoint, delete_ref, objects_size, writer_lock
+from gitmem.engine.locked_git import checkpoint, delete_ref, rewrite_lock, writer_lock
 from gitmem.engine.purge import (
     finish_purge_locked,
     marker,
+    objects_size,
     purge_locked,
     read_marker,
-    rewrite_lock,
     scrub_index,
     verify,
     write_marker,
@@ -61,9 +61,6 @@ MAX_SWAP_ATTEMPTS = 20
 # A plan sees every version (oldest first) and the ids of the notes that exist at the tip, and says
 # what each becomes: the same Entry (kept as is), another Entry (blanked, or a new blob) or None (dropped).
 Plan = Callable[[Sequence[Entry], frozenset[str]], list["Entry | None"]]
-
-
-# -- the rewrite ----------------------------------------------------------------------------------
 
 
 @dataclass
@@ -100,7 +97,7 @@ def rewrite_history(
     (a key rotation re-encrypts them too)."""
     repo_path = store.path
     report = RewriteReport(store.id, dry_run=dry_run)
-    with contextlib.nullcontext() if dry_run else rewrite_lock(store, lock_timeout):
+    with contextlib.nullcontext() if dry_run else rewrite_lock(repo_path, lock_timeout):
         repo = pygit2.Repository(str(repo_path))
         with _timed(report, "read"):
             report.bytes_before = objects_size(repo_path)
@@ -118,9 +115,9 @@ def rewrite_history(
                 report.bytes_after = objects_size(repo_path)
             return report
         with _timed(report, "rebuild"):
-            emitter, new_tip = _rebuild(repo_path, repo, planned, progress)
+            new_history, new_tip = _rebuild(repo_path, repo, planned, progress)
         try:
-            _swap_and_purge(store, repo, planned, emitter, new_tip, landed, report)
+            _swap_and_purge(store, repo, planned, new_history, new_tip, landed, report)
         except BaseException:
             if report.new_tip is None:  # nothing swapped: forget the new history (the marker stays
                 delete_ref(repo_path, REWRITE_REF)  # harmless; it only asks for a purge)
@@ -128,7 +125,7 @@ def rewrite_history(
         with _timed(report, "index"):
             scrub_index(store)
         with _timed(report, "verify"):
-            _verify_purged(repo_path, planned.gone & emitter.blobs, report)
+            _verify_purged(repo_path, planned.gone & new_history.blobs, report)
         return report
 
 
@@ -166,18 +163,18 @@ def _rebuild(
 ) -> tuple[NewHistory, str]:
     """Write the new history with ``git fast-import`` (no lock held) and check it ends with the same notes."""
     assert planned.snapshot is not None
-    emitter = NewHistory(repo_path)
-    new_tip = emitter.run(planned.kept, None, progress)
+    new_history = NewHistory(repo_path)
+    new_tip = new_history.run(planned.kept, None, progress)
     check_same_notes(repo, planned.snapshot, new_tip, planned.blob_map)
     checkpoint("built")
-    return emitter, new_tip
+    return new_history, new_tip
 
 
 def _swap_and_purge(
     store: MemoryStore,
     repo: pygit2.Repository,
     planned: _Planned,
-    emitter: NewHistory,
+    new_history: NewHistory,
     new_tip: str,
     landed: Callable[[Entry], Entry] | None,
     report: RewriteReport,
@@ -193,10 +190,10 @@ def _swap_and_purge(
                 raise RewriteFailed("main disappeared during the rewrite; nothing was changed")
             if current != base:
                 assert base is not None
-                new_tip = _replay_landed(repo, planned, emitter, base, current, new_tip, landed, report)
+                new_tip = _replay_landed(repo, planned, new_history, base, current, new_tip, landed, report)
                 base = current
             previous = read_marker(repo_path) or set()
-            write_marker(repo_path, (planned.gone | previous) - emitter.blobs)
+            write_marker(repo_path, (planned.gone | previous) - new_history.blobs)
             checkpoint("before-swap")
             if repository.compare_and_swap(repo, base, pygit2.Oid(hex=new_tip)):
                 break
@@ -213,7 +210,7 @@ def _swap_and_purge(
 def _replay_landed(
     repo: pygit2.Repository,
     planned: _Planned,
-    emitter: NewHistory,
+    new_history: NewHistory,
     base: pygit2.Oid,
     current: pygit2.Oid,
     new_tip: str,
@@ -230,7 +227,7 @@ def _replay_landed(
         if old.blob is not None and new.blob is not None and new.blob != old.blob:
             planned.blob_map[old.blob] = new.blob
             planned.gone.add(old.blob)
-    new_tip = emitter.run(replayed, new_tip)
+    new_tip = new_history.run(replayed, new_tip)
     check_same_notes(repo, current, new_tip, planned.blob_map)
     report.replayed += len(arrived)
     report.versions_before += len(arrived)
