@@ -24,7 +24,7 @@ import pygit2
 from gitmem.engine.fast_import import REWRITE_REF
 from gitmem.engine.locked_git import checkpoint, delete_ref, flock, git_ok, rewrite_lock, writer_lock
 from gitmem.engine.rewrite_report import RewriteReport
-from gitmem.git import repository
+from gitmem.git import pushes, repository
 from gitmem.git.repository import MAIN, NOTES_REF
 
 if TYPE_CHECKING:
@@ -107,17 +107,10 @@ def _drop_obsolete_spools(repo_path: Path, on_main: set[str]) -> None:
     """A push spools its versions (paths included) in ``gitmem/pushes/`` until post-receive settles them.
     A spool of a push made on top of the old history is obsolete: if it landed, its versions are trailers
     now; if it did not, it never will (main is no longer what it was based on)."""
-    from gitmem.git.pushes import SPOOL_DIR
-
-    for spool in (repo_path / SPOOL_DIR).glob("*.json"):
-        try:
-            data = json.loads(spool.read_text())
-            old, new = str(data.get("old", "")), str(data.get("new", ""))
-        except (OSError, ValueError, AttributeError):
-            continue
-        if new in on_main or old in on_main or not on_main or set(old) <= {"0"}:
+    for spool in pushes.spools(repo_path):
+        if spool.new in on_main or spool.old in on_main or not on_main or set(spool.old) <= {"0"}:
             continue  # made on the current history (or on an empty store): post-receive settles it
-        spool.unlink(missing_ok=True)
+        spool.path.unlink(missing_ok=True)
 
 
 def _remove_stale_files(repo_path: Path) -> None:

@@ -81,19 +81,13 @@ def settle_spool(repo: pygit2.Repository, *, stale_after: float = STALE_SPOOL_SE
         return 0
     tip = repository.read_tip(repo)
     settled = 0
-    for spool in sorted(folder.glob("*.json")):
-        try:
-            data = json.loads(spool.read_text())
-        except (OSError, ValueError):
-            continue
-        new = str(data.get("new", ""))
-        landed = tip is not None and new and (str(tip) == new or _is_ancestor(repo, new, tip))
+    for spool in pushes.spools(Path(repo.path)):
+        landed = tip is not None and spool.new and (str(tip) == spool.new or _is_ancestor(repo, spool.new, tip))
         if landed:
-            missing = {c: r for c, r in data.get("records", {}).items() if _note(repo, c) is None}
-            write_notes(repo, missing)
-        elif time.time() - spool.stat().st_mtime < stale_after:
+            write_notes(repo, {c: r for c, r in spool.records.items() if _note(repo, c) is None})
+        elif time.time() - spool.path.stat().st_mtime < stale_after:
             continue  # a push still under way (or one that failed a moment ago)
-        spool.unlink(missing_ok=True)
+        spool.path.unlink(missing_ok=True)
         settled += 1
     for tmp in folder.glob("*.tmp*"):
         if time.time() - tmp.stat().st_mtime > stale_after:

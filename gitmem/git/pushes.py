@@ -47,19 +47,43 @@ def spool_dir(repo: pygit2.Repository) -> Path:
     return Path(repo.path) / SPOOL_DIR
 
 
+@dataclass(frozen=True)
+class Spool:
+    """A push's records waiting for post-receive: ``gitmem/pushes/<new tip>.json``."""
+
+    path: Path
+    old: str  # main before the push
+    new: str  # main after it
+    commits: tuple[str, ...]
+    records: dict[str, dict[str, Any]]  # commit id -> its record's JSON (:meth:`PushRecord.to_json`)
+
+
+def spools(repo_path: Path) -> list[Spool]:
+    """The spools of a repository, in name order; files that cannot be read (yet) are skipped."""
+    found = []
+    for path in sorted((repo_path / SPOOL_DIR).glob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+            records = data.get("records") or {}
+            found.append(
+                Spool(
+                    path,
+                    str(data.get("old", "")),
+                    str(data.get("new", "")),
+                    tuple(str(c) for c in data.get("commits", ())),
+                    {str(c): r for c, r in records.items() if isinstance(r, dict)},
+                )
+            )
+        except (OSError, ValueError, AttributeError, TypeError):
+            continue
+    return found
+
+
 def spooled_record(repo: pygit2.Repository, commit_id: str) -> dict[str, Any]:
     """The record the push hook spooled for a commit whose Git note is not written yet, as JSON, or {}."""
-    folder = spool_dir(repo)
-    if not folder.is_dir():
-        return {}
-    for spool in sorted(folder.glob("*.json")):
-        try:
-            data = json.loads(spool.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict) and commit_id in data.get("commits", ()):
-            record = data.get("records", {}).get(commit_id)
-            return dict(record) if isinstance(record, dict) else {}
+    for spool in spools(Path(repo.path)):
+        if commit_id in spool.commits:
+            return dict(spool.records.get(commit_id, {}))
     return {}
 
 
