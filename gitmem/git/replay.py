@@ -50,7 +50,7 @@ Near = Callable[[str], Iterable[Placed]]  # the notes at a path, in a folder abo
 def move(record: VersionRecord, near: Near, *, in_tree: bool = True) -> Move | None:
     """What ``record`` does to the notes (``None``: nothing). ``near`` answers which notes sit at a
     path, above it or below it just before the version; ``in_tree`` says whether the version's
-    commit holds its content (always true of a deletion)."""
+    commit holds its content (a deletion needs none)."""
     if record.operation == "deleted":
         return Move(record.memory_id, None)
     if record.redacted_at is not None or record.path is None or not in_tree:
