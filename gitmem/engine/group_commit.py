@@ -210,8 +210,7 @@ class GroupCommitter:
                     db.execute("COMMIT")
                     outcomes.apply()
                     return True
-                for oid, body in trees.bodies.items():
-                    objects[oid] = PackObject(b"tree", body, oid, delta_base=trees.delta_bases.get(oid))
+                objects.update((tree.oid, tree) for tree in trees.pack_objects())
 
                 def write_objects(flush_ref: Callable[[], None]) -> None:
                     write_pack(

@@ -39,10 +39,31 @@ class PackObject:
     # An object this one is likely to resemble (a folder's previous tree): if it comes earlier in the
     # same pack, this one is stored as a delta against it.
     delta_base: bytes | None = None
+    # The body already compressed as independent raw deflate pieces (a big tree, see gitmem.git.trees):
+    # stored as their ``zlib_stream`` instead of compressing the whole body again.
+    deflated_pieces: Sequence[bytes] | None = None
 
 
 # A delta is used only for objects at least this big, and only if it is less than half their size.
 DELTA_MIN_SIZE = 1024
+
+
+def raw_deflate(data: bytes) -> bytes:
+    """``data`` as raw deflate blocks that end on a byte boundary and refer to nothing before them:
+    such pieces, compressed each on its own, can be joined into one stream (see :func:`zlib_stream`)."""
+    compressor = zlib.compressobj(COMPRESSION_LEVEL, zlib.DEFLATED, -15)
+    return compressor.compress(data) + compressor.flush(zlib.Z_SYNC_FLUSH)
+
+
+_ZLIB_HEADER = b"\x78\x01"  # deflate, 32 KiB window, "fastest" (any valid header inflates the same)
+_FINAL_EMPTY_BLOCK = b"\x03\x00"  # a last, empty block of fixed codes
+
+
+def zlib_stream(pieces: Sequence[bytes], body: bytes) -> list[bytes]:
+    """The zlib stream of ``body`` from its pieces made by :func:`raw_deflate`, as parts to join: the
+    header, the pieces, a final empty block and the checksum of the whole body (how pigz joins blocks
+    compressed in parallel)."""
+    return [_ZLIB_HEADER, *pieces, _FINAL_EMPTY_BLOCK, struct.pack(">I", zlib.adler32(body))]
 
 
 def _entry_header(code: int, size: int) -> bytes:
@@ -182,7 +203,11 @@ def encode(objects: Sequence[PackObject]) -> tuple[bytes, bytes]:
                     + zlib.compress(patch, COMPRESSION_LEVEL)
                 )
         if not entry:
-            entry = _entry_header(KIND_CODES[obj.kind], len(obj.body)) + zlib.compress(obj.body, COMPRESSION_LEVEL)
+            header = _entry_header(KIND_CODES[obj.kind], len(obj.body))
+            if obj.deflated_pieces is not None:
+                entry = b"".join([header, *zlib_stream(obj.deflated_pieces, obj.body)])
+            else:
+                entry = header + zlib.compress(obj.body, COMPRESSION_LEVEL)
         if len(obj.body) >= DELTA_MIN_SIZE:
             earlier[obj.oid] = (offset, obj.body)
         pack += entry
@@ -245,4 +270,14 @@ def write_pack(
     return pack_path
 
 
-__all__ = ["OBJ_BLOB", "OBJ_COMMIT", "OBJ_TREE", "PackObject", "delta", "encode", "write_pack"]
+__all__ = [
+    "OBJ_BLOB",
+    "OBJ_COMMIT",
+    "OBJ_TREE",
+    "PackObject",
+    "delta",
+    "encode",
+    "raw_deflate",
+    "write_pack",
+    "zlib_stream",
+]
