@@ -39,9 +39,9 @@ class PackObject:
     # An object this one is likely to resemble (a folder's previous tree): if it comes earlier in the
     # same pack, this one is stored as a delta against it.
     delta_base: bytes | None = None
-    # The body already compressed as independent raw deflate pieces (a big tree, see gitmem.git.trees):
-    # stored as their ``zlib_stream`` instead of compressing the whole body again.
-    deflated_pieces: Sequence[bytes] | None = None
+    # The body's zlib stream already made, in parts to join (a big tree from its pieces, see
+    # ``zlib_stream``), stored instead of compressing the whole body again.
+    compressed: Sequence[bytes] | None = None
 
 
 # A delta is used only for objects at least this big, and only if it is less than half their size.
@@ -59,11 +59,22 @@ _ZLIB_HEADER = b"\x78\x01"  # deflate, 32 KiB window, "fastest" (any valid heade
 _FINAL_EMPTY_BLOCK = b"\x03\x00"  # a last, empty block of fixed codes
 
 
-def zlib_stream(pieces: Sequence[bytes], body: bytes) -> list[bytes]:
-    """The zlib stream of ``body`` from its pieces made by :func:`raw_deflate`, as parts to join: the
-    header, the pieces, a final empty block and the checksum of the whole body (how pigz joins blocks
-    compressed in parallel)."""
-    return [_ZLIB_HEADER, *pieces, _FINAL_EMPTY_BLOCK, struct.pack(">I", zlib.adler32(body))]
+def zlib_stream(pieces: Sequence[bytes], checksum: int) -> list[bytes]:
+    """A body's zlib stream from its pieces made by :func:`raw_deflate`, as parts to join: the header,
+    the pieces, a final empty block and the Adler-32 ``checksum`` of the whole body (the way pigz joins
+    blocks compressed in parallel)."""
+    return [_ZLIB_HEADER, *pieces, _FINAL_EMPTY_BLOCK, struct.pack(">I", checksum)]
+
+
+_ADLER_BASE = 65521
+
+
+def adler32_combine(first: int, second: int, second_length: int) -> int:
+    """The Adler-32 of two pieces of data joined, from theirs (zlib's ``adler32_combine``)."""
+    rem = second_length % _ADLER_BASE
+    low = ((first & 0xFFFF) + (second & 0xFFFF) + _ADLER_BASE - 1) % _ADLER_BASE
+    high = ((first >> 16) + (second >> 16) + rem * (first & 0xFFFF) + _ADLER_BASE - rem) % _ADLER_BASE
+    return (high << 16) | low
 
 
 def _entry_header(code: int, size: int) -> bytes:
@@ -204,8 +215,8 @@ def encode(objects: Sequence[PackObject]) -> tuple[bytes, bytes]:
                 )
         if not entry:
             header = _entry_header(KIND_CODES[obj.kind], len(obj.body))
-            if obj.deflated_pieces is not None:
-                entry = b"".join([header, *zlib_stream(obj.deflated_pieces, obj.body)])
+            if obj.compressed is not None:
+                entry = b"".join([header, *obj.compressed])
             else:
                 entry = header + zlib.compress(obj.body, COMPRESSION_LEVEL)
         if len(obj.body) >= DELTA_MIN_SIZE:
@@ -275,6 +286,7 @@ __all__ = [
     "OBJ_COMMIT",
     "OBJ_TREE",
     "PackObject",
+    "adler32_combine",
     "delta",
     "encode",
     "raw_deflate",

@@ -6,11 +6,11 @@ pygit2's ``TreeBuilder.write()`` would write every tree as a loose object, flush
 A write must not cost more in a folder of 10,000 notes than in one of 100, yet Git stores a folder as
 one tree object listing every entry, and each commit needs the folder's new tree. So a parsed tree is
 a run of **pieces** of about :data:`PIECE_ENTRIES` entries in Git's order, each holding its entries'
-bytes and those bytes compressed. An edit makes a new piece for the entries it touches and shares
-every other piece with the previous version; the new tree's bytes are the pieces' bytes joined, and
-its compressed form (for the pack) is the pieces' compressed forms joined, as independent deflate
-blocks (``gitmem.git.pack.zlib_stream``). What stays proportional to the folder is only copying and
-hashing its bytes once (SHA-1 for the id, the pack's checksum), not parsing, sorting or compressing.
+bytes, their compressed form and checksum, each made once. An edit makes a new piece for the entries
+it touches and shares every other piece with the previous version; the new tree's bytes are the
+pieces' bytes joined, and its zlib stream (for the pack) is the pieces' independent deflate blocks
+joined (``gitmem.git.pack.zlib_stream``). What stays proportional to the folder is copying its bytes
+and hashing them once (SHA-1 for the id, the pack's checksum): no parse, sort or compression of it.
 
 Parsed trees are cached by object id: an id names one content forever, so a cached tree can never
 be stale, whatever moved or rewrote ``main`` in between (another process, a push, a history rewrite).
@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import pygit2
 
-from gitmem.git.pack import PackObject, raw_deflate
+from gitmem.git.pack import PackObject, adler32_combine, raw_deflate, zlib_stream
 
 MODE_TREE = b"40000"
 MODE_BLOB = b"100644"
@@ -53,13 +54,14 @@ class Piece:
     once made: versions of a folder share the pieces an edit did not touch, and with them their bytes
     and compressed bytes, each made once when first asked for."""
 
-    __slots__ = ("_body", "_deflated", "keys", "raw")
+    __slots__ = ("_body", "_checksum", "_deflated", "keys", "raw")
 
     def __init__(self, keys: Sequence[bytes], raw: Sequence[bytes]) -> None:
         self.keys: tuple[bytes, ...] = tuple(keys)
         self.raw: tuple[bytes, ...] = tuple(raw)
         self._body: bytes | None = None
         self._deflated: bytes | None = None
+        self._checksum: int | None = None
 
     @property
     def body(self) -> bytes:
@@ -72,6 +74,13 @@ class Piece:
         if self._deflated is None:
             self._deflated = raw_deflate(self.body)
         return self._deflated
+
+    @property
+    def checksum(self) -> int:
+        """Adler-32 of the body, for the tree's zlib stream."""
+        if self._checksum is None:
+            self._checksum = zlib.adler32(self.body)
+        return self._checksum
 
 
 def _pieces_of(keys: Sequence[bytes], raw: Sequence[bytes]) -> list[Piece]:
@@ -115,9 +124,12 @@ class Tree:
     def body(self) -> bytes:
         return b"".join(piece.body for piece in self.pieces)
 
-    def deflated_pieces(self) -> list[bytes]:
-        """The body compressed piece by piece (raw deflate blocks; ``gitmem.git.pack.zlib_stream``)."""
-        return [piece.deflated for piece in self.pieces]
+    def compressed(self) -> list[bytes]:
+        """The body's zlib stream from its pieces, each compressed once (parts to join)."""
+        checksum = 1  # Adler-32 of nothing
+        for piece in self.pieces:
+            checksum = adler32_combine(checksum, piece.checksum, len(piece.body))
+        return zlib_stream([piece.deflated for piece in self.pieces], checksum)
 
     def get(self, name: bytes) -> tuple[bytes, bytes] | None:
         found = _find(self.pieces, self.firsts, name)
@@ -253,7 +265,7 @@ class TreeStore:
                 body,
                 oid,
                 delta_base=self.delta_bases.get(oid),
-                deflated_pieces=self.new[oid].deflated_pieces() if len(self.new[oid].pieces) > 1 else None,
+                compressed=self.new[oid].compressed() if len(self.new[oid].pieces) > 1 else None,
             )
             for oid, body in self.bodies.items()
         ]
