@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from bench.flat import seed_notes
 from gitmem.clock import FrozenClock
+from gitmem.engine.group_commit import committer_for
 from gitmem.engine.home import Gitmem
 from gitmem.engine.redaction import redact
 from gitmem.engine.retention import prune_store
@@ -145,8 +146,15 @@ def test_the_parsed_folder_follows_main_moved_by_another_process(big: MemoryStor
     """The writer keeps the folder's tree parsed between writes; when another process moves ``main``
     (here stock ``git fast-import``), the next write starts from that process's tree, losing nothing."""
     big.create("/notes/mine-1.md", "one")  # the folder is parsed and kept
+    mine = bytes.fromhex(git(big.path, "rev-parse", "main:notes").strip())
     seed_notes(big.path, {"/notes/theirs.md": "from another process"})
+    theirs = bytes.fromhex(git(big.path, "rev-parse", "main:notes").strip())
     big.create("/notes/mine-2.md", "two")
+    kept = committer_for(big.path).trees
+    mine_tree, their_tree = kept.get(mine), kept.get(theirs)
+    assert mine_tree is not None and their_tree is not None  # their folder was read, with ours as a hint:
+    shared = set(map(id, mine_tree.pieces)) & set(map(id, their_tree.pieces))
+    assert len(shared) >= len(mine_tree.pieces) - 2  # only the piece that changed was parsed again
     listed = git(big.path, "ls-tree", "--name-only", "main", "notes/mine-1.md", "notes/theirs.md", "notes/mine-2.md")
     assert listed.split() == ["notes/mine-1.md", "notes/mine-2.md", "notes/theirs.md"]
     assert big.get_by_path("/notes/theirs.md").content == "from another process"

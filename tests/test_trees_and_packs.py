@@ -140,6 +140,36 @@ def test_trees_in_pieces_match_a_sorted_listing(
             assert zlib.decompress(b"".join(tree.compressed())) == tree.body()
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.dictionaries(NAMES, st.tuples(st.booleans(), OIDS), max_size=12),
+    st.lists(edit, max_size=4),
+)
+def test_a_tree_read_like_another_is_the_tree_read_afresh(
+    small_pieces: int, entries: dict[str, tuple[bool, bytes]], edits: list[tuple[bool, str, bool, bytes]]
+) -> None:
+    """Reading a tree with a similar one as a hint (another process changed a few entries) gives the
+    same entries and bytes as reading it afresh, and reuses the hint's pieces that did not change."""
+    editor = TreeEditor(EMPTY_TREE)
+    for name, (is_folder, oid) in entries.items():
+        editor.insert(name.encode(), MODE_TREE if is_folder else MODE_BLOB, oid)
+    old = editor.tree()
+    editor = TreeEditor(Tree.parse(old.body()))  # another process's edits, on its own pieces
+    for insert, name, is_folder, oid in edits:
+        if insert:
+            editor.insert(name.encode(), MODE_TREE if is_folder else MODE_BLOB, oid)
+        else:
+            editor.remove(name.encode())
+    body = editor.tree().body()
+    hinted, fresh = Tree.parse(body, like=old), Tree.parse(body)
+    assert hinted.body() == body and len(hinted) == len(fresh)
+    assert [hinted.get(name.encode()) for name in NAME_LIST] == [fresh.get(name.encode()) for name in NAME_LIST]
+    assert all(piece.keys for piece in hinted.pieces)
+    assert list(hinted.firsts) == [piece.keys[0] for piece in hinted.pieces]
+    if not edits:
+        assert hinted.pieces == old.pieces  # nothing parsed again
+
+
 @given(st.binary(max_size=300), st.binary(max_size=300))
 def test_adler32_combines_as_zlibs(first: bytes, second: bytes) -> None:
     assert adler32_combine(zlib.adler32(first), zlib.adler32(second), len(second)) == zlib.adler32(first + second)

@@ -189,6 +189,7 @@ class GroupCommitter:
                                     path: bytes.fromhex(blob) if blob else None
                                     for path, blob in change.tree_changes.items()
                                 },
+                                like=self._last_commit[1] if self._last_commit is not None else None,
                             )
                             commit = _commit_object(change.record, root_after, parent)
                             view.staged[commit.oid] = commit

@@ -105,11 +105,24 @@ class Tree:
     size: int
 
     @classmethod
-    def parse(cls, body: bytes) -> Tree:
+    def parse(cls, body: bytes, like: Tree | None = None) -> Tree:
+        """The tree ``body`` serialises. ``like`` is a tree it probably shares most entries with (the
+        folder as this process last knew it, before another process wrote it): a piece of it found
+        whole in ``body`` is taken as it is, so only the entries around what changed are parsed."""
+        known = like.pieces if like is not None else ()
+        pieces: list[Piece] = []
         keys: list[bytes] = []
         raw: list[bytes] = []
+        at = 0  # the first piece of ``like`` that may still be found
         pos, end = 0, len(body)
         while pos < end:
+            if at < len(known) and body.startswith(known[at].body, pos):
+                pieces += _pieces_of(keys, raw)
+                keys, raw = [], []
+                pieces.append(known[at])
+                pos += len(known[at].body)
+                at += 1
+                continue
             space = body.index(b" ", pos)
             nul = body.index(b"\0", space)
             mode, name = body[pos:space], body[space + 1 : nul]
@@ -118,8 +131,10 @@ class Tree:
             keys.append(_sort_key(name, mode))
             raw.append(body[pos : nul + 21])
             pos = nul + 21
-        pieces = _pieces_of(keys, raw)
-        return cls(tuple(pieces), tuple(p.keys[0] for p in pieces), len(keys))
+            while at < len(known) and known[at].keys[0] <= keys[-1]:  # it can no longer come
+                at += 1
+        pieces += _pieces_of(keys, raw)
+        return cls(tuple(pieces), tuple(p.keys[0] for p in pieces), sum(len(p.keys) for p in pieces))
 
     def body(self) -> bytes:
         return b"".join(piece.body for piece in self.pieces)
@@ -240,12 +255,17 @@ class TreeStore:
         self.bodies: dict[bytes, bytes] = {}  # of the new trees, for the pack
         self.delta_bases: dict[bytes, bytes] = {}  # a new tree's previous version, for a delta
 
-    def get(self, oid: bytes) -> Tree:
+    def known(self, oid: bytes) -> Tree | None:
+        """The tree if made in this batch or cached, without reading it."""
         tree = self.new.get(oid)
+        return tree if tree is not None else self._cache.get(oid)
+
+    def get(self, oid: bytes, like: Tree | None = None) -> Tree:
+        """The tree ``oid``; if it must be read, ``like`` is a tree it probably resembles (see
+        :meth:`Tree.parse`)."""
+        tree = self.known(oid)
         if tree is None:
-            tree = self._cache.get(oid)
-        if tree is None:
-            tree = Tree.parse(self._read(oid))
+            tree = Tree.parse(self._read(oid), like)
             self._cache.put(oid, tree)
         return tree
 
@@ -270,16 +290,19 @@ class TreeStore:
             for oid, body in self.bodies.items()
         ]
 
-    def edit(self, base: bytes | None, changes: Mapping[str, bytes | None]) -> bytes:
+    def edit(self, base: bytes | None, changes: Mapping[str, bytes | None], like: bytes | None = None) -> bytes:
         """The tree that is ``base`` with each tree path set to a blob id (or removed, for None).
 
-        Empty folders disappear, as in Git; only the trees along changed paths are made."""
-        oid = self.add(self._edit(self.get(base) if base is not None else EMPTY_TREE, changes))
+        Empty folders disappear, as in Git; only the trees along changed paths are made. ``like`` is a
+        root this process knew that ``base`` probably resembles (the last one it wrote): its folders,
+        if still cached, make reading ``base``'s folders cheap when another process moved ``main``."""
+        hint = self.known(like) if like is not None else None
+        oid = self.add(self._edit(self.get(base, hint) if base is not None else EMPTY_TREE, changes, hint))
         if base is not None:
             self.delta_bases.setdefault(oid, base)
         return oid
 
-    def _edit(self, base: Tree, changes: Mapping[str, bytes | None]) -> Tree:
+    def _edit(self, base: Tree, changes: Mapping[str, bytes | None], like: Tree | None) -> Tree:
         here: dict[bytes, bytes | None] = {}
         below: dict[bytes, dict[str, bytes | None]] = {}
         for tree_path, blob in changes.items():
@@ -296,8 +319,12 @@ class TreeStore:
                 editor.remove(name)
         for name, sub_changes in below.items():
             existing = editor.get(name)
-            sub_base = self.get(existing[1]) if existing is not None and existing[0] == MODE_TREE else EMPTY_TREE
-            sub_tree = self._edit(sub_base, sub_changes)
+            known = like.get(name) if like is not None else None
+            sub_like = self.known(known[1]) if known is not None and known[0] == MODE_TREE else None
+            sub_base = EMPTY_TREE
+            if existing is not None and existing[0] == MODE_TREE:
+                sub_base = self.get(existing[1], sub_like)
+            sub_tree = self._edit(sub_base, sub_changes, sub_like)
             if len(sub_tree) == 0:
                 if sub_base is not EMPTY_TREE:
                     editor.remove(name)
