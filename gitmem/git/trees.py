@@ -51,36 +51,23 @@ def _sort_key(name: bytes, mode: bytes) -> bytes:
 
 class Piece:
     """Consecutive entries of a tree in Git's order (sort keys and serialised entries), never changed
-    once made: versions of a folder share the pieces an edit did not touch, and with them their bytes
-    and compressed bytes, each made once when first asked for."""
+    once made: versions of a folder share the pieces an edit did not touch, and with them their bytes,
+    the bytes' Adler-32 checksum and, once first asked for, their compressed form."""
 
-    __slots__ = ("_body", "_checksum", "_deflated", "keys", "raw")
+    __slots__ = ("_deflated", "body", "checksum", "keys", "raw")
 
     def __init__(self, keys: Sequence[bytes], raw: Sequence[bytes]) -> None:
         self.keys: tuple[bytes, ...] = tuple(keys)
         self.raw: tuple[bytes, ...] = tuple(raw)
-        self._body: bytes | None = None
+        self.body = b"".join(self.raw)
+        self.checksum = zlib.adler32(self.body)
         self._deflated: bytes | None = None
-        self._checksum: int | None = None
-
-    @property
-    def body(self) -> bytes:
-        if self._body is None:
-            self._body = b"".join(self.raw)
-        return self._body
 
     @property
     def deflated(self) -> bytes:
         if self._deflated is None:
             self._deflated = raw_deflate(self.body)
         return self._deflated
-
-    @property
-    def checksum(self) -> int:
-        """Adler-32 of the body, for the tree's zlib stream."""
-        if self._checksum is None:
-            self._checksum = zlib.adler32(self.body)
-        return self._checksum
 
 
 def _pieces_of(keys: Sequence[bytes], raw: Sequence[bytes]) -> list[Piece]:
@@ -137,7 +124,7 @@ class Tree:
         return cls(tuple(pieces), tuple(p.keys[0] for p in pieces), sum(len(p.keys) for p in pieces))
 
     def body(self) -> bytes:
-        return b"".join(piece.body for piece in self.pieces)
+        return b"".join([piece.body for piece in self.pieces])
 
     def compressed(self) -> list[bytes]:
         """The body's zlib stream from its pieces, each compressed once (parts to join)."""
