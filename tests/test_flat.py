@@ -12,6 +12,7 @@ import datetime as dt
 import itertools
 import os
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,12 +22,13 @@ from hypothesis import strategies as st
 
 from bench.flat import seed_notes
 from gitmem.clock import FrozenClock
+from gitmem.engine.group_commit import committer_for
 from gitmem.engine.home import Gitmem
 from gitmem.engine.redaction import redact
 from gitmem.engine.retention import prune_store
 from gitmem.engine.store import MemoryStore
 from gitmem.errors import NotFound, PathConflict
-from gitmem.git import repository
+from gitmem.git import repository, trees
 from gitmem.model import MemoryPrefix, Note
 from tests.conftest import assert_fsck_clean, git
 
@@ -60,6 +62,16 @@ def big(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MemoryStore]:
 
 def tree_size(store: MemoryStore, folder: str) -> int:
     return len(git(store.path, "ls-tree", f"main:{folder}").splitlines())
+
+
+def assert_stock_tree(store: MemoryStore, folder: str) -> None:
+    """The folder's tree on ``main`` is the one stock ``git mktree`` makes of its own listing (which it
+    sorts itself): in Git's order, each name once."""
+    listing = git(store.path, "ls-tree", f"main:{folder}")
+    made = subprocess.run(
+        ["git", "-C", str(store.path), "mktree"], input=listing, capture_output=True, text=True, check=True
+    )
+    assert made.stdout.strip() == git(store.path, "rev-parse", f"main:{folder}").strip()
 
 
 def all_pages(store: MemoryStore, prefix: str, limit: int) -> list[Note | MemoryPrefix]:
@@ -106,6 +118,73 @@ def test_writes_in_a_big_folder_change_one_entry(big: MemoryStore) -> None:
         "notes/eight.md"
     ]
     assert big.get_by_path(big_path(9)).content == text(9)  # its neighbours untouched
+    assert_stock_tree(big, "notes")
+    assert_fsck_clean(big.path)
+
+
+def test_stock_git_clones_a_big_folder_and_shows_its_log(big: MemoryStore, tmp_path: Path) -> None:
+    note = big.create("/notes/cloned.md", "seen in the clone")
+    big.update(note.id, content="seen in the clone, revised")
+    clone = tmp_path / "clone"  # the objects over Git's protocol; checking 10,000 files out adds nothing
+    subprocess.run(
+        ["git", "clone", "-q", "--no-local", "--no-checkout", str(big.path), str(clone)],
+        check=True,
+        capture_output=True,
+    )
+    assert git(clone, "show", "origin/main:notes/cloned.md") == "seen in the clone, revised"
+    assert git(clone, "show", "origin/main:notes/note-04321.md") == text(4321)
+    assert (
+        git(clone, "ls-tree", "--name-only", "origin/main:notes").split()
+        == git(big.path, "ls-tree", "--name-only", "main:notes").split()
+    )
+    log = git(clone, "log", "-p", "-2", "--format=%s", "origin/main")
+    assert "+seen in the clone, revised" in log and "-seen in the clone" in log
+    assert log.count("diff --git a/notes/cloned.md") == 2
+
+
+def test_the_parsed_folder_follows_main_moved_by_another_process(big: MemoryStore) -> None:
+    """The writer keeps the folder's tree parsed between writes; when another process moves ``main``
+    (here stock ``git fast-import``), the next write starts from that process's tree, losing nothing."""
+    big.create("/notes/mine-1.md", "one")  # the folder is parsed and kept
+    mine = bytes.fromhex(git(big.path, "rev-parse", "main:notes").strip())
+    seed_notes(big.path, {"/notes/theirs.md": "from another process"})
+    theirs = bytes.fromhex(git(big.path, "rev-parse", "main:notes").strip())
+    big.create("/notes/mine-2.md", "two")
+    kept = committer_for(big.path).trees
+    mine_tree, their_tree = kept.get(mine), kept.get(theirs)
+    assert mine_tree is not None and their_tree is not None  # their folder was read, with ours as a hint:
+    shared = set(map(id, mine_tree.pieces)) & set(map(id, their_tree.pieces))
+    assert len(shared) >= len(mine_tree.pieces) - 2  # only the piece that changed was parsed again
+    listed = git(big.path, "ls-tree", "--name-only", "main", "notes/mine-1.md", "notes/theirs.md", "notes/mine-2.md")
+    assert listed.split() == ["notes/mine-1.md", "notes/mine-2.md", "notes/theirs.md"]
+    assert big.get_by_path("/notes/theirs.md").content == "from another process"
+    assert_stock_tree(big, "notes")
+
+
+def test_threads_write_into_a_big_folder_together(big: MemoryStore) -> None:
+    """Writers in many threads: their writes share batches (a batch's versions of the folder go into
+    one pack, each after the first as a delta), and every note lands once, in Git's order."""
+    before = tree_size(big, "notes")
+    errors: list[BaseException] = []
+
+    def write(n: int) -> None:
+        try:
+            note = big.create(f"/notes/thread-{n}.md", f"thread {n}")
+            big.update(note.id, content=f"thread {n}, revised")
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    assert tree_size(big, "notes") == before + 6
+    assert {git(big.path, "show", f"main:notes/thread-{n}.md") for n in range(6)} == {
+        f"thread {n}, revised" for n in range(6)
+    }
+    assert_stock_tree(big, "notes")
     assert_fsck_clean(big.path)
 
 
@@ -135,6 +214,11 @@ def test_redaction_and_pruning_with_a_big_folder(fast_gm: Gitmem, clock: FrozenC
     assert store.get_by_path(big_path(notes - 1)).content == text(notes - 1)
     assert len(all_pages(store, "/notes/", 400)) == notes + 1
     assert tree_size(store, "notes") == notes + 1
+    after = store.create("/notes/after-the-rewrites.md", "written on the rewritten history")
+    assert tree_size(store, "notes") == notes + 2  # the kept folder, not the one before the rewrites
+    assert git(store.path, "show", "main:notes/after-the-rewrites.md") == "written on the rewritten history"
+    assert store.get(after.id).path == "/notes/after-the-rewrites.md"
+    assert_stock_tree(store, "notes")
     assert_fsck_clean(store.path)
 
 
@@ -172,8 +256,12 @@ def stock_git_tree(repo_path: Path, files: dict[str, str], scratch: Path) -> str
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(operations=st.lists(operation, min_size=1, max_size=12))
 def test_trees_are_the_trees_stock_git_writes(
-    fast_gm: Gitmem, tmp_path_factory: pytest.TempPathFactory, operations: list[tuple[str, str, str, str]]
+    fast_gm: Gitmem,
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    operations: list[tuple[str, str, str, str]],
 ) -> None:
+    monkeypatch.setattr(trees, "PIECE_ENTRIES", 2)  # a folder of a few notes in several pieces, as 10,000
     store = new_store(fast_gm)
     model: dict[str, str] = {}  # path -> content: what the store must hold
     ids: dict[str, str] = {}  # path -> memory id

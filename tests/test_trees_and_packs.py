@@ -5,6 +5,7 @@ ids ``git mktree`` gives the same entries, edits match pygit2's tree builder, co
 from __future__ import annotations
 
 import subprocess
+import zlib
 from pathlib import Path
 
 import pygit2
@@ -12,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gitmem.git import repository
-from gitmem.git.pack import PackObject, write_pack
+from gitmem.git import repository, trees
+from gitmem.git.pack import PackObject, adler32_combine, write_pack
 from gitmem.git.trees import (
     EMPTY_TREE,
     MODE_BLOB,
@@ -27,7 +28,8 @@ from gitmem.git.trees import (
 )
 
 # Names that sort differently as files and as folders ("a" < "a-b" < "a.md" < "a/" < "a0").
-NAMES = st.sampled_from(["a", "a-b", "a.md", "a0", "a_", "b", "B", "é.md", "x y", "a.b.c", "-", "zz"])
+NAME_LIST = ["a", "a-b", "a.md", "a0", "a_", "b", "B", "é.md", "x y", "a.b.c", "-", "zz"]
+NAMES = st.sampled_from(NAME_LIST)
 OIDS = st.binary(min_size=20, max_size=20)
 
 
@@ -36,9 +38,18 @@ def bare(tmp_path_factory: pytest.TempPathFactory) -> pygit2.Repository:
     return pygit2.init_repository(str(tmp_path_factory.mktemp("trees") / "repo.git"), bare=True)
 
 
+@pytest.fixture
+def small_pieces(monkeypatch: pytest.MonkeyPatch) -> int:
+    """Trees cut into pieces of 2 entries (a few entries then span several pieces, as 10,000 do)."""
+    monkeypatch.setattr(trees, "PIECE_ENTRIES", 2)
+    return 2
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.dictionaries(NAMES, st.tuples(st.booleans(), OIDS), max_size=12))
-def test_tree_ids_match_git_mktree(bare: pygit2.Repository, entries: dict[str, tuple[bool, bytes]]) -> None:
+def test_tree_ids_match_git_mktree(
+    bare: pygit2.Repository, small_pieces: int, entries: dict[str, tuple[bool, bytes]]
+) -> None:
     editor = TreeEditor(EMPTY_TREE)
     for name, (is_tree, oid) in entries.items():
         editor.insert(name.encode(), MODE_TREE if is_tree else MODE_BLOB, oid)
@@ -69,7 +80,9 @@ PATHS = st.sampled_from(["a", "a.md", "a/b", "a/b.md", "a-b/c", "a/b/c", "n/x.md
         max_size=6,
     )
 )
-def test_edits_match_pygit2s_tree_builder(bare: pygit2.Repository, steps: list[dict[str, bytes | None]]) -> None:
+def test_edits_match_pygit2s_tree_builder(
+    bare: pygit2.Repository, small_pieces: int, steps: list[dict[str, bytes | None]]
+) -> None:
     """Edits in memory give the trees that repository.tree_with writes, step after step (folders that
     empty disappear; a file may become a folder and back)."""
     ours = TreeStore(TreeCache(max_entries=8), lambda oid: bare[oid.hex()].read_raw())
@@ -88,6 +101,78 @@ def test_edits_match_pygit2s_tree_builder(bare: pygit2.Repository, steps: list[d
         assert our_root.hex() == str(their_root)
         for oid, body in ours.bodies.items():  # the trees must exist for the next step's reads
             assert str(bare.odb.write(pygit2.enums.ObjectType.TREE, body)) == oid.hex()
+
+
+edit = st.tuples(st.booleans(), NAMES, st.booleans(), OIDS)  # insert or remove, name, folder?, id
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.lists(edit, min_size=1, max_size=5), min_size=1, max_size=12))
+def test_trees_in_pieces_match_a_sorted_listing(
+    small_pieces: int, steps: list[list[tuple[bool, str, bool, bytes]]]
+) -> None:
+    """Edits of a tree in pieces against a dict: after every step the bytes are the sorted listing's,
+    every name is found, the pieces stay within their bounds, and the pieces' compressed bytes inflate
+    to the body. Each step edits the previous step's tree, which must not change."""
+    model: dict[bytes, tuple[bytes, bytes]] = {}
+    tree = EMPTY_TREE
+    for step in steps:
+        before, before_body = dict(model), tree.body()
+        editor = TreeEditor(tree)
+        for insert, name, is_folder, oid in step:
+            if insert:
+                mode = MODE_TREE if is_folder else MODE_BLOB
+                editor.insert(name.encode(), mode, oid)
+                model[name.encode()] = (mode, oid)
+            else:
+                editor.remove(name.encode())
+                model.pop(name.encode(), None)
+        previous, tree = tree, editor.tree()
+        assert previous.body() == before_body and len(previous) == len(before)
+        ordered = sorted(model.items(), key=lambda item: item[0] + (b"/" if item[1][0] == MODE_TREE else b""))
+        assert tree.body() == b"".join(mode + b" " + name + b"\0" + oid for name, (mode, oid) in ordered)
+        assert len(tree) == len(model)
+        for name in NAME_LIST:
+            assert tree.get(name.encode()) == model.get(name.encode())
+        assert all(1 <= len(piece.keys) <= 2 * small_pieces for piece in tree.pieces)
+        assert list(tree.firsts) == [piece.keys[0] for piece in tree.pieces]
+        if tree.pieces:
+            assert zlib.decompress(b"".join(tree.compressed())) == tree.body()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.dictionaries(NAMES, st.tuples(st.booleans(), OIDS), max_size=12),
+    st.lists(edit, max_size=4),
+)
+def test_a_tree_read_like_another_is_the_tree_read_afresh(
+    small_pieces: int, entries: dict[str, tuple[bool, bytes]], edits: list[tuple[bool, str, bool, bytes]]
+) -> None:
+    """Reading a tree with a similar one as a hint (another process changed a few entries) gives the
+    same entries and bytes as reading it afresh, and reuses the hint's pieces that did not change."""
+    editor = TreeEditor(EMPTY_TREE)
+    for name, (is_folder, oid) in entries.items():
+        editor.insert(name.encode(), MODE_TREE if is_folder else MODE_BLOB, oid)
+    old = editor.tree()
+    editor = TreeEditor(Tree.parse(old.body()))  # another process's edits, on its own pieces
+    for insert, name, is_folder, oid in edits:
+        if insert:
+            editor.insert(name.encode(), MODE_TREE if is_folder else MODE_BLOB, oid)
+        else:
+            editor.remove(name.encode())
+    body = editor.tree().body()
+    hinted, fresh = Tree.parse(body, like=old), Tree.parse(body)
+    assert hinted.body() == body and len(hinted) == len(fresh)
+    assert [hinted.get(name.encode()) for name in NAME_LIST] == [fresh.get(name.encode()) for name in NAME_LIST]
+    assert all(piece.keys for piece in hinted.pieces)
+    assert list(hinted.firsts) == [piece.keys[0] for piece in hinted.pieces]
+    if not edits:
+        assert hinted.pieces == old.pieces  # nothing parsed again
+
+
+@given(st.binary(max_size=300), st.binary(max_size=300))
+def test_adler32_combines_as_zlibs(first: bytes, second: bytes) -> None:
+    assert adler32_combine(zlib.adler32(first), zlib.adler32(second), len(second)) == zlib.adler32(first + second)
 
 
 def test_commit_bodies_match_libgit2(bare: pygit2.Repository) -> None:
@@ -118,6 +203,30 @@ def test_a_written_pack_verifies_and_reads_back(tmp_path: Path) -> None:
     for obj in objects:
         assert repo[obj.oid.hex()].read_raw() == obj.body
     assert not list((tmp_path / "repo.git" / "objects" / "pack").glob("tmp_*"))
+
+
+def test_a_big_tree_is_packed_from_its_pieces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tree of many pieces goes into the pack as its pieces' compressed bytes joined: Git verifies the
+    pack and reads the tree back, each version whole (they are in separate packs, as single writes)."""
+    monkeypatch.setattr(trees, "PIECE_ENTRIES", 16)
+    repo = pygit2.init_repository(str(tmp_path / "repo.git"), bare=True)
+    cache = TreeCache()
+    root = None
+    for step in range(3):
+        store = TreeStore(cache, lambda oid: repo[oid.hex()].read_raw())
+        changes = {f"notes/n-{i:03d}.md": object_id(b"blob", b"%d-%d" % (step, i)) for i in range(step, 200, 3)}
+        root = store.edit(root, changes)
+        objects = store.pack_objects()
+        big = [obj for obj in objects if obj.compressed is not None]
+        assert len(big) == 1 and len(big[0].compressed or ()) >= 3 + 3  # the folder, pieces and frame
+        pack = write_pack(tmp_path / "repo.git" / "objects", objects, fsync=False)
+        verify = subprocess.run(["git", "verify-pack", str(pack.with_suffix(".idx"))], capture_output=True, text=True)
+        assert verify.returncode == 0, verify.stderr
+        for obj in objects:
+            assert repo[obj.oid.hex()].read_raw() == obj.body
+            cache.put(obj.oid, store.new[obj.oid])
+    assert root is not None
+    assert len(repo[root.hex()] / "notes") == 200  # type: ignore[operator]
 
 
 def test_a_folders_next_version_is_stored_as_a_delta(tmp_path: Path) -> None:

@@ -189,6 +189,7 @@ class GroupCommitter:
                                     path: bytes.fromhex(blob) if blob else None
                                     for path, blob in change.tree_changes.items()
                                 },
+                                like=self._last_commit[1] if self._last_commit is not None else None,
                             )
                             commit = _commit_object(change.record, root_after, parent)
                             view.staged[commit.oid] = commit
@@ -210,8 +211,7 @@ class GroupCommitter:
                     db.execute("COMMIT")
                     outcomes.apply()
                     return True
-                for oid, body in trees.bodies.items():
-                    objects[oid] = PackObject(b"tree", body, oid, delta_base=trees.delta_bases.get(oid))
+                objects.update((tree.oid, tree) for tree in trees.pack_objects())
 
                 def write_objects(flush_ref: Callable[[], None]) -> None:
                     write_pack(

@@ -39,10 +39,42 @@ class PackObject:
     # An object this one is likely to resemble (a folder's previous tree): if it comes earlier in the
     # same pack, this one is stored as a delta against it.
     delta_base: bytes | None = None
+    # The body's zlib stream already made, in parts to join (a big tree from its pieces, see
+    # ``zlib_stream``), stored instead of compressing the whole body again.
+    compressed: Sequence[bytes] | None = None
 
 
 # A delta is used only for objects at least this big, and only if it is less than half their size.
 DELTA_MIN_SIZE = 1024
+
+
+def raw_deflate(data: bytes) -> bytes:
+    """``data`` as raw deflate blocks that end on a byte boundary and refer to nothing before them:
+    such pieces, compressed each on its own, can be joined into one stream (see :func:`zlib_stream`)."""
+    compressor = zlib.compressobj(COMPRESSION_LEVEL, zlib.DEFLATED, -15)
+    return compressor.compress(data) + compressor.flush(zlib.Z_SYNC_FLUSH)
+
+
+_ZLIB_HEADER = b"\x78\x01"  # deflate, 32 KiB window, "fastest" (any valid header inflates the same)
+_FINAL_EMPTY_BLOCK = b"\x03\x00"  # a last, empty block of fixed codes
+
+
+def zlib_stream(pieces: Sequence[bytes], checksum: int) -> list[bytes]:
+    """A body's zlib stream from its pieces made by :func:`raw_deflate`, as parts to join: the header,
+    the pieces, a final empty block and the Adler-32 ``checksum`` of the whole body (the way pigz joins
+    blocks compressed in parallel)."""
+    return [_ZLIB_HEADER, *pieces, _FINAL_EMPTY_BLOCK, struct.pack(">I", checksum)]
+
+
+_ADLER_BASE = 65521
+
+
+def adler32_combine(first: int, second: int, second_length: int) -> int:
+    """The Adler-32 of two pieces of data joined, from theirs (zlib's ``adler32_combine``)."""
+    rem = second_length % _ADLER_BASE
+    low = ((first & 0xFFFF) + (second & 0xFFFF) + _ADLER_BASE - 1) % _ADLER_BASE
+    high = ((first >> 16) + (second >> 16) + rem * (first & 0xFFFF) + _ADLER_BASE - rem) % _ADLER_BASE
+    return (high << 16) | low
 
 
 def _entry_header(code: int, size: int) -> bytes:
@@ -182,7 +214,11 @@ def encode(objects: Sequence[PackObject]) -> tuple[bytes, bytes]:
                     + zlib.compress(patch, COMPRESSION_LEVEL)
                 )
         if not entry:
-            entry = _entry_header(KIND_CODES[obj.kind], len(obj.body)) + zlib.compress(obj.body, COMPRESSION_LEVEL)
+            header = _entry_header(KIND_CODES[obj.kind], len(obj.body))
+            if obj.compressed is not None:
+                entry = b"".join([header, *obj.compressed])
+            else:
+                entry = header + zlib.compress(obj.body, COMPRESSION_LEVEL)
         if len(obj.body) >= DELTA_MIN_SIZE:
             earlier[obj.oid] = (offset, obj.body)
         pack += entry
@@ -245,4 +281,15 @@ def write_pack(
     return pack_path
 
 
-__all__ = ["OBJ_BLOB", "OBJ_COMMIT", "OBJ_TREE", "PackObject", "delta", "encode", "write_pack"]
+__all__ = [
+    "OBJ_BLOB",
+    "OBJ_COMMIT",
+    "OBJ_TREE",
+    "PackObject",
+    "adler32_combine",
+    "delta",
+    "encode",
+    "raw_deflate",
+    "write_pack",
+    "zlib_stream",
+]
