@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import pytest
 
 from gitmem.engine.fsck import check_store
 from gitmem.engine.home import Gitmem
-from tests.server import free_port
+from tests.server import free_port, wait_healthy
 
 # `gitmem serve` with several workers, in a subprocess.
 pytestmark = pytest.mark.slow
@@ -33,13 +32,7 @@ def test_serve_bootstraps_an_empty_home_and_workers_share_it(tmp_path: Path) -> 
     )
     try:
         base_url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{base_url}/healthz").status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
+        wait_healthy(server, base_url)
         key_file = home / "admin.key"
         assert oct(key_file.stat().st_mode & 0o777) == "0o600"
         secret = key_file.read_text().strip()
