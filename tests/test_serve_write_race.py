@@ -14,11 +14,14 @@ from collections import Counter
 from pathlib import Path
 
 import httpx
+import pytest
 
 from gitmem.engine.fsck import check_store
 from gitmem.engine.home import Gitmem
 from tests.server import free_port, wait_healthy
 from tests.test_crash import wait_for_packers
+
+pytestmark = pytest.mark.slow  # a real multi-worker server, CPU burners
 
 THREADS = 12
 UPDATES = 3
