@@ -48,6 +48,13 @@ settings.register_profile("thorough", max_examples=500, deadline=None, print_blo
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules with slow tests run first. ``make test`` hands each worker whole modules in this order
+    (--dist loadfile): a long module left for last would keep one worker busy while the other idles."""
+    slow_modules = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_modules)  # stable: the order within a module stays
+
+
 @pytest.fixture
 def clock() -> FrozenClock:
     return FrozenClock()

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import httpx
@@ -37,7 +37,7 @@ def serve(
     *,
     env: Mapping[str, str] | None = None,
     app: str = "gitmem.api.app:app",
-    startup_timeout: float = 30.0,
+    startup_timeout: float = 60.0,
     attempts: int = 3,
 ) -> Iterator[str]:
     """Start ``uvicorn app`` in a subprocess serving ``home``; yield its base URL; stop it.
@@ -90,18 +90,24 @@ def _start(home: Path | str, port: int, app: str, env: Mapping[str, str] | None,
     return subprocess.Popen(cmd, cwd=REPO_ROOT, env=child_env, stdout=log_file, stderr=subprocess.STDOUT)
 
 
-def _wait_healthy(proc: subprocess.Popen, base_url: str, timeout: float, log_file) -> None:
+def wait_healthy(proc: subprocess.Popen, base_url: str, timeout: float = 120.0, log: Callable[[], str] = str) -> None:
+    """Wait until the server ``proc`` answers ``/healthz`` with 200; fail with ``log()`` if it exits or
+    does not answer in ``timeout`` seconds (generous: a loaded shared machine starts Python slowly)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise ServerFailed(f"uvicorn exited with {proc.returncode}:\n{_tail(log_file)}")
+            raise ServerFailed(f"the server exited with {proc.returncode}:\n{log()}")
         try:
             if httpx.get(f"{base_url}/healthz", timeout=1.0).status_code == 200:
                 return
         except httpx.TransportError:
             pass
         time.sleep(0.05)
-    raise ServerFailed(f"uvicorn did not answer /healthz within {timeout}s:\n{_tail(log_file)}")
+    raise ServerFailed(f"the server did not answer /healthz within {timeout}s:\n{log()}")
+
+
+def _wait_healthy(proc: subprocess.Popen, base_url: str, timeout: float, log_file) -> None:
+    wait_healthy(proc, base_url, timeout, lambda: _tail(log_file))
 
 
 def _stop(proc: subprocess.Popen) -> None:

@@ -28,7 +28,7 @@ from tests.conftest import QUIET, InProcess, in_process, make_test_home
 
 # Per operation and generation mode. Every operation still sees both modes; a longer hunt is one
 # environment variable away.
-MAX_EXAMPLES = int(os.environ.get("GITMEM_SCHEMATHESIS_EXAMPLES", "8"))
+MAX_EXAMPLES = int(os.environ.get("GITMEM_SCHEMATHESIS_EXAMPLES", "5"))
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 
 _serial = itertools.count()

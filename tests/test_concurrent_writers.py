@@ -13,12 +13,15 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from gitmem.engine.catalog import Workspace
 from gitmem.engine.fsck import check_store
 from gitmem.engine.home import Gitmem
 from tests.conftest import assert_fsck_clean, index_snapshot
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow  # writer processes, SIGKILLs
 
 # argv: home workspace fsync rounds threads store_id... ; thread t of process p writes into store t % n.
 WORKER = """

@@ -233,6 +233,7 @@ RUNNER = (
 )
 
 
+@pytest.mark.slow
 def test_a_killed_runner_fails_its_dream_internal_error(tmp_path: Path, holding: None) -> None:
     home = tmp_path / "home"
     with in_process(home, runner=False) as s:  # this process serves; another one runs the dream

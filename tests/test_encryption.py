@@ -92,11 +92,11 @@ def raw_files(repo: Path) -> Iterator[tuple[Path, bytes]]:
 
 
 def assert_no_plaintext(repo: Path) -> None:
-    loose = list(loose_objects(repo))
+    loose, objects, files = list(loose_objects(repo)), every_object(repo), list(raw_files(repo))  # read once
     for marker in MARKERS:
         assert not any(marker in obj for obj in loose), f"{marker!r} in a loose object"
-        assert marker not in every_object(repo), f"{marker!r} in an object"
-        for path, data in raw_files(repo):  # the index, its WAL, packs, refs, config...
+        assert marker not in objects, f"{marker!r} in an object"
+        for path, data in files:  # the index, its WAL, packs, refs, config...
             assert marker not in data, f"{marker!r} in {path}"
 
 

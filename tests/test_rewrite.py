@@ -414,6 +414,7 @@ def _run_pruner(home: Path, now: dt.datetime, *, crash_at: str | None = None, ki
     return proc.returncode
 
 
+@pytest.mark.slow
 def test_sigkill_at_any_point_leaves_the_old_or_the_new_history(tmp_path: Path, gm: Gitmem, clock: FrozenClock) -> None:
     store = _build_big_store(gm, clock)
     now = clock.now
@@ -479,6 +480,7 @@ for i in range(100):
 """
 
 
+@pytest.mark.slow
 def test_writes_that_land_during_rewrites_are_kept(tmp_path: Path) -> None:
     real_now = dt.datetime.now(dt.UTC)
     clock = FrozenClock(real_now - dt.timedelta(days=100))

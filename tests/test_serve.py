@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import pytest
 
 from gitmem.engine.fsck import check_store
 from gitmem.engine.home import Gitmem
-from tests.server import free_port
+from tests.server import free_port, wait_healthy
 
 # `gitmem serve` with several workers, in a subprocess.
 pytestmark = pytest.mark.slow
@@ -25,21 +24,18 @@ pytestmark = pytest.mark.slow
 def test_serve_bootstraps_an_empty_home_and_workers_share_it(tmp_path: Path) -> None:
     home, port = tmp_path / "home", free_port()
     env = {**os.environ, "GITMEM_HOME": str(home), "GITMEM_PRUNE_INTERVAL": "0"}
-    server = subprocess.Popen(
-        [sys.executable, "-m", "gitmem.cli", "serve", "--port", str(port), "--workers", "2"],
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    log = tmp_path / "serve.log"
+    with open(log, "wb") as out:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "gitmem.cli", "serve", "--port", str(port), "--workers", "2"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    not_a_key = "gm_key_ThisIsNotARealKeyButLooksLikeOne0123456789"
     try:
         base_url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{base_url}/healthz").status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
+        wait_healthy(server, base_url, log=log.read_text)
         key_file = home / "admin.key"
         assert oct(key_file.stat().st_mode & 0o777) == "0o600"
         secret = key_file.read_text().strip()
@@ -50,13 +46,19 @@ def test_serve_bootstraps_an_empty_home_and_workers_share_it(tmp_path: Path) -> 
             own = anthropic.Anthropic(api_key=secret, base_url=base_url, max_retries=2)
             return [
                 own.beta.memory_stores.memories.create(store_id, path=f"/w{worker}/n{i}.md", content=f"{i}").id
-                for i in range(25)
+                for i in range(10)
             ]
 
         with ThreadPoolExecutor(4) as pool:
             written = [i for ids in pool.map(write, range(4)) for i in ids]
         listed = {m.id for m in client.beta.memory_stores.memories.list(store_id, limit=1000)}
-        assert listed == set(written) and len(written) == 100
+        assert listed == set(written) and len(written) == 40
+
+        # A key in a query string (refused or not) never reaches the access log; the request does.
+        refused = httpx.get(f"{base_url}/v1/memory_stores", params={"api_key": not_a_key, "limit": 1})
+        assert refused.status_code == 401
+        accepted = httpx.get(f"{base_url}/v1/memory_stores?limit=1&token={secret}", headers={"x-api-key": secret})
+        assert accepted.status_code == 200
 
         # Keys and users made (and revoked) from the CLI count at once against the running server.
         def cli(*args: str) -> str:
@@ -73,9 +75,11 @@ def test_serve_bootstraps_an_empty_home_and_workers_share_it(tmp_path: Path) -> 
         assert httpx.get(f"{base_url}/v1/memory_stores", headers={"x-api-key": reader}).status_code == 401
     finally:
         server.terminate()
-        _, stderr = server.communicate(timeout=30)
-    assert f"it is in {key_file}" in stderr and "127.0.0.1" in stderr
-    assert secret not in stderr  # the key is in the file, never in the log
+        server.wait(timeout=30)
+    output = log.read_text()
+    assert f"it is in {key_file}" in output and "127.0.0.1" in output
+    assert '"GET /v1/memory_stores HTTP/1.1" 401' in output, output  # the request is logged, not its query
+    assert secret not in output and not_a_key not in output and "api_key" not in output  # keys never logged
     gm = Gitmem.open(home)
     info = gm.get_store(gm.catalog.authenticate(secret).workspace_id, store_id)
     assert check_store(gm.store(info.workspace_id, info.id)).ok

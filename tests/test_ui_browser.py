@@ -23,6 +23,8 @@ from gitmem.engine.home import Gitmem
 from gitmem.model import Actor
 from tests.server import REPO_ROOT, free_port
 
+pytestmark = pytest.mark.slow  # a real server and a real browser
+
 CHROMIUM = Path(os.environ.get("GITMEM_CHROMIUM", "/usr/bin/chromium"))
 ARTIFACTS = Path(__file__).parent / "artifacts"
 CHROMIUM_ARGS = [

@@ -28,8 +28,8 @@ from gitmem.engine.redaction import redact
 from gitmem.engine.store import MemoryStore
 from gitmem.engine.webhook_delivery import DeliveryPolicy, Dispatcher
 from gitmem.engine.webhooks import EVENT_TYPES, webhooks_for
-from tests.server import free_port, serve
-from tests.test_git_access import git
+from tests.server import free_port
+from tests.test_receive import Pusher
 
 SDK = anthropic.Anthropic(api_key="unused")
 POLICY = DeliveryPolicy(
@@ -398,24 +398,18 @@ def test_an_encrypted_stores_events_carry_no_path(home: Gitmem, receiver: Receiv
 
 
 def test_a_push_is_reported_when_it_lands(tmp_path: Path, receiver: Receiver) -> None:
-    """post-receive writes the outbox rows (the server's own delivery and catch-up are off here)."""
+    """post-receive writes the outbox rows (the server's own delivery and catch-up are off here). The
+    push runs the store's hooks as the server's git http-backend would (tests/test_receive.py)."""
     home = Gitmem.open(tmp_path / "home", fsync=False)
     ws = home.catalog.create_workspace("w")
-    user, token = home.catalog.create_user(ws.id, "ana")
+    user, _token = home.catalog.create_user(ws.id, "ana")
     info = home.create_store(ws.id, "team")
     home.store(ws.id, info.id).create("/before.md", "made before anyone listened")
     hook = webhooks_for(home).create(ws.id, receiver.url, ["memory.created"])
-    work = tmp_path / "clone"
-    with serve(
-        home.home, env={"GITMEM_WEBHOOKS": "off", "GITMEM_DREAM_RUNNER": "off", "GITMEM_PRUNE_INTERVAL": "0"}
-    ) as url:
-        git("clone", "-q", f"{url}/v1/memory_stores/{info.id}.git", str(work), secret=token, cwd=tmp_path)
-        git("config", "user.name", "ana", cwd=work)  # pushed commits must name the pusher
-        git("config", "user.email", f"{user.id}@user.gitmem", cwd=work)
-        (work / "pushed.md").write_text("from my editor")
-        git("add", ".", cwd=work)
-        git("commit", "-qm", "add a note", cwd=work)
-        git("push", "-q", "origin", "main", cwd=work, secret=token)
+    pusher = Pusher(home, ws.id, info.id, user.id, tmp_path)
+    pusher.write("pushed.md", "from my editor")
+    pusher.commit("add a note")
+    assert pusher.push().returncode == 0
     rows = home.catalog.db.execute("SELECT data FROM webhook_outbox WHERE type='memory.created'").fetchall()
     assert [json.loads(r[0])["path"] for r in rows] == ["/pushed.md"]
     receiver.up()
