@@ -265,11 +265,17 @@ _committers_guard = threading.Lock()
 
 def committer_for(repo_path: Path) -> GroupCommitter:
     """This process's committer for the store at ``repo_path``."""
+    # Looked up on every write: the path as given first, so that only a new spelling pays for
+    # ``resolve`` (a file-system walk) to find the committer its store already has.
+    committer = _committers.get(str(repo_path))
+    if committer is not None:
+        return committer
     key = str(repo_path.resolve())
     with _committers_guard:
         committer = _committers.get(key)
         if committer is None:
             committer = _committers[key] = GroupCommitter(repo_path)
+        _committers[str(repo_path)] = committer
         return committer
 
 

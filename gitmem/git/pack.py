@@ -9,11 +9,12 @@ the folder is flushed. libgit2 finds a new pack on its next lookup miss.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import hashlib
+import itertools
 import os
 import struct
-import tempfile
 import zlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -65,16 +66,29 @@ _fsync_file = fsync_dir  # opening read-only to flush works for a file as for a 
 _flusher = ThreadPoolExecutor(max_workers=8, thread_name_prefix="gitmem-fsync")  # stores never queue behind one
 
 
+_temp_names = itertools.count()
+
+
 def _write_temp(folder: Path, data: bytes) -> Path:
-    fd, name = tempfile.mkstemp(prefix="tmp_pack_", dir=folder)
+    """``data`` in a new read-only file of ``folder`` under a name no other writer uses (this process's
+    id and a counter; one left by a crashed process of the same id is skipped)."""
+    while True:
+        name = os.path.join(folder, f"tmp_pack_{os.getpid()}_{next(_temp_names)}")
+        try:
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+            break
+        except FileExistsError:
+            continue
     try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
+        with memoryview(data) as rest:
+            while rest:
+                rest = rest[os.write(fd, rest) :]
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(name)
         raise
-    os.chmod(name, 0o444)
+    finally:
+        os.close(fd)
     return Path(name)
 
 
@@ -192,11 +206,8 @@ def encode(objects: Sequence[PackObject]) -> tuple[bytes, bytes]:
     checksum = hashlib.sha1(pack, usedforsecurity=False).digest()
     pack += checksum
     located.sort()
-    fanout, count = [], 0
-    for first in range(256):
-        while count < len(located) and located[count][0][0] == first:
-            count += 1
-        fanout.append(count)
+    firsts = [oid[0] for oid, _, _ in located]
+    fanout = [bisect.bisect_right(firsts, first) for first in range(256)]
     index = bytearray(b"\xfftOc" + struct.pack(">I", 2))
     index += struct.pack(">256I", *fanout)
     index += b"".join(oid for oid, _, _ in located)
@@ -216,9 +227,12 @@ def write_pack(
     unique = list({obj.oid: obj for obj in objects}.values())
     pack, index = encode(unique)
     folder = objects_dir / "pack"
-    folder.mkdir(exist_ok=True)
     name = "pack-" + pack[-20:].hex()
-    pack_tmp = _write_temp(folder, pack)
+    try:
+        pack_tmp = _write_temp(folder, pack)
+    except FileNotFoundError:  # a repository that never had a pack
+        folder.mkdir(exist_ok=True)
+        pack_tmp = _write_temp(folder, pack)
     try:
         index_tmp = _write_temp(folder, index)
         try:

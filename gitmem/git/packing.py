@@ -300,11 +300,16 @@ class _QuietWatcher:
 
     def wrote(self, repo_path: Path) -> None:
         with self.lock:
-            self.last_write[str(repo_path)] = time.monotonic()
+            key = str(repo_path)
+            waited_for = key in self.last_write
+            self.last_write[key] = time.monotonic()
             if self.thread is None or not self.thread.is_alive():
                 self.thread = threading.Thread(target=self._run, name="gitmem quiet packer", daemon=True)
                 self.thread.start()
-            self.lock.notify()
+            # A later time for a store already waited for never makes the wait shorter (the thread
+            # looks again when the old time comes): waking it on every write only costs CPU.
+            if not waited_for:
+                self.lock.notify()
 
     def _next_quiet(self) -> Path:
         """Wait until some store we wrote to has been quiet for long enough."""

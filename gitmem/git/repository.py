@@ -165,12 +165,13 @@ def compare_and_swap(
     repo_path = Path(repo.path)
     ref_path = _ref_file(repo_path, ref)
     lock_path = ref_path.with_name(ref_path.name + ".lock")
-    ref_path.parent.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + timeout
     while True:
         try:
             fd = os.open(lock_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             break
+        except FileNotFoundError:  # the ref's folder is made on first use
+            ref_path.parent.mkdir(parents=True, exist_ok=True)
         except FileExistsError:
             _recover_stale_lock(lock_path)
             if time.monotonic() > deadline:
@@ -222,8 +223,11 @@ def file_lock(path: Path, *, timeout: float, busy: str) -> Iterator[int]:
     """An advisory ``flock`` on ``path``, waited for up to ``timeout`` seconds (0: not at all), else
     :class:`StoreBusy` with ``busy``. The kernel releases it if the holder dies, so a crash cannot
     wedge a store. Yields the descriptor (a child process that inherits it keeps the lock held)."""
-    path.parent.mkdir(exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except FileNotFoundError:  # its folder is made on first use
+        path.parent.mkdir(exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         deadline = time.monotonic() + timeout
         delay = 0.001
