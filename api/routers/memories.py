@@ -75,8 +75,13 @@ def list_memories(
 
 
 @router.get("/{memory_id}", response_model=Memory, summary="Retrieve a memory", responses=WITH_ETAG)
-def retrieve_memory(memory_id: str, ref: OpenStore, view: View = Query("full")) -> Response:
-    return _answer(ref.open().get(memory_id, with_content=view == "full"), view)
+async def retrieve_memory(memory_id: str, ref: OpenStore, view: View = Query("full")) -> Response:
+    def answer(store: MemoryStore, caught_up: bool) -> Response:
+        full = view == "full"
+        note = store.get(memory_id, with_content=full, catch_up=False) if caught_up else store.get(memory_id, full)
+        return _answer(note, view)
+
+    return await ref.read(answer)
 
 
 @router.post(
