@@ -12,7 +12,7 @@ import re
 
 from fastapi import APIRouter, Header, Query, Response
 
-from gitmem.api.deps import Caller, OpenStore
+from gitmem.api.deps import OpenStore
 from gitmem.api.responses import json_response
 from gitmem.api.schemas import (
     ERROR_RESPONSES,
@@ -49,9 +49,9 @@ IfMatch = Header(
 
 
 @router.post("", response_model=Memory, summary="Create a memory", responses=WITH_ETAG)
-def create_memory(body: MemoryCreate, ref: OpenStore, principal: Caller, view: View = Query("basic")) -> Response:
+def create_memory(body: MemoryCreate, ref: OpenStore, view: View = Query("basic")) -> Response:
     content = body.content or ""
-    note = ref.open().create(body.path, content, actor=principal.actor)
+    note = ref.open().create(body.path, content, actor=ref.principal.actor)
     if note.content is None:
         note = dataclasses.replace(note, content=content)
     return _answer(note, view)
@@ -91,7 +91,6 @@ def update_memory(
     memory_id: str,
     body: MemoryUpdate,
     ref: OpenStore,
-    principal: Caller,
     view: View = Query("basic"),
     if_match: str | None = IfMatch,
 ) -> Response:
@@ -102,7 +101,7 @@ def update_memory(
         path=body.path,
         expected_sha256=body.precondition.content_sha256 if body.precondition else None,
         expected_blob_id=_blob_precondition(if_match),
-        actor=principal.actor,
+        actor=ref.principal.actor,
     )
     if view == "full" and note.content is None:
         note = _with_content(store, note, body.content)
@@ -113,7 +112,6 @@ def update_memory(
 def delete_memory(
     memory_id: str,
     ref: OpenStore,
-    principal: Caller,
     expected_content_sha256: Sha256Hex | None = Query(None),
     if_match: str | None = IfMatch,
 ) -> Response:
@@ -121,7 +119,7 @@ def delete_memory(
         memory_id,
         expected_sha256=expected_content_sha256,
         expected_blob_id=_blob_precondition(if_match),
-        actor=principal.actor,
+        actor=ref.principal.actor,
     )
     return json_response(DeletedMemory(id=memory_id))
 
@@ -136,7 +134,6 @@ def restore_memory(
     memory_id: str,
     body: MemoryRestore,
     ref: OpenStore,
-    principal: Caller,
     view: View = Query("basic"),
     if_match: str | None = IfMatch,
 ) -> Response:
@@ -146,7 +143,7 @@ def restore_memory(
         body.version_id,
         expected_sha256=body.precondition.content_sha256 if body.precondition else None,
         expected_blob_id=_blob_precondition(if_match),
-        actor=principal.actor,
+        actor=ref.principal.actor,
     )
     if view == "full" and note.content is None:
         note = _with_content(store, note, None)

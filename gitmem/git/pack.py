@@ -9,7 +9,6 @@ the folder is flushed. libgit2 finds a new pack on its next lookup miss.
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import hashlib
 import itertools
@@ -59,19 +58,18 @@ def _entry_header(code: int, size: int) -> bytes:
     return bytes(out)
 
 
-_fsync_file = fsync_dir  # opening read-only to flush works for a file as for a folder
-
-
 # Flushes the .idx while the caller flushes the .pack: the filesystem's journal takes both in one commit.
-_flusher = ThreadPoolExecutor(max_workers=8, thread_name_prefix="gitmem-fsync")  # stores never queue behind one
+# Each batch hands it two flushes: 32 threads (made only when needed) let 16 stores flush at once.
+_flusher = ThreadPoolExecutor(max_workers=32, thread_name_prefix="gitmem-fsync")  # stores never queue behind one
 
 
 _temp_names = itertools.count()
 
 
-def _write_temp(folder: Path, data: bytes) -> Path:
+def _write_temp(folder: Path, data: bytes) -> tuple[Path, int]:
     """``data`` in a new read-only file of ``folder`` under a name no other writer uses (this process's
-    id and a counter; one left by a crashed process of the same id is skipped)."""
+    id and a counter; one left by a crashed process of the same id is skipped). Returns the path and
+    the still open descriptor, to flush the file without opening it again; the caller closes it."""
     while True:
         name = os.path.join(folder, f"tmp_pack_{os.getpid()}_{next(_temp_names)}")
         try:
@@ -84,12 +82,11 @@ def _write_temp(folder: Path, data: bytes) -> Path:
             while rest:
                 rest = rest[os.write(fd, rest) :]
     except BaseException:
+        os.close(fd)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(name)
         raise
-    finally:
-        os.close(fd)
-    return Path(name)
+    return Path(name), fd
 
 
 def _varint(n: int) -> bytes:
@@ -206,8 +203,10 @@ def encode(objects: Sequence[PackObject]) -> tuple[bytes, bytes]:
     checksum = hashlib.sha1(pack, usedforsecurity=False).digest()
     pack += checksum
     located.sort()
-    firsts = [oid[0] for oid, _, _ in located]
-    fanout = [bisect.bisect_right(firsts, first) for first in range(256)]
+    per_first_byte = [0] * 256
+    for oid, _, _ in located:
+        per_first_byte[oid[0]] += 1
+    fanout = list(itertools.accumulate(per_first_byte))
     index = bytearray(b"\xfftOc" + struct.pack(">I", 2))
     index += struct.pack(">256I", *fanout)
     index += b"".join(oid for oid, _, _ in located)
@@ -229,18 +228,19 @@ def write_pack(
     folder = objects_dir / "pack"
     name = "pack-" + pack[-20:].hex()
     try:
-        pack_tmp = _write_temp(folder, pack)
+        pack_tmp, pack_fd = _write_temp(folder, pack)
     except FileNotFoundError:  # a repository that never had a pack
         folder.mkdir(exist_ok=True)
-        pack_tmp = _write_temp(folder, pack)
+        pack_tmp, pack_fd = _write_temp(folder, pack)
+    index_fd = -1
     try:
-        index_tmp = _write_temp(folder, index)
+        index_tmp, index_fd = _write_temp(folder, index)
         try:
             if fsync:
-                others = [_flusher.submit(_fsync_file, index_tmp)]
+                others = [_flusher.submit(os.fsync, index_fd)]
                 if flush_with is not None:
                     others.append(_flusher.submit(flush_with))
-                _fsync_file(pack_tmp)
+                os.fsync(pack_fd)
                 for other in others:
                     other.result()
             elif flush_with is not None:
@@ -251,6 +251,10 @@ def write_pack(
     except BaseException:
         pack_tmp.unlink(missing_ok=True)
         raise
+    finally:
+        for fd in (pack_fd, index_fd):
+            if fd >= 0:
+                os.close(fd)
     pack_path = folder / f"{name}.pack"
     os.replace(pack_tmp, pack_path)
     os.replace(index_tmp, folder / f"{name}.idx")

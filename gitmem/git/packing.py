@@ -251,6 +251,7 @@ class _StorePolicy:
 
     def __init__(self, repo_path: Path) -> None:
         self.repo_path = repo_path
+        self.lock = threading.Lock()
         self.writes_until_look = 1
         self.writes_since_pack = 0
         self.packs_when_asked = 0  # packs when a pack was last asked for because there were many
@@ -357,6 +358,9 @@ def after_write(repo_path: Path, *, max_writes: int) -> None:
         policy = _policies.get(key)
         if policy is None:
             policy = _policies[key] = _StorePolicy(repo_path)
+    # The look at the disk (a walk of the objects) holds this store's lock only: other stores' writers
+    # never wait for it.
+    with policy.lock:
         look = policy.after_write(max_writes)
         due = look and policy.due(max_writes)
     if due:
