@@ -33,7 +33,7 @@ from gitmem.engine.store_index import StoreIndex
 from gitmem.errors import StoreBusy
 from gitmem.git import repository
 from gitmem.git.commits import VersionRecord, author_for, format_message
-from gitmem.git.pack import PackObject, write_pack
+from gitmem.git.pack import PackObject, flush_folders, write_pack
 from gitmem.git.trees import TreeCache, TreeStore, commit_body, object_id
 from gitmem.rules.paths import git_path
 
@@ -213,18 +213,24 @@ class GroupCommitter:
                 for oid, body in trees.bodies.items():
                     objects[oid] = PackObject(b"tree", body, oid, delta_base=trees.delta_bases.get(oid))
 
+                fsync = repository.fsync_enabled()
+                objects_dir = Path(repo.path) / "objects"
+
                 def write_objects(flush_ref: Callable[[], None]) -> None:
                     write_pack(
-                        Path(repo.path) / "objects",
-                        list(objects.values()),
-                        fsync=repository.fsync_enabled(),
-                        flush_with=flush_ref,
+                        objects_dir, list(objects.values()), fsync=fsync, flush_with=flush_ref, flush_folder=False
                     )
 
                 assert parent is not None and root is not None  # something was committed
-                if not repository.compare_and_swap(repo, tip, pygit2.Oid(raw=parent), before_swap=write_objects):
+                new_tip = pygit2.Oid(raw=parent)
+                if not repository.compare_and_swap(repo, tip, new_tip, before_swap=write_objects, flush_folder=False):
                     db.execute("ROLLBACK")
                     return False
+                if fsync:
+                    # The pack's and the ref's new names, flushed together before anyone is answered. The
+                    # pack's were made first, so a journal that commits in order (ext4, xfs) never keeps
+                    # the moved ref without them.
+                    flush_folders([objects_dir / "pack", (Path(repo.path) / repository.MAIN).parent])
             except BaseException:
                 if db.in_transaction:
                     db.execute("ROLLBACK")

@@ -218,11 +218,17 @@ def encode(objects: Sequence[PackObject]) -> tuple[bytes, bytes]:
 
 
 def write_pack(
-    objects_dir: Path, objects: Sequence[PackObject], *, fsync: bool, flush_with: Callable[[], None] | None = None
+    objects_dir: Path,
+    objects: Sequence[PackObject],
+    *,
+    fsync: bool,
+    flush_with: Callable[[], None] | None = None,
+    flush_folder: bool = True,
 ) -> Path:
     """Write ``objects`` as one pack into ``objects_dir/pack``; return the ``.pack`` path.
 
-    ``flush_with`` (another file's flush, such as the ref's lock file) runs beside the pack's own."""
+    ``flush_with`` (another file's flush, such as the ref's lock file) runs beside the pack's own.
+    With ``flush_folder=False`` the caller flushes the pack's folder (see :func:`flush_folders`)."""
     unique = list({obj.oid: obj for obj in objects}.values())
     pack, index = encode(unique)
     folder = objects_dir / "pack"
@@ -258,9 +264,18 @@ def write_pack(
     pack_path = folder / f"{name}.pack"
     os.replace(pack_tmp, pack_path)
     os.replace(index_tmp, folder / f"{name}.idx")
-    if fsync:
+    if fsync and flush_folder:
         fsync_dir(folder)
     return pack_path
 
 
-__all__ = ["OBJ_BLOB", "OBJ_COMMIT", "OBJ_TREE", "PackObject", "delta", "encode", "write_pack"]
+def flush_folders(folders: Sequence[Path]) -> None:
+    """Flush several folders' entries at once (on a journaling filesystem, in one journal commit)."""
+    others = [_flusher.submit(fsync_dir, folder) for folder in folders[1:]]
+    if folders:
+        fsync_dir(folders[0])
+    for other in others:
+        other.result()
+
+
+__all__ = ["OBJ_BLOB", "OBJ_COMMIT", "OBJ_TREE", "PackObject", "delta", "encode", "flush_folders", "write_pack"]

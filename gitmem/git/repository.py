@@ -151,6 +151,7 @@ def compare_and_swap(
     ref: str = MAIN,
     timeout: float = 10.0,
     before_swap: Callable[[Callable[[], None]], None] | None = None,
+    flush_folder: bool = True,
 ) -> bool:
     """Point ``ref`` at ``new`` only if it still points at ``old``, under Git's ``<ref>.lock``.
 
@@ -161,6 +162,8 @@ def compare_and_swap(
     write path writes its pack there: no pack is written for a swap that would fail). It is handed
     the function that flushes the lock file, and must call it, so that it can flush the lock file
     and its own files at once. If it raises, the ref is left as it was.
+
+    With ``flush_folder=False`` the caller flushes the ref's folder after the swap (with its own).
     """
     repo_path = Path(repo.path)
     ref_path = _ref_file(repo_path, ref)
@@ -196,7 +199,7 @@ def compare_and_swap(
             flush()
         os.close(fd)
         os.replace(lock_path, ref_path)
-        if _fsync_enabled:
+        if _fsync_enabled and flush_folder:
             fsync_dir(ref_path.parent)
         return True
     except BaseException:
