@@ -116,6 +116,9 @@ class GroupCommitter:
 
     def __init__(self, repo_path: Path) -> None:
         self.repo_path = repo_path
+        # What each batch flushes: the folder its pack goes to and main's folder.
+        self._objects_dir = repo_path / "objects"
+        self._flushed_folders = [self._objects_dir / "pack", (repo_path / repository.MAIN).parent]
         self._cond = threading.Condition()
         self._queue: list[_Request] = []
         self._leading = False
@@ -214,11 +217,10 @@ class GroupCommitter:
                     objects[oid] = PackObject(b"tree", body, oid, delta_base=trees.delta_bases.get(oid))
 
                 fsync = repository.fsync_enabled()
-                objects_dir = Path(repo.path) / "objects"
 
                 def write_objects(flush_ref: Callable[[], None]) -> None:
                     write_pack(
-                        objects_dir, list(objects.values()), fsync=fsync, flush_with=flush_ref, flush_folder=False
+                        self._objects_dir, list(objects.values()), fsync=fsync, flush_with=flush_ref, flush_folder=False
                     )
 
                 assert parent is not None and root is not None  # something was committed
@@ -230,7 +232,7 @@ class GroupCommitter:
                     # The pack's and the ref's new names, flushed together before anyone is answered. The
                     # pack's were made first, so a journal that commits in order (ext4, xfs) never keeps
                     # the moved ref without them.
-                    flush_folders([objects_dir / "pack", (Path(repo.path) / repository.MAIN).parent])
+                    flush_folders(self._flushed_folders)
             except BaseException:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
