@@ -27,6 +27,16 @@ def client(tmp_path: Path) -> Iterator[tuple[TestClient, str]]:
         yield test_client, secret
 
 
+def _one_note(client: tuple[TestClient, str]) -> tuple[TestClient, dict[str, str], str]:
+    """A store holding one note "one", written through the API: the client, its headers, the note's URL."""
+    test_client, secret = client
+    headers = {"x-api-key": secret}
+    store = test_client.post("/v1/memory_stores", json={"name": "s"}, headers=headers).json()["id"]
+    notes = f"/v1/memory_stores/{store}/memories"
+    note = test_client.post(notes, json={"path": "/a.md", "content": "one"}, headers=headers).json()["id"]
+    return test_client, headers, f"{notes}/{note}"
+
+
 def _reads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, bool]]:
     """Each MemoryStore.get: the thread it ran on and whether it caught the index up."""
     seen: list[tuple[str, bool]] = []
@@ -43,16 +53,12 @@ def _reads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, bool]]:
 def test_a_get_reads_on_the_event_loop_and_sees_every_answered_write(
     client: tuple[TestClient, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    test_client, secret = client
-    headers = {"x-api-key": secret}
-    store = test_client.post("/v1/memory_stores", json={"name": "s"}, headers=headers).json()["id"]
-    notes = f"/v1/memory_stores/{store}/memories"
-    note = test_client.post(notes, json={"path": "/a.md", "content": "one"}, headers=headers).json()["id"]
+    test_client, headers, note_url = _one_note(client)
     seen = _reads(monkeypatch)
     contents = []
     for text in ("two", "three"):
-        assert test_client.post(f"{notes}/{note}", json={"content": text}, headers=headers).status_code == 200
-        contents.append(test_client.get(f"{notes}/{note}", headers=headers).json()["content"])
+        assert test_client.post(note_url, json={"content": text}, headers=headers).status_code == 200
+        contents.append(test_client.get(note_url, headers=headers).json()["content"])
     assert contents == ["two", "three"]
     # Both reads ran on one thread (the loop's), without catching up: the writer had indexed its commit.
     assert len(seen) == 2 and len({name for name, _ in seen}) == 1 and not any(catch_up for _, catch_up in seen)
@@ -61,14 +67,10 @@ def test_a_get_reads_on_the_event_loop_and_sees_every_answered_write(
 def test_a_get_reads_in_a_thread_where_the_index_is_behind(
     client: tuple[TestClient, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    test_client, secret = client
-    headers = {"x-api-key": secret}
-    store = test_client.post("/v1/memory_stores", json={"name": "s"}, headers=headers).json()["id"]
-    notes = f"/v1/memory_stores/{store}/memories"
-    note = test_client.post(notes, json={"path": "/a.md", "content": "one"}, headers=headers).json()["id"]
+    test_client, headers, note_url = _one_note(client)
     seen = _reads(monkeypatch)
     monkeypatch.setattr(MemoryStore, "caught_up", lambda self: False)  # as after a push the index has not seen
-    answer = test_client.get(f"{notes}/{note}", headers=headers)
+    answer = test_client.get(note_url, headers=headers)
     assert answer.status_code == 200 and answer.json()["content"] == "one"
     assert [catch_up for _, catch_up in seen] == [True]
 
