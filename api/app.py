@@ -17,6 +17,7 @@ from fastapi.openapi.utils import get_openapi
 
 from gitmem.agents.dreams import DreamRunner
 from gitmem.api import errors, mcp
+from gitmem.api.deps import PUBLIC_PATHS, SECURITY_SCHEMES
 from gitmem.api.git_http import GitEndpoint
 from gitmem.api.middleware import RequestContextMiddleware
 from gitmem.api.ratelimit import TokenBucketLimiter
@@ -87,9 +88,10 @@ def create_app(gm: Gitmem, settings: Settings | None = None, *, close_on_shutdow
     app.state.limiter = TokenBucketLimiter(settings.rate_limit_per_second, settings.rate_limit_burst)
 
     errors.install(app)
+    # Notes first: a request is matched against the routes in order, and these are the busiest.
+    app.include_router(memories.router)
     app.include_router(health.router)
     app.include_router(memory_stores.router)
-    app.include_router(memories.router)
     app.include_router(memory_versions.router)
     app.include_router(memory_tool.router)
     app.include_router(workers.router)
@@ -126,13 +128,17 @@ def create_app(gm: Gitmem, settings: Settings | None = None, *, close_on_shutdow
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
-    """FastAPI's schema without its 422 responses: validation failures are 400s in the envelope."""
+    """FastAPI's schema without its 422 responses (validation failures are 400s in the envelope), with
+    the ways to authenticate on every operation that needs a key (see ``api.deps.SECURITY_SCHEMES``)."""
     if app.openapi_schema is None:
         schema = get_openapi(title=app.title, version=app.version, summary=app.summary, routes=app.routes)
-        for path_item in schema.get("paths", {}).values():
+        for path, path_item in schema.get("paths", {}).items():
             for operation in path_item.values():
                 if isinstance(operation, dict):
                     operation.get("responses", {}).pop("422", None)
+                    if path not in PUBLIC_PATHS:
+                        operation["security"] = [{name: []} for name in SECURITY_SCHEMES]
+        schema.setdefault("components", {})["securitySchemes"] = SECURITY_SCHEMES
         schemas = schema.get("components", {}).get("schemas", {})
         for name in ("HTTPValidationError", "ValidationError"):
             schemas.pop(name, None)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
-from fastapi import Depends, Request, Security
-from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+from fastapi import Depends, Request
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import Headers
 
 from gitmem.access import require_access
 from gitmem.agents.review import Reviews, check_reviewer
@@ -19,33 +20,45 @@ from gitmem.errors import AuthenticationFailed, PermissionDenied, RateLimited
 if TYPE_CHECKING:
     from gitmem.api.ratelimit import TokenBucketLimiter
 
+T = TypeVar("T")
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
-# Declared as security schemes so /openapi.json tells clients (and schemathesis) how to authenticate.
-_api_key = APIKeyHeader(name="x-api-key", auto_error=False, scheme_name="ApiKeyAuth")
-_bearer = HTTPBearer(auto_error=False, scheme_name="BearerAuth")
+# The two ways to send a key, as /openapi.json declares them (for clients and schemathesis): the app
+# adds them to every operation but those of PUBLIC_PATHS. They are read from the headers here rather
+# than declared as FastAPI security dependencies, which cost every request two more resolutions.
+SECURITY_SCHEMES = {
+    "ApiKeyAuth": {"type": "apiKey", "in": "header", "name": "x-api-key"},
+    "BearerAuth": {"type": "http", "scheme": "bearer"},
+}
+PUBLIC_PATHS = frozenset({"/healthz"})
+
+
+def request_secret(headers: Headers) -> str | None:
+    """The key in ``x-api-key``, else in ``Authorization: Bearer <key>``."""
+    api_key = headers.get("x-api-key")
+    if api_key:
+        return api_key
+    scheme, _, credentials = (headers.get("authorization") or "").partition(" ")
+    credentials = credentials.strip()
+    return credentials if credentials and scheme.lower() == "bearer" else None
 
 
 def is_write(request: Request) -> bool:
     """Whether the request may change something. The memory tool's POST may be a plain view: its
     handler decides per command."""
-    return request.method not in READ_METHODS and not request.url.path.endswith("/memory_tool")
+    return request.method not in READ_METHODS and not request.scope["path"].endswith("/memory_tool")
 
 
 async def get_gm(request: Request) -> Gitmem:
     return request.app.state.gm
 
 
-async def get_principal(
-    request: Request,
-    api_key: str | None = Security(_api_key),
-    bearer: HTTPAuthorizationCredentials | None = Security(_bearer),
-) -> Principal:
+async def get_principal(request: Request) -> Principal:
     """Authenticate with ``x-api-key`` or ``Authorization: Bearer``; a read-only key may only read.
 
     Runs on the event loop: the key lookup is one indexed SQLite read that never waits for a lock, so
     it costs less than the hop to a worker thread; only if SQLite is busy does it wait in a thread."""
-    secret = api_key or (bearer.credentials if bearer else None)
+    secret = request_secret(request.headers)
     if not secret:
         raise AuthenticationFailed("missing API key: send it in x-api-key or Authorization: Bearer")
     gm: Gitmem = request.app.state.gm
@@ -84,13 +97,35 @@ class StoreRef:
         # A task reads a store under read_approved_only at its review mark; people read everything.
         return Reviews.of(self.gm).reader(self.gm.store(self.principal.workspace_id, self.store_id), self.principal)
 
+    async def read(self, answer: Callable[[MemoryStore, bool], T]) -> T:
+        """``answer(store, caught_up)`` for a quick read: on the event loop when nothing in it can wait
+        (the catalog is not busy, the store was opened before in this process and its index is caught
+        up: then ``caught_up`` is True and the read must not catch up), else in a worker thread. A
+        thread hop costs a GET more CPU than the read itself."""
+        store = self._open_now()
+        if store is not None:
+            return answer(store, True)
+        return await run_in_threadpool(lambda: answer(self.open(), False))
 
-async def get_store_ref(memory_store_id: str, request: Request, principal: Caller, gm: Engine) -> StoreRef:
+    def _open_now(self) -> MemoryStore | None:
+        if not self.gm.opened_before(self.store_id):
+            return None  # a first open may create the index's tables
+        try:
+            with self.gm.catalog.without_waiting():
+                store = self.open()
+        except CatalogBusy:
+            return None
+        # An approved view (a task under review) catches up on its own: it reads in a thread.
+        return store if type(store) is MemoryStore and store.caught_up() else None
+
+
+async def get_store_ref(memory_store_id: str, request: Request, principal: Caller) -> StoreRef:
     """The store named in the path, if the caller may see it (another workspace's id, someone else's
     bank or a store outside a task's list is 404); a write needs write access (403).
 
     Checked on the event loop with catalog reads that never wait (in a worker thread only if SQLite is
     busy): a handler that opens the store itself makes one thread hop, its own."""
+    gm: Gitmem = request.app.state.gm
     write = is_write(request)
     try:
         with gm.catalog.without_waiting():

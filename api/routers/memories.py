@@ -12,7 +12,7 @@ import re
 
 from fastapi import APIRouter, Header, Query, Response
 
-from gitmem.api.deps import Caller, OpenStore
+from gitmem.api.deps import OpenStore
 from gitmem.api.responses import json_response
 from gitmem.api.schemas import (
     ERROR_RESPONSES,
@@ -49,9 +49,9 @@ IfMatch = Header(
 
 
 @router.post("", response_model=Memory, summary="Create a memory", responses=WITH_ETAG)
-def create_memory(body: MemoryCreate, ref: OpenStore, principal: Caller, view: View = Query("basic")) -> Response:
+def create_memory(body: MemoryCreate, ref: OpenStore, view: View = Query("basic")) -> Response:
     content = body.content or ""
-    note = ref.open().create(body.path, content, actor=principal.actor)
+    note = ref.open().create(body.path, content, actor=ref.principal.actor)
     if note.content is None:
         note = dataclasses.replace(note, content=content)
     return _answer(note, view)
@@ -75,8 +75,13 @@ def list_memories(
 
 
 @router.get("/{memory_id}", response_model=Memory, summary="Retrieve a memory", responses=WITH_ETAG)
-def retrieve_memory(memory_id: str, ref: OpenStore, view: View = Query("full")) -> Response:
-    return _answer(ref.open().get(memory_id, with_content=view == "full"), view)
+async def retrieve_memory(memory_id: str, ref: OpenStore, view: View = Query("full")) -> Response:
+    def answer(store: MemoryStore, caught_up: bool) -> Response:
+        full = view == "full"
+        note = store.get(memory_id, with_content=full, catch_up=False) if caught_up else store.get(memory_id, full)
+        return _answer(note, view)
+
+    return await ref.read(answer)
 
 
 @router.post(
@@ -86,7 +91,6 @@ def update_memory(
     memory_id: str,
     body: MemoryUpdate,
     ref: OpenStore,
-    principal: Caller,
     view: View = Query("basic"),
     if_match: str | None = IfMatch,
 ) -> Response:
@@ -97,7 +101,7 @@ def update_memory(
         path=body.path,
         expected_sha256=body.precondition.content_sha256 if body.precondition else None,
         expected_blob_id=_blob_precondition(if_match),
-        actor=principal.actor,
+        actor=ref.principal.actor,
     )
     if view == "full" and note.content is None:
         note = _with_content(store, note, body.content)
@@ -108,7 +112,6 @@ def update_memory(
 def delete_memory(
     memory_id: str,
     ref: OpenStore,
-    principal: Caller,
     expected_content_sha256: Sha256Hex | None = Query(None),
     if_match: str | None = IfMatch,
 ) -> Response:
@@ -116,7 +119,7 @@ def delete_memory(
         memory_id,
         expected_sha256=expected_content_sha256,
         expected_blob_id=_blob_precondition(if_match),
-        actor=principal.actor,
+        actor=ref.principal.actor,
     )
     return json_response(DeletedMemory(id=memory_id))
 
@@ -131,7 +134,6 @@ def restore_memory(
     memory_id: str,
     body: MemoryRestore,
     ref: OpenStore,
-    principal: Caller,
     view: View = Query("basic"),
     if_match: str | None = IfMatch,
 ) -> Response:
@@ -141,7 +143,7 @@ def restore_memory(
         body.version_id,
         expected_sha256=body.precondition.content_sha256 if body.precondition else None,
         expected_blob_id=_blob_precondition(if_match),
-        actor=principal.actor,
+        actor=ref.principal.actor,
     )
     if view == "full" and note.content is None:
         note = _with_content(store, note, None)

@@ -33,7 +33,7 @@ from gitmem.engine.store_index import StoreIndex
 from gitmem.errors import StoreBusy
 from gitmem.git import repository
 from gitmem.git.commits import VersionRecord, author_for, format_message
-from gitmem.git.pack import PackObject, write_pack
+from gitmem.git.pack import PackObject, flush_folders, write_pack
 from gitmem.git.trees import TreeCache, TreeStore, commit_body, object_id
 from gitmem.rules.paths import git_path
 
@@ -116,6 +116,9 @@ class GroupCommitter:
 
     def __init__(self, repo_path: Path) -> None:
         self.repo_path = repo_path
+        # What each batch flushes: the folder its pack goes to and main's folder.
+        self._objects_dir = repo_path / "objects"
+        self._flushed_folders = [self._objects_dir / "pack", (repo_path / repository.MAIN).parent]
         self._cond = threading.Condition()
         self._queue: list[_Request] = []
         self._leading = False
@@ -213,18 +216,23 @@ class GroupCommitter:
                     return True
                 objects.update((tree.oid, tree) for tree in trees.pack_objects())
 
+                fsync = repository.fsync_enabled()
+
                 def write_objects(flush_ref: Callable[[], None]) -> None:
                     write_pack(
-                        Path(repo.path) / "objects",
-                        list(objects.values()),
-                        fsync=repository.fsync_enabled(),
-                        flush_with=flush_ref,
+                        self._objects_dir, list(objects.values()), fsync=fsync, flush_with=flush_ref, flush_folder=False
                     )
 
                 assert parent is not None and root is not None  # something was committed
-                if not repository.compare_and_swap(repo, tip, pygit2.Oid(raw=parent), before_swap=write_objects):
+                new_tip = pygit2.Oid(raw=parent)
+                if not repository.compare_and_swap(repo, tip, new_tip, before_swap=write_objects, flush_folder=False):
                     db.execute("ROLLBACK")
                     return False
+                if fsync:
+                    # The pack's and the ref's new names, flushed together before anyone is answered. The
+                    # pack's were made first, so a journal that commits in order (ext4, xfs) never keeps
+                    # the moved ref without them.
+                    flush_folders(self._flushed_folders)
             except BaseException:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
@@ -265,11 +273,17 @@ _committers_guard = threading.Lock()
 
 def committer_for(repo_path: Path) -> GroupCommitter:
     """This process's committer for the store at ``repo_path``."""
+    # Looked up on every write: the path as given first, so that only a new spelling pays for
+    # ``resolve`` (a file-system walk) to find the committer its store already has.
+    committer = _committers.get(str(repo_path))
+    if committer is not None:
+        return committer
     key = str(repo_path.resolve())
     with _committers_guard:
         committer = _committers.get(key)
         if committer is None:
             committer = _committers[key] = GroupCommitter(repo_path)
+        _committers[str(repo_path)] = committer
         return committer
 
 

@@ -93,6 +93,7 @@ class Gitmem:
         self._keyring: KeyRing | None = None
         self._services: dict[type, HomeTables] = {}
         self._services_lock = threading.Lock()
+        self._opened: set[str] = set()  # stores opened by some thread of this process (see opened_before)
 
     @classmethod
     def open(cls, home: Path | str | None = None, **kwargs: object) -> Gitmem:
@@ -243,7 +244,13 @@ class Gitmem:
                 on_redact=lambda s, v: self._webhooks().version_redacted(s, info.workspace_id, v),
             )
             cache[store_id] = store
+            self._opened.add(store_id)
         return store
+
+    def opened_before(self, store_id: str) -> bool:
+        """Whether a thread of this process has opened the store: opening it again then only reads
+        (a first open may make the index's tables, and wait for another writer to do so)."""
+        return store_id in self._opened
 
     def _webhooks(self) -> Webhooks:
         """The event outbox: each store tells it of its changes right after they land."""
@@ -261,6 +268,7 @@ class Gitmem:
             )
 
     def _forget(self, store_id: str) -> None:
+        self._opened.discard(store_id)
         cache = self._local.__dict__.get("stores", {})
         store = cache.pop(store_id, None)
         if store is not None:

@@ -24,7 +24,7 @@ from gitmem.engine.store_index import NoteRow, StoreIndex, VersionRow
 from gitmem.errors import InvalidRequest, NotFound, PathConflict, PreconditionFailed
 from gitmem.git import packing as maintenance
 from gitmem.git.commits import VersionRecord
-from gitmem.git.repository import blob_at
+from gitmem.git.repository import blob_at, read_tip
 from gitmem.model import Actor, ActorType, MemoryPrefix, Note, Operation, Page, Version
 from gitmem.rules import paths
 from gitmem.rules.policy import MEMORY_STORE, StorePolicy
@@ -139,8 +139,17 @@ class MemoryStore:
             redacted_by=r.redacted_by,
         )
 
-    def get(self, memory_id: str, with_content: bool = True) -> Note:
-        self.index.catch_up()
+    def caught_up(self) -> bool:
+        """Whether the index reflects ``main`` now, so that a read may skip :meth:`StoreIndex.catch_up`
+        (which can wait for the writer's transaction). A writer records its commits in the index before
+        it answers, so a read that follows an answered write still sees it."""
+        tip = read_tip(self.repo)
+        return (str(tip) if tip is not None else None) == self.index.indexed_tip()
+
+    def get(self, memory_id: str, with_content: bool = True, *, catch_up: bool = True) -> Note:
+        """The note; ``catch_up=False`` reads the index as it is (after :meth:`caught_up`)."""
+        if catch_up:
+            self.index.catch_up()
         row = self.index.note(memory_id)
         if row is None:
             raise NotFound(f"memory {memory_id} not found")

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import os
 import struct
-import tempfile
 import zlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -90,24 +90,35 @@ def _entry_header(code: int, size: int) -> bytes:
     return bytes(out)
 
 
-_fsync_file = fsync_dir  # opening read-only to flush works for a file as for a folder
-
-
 # Flushes the .idx while the caller flushes the .pack: the filesystem's journal takes both in one commit.
-_flusher = ThreadPoolExecutor(max_workers=8, thread_name_prefix="gitmem-fsync")  # stores never queue behind one
+# Each batch hands it two flushes: 32 threads (made only when needed) let 16 stores flush at once.
+_flusher = ThreadPoolExecutor(max_workers=32, thread_name_prefix="gitmem-fsync")  # stores never queue behind one
 
 
-def _write_temp(folder: Path, data: bytes) -> Path:
-    fd, name = tempfile.mkstemp(prefix="tmp_pack_", dir=folder)
+_temp_names = itertools.count()
+
+
+def _write_temp(folder: Path, data: bytes) -> tuple[Path, int]:
+    """``data`` in a new read-only file of ``folder`` under a name no other writer uses (this process's
+    id and a counter; one left by a crashed process of the same id is skipped). Returns the path and
+    the still open descriptor, to flush the file without opening it again; the caller closes it."""
+    while True:
+        name = os.path.join(folder, f"tmp_pack_{os.getpid()}_{next(_temp_names)}")
+        try:
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+            break
+        except FileExistsError:
+            continue
     try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
+        with memoryview(data) as rest:
+            while rest:
+                rest = rest[os.write(fd, rest) :]
     except BaseException:
+        os.close(fd)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(name)
         raise
-    os.chmod(name, 0o444)
-    return Path(name)
+    return Path(name), fd
 
 
 def _varint(n: int) -> bytes:
@@ -228,11 +239,10 @@ def encode(objects: Sequence[PackObject]) -> tuple[bytes, bytes]:
     checksum = hashlib.sha1(pack, usedforsecurity=False).digest()
     pack += checksum
     located.sort()
-    fanout, count = [], 0
-    for first in range(256):
-        while count < len(located) and located[count][0][0] == first:
-            count += 1
-        fanout.append(count)
+    per_first_byte = [0] * 256
+    for oid, _, _ in located:
+        per_first_byte[oid[0]] += 1
+    fanout = list(itertools.accumulate(per_first_byte))
     index = bytearray(b"\xfftOc" + struct.pack(">I", 2))
     index += struct.pack(">256I", *fanout)
     index += b"".join(oid for oid, _, _ in located)
@@ -244,25 +254,35 @@ def encode(objects: Sequence[PackObject]) -> tuple[bytes, bytes]:
 
 
 def write_pack(
-    objects_dir: Path, objects: Sequence[PackObject], *, fsync: bool, flush_with: Callable[[], None] | None = None
+    objects_dir: Path,
+    objects: Sequence[PackObject],
+    *,
+    fsync: bool,
+    flush_with: Callable[[], None] | None = None,
+    flush_folder: bool = True,
 ) -> Path:
     """Write ``objects`` as one pack into ``objects_dir/pack``; return the ``.pack`` path.
 
-    ``flush_with`` (another file's flush, such as the ref's lock file) runs beside the pack's own."""
+    ``flush_with`` (another file's flush, such as the ref's lock file) runs beside the pack's own.
+    With ``flush_folder=False`` the caller flushes the pack's folder (see :func:`flush_folders`)."""
     unique = list({obj.oid: obj for obj in objects}.values())
     pack, index = encode(unique)
     folder = objects_dir / "pack"
-    folder.mkdir(exist_ok=True)
     name = "pack-" + pack[-20:].hex()
-    pack_tmp = _write_temp(folder, pack)
     try:
-        index_tmp = _write_temp(folder, index)
+        pack_tmp, pack_fd = _write_temp(folder, pack)
+    except FileNotFoundError:  # a repository that never had a pack
+        folder.mkdir(exist_ok=True)
+        pack_tmp, pack_fd = _write_temp(folder, pack)
+    index_fd = -1
+    try:
+        index_tmp, index_fd = _write_temp(folder, index)
         try:
             if fsync:
-                others = [_flusher.submit(_fsync_file, index_tmp)]
+                others = [_flusher.submit(os.fsync, index_fd)]
                 if flush_with is not None:
                     others.append(_flusher.submit(flush_with))
-                _fsync_file(pack_tmp)
+                os.fsync(pack_fd)
                 for other in others:
                     other.result()
             elif flush_with is not None:
@@ -273,12 +293,25 @@ def write_pack(
     except BaseException:
         pack_tmp.unlink(missing_ok=True)
         raise
+    finally:
+        for fd in (pack_fd, index_fd):
+            if fd >= 0:
+                os.close(fd)
     pack_path = folder / f"{name}.pack"
     os.replace(pack_tmp, pack_path)
     os.replace(index_tmp, folder / f"{name}.idx")
-    if fsync:
+    if fsync and flush_folder:
         fsync_dir(folder)
     return pack_path
+
+
+def flush_folders(folders: Sequence[Path]) -> None:
+    """Flush several folders' entries at once (on a journaling filesystem, in one journal commit)."""
+    others = [_flusher.submit(fsync_dir, folder) for folder in folders[1:]]
+    if folders:
+        fsync_dir(folders[0])
+    for other in others:
+        other.result()
 
 
 __all__ = [
@@ -289,6 +322,7 @@ __all__ = [
     "adler32_combine",
     "delta",
     "encode",
+    "flush_folders",
     "raw_deflate",
     "write_pack",
     "zlib_stream",

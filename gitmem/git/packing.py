@@ -251,6 +251,7 @@ class _StorePolicy:
 
     def __init__(self, repo_path: Path) -> None:
         self.repo_path = repo_path
+        self.lock = threading.Lock()
         self.writes_until_look = 1
         self.writes_since_pack = 0
         self.packs_when_asked = 0  # packs when a pack was last asked for because there were many
@@ -300,11 +301,16 @@ class _QuietWatcher:
 
     def wrote(self, repo_path: Path) -> None:
         with self.lock:
-            self.last_write[str(repo_path)] = time.monotonic()
+            key = str(repo_path)
+            waited_for = key in self.last_write
+            self.last_write[key] = time.monotonic()
             if self.thread is None or not self.thread.is_alive():
                 self.thread = threading.Thread(target=self._run, name="gitmem quiet packer", daemon=True)
                 self.thread.start()
-            self.lock.notify()
+            # A later time for a store already waited for never makes the wait shorter (the thread
+            # looks again when the old time comes): waking it on every write only costs CPU.
+            if not waited_for:
+                self.lock.notify()
 
     def _next_quiet(self) -> Path:
         """Wait until some store we wrote to has been quiet for long enough."""
@@ -352,6 +358,9 @@ def after_write(repo_path: Path, *, max_writes: int) -> None:
         policy = _policies.get(key)
         if policy is None:
             policy = _policies[key] = _StorePolicy(repo_path)
+    # The look at the disk (a walk of the objects) holds this store's lock only: other stores' writers
+    # never wait for it.
+    with policy.lock:
         look = policy.after_write(max_writes)
         due = look and policy.due(max_writes)
     if due:

@@ -151,6 +151,7 @@ def compare_and_swap(
     ref: str = MAIN,
     timeout: float = 10.0,
     before_swap: Callable[[Callable[[], None]], None] | None = None,
+    flush_folder: bool = True,
 ) -> bool:
     """Point ``ref`` at ``new`` only if it still points at ``old``, under Git's ``<ref>.lock``.
 
@@ -161,16 +162,19 @@ def compare_and_swap(
     write path writes its pack there: no pack is written for a swap that would fail). It is handed
     the function that flushes the lock file, and must call it, so that it can flush the lock file
     and its own files at once. If it raises, the ref is left as it was.
+
+    With ``flush_folder=False`` the caller flushes the ref's folder after the swap (with its own).
     """
     repo_path = Path(repo.path)
     ref_path = _ref_file(repo_path, ref)
     lock_path = ref_path.with_name(ref_path.name + ".lock")
-    ref_path.parent.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + timeout
     while True:
         try:
             fd = os.open(lock_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             break
+        except FileNotFoundError:  # the ref's folder is made on first use
+            ref_path.parent.mkdir(parents=True, exist_ok=True)
         except FileExistsError:
             _recover_stale_lock(lock_path)
             if time.monotonic() > deadline:
@@ -195,7 +199,7 @@ def compare_and_swap(
             flush()
         os.close(fd)
         os.replace(lock_path, ref_path)
-        if _fsync_enabled:
+        if _fsync_enabled and flush_folder:
             fsync_dir(ref_path.parent)
         return True
     except BaseException:
@@ -222,8 +226,11 @@ def file_lock(path: Path, *, timeout: float, busy: str) -> Iterator[int]:
     """An advisory ``flock`` on ``path``, waited for up to ``timeout`` seconds (0: not at all), else
     :class:`StoreBusy` with ``busy``. The kernel releases it if the holder dies, so a crash cannot
     wedge a store. Yields the descriptor (a child process that inherits it keeps the lock held)."""
-    path.parent.mkdir(exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except FileNotFoundError:  # its folder is made on first use
+        path.parent.mkdir(exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         deadline = time.monotonic() + timeout
         delay = 0.001
