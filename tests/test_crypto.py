@@ -426,7 +426,7 @@ def test_filter_commands_directly(tmp_path: Path, store: tuple[Path, SivCodec]) 
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
 
     def run(*args: str, data: bytes = b"") -> bytes:
-        cmd = [sys.executable, "-m", "gitmem.git.crypt_filter", *args]
+        cmd = [sys.executable, "-m", "gitmem", "git-filter", *args]
         return subprocess.run(cmd, cwd=clone, input=data, capture_output=True, check=True, env=env).stdout
 
     blob = c.encode("a/b.md", b"hi there")
@@ -438,5 +438,5 @@ def test_filter_commands_directly(tmp_path: Path, store: tuple[Path, SivCodec]) 
     tmp_file = tmp_path / "XXXXXX_b.md"
     tmp_file.write_bytes(blob)
     assert run("textconv", str(tmp_file)) == b"hi there"
-    usage = subprocess.run([sys.executable, "-m", "gitmem.git.crypt_filter"], capture_output=True, env=env)
+    usage = subprocess.run([sys.executable, "-m", "gitmem", "git-filter"], capture_output=True, env=env)
     assert usage.returncode == 2

@@ -3,32 +3,45 @@
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import logging
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from gitmem.engine.home import Gitmem, default_home
 from gitmem.errors import GitmemError, NotFound
 from gitmem.settings import SettingsError, load_settings
+
+if TYPE_CHECKING:
+    from gitmem.engine.home import Gitmem
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_WORKSPACE = "default"
 
 
 class Context:
-    def __init__(self, home: Path) -> None:
-        self.home = home
+    def __init__(self, home: Path | None) -> None:
+        self._home = home
         self._gm: Gitmem | None = None
+
+    @property
+    def home(self) -> Path:
+        if self._home is None:
+            from gitmem.engine.home import default_home
+
+            self._home = default_home()
+        return self._home
 
     @property
     def gm(self) -> Gitmem:
         if self._gm is None:
+            from gitmem.engine.home import Gitmem
+
             self._gm = Gitmem.open(self.home)
         return self._gm
 
@@ -56,7 +69,31 @@ class Context:
         return ws.id
 
 
-@click.group()
+class CommandModules(click.Group):
+    """The ``gitmem`` group: a command's module is imported when that command runs (``--help`` imports
+    them all). Git starts a push hook or a filter once per push or per file; each pays for its own
+    imports only, not for every command's."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.modules: dict[str, str] = {}  # command name -> the module that registers it
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in self.modules:
+            importlib.import_module(self.modules[cmd_name])
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        for module in dict.fromkeys(self.modules.values()):
+            importlib.import_module(module)
+        return super().list_commands(ctx)
+
+
+# What Git or an agent runtime runs, not a person: settings they do not read must not stop them.
+UNCHECKED_COMMANDS = frozenset({"hook", "job", "git-filter"})
+
+
+@click.group(cls=CommandModules)
 @click.option(
     "--home",
     type=click.Path(path_type=Path),
@@ -73,12 +110,13 @@ def main(ctx: click.Context, home: Path | None, verbose: bool) -> None:
         format="%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    try:  # every setting, before any command runs: a bad one is one line and exit 2
-        load_settings()
-    except SettingsError as exc:
-        click.echo(f"gitmem: {exc.message}", err=True)
-        sys.exit(2)
-    ctx.obj = Context(home or default_home())
+    if ctx.invoked_subcommand not in UNCHECKED_COMMANDS:
+        try:  # every setting, before any command runs: a bad one is one line and exit 2
+            load_settings()
+        except SettingsError as exc:
+            click.echo(f"gitmem: {exc.message}", err=True)
+            sys.exit(2)
+    ctx.obj = Context(home)
 
 
 pass_context = click.make_pass_decorator(Context)
