@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from gitmem.errors import GitmemError, NotFound
-from gitmem.settings import SettingsError, load_settings
 
 if TYPE_CHECKING:
     from gitmem.engine.home import Gitmem
@@ -111,6 +110,8 @@ def main(ctx: click.Context, home: Path | None, verbose: bool) -> None:
         stream=sys.stderr,
     )
     if ctx.invoked_subcommand not in UNCHECKED_COMMANDS:
+        from gitmem.settings import SettingsError, load_settings  # pydantic: not for a hook's every start
+
         try:  # every setting, before any command runs: a bad one is one line and exit 2
             load_settings()
         except SettingsError as exc:

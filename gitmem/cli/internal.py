@@ -22,7 +22,6 @@ import click
 
 from gitmem.cli.base import main
 from gitmem.errors import GitmemError
-from gitmem.settings import SettingsError, load_settings
 
 
 @main.group("hook", hidden=True)
@@ -90,6 +89,8 @@ def session_end(
 
 def _session_hook(run: Callable[[], int]) -> None:
     # The hook's standard error reaches the agent runner: warnings only, unless GITMEM_LOG_LEVEL says more.
+    from gitmem.settings import SettingsError, load_settings
+
     try:
         level = load_settings().LOG_LEVEL or "WARNING"
         logging.basicConfig(
