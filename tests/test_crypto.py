@@ -12,23 +12,19 @@ from pathlib import Path
 
 import pytest
 
+from gitmem.crypto.codec import ContentCodec, PlainCodec, SivCodec, is_encrypted, parse_header
+from gitmem.crypto.keyring import KeyRing
 from gitmem.crypto.keys import (
     MASTER_KEY_ENV,
     MASTER_KEY_FILE_ENV,
-    ContentCodec,
     DataKey,
     DecryptionFailed,
     InvalidKey,
     KeyMissing,
-    KeyRing,
     MasterKey,
-    PlainCodec,
-    SivCodec,
     export_key,
     import_key,
-    is_encrypted,
     load_master_key,
-    parse_header,
 )
 from gitmem.errors import GitmemError
 from gitmem.git.crypt_filter import ATTRIBUTES_LINE, configure_clone

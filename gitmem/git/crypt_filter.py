@@ -30,15 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Literal
 
-from gitmem.crypto.keys import (
-    DataKey,
-    DecryptionFailed,
-    InvalidKey,
-    SivCodec,
-    export_key,
-    import_key,
-    parse_header,
-)
+from gitmem.crypto.codec import SivCodec, parse_header
+from gitmem.crypto.keys import DataKey, DecryptionFailed, InvalidKey, export_key, import_key
 from gitmem.errors import GitmemError
 
 log = logging.getLogger("gitmem.git.crypt_filter")
