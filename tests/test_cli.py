@@ -205,15 +205,28 @@ def test_one_table_printer_aligns_columns_with_or_without_headers(capsys: pytest
     assert capsys.readouterr().out == ""
 
 
-def test_every_command_is_listed_by_its_module() -> None:
-    import importlib
+def test_every_command_is_listed_by_its_modules() -> None:
+    # Each module, imported in turn in a fresh process: the commands it adds (or adds subcommands to)
+    # must be listed for it, or a lazily loaded command would miss them.
+    import subprocess
+    import sys
 
+    probe = """
+import importlib, json
+from gitmem.cli import COMMAND_MODULES, main
+def tree():
+    return {n: sorted(getattr(c, "commands", {})) for n, c in main.commands.items()}
+added = {}
+for module in COMMAND_MODULES:
+    before = tree()
+    importlib.import_module(module)
+    added[module] = sorted(n for n, subs in tree().items() if before.get(n) != subs)
+print(json.dumps(added))
+"""
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     from gitmem.cli import COMMAND_MODULES
 
-    for module in COMMAND_MODULES:
-        importlib.import_module(module)
-    listed = {name for names in COMMAND_MODULES.values() for name in names}
-    assert set(main.commands) == listed
+    assert json.loads(out) == {module: sorted(names) for module, names in COMMAND_MODULES.items()}
 
 
 def test_a_hidden_command_imports_only_its_own_module() -> None:

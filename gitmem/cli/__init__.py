@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from gitmem.cli.base import main
 
-# Each command, by the module that registers it (tests/test_cli.py checks this list is complete).
+# Each command, by the modules that register it or add subcommands to it (tests/test_cli.py checks
+# this list is complete).
 COMMAND_MODULES = {
     "gitmem.cli.stores": ["store"],
     "gitmem.cli.notes": ["note", "versions", "redact"],
@@ -22,8 +23,10 @@ COMMAND_MODULES = {
     "gitmem.cli.serve": ["serve"],
     "gitmem.cli.audit": ["log"],
     "gitmem.cli.tasks": ["workers", "tasks"],
-    "gitmem.cli.mount": ["mount"],
-    "gitmem.cli.profiles": ["profiles", "clone", "prompt", "bank-mount"],
+    "gitmem.cli.encryption": ["keys"],
+    "gitmem.cli.mount": ["mount", "bank-mount"],
+    "gitmem.cli.profiles": ["profiles", "prompt"],
+    "gitmem.cli.clone": ["clone"],
     "gitmem.cli.prune": ["prune", "retention"],
     "gitmem.cli.dreams": ["dreams"],
     "gitmem.cli.find": ["search", "diff", "restore"],
@@ -33,6 +36,8 @@ COMMAND_MODULES = {
     "gitmem.cli.internal": ["hook", "git-filter", "job"],
 }
 
-main.modules.update({name: module for module, names in COMMAND_MODULES.items() for name in names})
+for _module, _names in COMMAND_MODULES.items():
+    for _name in _names:
+        main.modules.setdefault(_name, []).append(_module)
 
 __all__ = ["main"]

@@ -69,22 +69,24 @@ class Context:
 
 
 class CommandModules(click.Group):
-    """The ``gitmem`` group: a command's module is imported when that command runs (``--help`` imports
+    """The ``gitmem`` group: a command's modules are imported when that command runs (``--help`` imports
     them all). Git starts a push hook or a filter once per push or per file; each pays for its own
     imports only, not for every command's."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.modules: dict[str, str] = {}  # command name -> the module that registers it
+        # command name -> the modules that register it or add subcommands to it
+        self.modules: dict[str, list[str]] = {}
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in self.commands and cmd_name in self.modules:
-            importlib.import_module(self.modules[cmd_name])
+        for module in self.modules.get(cmd_name, []):
+            importlib.import_module(module)
         return super().get_command(ctx, cmd_name)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        for module in dict.fromkeys(self.modules.values()):
-            importlib.import_module(module)
+        for modules in self.modules.values():
+            for module in modules:
+                importlib.import_module(module)
         return super().list_commands(ctx)
 
 

@@ -210,3 +210,36 @@ def _wait_for_signal(mounts: list[Mount]) -> None:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+# -- a bank mounted at a folder -------------------------------------------------------------------------
+
+
+@main.command("bank-mount")
+@click.option("--profile", "profile_id", required=True, envvar="GITMEM_PROFILE", help="The profile ($GITMEM_PROFILE).")
+@click.option("--url", required=True, envvar="GITMEM_URL", help="The server ($GITMEM_URL).")
+@click.option("--token", required=True, envvar="GITMEM_TOKEN", help="The profile owner's token ($GITMEM_TOKEN).")
+@sync_timing("bank")
+@click.option(
+    "--pid-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the process id here once every entry is on disk; removed on exit.",
+)
+@click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
+@refusals
+def bank_mount_command(
+    profile_id: str, url: str, token: str, debounce: float, poll_interval: float, pid_file: Path | None, folder: Path
+) -> None:
+    """Mount a profile's memory bank at FOLDER (e.g. .memory) until interrupted.
+
+    A clean start: files in FOLDER that are not entries are removed. Edits are synced back debounced;
+    on Ctrl-C or SIGTERM every pending change is pushed before the command exits.
+    """
+    from gitmem.sync.bank_remote import bank_mount, run_until_signal
+
+    mount = bank_mount(url, token, profile_id, folder, debounce=debounce, poll_interval=poll_interval)
+    click.echo(f"mounted the bank of {profile_id} at {folder}: {mount.status.notes} entries", err=True)
+    code = run_until_signal(mount, pid_file=pid_file)
+    click.echo(f"unmounted {profile_id}: {mount.status.line()}", err=True)
+    sys.exit(code)
