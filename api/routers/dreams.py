@@ -14,7 +14,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Request
 
 from gitmem.agents.dreams import MAX_PAGE, DreamRunner, dreams_for
-from gitmem.agents.tasks import refuse_task
+from gitmem.agents.task_access import refuse_task
 from gitmem.api.deps import Caller, Engine
 from gitmem.api.schemas import ERROR_RESPONSES, as_utc
 from gitmem.api.schemas_dreams import Dream, DreamCreate, DreamList, Status
