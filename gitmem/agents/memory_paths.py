@@ -8,13 +8,8 @@ import re
 import unicodedata
 import urllib.parse
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from gitmem.rules.paths import SEPARATOR_LOOKALIKES
-
-if TYPE_CHECKING:
-    pass
-
 
 MEMORY_ROOT = "/memories"
 

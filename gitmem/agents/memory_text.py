@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gitmem.agents.memory_paths import MEMORY_ROOT, Refusal
 from gitmem.errors import (
@@ -23,9 +23,6 @@ from gitmem.errors import (
     TooLarge,
 )
 from gitmem.model import Note
-
-if TYPE_CHECKING:
-    pass
 
 # The local implementation's limits and layout.
 MAX_LINES = 999_999

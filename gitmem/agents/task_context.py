@@ -5,10 +5,7 @@ as short markdown (:meth:`gitmem.agents.tasks.Tasks.memory_view` gathers what it
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    pass
 from gitmem.agents.task_model import StoreView, Task
 
 

@@ -9,7 +9,6 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 import httpx
@@ -17,10 +16,6 @@ import httpx
 from gitmem.cli.base import main, refusals
 from gitmem.cli.profiles import get_json
 from gitmem.errors import InvalidRequest
-
-if TYPE_CHECKING:
-    pass
-
 
 DEFAULT_URL = "http://127.0.0.1:8765"
 TOKEN_FILE = "gitmem-token"  # inside the clone's .git/, mode 0600

@@ -5,16 +5,12 @@ every data key under a new master key (the ``keys`` group itself, API keys, is i
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
 from gitmem.cli.access import keys_group
 from gitmem.cli.base import Context, pass_context, refusals
 from gitmem.errors import InvalidRequest
-
-if TYPE_CHECKING:
-    pass
 
 
 @keys_group.command("export")
