@@ -15,7 +15,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from gitmem.agents.dreams import DreamRunner
+from gitmem.agents.dream_runner import DreamRunner
 from gitmem.api import errors, mcp
 from gitmem.api.git_http import GitEndpoint
 from gitmem.api.middleware import RequestContextMiddleware
