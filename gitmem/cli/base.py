@@ -127,6 +127,28 @@ pass_context = click.make_pass_decorator(Context)
 workspace_option = click.option("--workspace", "-w", default=None, help="Workspace name (default: the only one).")
 
 
+def sync_timing(what: str) -> Callable[[F], F]:
+    """The ``--debounce`` and ``--poll-interval`` options every mount command takes."""
+
+    def decorate(command: F) -> F:
+        command = click.option(
+            "--poll-interval",
+            type=click.FloatRange(0.05, 3600),
+            default=1.0,
+            show_default=True,
+            help=f"Seconds between looks at the {what} for changes made elsewhere.",
+        )(command)
+        return click.option(
+            "--debounce",
+            type=click.FloatRange(0, 60),
+            default=0.3,
+            show_default=True,
+            help="Seconds a file must be quiet before it is synced.",
+        )(command)
+
+    return decorate
+
+
 def refusals(func: F) -> F:
     """Engine refusals become exit status 1 with the reason on standard error."""
 

@@ -20,7 +20,7 @@ from typing import Literal
 
 import click
 
-from gitmem.cli.base import main
+from gitmem.cli.base import main, sync_timing
 from gitmem.errors import GitmemError
 
 
@@ -53,8 +53,7 @@ def _session_options(func: click.decorators.FC) -> click.decorators.FC:
             click.option("--url", default=None, help="Default: $GITMEM_URL."),
             click.option("--profile", default=None, help="Default: $GITMEM_PROFILE."),
             click.option("--workspace", default=None, help="Default: $WORKSPACE, the hook's cwd, or '.'."),
-            click.option("--debounce", type=float, default=0.3, show_default=True),
-            click.option("--poll-interval", type=float, default=1.0, show_default=True),
+            sync_timing("bank"),
         ]
     ):
         func = option(func)

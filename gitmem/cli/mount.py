@@ -13,14 +13,13 @@ import logging
 import signal
 import sys
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING
 
 import click
 
-from gitmem.cli.base import main, refusals
+from gitmem.cli.base import main, refusals, sync_timing
 from gitmem.sync.mount import Mount, MountSpec, safe_folder_name, task_mount_specs
 from gitmem.sync.remote import MemoryStoreRemote, RemoteRefused, RemoteUnavailable
 
@@ -36,31 +35,6 @@ def parse_store(value: str) -> tuple[str, bool]:
     if not store_id or access not in ("", "ro", "rw"):
         raise click.BadParameter(f"{value!r}: expected STORE_ID, STORE_ID:ro or STORE_ID:rw", param_hint="--store")
     return store_id, access == "ro"
-
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def sync_timing(what: str) -> Callable[[F], F]:
-    """The ``--debounce`` and ``--poll-interval`` options every mount command takes."""
-
-    def decorate(command: F) -> F:
-        command = click.option(
-            "--poll-interval",
-            type=click.FloatRange(0.05, 3600),
-            default=1.0,
-            show_default=True,
-            help=f"Seconds between looks at the {what} for changes made elsewhere.",
-        )(command)
-        return click.option(
-            "--debounce",
-            type=click.FloatRange(0, 60),
-            default=0.3,
-            show_default=True,
-            help="Seconds a file must be quiet before it is synced.",
-        )(command)
-
-    return decorate
 
 
 @main.command("mount")
