@@ -434,5 +434,11 @@ def test_filter_commands_directly(tmp_path: Path, store: tuple[Path, SivCodec]) 
     tmp_file = tmp_path / "XXXXXX_b.md"
     tmp_file.write_bytes(blob)
     assert run("textconv", str(tmp_file)) == b"hi there"
+    # A clone configured by an older gitmem names the filter's module; it still works.
+    old_command = [sys.executable, "-m", "gitmem.git.crypt_filter", "smudge", "a/b.md"]
+    assert (
+        subprocess.run(old_command, cwd=clone, input=blob, capture_output=True, check=True, env=env).stdout
+        == b"hi there"
+    )
     usage = subprocess.run([sys.executable, "-m", "gitmem", "git-filter"], capture_output=True, env=env)
     assert usage.returncode == 2

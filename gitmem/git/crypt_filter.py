@@ -307,3 +307,7 @@ def run_filter(command: FilterCommand, path: str | None, stdin: BinaryIO, stdout
         log.error("gitmem: %s", exc.message)
         return 1
     return 0
+
+
+if __name__ == "__main__":  # clones configured before `gitmem git-filter` existed still name this module
+    os.execv(sys.executable, [sys.executable, "-m", "gitmem", "git-filter", *sys.argv[1:]])
