@@ -1,7 +1,7 @@
-"""The FastAPI application: ``create_app(gm, settings)``, and ``app`` for ``uvicorn gitmem.api.app:app``.
+"""The FastAPI application: ``create_app(gm, settings)``, and the factory ``create_app_from_env`` for
+``uvicorn --factory gitmem.api.app:create_app_from_env`` (what ``gitmem serve`` runs).
 
-``app`` is built on first access from ``GITMEM_HOME`` (PEP 562 module ``__getattr__``), so importing
-this module to call ``create_app`` opens nothing.
+Importing this module opens nothing; the factory opens the data home in each worker process.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from gitmem.agents.dreams import DreamRunner
+from gitmem.agents.dream_runner import DreamRunner
 from gitmem.api import errors, mcp
 from gitmem.api.deps import PUBLIC_PATHS, SECURITY_SCHEMES
 from gitmem.api.git_http import GitEndpoint
@@ -158,15 +158,3 @@ def create_app_from_env() -> FastAPI:
     gm = Gitmem.open(settings.HOME)
     log.info("serving gitmem home %s", gm.home)
     return create_app(gm, Settings.from_env(), close_on_shutdown=True)
-
-
-_app: FastAPI | None = None
-
-
-def __getattr__(name: str) -> Any:
-    global _app
-    if name == "app":
-        if _app is None:
-            _app = create_app_from_env()
-        return _app
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

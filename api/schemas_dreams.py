@@ -1,5 +1,5 @@
 """Wire shapes of ``/v1/dreams``, mirroring the SDK's ``BetaDream`` family
-(``anthropic.types.beta.beta_dream*``), and the converter from ``gitmem.agents.dreams.Dream``.
+(``anthropic.types.beta.beta_dream*``), and the converter from ``gitmem.agents.dream_model.Dream``.
 
 gitmem calls the tasks a dream reads ``tasks``; the SDK calls them ``sessions``. Both are accepted on
 input (``{"type": "tasks", "task_ids"}`` is an alias), but a dream always answers in the SDK's shapes:
@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gitmem.agents import dreams as engine
+from gitmem.agents import dream_model as engine
 from gitmem.api.schemas import Timestamp, documented
 
 Status = Literal["pending", "running", "completed", "failed", "canceled"]

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gitmem.agents import tasks as engine
+from gitmem.agents import task_model as engine
 from gitmem.api.schemas import Timestamp, WireActor, actor_out
 
 Access = Literal["read_write", "read_only"]

@@ -48,7 +48,8 @@ def _packed_bytes(repo: Path) -> int:
 
 def _codec_rows(bodies: list[str]) -> list[tuple[str, float, float, str]]:
     """The codec alone (no Git, no index): what AES-SIV adds to each blob write and read."""
-    from gitmem.crypto.keys import DataKey, PlainCodec, SivCodec
+    from gitmem.crypto.codec import PlainCodec, SivCodec
+    from gitmem.crypto.keys import DataKey
 
     plain, codec = PlainCodec(), SivCodec(DataKey.generate(), "memstore_bench")
     data = [b.encode() for b in bodies]

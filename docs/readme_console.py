@@ -51,10 +51,12 @@ def normalise(text: str) -> str:
     return _TIME.sub(lambda m: times[m.group(0)], text)
 
 
-def run(commands: str) -> str:
-    """The commands (one a line) and what each printed, as a console session."""
+def run(commands: str, setup: str = "") -> str:
+    """The commands (one a line) and what each printed, as a console session. ``setup`` runs first in
+    the same shell (its variables stay set) and is not shown."""
     lines = [c for c in commands.strip().splitlines() if c.strip()]
-    script = "".join(f"printf '{_MARK}%d\\n' {n}\n{{ {c}\n}} 2>&1\n" for n, c in enumerate(lines))
+    script = f"{{ {setup}\n}} >/dev/null 2>&1\n" if setup.strip() else ""
+    script += "".join(f"printf '{_MARK}%d\\n' {n}\n{{ {c}\n}} 2>&1\n" for n, c in enumerate(lines))
     with tempfile.TemporaryDirectory(prefix="gitmem-readme-") as home:
         env = {
             **os.environ,
@@ -79,8 +81,13 @@ def run(commands: str) -> str:
     return normalise("\n".join(session))
 
 
-def console(commands: str) -> None:
-    """Write a ``console`` code block of the commands and their real output into the README."""
+def console(commands: str, setup: str = "", steady: dict[str, str] | None = None) -> None:
+    """Write a ``console`` code block of the commands and their real output into the README (after
+    ``setup``, run first and not shown). ``steady`` maps a pattern of output that changes from run to
+    run (a duration) to what to print instead."""
+    session = run(commands, setup)
+    for pattern, replacement in (steady or {}).items():
+        session = re.sub(pattern, replacement, session)
     cog.outl("```console")
-    cog.outl(run(commands))
+    cog.outl(session)
     cog.outl("```")

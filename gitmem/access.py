@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import datetime as dt
 
-from gitmem.agents.tasks import Access, visible_store_ids
-from gitmem.agents.tasks import store_access as _role_or_task_access
+from gitmem.agents.task_access import store_access as _role_or_task_access
+from gitmem.agents.task_access import visible_store_ids
+from gitmem.agents.task_model import Access
 from gitmem.banks.profiles import check_bank_access
 from gitmem.engine.catalog import Principal
 from gitmem.engine.home import Gitmem

@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from gitmem.access import require_access, store_access
-from gitmem.agents.memory_tool import MemoryToolHandler, ToolResult, resolve_memory_path
+from gitmem.agents.memory_paths import resolve_memory_path
+from gitmem.agents.memory_tool import MemoryToolHandler, ToolResult
 from gitmem.agents.review import Reviews
 from gitmem.engine.catalog import Principal, principal_task_id
 from gitmem.engine.diff import VersionDiff

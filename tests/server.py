@@ -36,11 +36,11 @@ def serve(
     home: Path | str,
     *,
     env: Mapping[str, str] | None = None,
-    app: str = "gitmem.api.app:app",
+    app: str = "gitmem.api.app:create_app_from_env",
     startup_timeout: float = 60.0,
     attempts: int = 3,
 ) -> Iterator[str]:
-    """Start ``uvicorn app`` in a subprocess serving ``home``; yield its base URL; stop it.
+    """Start ``uvicorn --factory app`` in a subprocess serving ``home``; yield its base URL; stop it.
 
     ``env`` adds to (or overrides) the environment, e.g. ``{"GITMEM_RATE_LIMIT_RPS": "1"}``. The port
     is picked free and retried if another process takes it first.
@@ -78,6 +78,7 @@ def _start(home: Path | str, port: int, app: str, env: Mapping[str, str] | None,
         sys.executable,
         "-m",
         "uvicorn",
+        "--factory",
         app,
         "--host",
         "127.0.0.1",

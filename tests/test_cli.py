@@ -203,3 +203,53 @@ def test_one_table_printer_aligns_columns_with_or_without_headers(capsys: pytest
     assert capsys.readouterr().out.splitlines() == ["ID  NAME", "--  ----"]
     table([])
     assert capsys.readouterr().out == ""
+
+
+def test_every_command_is_listed_by_its_modules() -> None:
+    # Each module, imported in turn in a fresh process: the commands it adds (or adds subcommands to)
+    # must be listed for it, or a lazily loaded command would miss them.
+    import subprocess
+    import sys
+
+    probe = """
+import importlib, json
+from gitmem.cli import COMMAND_MODULES, main
+def tree():
+    return {n: sorted(getattr(c, "commands", {})) for n, c in main.commands.items()}
+added = {}
+for module in COMMAND_MODULES:
+    before = tree()
+    importlib.import_module(module)
+    added[module] = sorted(n for n, subs in tree().items() if before.get(n) != subs)
+print(json.dumps(added))
+"""
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    from gitmem.cli import COMMAND_MODULES
+
+    assert json.loads(out) == {module: sorted(names) for module, names in COMMAND_MODULES.items()}
+
+
+def test_a_hidden_command_imports_only_its_own_module() -> None:
+    # Git starts hooks and filters per push and per file: they must not import every command's module.
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys; from gitmem.cli import main; main.get_command(None, 'git-filter'); "
+        "print(sorted(m for m in sys.modules if m.startswith('gitmem.cli.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['gitmem.cli.base', 'gitmem.cli.internal']"
+
+
+def test_hidden_commands_stay_out_of_the_help(run) -> None:
+    shown = run("--help").output
+    assert "serve" in shown
+    assert not {"hook", "job", "git-filter"} & set(shown.split())
+    assert run("hook", "--help").exit_code == 0
+
+
+def test_git_filter_usage_errors_exit_2(run) -> None:
+    assert run("git-filter", "smudge").exit_code == 2  # smudge needs the note's path
+    assert run("git-filter", "process", "a.md").exit_code == 2
+    assert run("git-filter", "launder", "a.md").exit_code == 2

@@ -12,23 +12,19 @@ from pathlib import Path
 
 import pytest
 
+from gitmem.crypto.codec import ContentCodec, PlainCodec, SivCodec, is_encrypted, parse_header
+from gitmem.crypto.keyring import KeyRing
 from gitmem.crypto.keys import (
     MASTER_KEY_ENV,
     MASTER_KEY_FILE_ENV,
-    ContentCodec,
     DataKey,
     DecryptionFailed,
     InvalidKey,
     KeyMissing,
-    KeyRing,
     MasterKey,
-    PlainCodec,
-    SivCodec,
     export_key,
     import_key,
-    is_encrypted,
     load_master_key,
-    parse_header,
 )
 from gitmem.errors import GitmemError
 from gitmem.git.crypt_filter import ATTRIBUTES_LINE, configure_clone
@@ -426,7 +422,7 @@ def test_filter_commands_directly(tmp_path: Path, store: tuple[Path, SivCodec]) 
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
 
     def run(*args: str, data: bytes = b"") -> bytes:
-        cmd = [sys.executable, "-m", "gitmem.git.crypt_filter", *args]
+        cmd = [sys.executable, "-m", "gitmem", "git-filter", *args]
         return subprocess.run(cmd, cwd=clone, input=data, capture_output=True, check=True, env=env).stdout
 
     blob = c.encode("a/b.md", b"hi there")
@@ -438,5 +434,11 @@ def test_filter_commands_directly(tmp_path: Path, store: tuple[Path, SivCodec]) 
     tmp_file = tmp_path / "XXXXXX_b.md"
     tmp_file.write_bytes(blob)
     assert run("textconv", str(tmp_file)) == b"hi there"
-    usage = subprocess.run([sys.executable, "-m", "gitmem.git.crypt_filter"], capture_output=True, env=env)
+    # A clone configured by an older gitmem names the filter's module; it still works.
+    old_command = [sys.executable, "-m", "gitmem.git.crypt_filter", "smudge", "a/b.md"]
+    assert (
+        subprocess.run(old_command, cwd=clone, input=blob, capture_output=True, check=True, env=env).stdout
+        == b"hi there"
+    )
+    usage = subprocess.run([sys.executable, "-m", "gitmem", "git-filter"], capture_output=True, env=env)
     assert usage.returncode == 2

@@ -18,7 +18,9 @@ from click.testing import CliRunner
 
 import gitmem.agents.dreams as dreams_module
 import gitmem.rules.policy as policy_module
-from gitmem.agents.dreams import Dream, DreamRunner, Dreams, dreams_for
+from gitmem.agents.dream_model import Dream
+from gitmem.agents.dream_runner import DreamRunner
+from gitmem.agents.dreams import Dreams, dreams_for
 from gitmem.agents.tasks import tasks_for
 from gitmem.agents.tidier import (
     DreamRequest,

@@ -15,7 +15,9 @@ import anthropic
 import httpx2
 import pytest
 
-from gitmem.agents.dreams import Dream, DreamRunner, dreams_for
+from gitmem.agents.dream_model import Dream
+from gitmem.agents.dream_runner import DreamRunner
+from gitmem.agents.dreams import dreams_for
 from gitmem.agents.tasks import tasks_for
 from gitmem.agents.tidier import ModelDreamer
 from gitmem.engine.catalog import Workspace

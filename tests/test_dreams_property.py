@@ -13,7 +13,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gitmem.agents.dreams import DreamRunner, dreams_for
+from gitmem.agents.dream_runner import DreamRunner
+from gitmem.agents.dreams import dreams_for
 from gitmem.agents.tidier import DreamRequest, InputNote, OfflineTidier
 from gitmem.engine.home import Gitmem
 from gitmem.engine.store import MemoryStore

@@ -228,7 +228,7 @@ def test_cancel_stops_a_running_dream(server: Server) -> None:
 
 
 RUNNER = (
-    "import sys; from gitmem.engine.home import Gitmem; from gitmem.agents.dreams import DreamRunner;"
+    "import sys; from gitmem.engine.home import Gitmem; from gitmem.agents.dream_runner import DreamRunner;"
     " DreamRunner(Gitmem.open(sys.argv[1])).run_pending()"
 )
 

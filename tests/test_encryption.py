@@ -19,8 +19,9 @@ from click.testing import CliRunner
 
 from gitmem.banks.profiles import profiles_for
 from gitmem.cli import main as cli
-from gitmem.cli.profiles import TOKEN_FILE, clone_store
-from gitmem.crypto.keys import DecryptionFailed, SivCodec, export_key, parse_header
+from gitmem.cli.clone import TOKEN_FILE, clone_store
+from gitmem.crypto.codec import SivCodec, parse_header
+from gitmem.crypto.keys import DecryptionFailed, export_key
 from gitmem.engine.catalog import Workspace
 from gitmem.engine.home import Gitmem
 from gitmem.engine.rotation import blob_key_ids, rotate_store_key

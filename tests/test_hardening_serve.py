@@ -100,7 +100,7 @@ def test_the_app_factory_refuses_a_bad_setting_too(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GITMEM_")}
     env.update(GITMEM_HOME=str(tmp_path / "home"), GITMEM_MAX_BODY_BYTES="lots")
     result = subprocess.run(
-        [sys.executable, "-c", "import api.app; api.app.app"],
+        [sys.executable, "-c", "import api.app; api.app.create_app_from_env()"],
         env=env,
         capture_output=True,
         text=True,

@@ -11,17 +11,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from gitmem.agents.tasks import (
-    MOUNT_ROOT,
-    Tasks,
-    check_task_access,
-    refuse_task,
-    slugify,
-    store_access,
-    tasks_for,
-    unique_slugs,
-    visible_store_ids,
-)
+from gitmem.agents.task_access import check_task_access, refuse_task, store_access, visible_store_ids
+from gitmem.agents.task_model import MOUNT_ROOT, slugify, unique_slugs
+from gitmem.agents.tasks import Tasks, tasks_for
 from gitmem.engine import home as home_module
 from gitmem.engine.catalog import Workspace
 from gitmem.engine.home import Gitmem

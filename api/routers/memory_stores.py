@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 
 from gitmem.access import require_access, store_access, visible_stores
 from gitmem.agents.review import Reviews
-from gitmem.agents.tasks import refuse_task
+from gitmem.agents.task_access import refuse_task
 from gitmem.api.deps import Caller, Engine
 from gitmem.api.schemas import (
     ERROR_RESPONSES,

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Query
 
-from gitmem.agents.tasks import MAX_CONTEXT_PATHS, MAX_INT, MAX_PAGE, principal_task_id, refuse_task, tasks_for
+from gitmem.agents.task_access import refuse_task
+from gitmem.agents.task_model import MAX_CONTEXT_PATHS, MAX_INT, MAX_PAGE
+from gitmem.agents.tasks import tasks_for
 from gitmem.api.deps import Caller, Engine
 from gitmem.api.schemas import ERROR_RESPONSES
 from gitmem.api.schemas_tasks import (
@@ -22,7 +24,7 @@ from gitmem.api.schemas_tasks import (
     TaskList,
     TaskMemory,
 )
-from gitmem.engine.catalog import Principal
+from gitmem.engine.catalog import Principal, principal_task_id
 from gitmem.engine.home import Gitmem
 from gitmem.errors import NotFound
 

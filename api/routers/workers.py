@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Query
 
-from gitmem.agents.tasks import MAX_PAGE, principal_task_id, refuse_task, tasks_for
+from gitmem.agents.task_access import refuse_task
+from gitmem.agents.task_model import MAX_PAGE
+from gitmem.agents.tasks import tasks_for
 from gitmem.api.deps import Caller, Engine
 from gitmem.api.schemas import ERROR_RESPONSES
 from gitmem.api.schemas_tasks import Worker, WorkerCreate, WorkerList, WorkerUpdate
+from gitmem.engine.catalog import principal_task_id
 from gitmem.errors import NotFound
 
 router = APIRouter(prefix="/v1/workers", tags=["workers"], responses=ERROR_RESPONSES)

@@ -11,7 +11,7 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Resp
 
 from gitmem.access import require_access
 from gitmem.agents.review import Reviews, check_reviewer, current_mark
-from gitmem.agents.tasks import visible_store_ids
+from gitmem.agents.task_access import visible_store_ids
 from gitmem.api.deps import Engine
 from gitmem.api.ui.session import COOKIE, SIGN_IN, Session, UiRoute, page, set_session_cookie
 from gitmem.engine.home import Gitmem

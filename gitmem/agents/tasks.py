@@ -24,44 +24,43 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from gitmem import ids
 from gitmem.clock import from_micros
-from gitmem.engine.catalog import principal_task_id
 from gitmem.engine.home import HomeTables
 from gitmem.errors import (
     ArchivedStore,
     InvalidRequest,
     LimitExceeded,
     NotFound,
-    PermissionDenied,
     TooLarge,
 )
 from gitmem.model import Actor, Note, Page, StoreInfo
 from gitmem.rules.policy import check_store_fields, check_text
 
 if TYPE_CHECKING:
-    import datetime as dt
-
-    from gitmem.engine.catalog import Principal
     from gitmem.engine.home import Gitmem
-
-Access = Literal["read_write", "read_only"]
-ACCESS_VALUES: tuple[Access, ...] = ("read_write", "read_only")
-
-MAX_NAMED_STORES = 8  # stores a task names in resources, beside its worker's own
-MAX_ATTACHED_STORES = 8  # stores attached to a worker (what a task reads when it names none)
-MAX_INSTRUCTIONS_CHARS = 4096
-MAX_PAGE = 100
-MAX_CONTEXT_PATHS = 50  # note paths listed per store in the memory section
-MAX_SLUG_CHARS = 80
-MAX_EVENT_PAYLOAD_BYTES = 102_400
-MOUNT_ROOT = "/.little-worker/tasks"
-MAX_INT = 2**63 - 1  # SQLite's integers
+from gitmem.agents.task_context import render_context
+from gitmem.agents.task_model import (
+    ACCESS_VALUES,
+    MAX_ATTACHED_STORES,
+    MAX_CONTEXT_PATHS,
+    MAX_EVENT_PAYLOAD_BYTES,
+    MAX_INSTRUCTIONS_CHARS,
+    MAX_INT,
+    MAX_NAMED_STORES,
+    MAX_PAGE,
+    Access,
+    Event,
+    MemoryView,
+    StoreView,
+    Task,
+    TaskStore,
+    Worker,
+    unique_slugs,
+)
 
 _EVENT_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}")
 
@@ -103,80 +102,6 @@ BEGIN SELECT RAISE(ABORT, 'task events are append-only'); END;
 # -- values ----------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Worker:
-    id: str
-    workspace_id: str
-    name: str
-    own_store_id: str
-    attached_store_ids: tuple[str, ...]
-    created_at: dt.datetime
-
-
-@dataclass(frozen=True)
-class TaskStore:
-    """One store in a task's frozen list, as it was when the task was made."""
-
-    store_id: str
-    name: str
-    description: str
-    access: Access
-    instructions: str
-    mount_name: str  # the folder's name under the task's memory root
-    own: bool  # the worker's own store
-
-
-@dataclass(frozen=True)
-class Task:
-    id: str
-    workspace_id: str
-    worker_id: str
-    created_at: dt.datetime
-    stores: tuple[TaskStore, ...]  # the worker's own store first, then the named or attached ones
-    created_by: Actor | None = None
-    ended_at: dt.datetime | None = None  # set once the task is ended: its token no longer works
-
-    @property
-    def memory_root(self) -> str:
-        return memory_root(self.id)
-
-    def mount_path(self, store: TaskStore) -> str:
-        return f"{self.memory_root}{store.mount_name}/"
-
-
-@dataclass(frozen=True)
-class Event:
-    id: str
-    task_id: str
-    seq: int
-    type: str
-    payload: dict[str, Any]
-    created_by: Actor | None
-    created_at: dt.datetime
-
-
-@dataclass(frozen=True)
-class StoreView:
-    """A task's store as it stands now: its frozen snapshot and the note paths it holds."""
-
-    store: TaskStore
-    mount_path: str
-    access: Access  # the frozen access, or read_only once the store is archived
-    available: bool  # False once the store has been deleted
-    archived: bool
-    paths: tuple[str, ...]  # up to the cap, e.g. ("/people/sam.md", ...)
-    total: int  # notes in the store
-    review: str | None = None  # under review: by whom and when, for the section
-
-
-@dataclass(frozen=True)
-class MemoryView:
-    task_id: str
-    root: str
-    stores: tuple[StoreView, ...]
-    context: str  # the markdown section for the model's context
-
-
 # -- helpers ---------------------------------------------------------------------------------------
 
 
@@ -191,32 +116,6 @@ def add_column(db: sqlite3.Connection, table: str, column: str, declaration: str
             raise
 
 
-def memory_root(task_id: str) -> str:
-    return f"{MOUNT_ROOT}/{task_id}/memory/"
-
-
-def slugify(name: str) -> str:
-    """A folder name from a store name: ASCII-folded, lowercase, runs of other characters as one
-    hyphen, trimmed (``"Team notes (2026)"`` -> ``team-notes-2026``); ``store`` if nothing is left."""
-    folded = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii").lower()
-    slug = re.sub(r"[^a-z0-9]+", "-", folded).strip("-")
-    return slug[:MAX_SLUG_CHARS].rstrip("-") or "store"
-
-
-def unique_slugs(names: Iterable[str]) -> list[str]:
-    """Slugs for the names in order; a repeat gets ``-2``, ``-3``, ... (never one already taken)."""
-    used: set[str] = set()
-    out = []
-    for name in names:
-        base = slugify(name)
-        candidate, n = base, 2
-        while candidate in used:
-            candidate, n = f"{base}-{n}", n + 1
-        used.add(candidate)
-        out.append(candidate)
-    return out
-
-
 def _check_limit(limit: int) -> None:
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
         raise InvalidRequest(f"limit must be between 1 and {MAX_PAGE}")
@@ -224,14 +123,6 @@ def _check_limit(limit: int) -> None:
 
 def _actor_text(actor: Actor | None) -> str | None:
     return actor.trailer() if actor is not None else None
-
-
-def _field(label: str, text: str) -> list[str]:
-    """``- Label: text`` for one line; a quote inside the list item for several."""
-    lines = text.strip().splitlines()
-    if len(lines) == 1:
-        return [f"- {label}: {lines[0]}"]
-    return [f"- {label}:", *(f"  > {line}".rstrip() for line in lines)]
 
 
 # -- the engine ------------------------------------------------------------------------------------
@@ -670,50 +561,6 @@ def _event(row: sqlite3.Row) -> Event:
 # -- the memory section ----------------------------------------------------------------------------
 
 
-def render_context(task: Task, views: Sequence[StoreView]) -> str:
-    """The ``## Memory`` section for a task's context: each store's folder, access, description,
-    instructions and note paths; an empty store asks for its first note instead of listing."""
-    count = len(views)
-    lines = [
-        "## Memory",
-        "",
-        f"You have {count} memory store{'s' if count != 1 else ''}, each a folder of notes under"
-        f" `{task.memory_root}` that lasts from task to task. Before you start, read the notes that"
-        " bear on your work. As you work, write down what the next task should know (decisions, facts,"
-        " preferences, unfinished work) as short markdown notes at paths that say what they hold, and"
-        " keep them current rather than adding near-copies. Every change is kept as a version. You can"
-        " change a read-write store; a read-only store can only be read.",
-    ]
-    for view in views:
-        ts = view.store
-        title = f"### {ts.name}" + (" (this worker's own memory)" if ts.own else "")
-        access = view.access.replace("_", "-") + (" (archived)" if view.archived else "")
-        lines += ["", title, "", f"- Folder: `{view.mount_path}`", f"- Access: {access}"]
-        if ts.description.strip():
-            lines += _field("Description", ts.description)
-        if ts.instructions.strip():
-            lines += _field("Instructions", ts.instructions)
-        if view.review:
-            lines.append(f"- Review: {view.review}")
-        if not view.available:
-            lines += ["", "This store is no longer available: its folder is empty and cannot be written."]
-        elif view.total == 0 and view.access == "read_write":
-            lines += [
-                "",
-                "This store is empty. Create its first note when you learn something worth keeping,"
-                f" for example `{view.mount_path}notes.md`.",
-            ]
-        elif view.total == 0:
-            lines += ["", "This store is empty and read-only: there is nothing in it to read yet."]
-        else:
-            lines += ["", f"Notes ({view.total}):"]
-            lines += [f"- `{path.lstrip('/')}`" for path in view.paths]
-            more = view.total - len(view.paths)
-            if more > 0:
-                lines.append(f"- ... and {more} more (list the folder to see them)")
-    return "\n".join(lines) + "\n"
-
-
 # -- one Tasks a data home; the access check the HTTP layer calls ----------------------------------
 
 
@@ -722,67 +569,4 @@ def tasks_for(gm: Gitmem) -> Tasks:
     return Tasks.of(gm)
 
 
-def check_task_access(gm: Gitmem, principal: Principal, store_id: str, *, write: bool) -> None:
-    """Confine a task's token to its frozen list: a store not in it is 404 (as if it did not exist),
-    a write to a store it reads ``read_only`` is 403. Other principals pass unchanged."""
-    task_id = principal_task_id(principal)
-    if task_id is None:
-        return
-    access = tasks_for(gm).task_access(task_id, store_id)
-    if access is None:
-        raise NotFound(f"memory store {store_id} not found")
-    if write and access != "read_write":
-        raise PermissionDenied(f"task {task_id} has read-only access to memory store {store_id}")
-
-
-def store_access(gm: Gitmem, principal: Principal, store_id: str) -> Access:
-    """What the principal may do with the store: its role for keys and users; for a task, its frozen
-    access (``NotFound`` outside its list). For handlers that decide per call, like the memory tool
-    (``read_only=store_access(...) == "read_only"``)."""
-    check_task_access(gm, principal, store_id, write=False)
-    task_id = principal_task_id(principal)
-    if not principal.can_write:
-        return "read_only"
-    if task_id is None:
-        return "read_write"
-    return tasks_for(gm).task_access(task_id, store_id) or "read_only"
-
-
-def visible_store_ids(gm: Gitmem, principal: Principal) -> frozenset[str] | None:
-    """The stores a principal may see in a listing: a task's frozen list, or ``None`` for no limit."""
-    task_id = principal_task_id(principal)
-    if task_id is None:
-        return None
-    return frozenset(tasks_for(gm).task_store_ids(task_id))
-
-
-def refuse_task(principal: Principal, action: str) -> None:
-    """For what a task's token may not do at all (create stores, workers, tasks; archive, delete)."""
-    if principal_task_id(principal) is not None:
-        raise PermissionDenied(f"a task's token cannot {action}")
-
-
-__all__ = [
-    "ACCESS_VALUES",
-    "MAX_NAMED_STORES",
-    "MOUNT_ROOT",
-    "Access",
-    "add_column",
-    "Event",
-    "MemoryView",
-    "StoreView",
-    "Task",
-    "TaskStore",
-    "Tasks",
-    "Worker",
-    "check_task_access",
-    "memory_root",
-    "principal_task_id",
-    "refuse_task",
-    "render_context",
-    "slugify",
-    "store_access",
-    "tasks_for",
-    "unique_slugs",
-    "visible_store_ids",
-]
+__all__ = ["Tasks", "add_column", "tasks_for"]

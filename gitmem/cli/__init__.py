@@ -1,35 +1,43 @@
 """The ``gitmem`` command: a thin shell over the library.
 
 Exit status: 0 success, 1 a refused or failed operation (reason on standard error), 2 a usage error.
-Each concept has its own module here; each registers its commands on :data:`main`.
+Each concept has its own module here; each registers its commands on :data:`main`, and is imported
+only when one of its commands runs (see :class:`gitmem.cli.base.CommandModules`).
+
+Hidden commands are what Git, agent runtimes and the server start, not people: ``gitmem hook``
+(the push hooks and the agent session hooks), ``gitmem git-filter`` (the encryption filter of a
+clone) and ``gitmem job`` (the background packer), all in :mod:`gitmem.cli.internal`.
 """
 
 from __future__ import annotations
 
-import importlib
-
 from gitmem.cli.base import main
 
-# One module per concept; each adds its commands to `main` when imported.
-COMMAND_MODULES = [
-    "gitmem.cli.stores",
-    "gitmem.cli.notes",
-    "gitmem.cli.access",
-    "gitmem.cli.maintenance",
-    "gitmem.cli.serve",
-    "gitmem.cli.audit",
-    "gitmem.cli.tasks",
-    "gitmem.cli.mount",
-    "gitmem.cli.profiles",
-    "gitmem.cli.prune",
-    "gitmem.cli.dreams",
-    "gitmem.cli.find",
-    "gitmem.cli.review",
-    "gitmem.cli.mcp",
-    "gitmem.cli.settings",
-]
+# Each command, by the modules that register it or add subcommands to it (tests/test_cli.py checks
+# this list is complete).
+COMMAND_MODULES = {
+    "gitmem.cli.stores": ["store"],
+    "gitmem.cli.notes": ["note", "versions", "redact"],
+    "gitmem.cli.access": ["keys", "users"],
+    "gitmem.cli.maintenance": ["reindex", "fsck", "pack"],
+    "gitmem.cli.serve": ["serve"],
+    "gitmem.cli.audit": ["log"],
+    "gitmem.cli.tasks": ["workers", "tasks"],
+    "gitmem.cli.encryption": ["keys"],
+    "gitmem.cli.mount": ["mount", "bank-mount"],
+    "gitmem.cli.profiles": ["profiles", "prompt"],
+    "gitmem.cli.clone": ["clone"],
+    "gitmem.cli.prune": ["prune", "retention"],
+    "gitmem.cli.dreams": ["dreams"],
+    "gitmem.cli.find": ["search", "diff", "restore"],
+    "gitmem.cli.review": ["review"],
+    "gitmem.cli.mcp": ["mcp"],
+    "gitmem.cli.settings": ["settings"],
+    "gitmem.cli.internal": ["hook", "git-filter", "job"],
+}
 
-for _module in COMMAND_MODULES:
-    importlib.import_module(_module)
+for _module, _names in COMMAND_MODULES.items():
+    for _name in _names:
+        main.modules.setdefault(_name, []).append(_module)
 
 __all__ = ["main"]

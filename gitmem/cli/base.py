@@ -3,32 +3,44 @@
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import logging
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from gitmem.engine.home import Gitmem, default_home
 from gitmem.errors import GitmemError, NotFound
-from gitmem.settings import SettingsError, load_settings
+
+if TYPE_CHECKING:
+    from gitmem.engine.home import Gitmem
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_WORKSPACE = "default"
 
 
 class Context:
-    def __init__(self, home: Path) -> None:
-        self.home = home
+    def __init__(self, home: Path | None) -> None:
+        self._home = home
         self._gm: Gitmem | None = None
+
+    @property
+    def home(self) -> Path:
+        if self._home is None:
+            from gitmem.engine.home import default_home
+
+            self._home = default_home()
+        return self._home
 
     @property
     def gm(self) -> Gitmem:
         if self._gm is None:
+            from gitmem.engine.home import Gitmem
+
             self._gm = Gitmem.open(self.home)
         return self._gm
 
@@ -56,7 +68,33 @@ class Context:
         return ws.id
 
 
-@click.group()
+class CommandModules(click.Group):
+    """The ``gitmem`` group: a command's modules are imported when that command runs (``--help`` imports
+    them all). Git starts a push hook or a filter once per push or per file; each pays for its own
+    imports only, not for every command's."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # command name -> the modules that register it or add subcommands to it
+        self.modules: dict[str, list[str]] = {}
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        for module in self.modules.get(cmd_name, []):
+            importlib.import_module(module)
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        for modules in self.modules.values():
+            for module in modules:
+                importlib.import_module(module)
+        return super().list_commands(ctx)
+
+
+# What Git or an agent runtime runs, not a person: settings they do not read must not stop them.
+UNCHECKED_COMMANDS = frozenset({"hook", "job", "git-filter"})
+
+
+@click.group(cls=CommandModules)
 @click.option(
     "--home",
     type=click.Path(path_type=Path),
@@ -73,17 +111,42 @@ def main(ctx: click.Context, home: Path | None, verbose: bool) -> None:
         format="%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    try:  # every setting, before any command runs: a bad one is one line and exit 2
-        load_settings()
-    except SettingsError as exc:
-        click.echo(f"gitmem: {exc.message}", err=True)
-        sys.exit(2)
-    ctx.obj = Context(home or default_home())
+    if ctx.invoked_subcommand not in UNCHECKED_COMMANDS:
+        from gitmem.settings import SettingsError, load_settings  # pydantic: not for a hook's every start
+
+        try:  # every setting, before any command runs: a bad one is one line and exit 2
+            load_settings()
+        except SettingsError as exc:
+            click.echo(f"gitmem: {exc.message}", err=True)
+            sys.exit(2)
+    ctx.obj = Context(home)
 
 
 pass_context = click.make_pass_decorator(Context)
 
 workspace_option = click.option("--workspace", "-w", default=None, help="Workspace name (default: the only one).")
+
+
+def sync_timing(what: str) -> Callable[[F], F]:
+    """The ``--debounce`` and ``--poll-interval`` options every mount command takes."""
+
+    def decorate(command: F) -> F:
+        command = click.option(
+            "--poll-interval",
+            type=click.FloatRange(0.05, 3600),
+            default=1.0,
+            show_default=True,
+            help=f"Seconds between looks at the {what} for changes made elsewhere.",
+        )(command)
+        return click.option(
+            "--debounce",
+            type=click.FloatRange(0, 60),
+            default=0.3,
+            show_default=True,
+            help="Seconds a file must be quiet before it is synced.",
+        )(command)
+
+    return decorate
 
 
 def refusals(func: F) -> F:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from gitmem.agents.dreams import MAX_PAGE, STATUSES, Dream, dreams_for, runner_id
+from gitmem.agents.dream_model import MAX_PAGE, STATUSES, Dream
+from gitmem.agents.dreams import dreams_for, runner_id
 from gitmem.agents.tidier import dreamer_from_env
 from gitmem.cli.base import Context, emit_json, main, pass_context, refusals, table, workspace_option
 from gitmem.clock import iso

@@ -13,14 +13,13 @@ import logging
 import signal
 import sys
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING
 
 import click
 
-from gitmem.cli.base import main, refusals
+from gitmem.cli.base import main, refusals, sync_timing
 from gitmem.sync.mount import Mount, MountSpec, safe_folder_name, task_mount_specs
 from gitmem.sync.remote import MemoryStoreRemote, RemoteRefused, RemoteUnavailable
 
@@ -36,31 +35,6 @@ def parse_store(value: str) -> tuple[str, bool]:
     if not store_id or access not in ("", "ro", "rw"):
         raise click.BadParameter(f"{value!r}: expected STORE_ID, STORE_ID:ro or STORE_ID:rw", param_hint="--store")
     return store_id, access == "ro"
-
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def sync_timing(what: str) -> Callable[[F], F]:
-    """The ``--debounce`` and ``--poll-interval`` options every mount command takes."""
-
-    def decorate(command: F) -> F:
-        command = click.option(
-            "--poll-interval",
-            type=click.FloatRange(0.05, 3600),
-            default=1.0,
-            show_default=True,
-            help=f"Seconds between looks at the {what} for changes made elsewhere.",
-        )(command)
-        return click.option(
-            "--debounce",
-            type=click.FloatRange(0, 60),
-            default=0.3,
-            show_default=True,
-            help="Seconds a file must be quiet before it is synced.",
-        )(command)
-
-    return decorate
 
 
 @main.command("mount")
@@ -210,3 +184,36 @@ def _wait_for_signal(mounts: list[Mount]) -> None:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+# -- a bank mounted at a folder -------------------------------------------------------------------------
+
+
+@main.command("bank-mount")
+@click.option("--profile", "profile_id", required=True, envvar="GITMEM_PROFILE", help="The profile ($GITMEM_PROFILE).")
+@click.option("--url", required=True, envvar="GITMEM_URL", help="The server ($GITMEM_URL).")
+@click.option("--token", required=True, envvar="GITMEM_TOKEN", help="The profile owner's token ($GITMEM_TOKEN).")
+@sync_timing("bank")
+@click.option(
+    "--pid-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the process id here once every entry is on disk; removed on exit.",
+)
+@click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
+@refusals
+def bank_mount_command(
+    profile_id: str, url: str, token: str, debounce: float, poll_interval: float, pid_file: Path | None, folder: Path
+) -> None:
+    """Mount a profile's memory bank at FOLDER (e.g. .memory) until interrupted.
+
+    A clean start: files in FOLDER that are not entries are removed. Edits are synced back debounced;
+    on Ctrl-C or SIGTERM every pending change is pushed before the command exits.
+    """
+    from gitmem.sync.bank_remote import bank_mount, run_until_signal
+
+    mount = bank_mount(url, token, profile_id, folder, debounce=debounce, poll_interval=poll_interval)
+    click.echo(f"mounted the bank of {profile_id} at {folder}: {mount.status.notes} entries", err=True)
+    code = run_until_signal(mount, pid_file=pid_file)
+    click.echo(f"unmounted {profile_id}: {mount.status.line()}", err=True)
+    sys.exit(code)

@@ -69,5 +69,13 @@ def serve(ctx: Context, host: str, port: int, workers: int) -> None:
         click.echo(f"Serving on {host}: every request needs a key (there is no unauthenticated mode).", err=True)
     os.environ["GITMEM_HOME"] = str(ctx.home.resolve())
     click.echo(f"gitmem serving {ctx.home} on http://{host}:{port}", err=True)
-    uvicorn.run("gitmem.api.app:app", host=host, port=port, workers=workers, log_level="info", **uvicorn_options())
+    uvicorn.run(
+        "gitmem.api.app:create_app_from_env",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_level="info",
+        **uvicorn_options(),
+    )
     sys.exit(0)

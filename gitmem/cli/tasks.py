@@ -6,7 +6,8 @@ import json
 
 import click
 
-from gitmem.agents.tasks import ACCESS_VALUES, MAX_PAGE, Event, Task, Worker, tasks_for
+from gitmem.agents.task_model import ACCESS_VALUES, MAX_PAGE, Event, Task, Worker
+from gitmem.agents.tasks import tasks_for
 from gitmem.cli.base import Context, emit_json, main, pass_context, refusals, table, workspace_option
 from gitmem.clock import iso
 from gitmem.engine.audit import actor_name

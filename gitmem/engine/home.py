@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, ClassVar, Self
 
 from gitmem import ids
 from gitmem.clock import Clock, system_clock, to_micros
-from gitmem.crypto.keys import ContentCodec, KeyRing, PlainCodec, load_master_key
+from gitmem.crypto.codec import ContentCodec, PlainCodec
+from gitmem.crypto.keyring import KeyRing
+from gitmem.crypto.keys import load_master_key
 from gitmem.engine.catalog import Catalog
 from gitmem.engine.pagetoken import PageTokens, tokens_for
 from gitmem.engine.search import forget_store as forget_search_text

@@ -1,6 +1,6 @@
 """The push hooks' engine: what ``hooks/pre-receive`` and ``hooks/post-receive`` run (docs/architecture.md).
 
-``python -m gitmem.engine.receive pre-receive|post-receive`` inside ``git receive-pack``, with ``<old> <new>
+``gitmem hook pre-receive|post-receive`` inside ``git receive-pack``, with ``<old> <new>
 <ref>`` lines on standard input and the pusher in the environment the server gives ``git http-backend``:
 
 ==================  ==============================================================================
@@ -9,7 +9,7 @@
 ``GITMEM_STORE_ID`` the store (default: the repository's directory name)
 ``GITMEM_HOME``     the data home (default: two levels above the repository)
 ``GITMEM_FILTERS``  extra content filters, as for the server (:func:`gitmem.rules.filters.load_filters`)
-``GITMEM_PYTHON``   the interpreter the hook scripts run this module with
+``GITMEM_PYTHON``   the interpreter the hook scripts run gitmem with
 ==================  ==============================================================================
 
 pre-receive runs while the pushed objects sit in Git's quarantine (``GIT_QUARANTINE_PATH``; libgit2
@@ -34,11 +34,10 @@ import datetime as dt
 import logging
 import os
 import re
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Literal, TextIO
 
 import pygit2
 
@@ -219,18 +218,18 @@ def _report_to_webhooks(env: Mapping[str, str]) -> None:
 # -- entry point ----------------------------------------------------------------------------------
 
 
-def main(argv: list[str], stdin: TextIO = sys.stdin, stderr: TextIO = sys.stderr) -> int:
-    if len(argv) != 1 or argv[0] not in ("pre-receive", "post-receive"):
-        print("usage: python -m gitmem.engine.receive pre-receive|post-receive", file=stderr)
-        return 2
-    logging.basicConfig(level=logging.WARNING, format="gitmem: %(levelname)s %(name)s: %(message)s", stream=stderr)
+def run_hook(hook: Literal["pre-receive", "post-receive"], stdin: TextIO, stderr: TextIO) -> int:
+    """One run of a push hook (``gitmem hook pre-receive|post-receive``); returns its exit status."""
+    logging.basicConfig(
+        level=logging.WARNING, format="gitmem: %(levelname)s %(name)s: %(message)s", stream=stderr, force=True
+    )
     lines = stdin.read().splitlines()
     try:
         repository.set_fsync(fsync_setting())
     except GitmemError:
         repository.set_fsync(True)
     git_dir = Path(os.environ.get("GIT_DIR") or ".")
-    if argv[0] == "pre-receive":
+    if hook == "pre-receive":
         try:
             reasons = pre_receive(lines, os.environ, git_dir)
         except Exception as exc:  # a bug must refuse the push, never let it through unchecked
@@ -249,7 +248,3 @@ def main(argv: list[str], stdin: TextIO = sys.stdin, stderr: TextIO = sys.stderr
     for warning in post_receive(lines, os.environ, git_dir):
         print(f"gitmem: warning: {warning}", file=stderr)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))

@@ -29,7 +29,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gitmem.crypto.keys import ContentCodec, KeyMissing, SivCodec, parse_header
+from gitmem.crypto.codec import ContentCodec, SivCodec, parse_header
+from gitmem.crypto.keys import KeyMissing
 from gitmem.engine.history import Entry
 from gitmem.engine.rewrite import rewrite_history
 from gitmem.engine.rewrite_report import RewriteReport

@@ -18,7 +18,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
-from gitmem.crypto.keys import PlainCodec
+from gitmem.crypto.codec import PlainCodec
 from gitmem.engine.search_index import ensure_schema, forget, put
 from gitmem.engine.search_query import to_fts
 from gitmem.engine.store import MemoryStore, check_limit

@@ -13,7 +13,7 @@ import sqlite3
 
 import pygit2
 
-from gitmem.crypto.keys import is_encrypted
+from gitmem.crypto.codec import is_encrypted
 
 _TABLES = (
     "CREATE TABLE IF NOT EXISTS search_docs (docid INTEGER PRIMARY KEY, memory_id TEXT NOT NULL UNIQUE,"

@@ -18,7 +18,7 @@ import pygit2
 
 from gitmem import ids
 from gitmem.clock import Clock, from_micros, system_clock, to_micros
-from gitmem.crypto.keys import ContentCodec, PlainCodec
+from gitmem.crypto.codec import ContentCodec, PlainCodec
 from gitmem.engine.group_commit import BatchView, Change, Landed, Plan, committer_for
 from gitmem.engine.store_index import NoteRow, StoreIndex, VersionRow
 from gitmem.errors import InvalidRequest, NotFound, PathConflict, PreconditionFailed

@@ -1,11 +1,11 @@
 """The Git side of encryption at rest: a clone holding the key sees plaintext.
 
-Git runs this module as
+Git runs it as (the commands are in :mod:`gitmem.cli.internal`)
 
-- ``python -m gitmem.git.crypt_filter process``: the long-running filter (protocol v2) for checkout/add, one
+- ``python -m gitmem git-filter process``: the long-running filter (protocol v2) for checkout/add, one
   process for all files, so a 10,000-note store does not start 10,000 interpreters;
-- ``python -m gitmem.git.crypt_filter smudge PATH`` / ``clean PATH``: the one-file-per-process fallback;
-- ``python -m gitmem.git.crypt_filter textconv FILE``: for ``git log -p`` / ``git diff``. Git passes a
+- ``python -m gitmem git-filter smudge PATH`` / ``clean PATH``: the one-file-per-process fallback;
+- ``python -m gitmem git-filter textconv FILE``: for ``git log -p`` / ``git diff``. Git passes a
   temporary file (or the already smudged worktree file), not the note's path, so the path comes from
   the blob's header.
 
@@ -28,17 +28,10 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Literal
 
-from gitmem.crypto.keys import (
-    DataKey,
-    DecryptionFailed,
-    InvalidKey,
-    SivCodec,
-    export_key,
-    import_key,
-    parse_header,
-)
+from gitmem.crypto.codec import SivCodec, parse_header
+from gitmem.crypto.keys import DataKey, DecryptionFailed, InvalidKey, export_key, import_key
 from gitmem.errors import GitmemError
 
 log = logging.getLogger("gitmem.git.crypt_filter")
@@ -209,7 +202,7 @@ def _filter_command(*args: str) -> str:
     # filter works even where gitmem is not installed into the interpreter (a checkout, tests).
     root = Path(__file__).resolve().parents[2]
     python = shlex.quote(sys.executable)
-    return " ".join(["env", shlex.quote(f"PYTHONPATH={root}"), python, "-m", "gitmem.git.crypt_filter", *args])
+    return " ".join(["env", shlex.quote(f"PYTHONPATH={root}"), python, "-m", "gitmem", "git-filter", *args])
 
 
 def _is_clean_worktree(repo_dir: Path) -> bool:
@@ -292,34 +285,23 @@ def _load_config_or_none() -> FilterConfig | None:
         return None
 
 
-USAGE = """usage: python -m gitmem.git.crypt_filter process
-       python -m gitmem.git.crypt_filter smudge PATH < blob > file
-       python -m gitmem.git.crypt_filter clean PATH < file > blob
-       python -m gitmem.git.crypt_filter textconv FILE > text
-"""
+FilterCommand = Literal["process", "smudge", "clean", "textconv"]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
-    args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] not in {"process", "smudge", "clean", "textconv"}:
-        sys.stderr.write(USAGE)
-        return 2
-    command, rest = args[0], args[1:]
-    if command != "process" and len(rest) != 1:
-        sys.stderr.write(USAGE)
-        return 2
+def run_filter(command: FilterCommand, path: str | None, stdin: BinaryIO, stdout: BinaryIO) -> int:
+    """One run of the filter as Git starts it (``gitmem git-filter``); returns its exit status.
+    ``path`` is the note's path (smudge, clean) or the file to show (textconv)."""
+    logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr, force=True)
     config = _load_config_or_none()
-    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     try:
         if command == "process":
             serve_process(config, stdin, stdout)
         elif command == "textconv":
-            stdout.write(textconv(config, Path(rest[0]).read_bytes()))
+            stdout.write(textconv(config, Path(str(path)).read_bytes()))
         elif command == "smudge":
-            stdout.write(smudge(config, rest[0], stdin.read()))
+            stdout.write(smudge(config, str(path), stdin.read()))
         else:
-            stdout.write(clean(config, rest[0], stdin.read()))
+            stdout.write(clean(config, str(path), stdin.read()))
         stdout.flush()
     except GitmemError as exc:
         log.error("gitmem: %s", exc.message)
@@ -327,5 +309,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # clones configured before `gitmem git-filter` existed still name this module
+    os.execv(sys.executable, [sys.executable, "-m", "gitmem", "git-filter", *sys.argv[1:]])

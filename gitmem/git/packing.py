@@ -15,7 +15,7 @@ notes a loose tree is ~250 KB, so counting writes says little about disk. The po
   successive versions of a big tree, each stored whole at the head of its small pack, become deltas of
   each other (a tree that differs by one entry is a delta of a few dozen bytes).
 
-The packer runs as ``python -m gitmem.git.packing pack REPO [MODE]``: a process of its own, so a busy
+The packer runs as ``gitmem job pack REPO [MODE]``: a process of its own, so a busy
 server is not slowed by it and a packer outlives nothing but itself. One packer per store at a time
 (``gitmem/pack.lock``); history rewriting takes the same lock.
 
@@ -34,7 +34,6 @@ import fcntl
 import logging
 import os
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -368,18 +367,3 @@ def after_write(repo_path: Path, *, max_writes: int) -> None:
 
         repository.pack_in_background(repo_path)
     _watcher.wrote(repo_path)
-
-
-def main(argv: list[str]) -> int:
-    if not 2 <= len(argv) <= 3 or argv[0] != "pack" or (len(argv) == 3 and argv[2] not in MODES):
-        print(f"usage: python -m gitmem.git.packing pack REPO [{'|'.join(MODES)}]", file=sys.stderr)
-        return 2
-    try:
-        pack(Path(argv[1]), argv[2] if len(argv) == 3 else "geometric")  # type: ignore[arg-type]
-    except subprocess.CalledProcessError:
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))

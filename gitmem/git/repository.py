@@ -265,7 +265,7 @@ _packers_lock = threading.Lock()
 
 
 def pack_in_background(repo_path: Path, *, full: bool = False) -> None:
-    """Pack in a process of its own (``python -m gitmem.git.packing pack``) without blocking the
+    """Pack in a process of its own (``gitmem job pack``) without blocking the
     caller: a geometric roll-up of new objects, or with ``full`` one pack with deltas found again.
     Nothing if this process already runs a packer for the store. The policy: gitmem.git.packing."""
     key = str(repo_path)
@@ -274,7 +274,7 @@ def pack_in_background(repo_path: Path, *, full: bool = False) -> None:
         if running is not None and running.is_alive():
             return
         proc = subprocess.Popen(
-            [sys.executable, "-m", "gitmem.git.packing", "pack", key, "full" if full else "geometric"],
+            [sys.executable, "-m", "gitmem", "job", "pack", key, "full" if full else "geometric"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

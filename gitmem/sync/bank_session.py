@@ -1,0 +1,205 @@
+"""The agent-runtime session hooks of a profile's memory bank (``hooks/agent/session-start`` and
+``session-end`` run ``gitmem hook session-start|session-end``):
+
+- **session-start** mounts ``$GITMEM_PROFILE``'s bank at ``$WORKSPACE/.memory/`` in a background process
+  (``gitmem bank-mount``; a clean start: files that are not entries are removed), waits until every
+  entry is on disk, and prints the ``## Profile Memory Bank`` section on standard output (a coding
+  agent's SessionStart hook adds that to the model's context). Without ``GITMEM_PROFILE`` it prints
+  nothing: only sessions started from a profile see the bank.
+- **session-end** stops that process, which pushes every pending change before it exits (SIGTERM), and
+  removes its pid file. If the process is gone, a one-shot mount pushes what is in ``.memory/``.
+
+Both read ``GITMEM_URL`` and ``GITMEM_TOKEN`` (the user's token); the workspace is ``$WORKSPACE``, else
+the ``cwd`` of the JSON a hook runner passes on standard input, else the current directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from gitmem.settings import load_settings
+from gitmem.sync.bank_remote import BankRemote
+from gitmem.sync.mount import Mount
+from gitmem.sync.remote import RemoteError, RemoteRefused
+
+MEMORY_DIR = ".memory"
+READY_TIMEOUT_SECONDS = 60.0
+STOP_TIMEOUT_SECONDS = 120.0
+
+
+def state_dir(workspace: Path) -> Path:
+    """Where a workspace's mount keeps its pid file and log (outside ``.memory/``, which is the bank's)."""
+    root = load_settings().STATE_DIR or os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+    digest = hashlib.sha256(str(workspace.resolve()).encode()).hexdigest()[:16]
+    path = Path(root) / f"gitmem-bank-{os.getuid()}-{digest}"
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return path
+
+
+def _hook_input() -> dict[str, Any]:
+    """The JSON a hook runner (e.g. a coding agent's SessionStart hook) writes on standard input, if any."""
+    if sys.stdin is None or sys.stdin.isatty():
+        return {}
+    with contextlib.suppress(OSError, ValueError):
+        ready, _, _ = select.select([sys.stdin], [], [], 0.2)
+        if ready:
+            data = json.loads(sys.stdin.read() or "{}")
+            return data if isinstance(data, dict) else {}
+    return {}
+
+
+def _workspace(explicit: str | None, hook: dict[str, Any]) -> Path:
+    chosen = explicit or os.environ.get("WORKSPACE") or hook.get("cwd") or os.getcwd()
+    return Path(chosen).absolute()
+
+
+def _pid(pid_file: Path) -> int | None:
+    try:
+        pid = int(pid_file.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        return pid
+    return pid
+
+
+def _wait_gone(pid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)  # reap it if it is our own child (else it lingers as a zombie)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _stop(pid_file: Path, timeout: float = STOP_TIMEOUT_SECONDS) -> bool:
+    """SIGTERM the mount named in ``pid_file`` and wait for it to flush and exit."""
+    pid = _pid(pid_file)
+    if pid is None:
+        with contextlib.suppress(FileNotFoundError):
+            pid_file.unlink()
+        return False
+    os.kill(pid, signal.SIGTERM)
+    if not _wait_gone(pid, timeout):
+        raise RemoteError(f"the bank mount (pid {pid}) did not stop within {timeout:.0f} s; it is left running")
+    with contextlib.suppress(FileNotFoundError):
+        pid_file.unlink()
+    return True
+
+
+def _settings(url: str | None, profile: str | None) -> tuple[str, str, str | None]:
+    settings = load_settings()
+    url = url or settings.URL or ""
+    token = settings.TOKEN.get_secret_value() if settings.TOKEN is not None else ""
+    profile = profile or settings.PROFILE
+    if profile and (not url or not token):
+        raise RemoteRefused("GITMEM_URL and GITMEM_TOKEN (the user's token) must be set to mount a profile's bank")
+    return url, token, profile
+
+
+def session_start(
+    *, url: str | None, profile: str | None, workspace: str | None, debounce: float, poll_interval: float
+) -> int:
+    """The SessionStart hook: mount the bank in the background, print the prompt section; the exit status."""
+    hook = _hook_input()
+    url, token, profile = _settings(url, profile)
+    if not profile:
+        return 0  # not a profile session: no bank, no section
+    workspace_dir = _workspace(workspace, hook)
+    folder = workspace_dir / MEMORY_DIR
+    state = state_dir(workspace_dir)
+    pid_file, log_file = state / "mount.pid", state / "mount.log"
+    if _pid(pid_file) is not None:
+        _stop(pid_file)  # a mount left from an earlier session: flush it before starting clean
+    with contextlib.suppress(FileNotFoundError):
+        pid_file.unlink()
+    root = Path(__file__).resolve().parents[2]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])),
+        "GITMEM_TOKEN": token,
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "gitmem",
+        "--verbose",
+        "bank-mount",
+        "--url",
+        url,
+        "--profile",
+        profile,
+        "--pid-file",
+        str(pid_file),
+        "--debounce",
+        str(debounce),
+        "--poll-interval",
+        str(poll_interval),
+        str(folder),
+    ]
+    with open(log_file, "ab") as log_out:
+        proc = subprocess.Popen(
+            cmd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log_out,
+            stderr=log_out,
+            start_new_session=True,
+            cwd=str(workspace_dir),
+        )
+    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+    while not pid_file.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            tail = log_file.read_text(errors="replace")[-2000:] if log_file.exists() else ""
+            if proc.poll() is None:
+                proc.terminate()
+            sys.stderr.write(f"gitmem: the memory bank could not be mounted at {folder}\n{tail}\n")
+            return 1
+        time.sleep(0.05)
+    remote = BankRemote(url, token, profile)
+    try:
+        section = remote.prompt()
+    finally:
+        remote.close()
+    sys.stdout.write(section if section.endswith("\n") else section + "\n")
+    return 0
+
+
+def session_end(*, url: str | None, profile: str | None, workspace: str | None) -> int:
+    """The SessionEnd hook: stop the background mount (it pushes what is pending); the exit status."""
+    hook = _hook_input()
+    url, token, profile = _settings(url, profile)
+    workspace_dir = _workspace(workspace, hook)
+    pid_file = state_dir(workspace_dir) / "mount.pid"
+    if _stop(pid_file):
+        sys.stderr.write(f"gitmem: memory bank flushed and unmounted from {workspace_dir / MEMORY_DIR}\n")
+        return 0
+    folder = workspace_dir / MEMORY_DIR
+    if not profile or not folder.is_dir():
+        return 0
+    # The mount is gone (crashed or never started): push what is in .memory/ once. Without the mount's
+    # memory of what was synced, a file that differs from its entry is merged (or kept beside it).
+    mount = Mount(BankRemote(url, token, profile), folder, clean=False, name=profile)
+    mount.start()
+    mount.stop()
+    sys.stderr.write(f"gitmem: memory bank synced from {folder}: {mount.status.line()}\n")
+    return 1 if mount.status.errors else 0
