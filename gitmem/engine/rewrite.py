@@ -504,10 +504,13 @@ def _flock(path: Path, *, timeout: float, what: str) -> Iterator[None]:
             fds.remove(fd)
 
 
-def _writer_lock(repo_path: Path) -> contextlib.AbstractContextManager[None]:
+@contextlib.contextmanager
+def _writer_lock(store: MemoryStore) -> Iterator[None]:
     """:func:`repository.writer_lock`'s flock on ``gitmem/write.lock``, taken here so that its file
-    descriptor can be handed to git children (see :func:`_held_fds`)."""
-    return _flock(repo_path / "gitmem" / "write.lock", timeout=30.0, what="writes")
+    descriptor can be handed to git children (see :func:`_held_fds`); with an index on PostgreSQL,
+    also the store's writer lock there, which holds across nodes (a flock on a shared volume may not)."""
+    with _flock(store.path / "gitmem" / "write.lock", timeout=30.0, what="writes"), store.index.cluster_writer_lock():
+        yield
 
 
 def _git(repo_path: Path, *args: str, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
@@ -715,6 +718,10 @@ def _verify(repo_path: Path, candidates: set[str], report: RewriteReport) -> Non
 
 def _scrub_index(store: MemoryStore) -> None:
     """Bring the index to the new history (a rebuild) and leave no old path in its free pages."""
+    if store.index.dialect == "postgresql":
+        store.index.catch_up()
+        store.index.db.compact()  # rewrites the tables: no dead row keeps the old text
+        return
     db = store.index.db
     db.execute("PRAGMA secure_delete=ON")
     store.index.catch_up()
@@ -730,7 +737,7 @@ def _finish_pending_purge(store: MemoryStore, report: RewriteReport) -> RewriteR
     pending = _read_marker(store.path)
     if pending is None:
         return report
-    with _writer_lock(store.path):
+    with _writer_lock(store):
         _purge_locked(store.path)
     _scrub_index(store)
     _verify(store.path, pending, report)
@@ -881,7 +888,7 @@ def _swap_and_purge(
     """Under the writer lock: replay what landed since the snapshot, mark what to purge, swap ``main``, purge."""
     repo_path = store.path
     clock = time.monotonic()
-    with _writer_lock(repo_path):
+    with _writer_lock(store):
         base = planned.snapshot
         for _attempt in range(MAX_SWAP_ATTEMPTS):
             current = read_tip(repo)

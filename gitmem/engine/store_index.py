@@ -1,8 +1,10 @@
-"""The derived index of a store's notes and versions (SQLite, inside the bare repository).
+"""The derived index of a store's notes and versions: a SQLite file inside the bare repository, or
+the store's schema in PostgreSQL (:mod:`gitmem.engine.index_pg`).
 
 A cache: Git is the source of truth. The index remembers the commit it reflects; whenever ``main``
 has moved on it walks the new commits (a crash between the ref update and the index update loses
-nothing), and if ``main`` was rewritten it rebuilds from the history alone.
+nothing, on either engine), and if ``main`` was rewritten it rebuilds from the history alone. Its SQL
+is written once and runs on both engines.
 """
 
 from __future__ import annotations
@@ -11,21 +13,22 @@ import contextlib
 import datetime as dt
 import json
 import logging
-import os
-import sqlite3
 import threading
-import time
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pygit2
 
 from gitmem.clock import from_micros, to_micros
 from gitmem.engine import search_index
+from gitmem.engine.index_pg import PgIndexDb
+from gitmem.engine.index_sqlite import set_aside_if_damaged
 from gitmem.engine.pagetoken import tokens_for
 from gitmem.engine.thread_db import ThreadConnections
+from gitmem.git import repository
 from gitmem.git.commits import VersionRecord, parse_message
 from gitmem.git.repository import NOTES_REF, commit_at, read_tip
 from gitmem.model import Actor, MemoryPrefix
@@ -91,7 +94,7 @@ def upper_bound(prefix: str) -> str:
     return prefix[:-1] + "0"  # '0' is the character after '/'
 
 
-def _note_row(row: sqlite3.Row) -> NoteRow:
+def _note_row(row: Any) -> NoteRow:
     return NoteRow(
         row["memory_id"],
         row["path"],
@@ -108,7 +111,7 @@ def _actor(kind: str | None, actor_id: str | None) -> Actor | None:
     return Actor(kind, actor_id) if kind and actor_id else None  # type: ignore[arg-type]
 
 
-def _version_row(row: sqlite3.Row) -> VersionRow:
+def _version_row(row: Any) -> VersionRow:
     record = VersionRecord(
         memory_id=row["memory_id"],
         version_id=row["version_id"],
@@ -125,60 +128,6 @@ def _version_row(row: sqlite3.Row) -> VersionRow:
     return VersionRow(row["seq"], record, row["blob_id"], row["commit_id"])
 
 
-_DAMAGED = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}  # not "locked" or "busy": those are not damage
-
-
-_verified: set[tuple[str, int, int]] = set()  # (path, inode, size) of index files this process checked whole
-
-
-def _probe(path: Path) -> None:
-    """Open ``path`` and read it whole once per file (and size) in this process: a file cut short can
-    open and answer the first queries, and ``quick_check`` reads every page (about 35 ms for 50,000
-    versions). Raises ``sqlite3.DatabaseError`` if it is damaged."""
-    if not path.exists():
-        return
-    stat = path.stat()
-    key = (str(path), stat.st_ino, stat.st_size)
-    if key in _verified:
-        return
-    with contextlib.closing(sqlite3.connect(path, timeout=30)) as db:
-        damage = [row[0] for row in db.execute("PRAGMA quick_check")]
-    if damage != ["ok"]:
-        raise sqlite3.DatabaseError("; ".join(map(str, damage[:3])))
-    _verified.add(key)
-
-
-def set_aside_if_damaged(path: Path) -> Path | None:
-    """The index is derived from Git, so a damaged one (garbage bytes, a file cut short) is moved aside
-    as ``index.sqlite3.corrupt-<time>`` and ``catch_up`` fills a new one from history. Returns where a
-    damaged file was set aside (``None`` if it was sound)."""
-    try:
-        found = path.stat().st_ino
-    except FileNotFoundError:
-        return None
-    try:
-        _probe(path)
-        return None
-    except sqlite3.DatabaseError as exc:
-        code = getattr(exc, "sqlite_errorcode", None)
-        if isinstance(exc, sqlite3.OperationalError) or (code is not None and code not in _DAMAGED):
-            raise
-        reason = str(exc)
-    aside = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
-    try:
-        # Only the file found damaged: another process may already have set it aside and made a new one.
-        if path.stat().st_ino == found:
-            path.rename(aside)
-            for suffix in ("-wal", "-shm"):  # a stale log must never be replayed into the new file
-                sidecar = path.with_name(path.name + suffix)
-                if sidecar.exists():
-                    sidecar.rename(aside.with_name(aside.name + suffix))
-            log.warning("index %s was damaged (%s); set aside as %s and rebuilt from history", path, reason, aside.name)
-    except FileNotFoundError:
-        pass
-    return aside
-
-
 class StoreIndex:
     """The index of one store, safe to share between threads.
 
@@ -191,25 +140,44 @@ class StoreIndex:
     writers of this process take turns on one lock per index file (other processes on SQLite's
     lock). Reads never open a write transaction: :meth:`catch_up` writes only when ``main`` has
     moved past what the index holds.
+
+    With ``database_url`` (PostgreSQL) the rows live in the store's schema there instead
+    (:class:`~gitmem.engine.index_pg.PgIndexDb`, which stands where the SQLite connection does), and
+    the store's writer lock is an advisory lock held by the transaction that writes the rows rather
+    than a file lock, which a shared volume (NFS) does not reliably give.
     """
 
-    def __init__(self, repo: pygit2.Repository, db_path: Path | None = None) -> None:
+    def __init__(
+        self,
+        repo: pygit2.Repository,
+        db_path: Path | None = None,
+        *,
+        database_url: str | None = None,
+        store_id: str | None = None,
+    ) -> None:
         self._repo_path = repo.path
         self.path = db_path or Path(repo.path) / "gitmem" / "index.sqlite3"
         self.path.parent.mkdir(exist_ok=True)
         self.tokens = tokens_for(self.path.parent)
-        self.set_aside = set_aside_if_damaged(self.path)
         self._repos = threading.local()
         self._repos.repo = repo
+        self._pg: PgIndexDb | None = None
+        self.set_aside: Path | None = None
+        if database_url and db_path is None:
+            self.dialect = "postgresql"
+            self._pg = PgIndexDb(database_url, store_id or Path(repo.path).name.removesuffix(".git"))
+            return
+        self.dialect = "sqlite"
+        self.set_aside = set_aside_if_damaged(self.path)
         self._connections = ThreadConnections(self.path)
         self.write_lock = self._connections.write_lock
         # The schema script writes; run it only when the file's schema mark differs from this
         # SCHEMA's, so that opening an index (every thread does) takes no write lock.
-        if self.db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_MARK:
+        if self._connections.get().execute("PRAGMA user_version").fetchone()[0] != SCHEMA_MARK:
             with self.write_lock:
-                self.db.executescript(SCHEMA)
-                self.db.execute(f"PRAGMA user_version={SCHEMA_MARK}")
-        search_index.ensure_schema(self.db, self.repo)
+                self._connections.get().executescript(SCHEMA)
+                self._connections.get().execute(f"PRAGMA user_version={SCHEMA_MARK}")
+        search_index.ensure_schema(self._connections.get(), self.repo)
 
     @property
     def repo(self) -> pygit2.Repository:
@@ -220,13 +188,20 @@ class StoreIndex:
         return repo
 
     @property
-    def db(self) -> sqlite3.Connection:
-        """This thread's connection to the index."""
-        return self._connections.get()
+    def db(self) -> Any:
+        """This thread's connection to the index (``execute`` as ``sqlite3.Connection`` has it)."""
+        return self._pg if self._pg is not None else self._connections.get()
 
     def close(self) -> None:
-        self._connections.close()
+        if self._pg is None:
+            self._connections.close()
         self._repos = threading.local()
+
+    def drop(self) -> None:
+        """Forget the index (its store is being deleted): PostgreSQL's schema; the SQLite file goes
+        with the repository."""
+        if self._pg is not None:
+            self._pg.drop()
 
     # -- keeping up with main -------------------------------------------------------------------
 
@@ -258,12 +233,40 @@ class StoreIndex:
         return tip
 
     def set_tip(self, tip_hex: str | None) -> None:
-        self.db.execute("INSERT OR REPLACE INTO meta VALUES ('tip', ?)", (tip_hex,))
-        self.db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
+        for key, value in (("tip", tip_hex), ("schema", SCHEMA_VERSION)):
+            self.db.execute(
+                "INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value=excluded.value", (key, value)
+            )
 
-    def transaction(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
-        """A write transaction on this thread's connection, committed on success."""
+    def transaction(self) -> contextlib.AbstractContextManager[Any]:
+        """A transaction writing the index, committed on success (SQLite: on this thread's connection,
+        under the file's write lock; PostgreSQL: under the store's index lock)."""
+        if self._pg is not None:
+            return self._pg.transaction()
         return self._connections.transaction()
+
+    def writing(self) -> contextlib.AbstractContextManager[Any]:
+        """A writer's transaction: :meth:`transaction` that also holds the store's writer lock (on
+        SQLite the caller holds it already, inside :meth:`batch_lock`)."""
+        if self._pg is not None:
+            return self._pg.transaction(writer=True)
+        return self._connections.transaction()
+
+    def batch_lock(self) -> contextlib.AbstractContextManager[object]:
+        """What a batch of writes holds around its attempts: SQLite's writer ``flock`` (one host);
+        nothing on PostgreSQL, where each attempt's :meth:`writing` transaction takes the lock."""
+        if self._pg is not None:
+            return contextlib.nullcontext()
+        return repository.writer_lock(Path(self._repo_path))
+
+    def cluster_writer_lock(self) -> contextlib.AbstractContextManager[object]:
+        """On PostgreSQL, the store's writer lock (across nodes) held over a block that writes Git but
+        not the index rows (a push, a history rewrite's swap and purge), in a transaction of its own.
+        Nothing on SQLite: those callers hold the ``flock`` (a rewrite) or rely on Git's ref lock alone
+        (a push), as they always have on one host."""
+        if self._pg is not None:
+            return self._pg.writer_lock()
+        return contextlib.nullcontext()
 
     def rebuild(self) -> None:
         """Forget everything and rebuild from the history alone (``gitmem reindex``)."""
@@ -272,13 +275,13 @@ class StoreIndex:
             tip = read_tip(self.repo)
             if tip is not None:
                 self._apply_range(tip, None)
-            self.db.execute("INSERT OR REPLACE INTO meta VALUES ('tip', ?)", (str(tip) if tip else None,))
+            self.set_tip(str(tip) if tip else None)
 
     def _clear(self) -> None:
         search_index.clear(self.db)
         self.db.execute("DELETE FROM notes")  # the triggers bring totals back to zero
         self.db.execute("DELETE FROM versions")
-        self.db.execute("DELETE FROM meta")
+        self.db.execute("DELETE FROM meta WHERE key IN ('tip', 'schema')")  # not PostgreSQL's schema mark
 
     def _apply_range(self, tip: pygit2.Oid | None, indexed: str | None) -> None:
         pending: list[pygit2.Oid] = []  # ids, not commits: a long history must not sit in memory
@@ -317,10 +320,12 @@ class StoreIndex:
         """Record one version (and its effect on the note) made by ``commit_id``; the caller holds
         the write transaction (the write path indexes its own commits as it makes them, and hands
         over the blob, which is not in the repository yet)."""
+        # As SQLite's INSERT OR REPLACE on its rowid: a version applied again goes last, seq = max + 1.
+        self.db.execute("DELETE FROM versions WHERE version_id=?", (record.version_id,))
         self.db.execute(
-            "INSERT OR REPLACE INTO versions (version_id, memory_id, operation, path, sha256, size, blob_id,"
+            "INSERT INTO versions (seq, version_id, memory_id, operation, path, sha256, size, blob_id,"
             " created_at, actor_type, actor_id, commit_id, redacted_at, redacted_by_type, redacted_by_id)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " VALUES ((SELECT coalesce(max(seq), 0) + 1 FROM versions),?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 record.version_id,
                 record.memory_id,
@@ -398,7 +403,7 @@ class StoreIndex:
         """The first note inside ``folder`` in path order (skipping the note ``other_than``)."""
         prefix = folder.rstrip("/") + "/"
         row = self.db.execute(
-            "SELECT * FROM notes WHERE path>=? AND path<? AND memory_id IS NOT ? ORDER BY path LIMIT 1",
+            "SELECT * FROM notes WHERE path>=? AND path<? AND memory_id IS DISTINCT FROM ? ORDER BY path LIMIT 1",
             (prefix, upper_bound(prefix), other_than),
         ).fetchone()
         return _note_row(row) if row else None
@@ -410,7 +415,7 @@ class StoreIndex:
         level is compared, through the ``lower(path)`` index (or a LIKE scan for non-ASCII names)."""
         for level in levels(path):
             exists = self.db.execute(
-                "SELECT 1 FROM notes WHERE (path=? OR (path>? AND path<?)) AND memory_id IS NOT ? LIMIT 1",
+                "SELECT 1 FROM notes WHERE (path=? OR (path>? AND path<?)) AND memory_id IS DISTINCT FROM ? LIMIT 1",
                 (level, level + "/", level + "0", other_than),
             ).fetchone()
             if exists is None:
@@ -422,7 +427,7 @@ class StoreIndex:
             lowered = level.lower()
             rows = self.db.execute(
                 "SELECT * FROM notes WHERE (lower(path)=? OR (lower(path)>? AND lower(path)<?))"
-                " AND memory_id IS NOT ? ORDER BY path",
+                " AND memory_id IS DISTINCT FROM ? ORDER BY path",
                 (lowered, lowered + "/", lowered + "0", other_than),
             )
         else:  # lower() and LIKE fold ASCII only: a non-ASCII letter matches anything, then Python decides
@@ -431,7 +436,7 @@ class StoreIndex:
             )
             rows = self.db.execute(
                 "SELECT * FROM notes WHERE (path LIKE ? ESCAPE '\\' OR path LIKE ? ESCAPE '\\')"
-                " AND memory_id IS NOT ? ORDER BY path",
+                " AND memory_id IS DISTINCT FROM ? ORDER BY path",
                 (pattern, pattern + "/%", other_than),
             )
         folded = fold(level)
@@ -481,7 +486,7 @@ class StoreIndex:
                     break
                 if note.path != after:
                     items.append(note)
-                lower = note.path + "\x00"
+                lower = note.path + "\x01"  # just past it: paths hold no control character (and PostgreSQL no NUL)
         if len(items) <= limit:
             return items, None
         items = items[:limit]
