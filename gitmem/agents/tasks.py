@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from gitmem import ids
 from gitmem.clock import from_micros
 from gitmem.engine.catalog import principal_task_id
 from gitmem.engine.home import HomeTables
+from gitmem.engine.migrations import Migration, add_column, postgres_ddl
 from gitmem.errors import (
     ArchivedStore,
     InvalidRequest,
@@ -87,6 +87,10 @@ CREATE TABLE IF NOT EXISTS task_events (
     task_id TEXT NOT NULL REFERENCES tasks (id) ON DELETE CASCADE, seq INTEGER NOT NULL,
     id TEXT NOT NULL UNIQUE, type TEXT NOT NULL, payload TEXT NOT NULL, created_by TEXT,
     created_at INTEGER NOT NULL, PRIMARY KEY (task_id, seq));
+"""
+
+
+SQLITE_GUARDS = """
 CREATE TRIGGER IF NOT EXISTS task_stores_frozen_update BEFORE UPDATE ON task_stores
 BEGIN SELECT RAISE(ABORT, 'a task''s stores are frozen when the task is made'); END;
 CREATE TRIGGER IF NOT EXISTS task_stores_frozen_delete BEFORE DELETE ON task_stores
@@ -98,6 +102,30 @@ CREATE TRIGGER IF NOT EXISTS task_events_append_only_delete BEFORE DELETE ON tas
 WHEN EXISTS (SELECT 1 FROM tasks WHERE id = OLD.task_id)
 BEGIN SELECT RAISE(ABORT, 'task events are append-only'); END;
 """
+# The same guards in PostgreSQL: a trigger runs a function. Both raise an integrity error (SQLSTATE 23000).
+POSTGRES_GUARDS = """
+CREATE OR REPLACE FUNCTION gitmem_task_guard() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' OR EXISTS (SELECT 1 FROM tasks WHERE id = OLD.task_id) THEN
+        RAISE EXCEPTION '%', TG_ARGV[0] USING ERRCODE = '23000';
+    END IF;
+    RETURN OLD;
+END $$;
+CREATE OR REPLACE TRIGGER task_stores_frozen BEFORE UPDATE OR DELETE ON task_stores FOR EACH ROW
+    EXECUTE FUNCTION gitmem_task_guard('a task''s stores are frozen when the task is made');
+CREATE OR REPLACE TRIGGER task_events_append_only BEFORE UPDATE OR DELETE ON task_events FOR EACH ROW
+    EXECUTE FUNCTION gitmem_task_guard('task events are append-only');
+"""
+MIGRATIONS = (
+    Migration("tasks", 1, SCHEMA + SQLITE_GUARDS, postgres_ddl(SCHEMA) + POSTGRES_GUARDS),
+    # Data homes made before tasks could end.
+    Migration(
+        "tasks",
+        2,
+        add_column("tasks", "ended_at", "INTEGER"),
+        "ALTER TABLE tasks ADD COLUMN IF NOT EXISTS ended_at BIGINT",
+    ),
+)
 
 
 # -- values ----------------------------------------------------------------------------------------
@@ -180,17 +208,6 @@ class MemoryView:
 # -- helpers ---------------------------------------------------------------------------------------
 
 
-def add_column(db: sqlite3.Connection, table: str, column: str, declaration: str) -> None:
-    """Add a column to a table made by an older version, once (another process may add it first)."""
-    if any(r[1] == column for r in db.execute(f"PRAGMA table_info({table})")):
-        return
-    try:
-        db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
-    except sqlite3.OperationalError as exc:
-        if "duplicate column" not in str(exc):
-            raise
-
-
 def memory_root(task_id: str) -> str:
     return f"{MOUNT_ROOT}/{task_id}/memory/"
 
@@ -240,11 +257,7 @@ def _field(label: str, text: str) -> list[str]:
 class Tasks(HomeTables):
     """Workers, tasks, their frozen store lists, memory views and event logs on one data home."""
 
-    SCHEMA = SCHEMA
-
-    def __init__(self, gm: Gitmem) -> None:
-        super().__init__(gm)
-        add_column(self.db, "tasks", "ended_at", "INTEGER")  # data homes made before tasks could end
+    MIGRATIONS = MIGRATIONS
 
     # -- workers ----------------------------------------------------------------------------------
 
@@ -273,7 +286,7 @@ class Tasks(HomeTables):
             raise
         return self.get_worker(workspace_id, worker_id)
 
-    def _worker_row(self, workspace_id: str, worker_id: str) -> sqlite3.Row:
+    def _worker_row(self, workspace_id: str, worker_id: str) -> Any:
         row = None
         if ids.has_prefix(worker_id, ids.WORKER):
             row = self.db.execute(
@@ -283,7 +296,7 @@ class Tasks(HomeTables):
             raise NotFound(f"worker {worker_id} not found")
         return row
 
-    def _worker(self, row: sqlite3.Row) -> Worker:
+    def _worker(self, row: Any) -> Worker:
         # Stores deleted since they were attached drop out of the list.
         attached = tuple(
             r[0]
@@ -473,7 +486,7 @@ class Tasks(HomeTables):
             out.append((self._usable_store(workspace_id, store_id), access, instructions))
         return out
 
-    def _task(self, row: sqlite3.Row) -> Task:
+    def _task(self, row: Any) -> Task:
         stores = tuple(
             TaskStore(
                 r["store_id"],
@@ -496,7 +509,7 @@ class Tasks(HomeTables):
             from_micros(row["ended_at"]) if row["ended_at"] is not None else None,
         )
 
-    def _task_row(self, workspace_id: str, task_id: str) -> sqlite3.Row:
+    def _task_row(self, workspace_id: str, task_id: str) -> Any:
         row = None
         if isinstance(task_id, str) and ids.has_prefix(task_id, ids.TASK):
             row = self.db.execute(
@@ -655,7 +668,7 @@ class Tasks(HomeTables):
         return Page(items, token)
 
 
-def _event(row: sqlite3.Row) -> Event:
+def _event(row: Any) -> Event:
     return Event(
         row["id"],
         row["task_id"],
@@ -767,7 +780,6 @@ __all__ = [
     "MAX_NAMED_STORES",
     "MOUNT_ROOT",
     "Access",
-    "add_column",
     "Event",
     "MemoryView",
     "StoreView",

@@ -83,9 +83,24 @@ class Transaction(Protocol):
 
     def executemany(self, sql: str, rows: Iterable[Params]) -> Result: ...
 
+    def executescript(self, script: str) -> None: ...
+
     def lock(self, key: str) -> None: ...
 
     def notify(self, channel: str, payload: str = "") -> None: ...
+
+
+def sqlite_statements(script: str) -> list[str]:
+    """A script cut into whole statements (a trigger's body keeps its own semicolons)."""
+    statements, buffer = [], ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            statements.append(buffer.strip())
+            buffer = ""
+    if buffer.strip():
+        statements.append(buffer.strip())
+    return statements
 
 
 class Database(ABC):
@@ -161,6 +176,11 @@ class _SQLiteTransaction:
     def executemany(self, sql: str, rows: Iterable[Params]) -> sqlite3.Cursor:
         return self.conn.executemany(sql, rows)
 
+    def executescript(self, script: str) -> None:
+        """Inside the transaction (``sqlite3``'s own ``executescript`` would commit it first)."""
+        for statement in sqlite_statements(script):
+            self.conn.execute(statement)
+
     def lock(self, key: str) -> None:
         """Held already: ``BEGIN IMMEDIATE`` took the file's write lock, which excludes every writer."""
 
@@ -199,6 +219,8 @@ class SQLiteDatabase(Database):
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[_SQLiteTransaction]:
+        if getattr(self._local, "no_wait", False):
+            raise sqlite3.OperationalError("a write cannot run where waiting is not allowed")
         with self.connections.transaction() as conn:
             tx = _SQLiteTransaction(conn)
             self._local.depth = getattr(self._local, "depth", 0) + 1
@@ -323,6 +345,9 @@ class _PostgresTransaction:
             cursor.executemany(to_postgres(sql), [tuple(r) for r in rows])
             return Rows([], cursor.rowcount)
 
+    def executescript(self, script: str) -> None:
+        self.conn.execute(script)  # no parameters: psycopg sends it as one simple query
+
     def lock(self, key: str) -> None:
         self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_id(key),))
 
@@ -391,7 +416,7 @@ class PostgresDatabase(Database):
 
     def executescript(self, script: str) -> None:
         with self.transaction() as tx:
-            tx.conn.execute(script)  # no parameters: psycopg sends it as one simple query
+            tx.executescript(script)
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[_PostgresTransaction]:
@@ -553,5 +578,6 @@ __all__ = [
     "lock_id",
     "open_database",
     "redact_url",
+    "sqlite_statements",
     "to_postgres",
 ]

@@ -45,7 +45,7 @@ import pygit2
 
 from gitmem import ids
 from gitmem.engine.catalog import Catalog
-from gitmem.engine.home import Gitmem, fsync_setting
+from gitmem.engine.home import Gitmem, database_setting, fsync_setting
 from gitmem.engine.store_index import StoreIndex
 from gitmem.errors import GitmemError, NotFound
 from gitmem.git import pushes, repository
@@ -399,10 +399,10 @@ def pusher_identity(user_id: str, user_name: str) -> tuple[str, str]:
 
 
 def _store_and_policy(push: PushEnv) -> tuple[Catalog, StoreInfo, StorePolicy, pushes.Decode | None, str]:
-    catalog_path = push.home / "catalog.sqlite3"
-    if not catalog_path.is_file():
+    url = database_setting()
+    if url is None and not (push.home / "catalog.sqlite3").is_file():
         raise Refused(f"no gitmem catalog at {push.home}: pushes go through the gitmem server")
-    catalog = Catalog(catalog_path)
+    catalog = Catalog.for_home(push.home, url)
     try:
         info = catalog.store(push.store_id)
     except NotFound:
