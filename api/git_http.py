@@ -90,8 +90,10 @@ INHERITED_SETTINGS = ("GITMEM_FILTERS", "GITMEM_FSYNC", "GITMEM_MASTER_KEY", "GI
 
 def push_environment(gm: Gitmem, principal: Principal, store_id: str, access: str) -> dict[str, str]:
     """What the pre-/post-receive hooks need to apply the rules and attribute the push."""
+    database = gm.index_database_url  # the hooks read the catalog and write the index where the server does
     return {
         **{name: os.environ[name] for name in INHERITED_SETTINGS if name in os.environ},
+        **({"GITMEM_DATABASE": database} if database else {}),
         "GITMEM_HOME": str(gm.home.resolve()),
         "GITMEM_STORE_ID": store_id,
         "GITMEM_USER_ID": principal.actor.id,

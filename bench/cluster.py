@@ -57,7 +57,7 @@ def nodes(home: Path, database: str, count: int) -> Iterator[list[str]]:
     started = []
     for _ in range(count):
         port = free_port()
-        log = tempfile.TemporaryFile()
+        log = tempfile.TemporaryFile()  # noqa: SIM115 - the server writes it until it stops
         started.append((f"http://127.0.0.1:{port}", _start(home, port, "gitmem.api.app:app", env, log), log))
     try:
         for url, proc, log in started:

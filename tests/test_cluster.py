@@ -64,7 +64,7 @@ class Cluster:
 
     def _launch(self) -> Node:
         port = free_port()
-        log = tempfile.TemporaryFile()
+        log = tempfile.TemporaryFile()  # noqa: SIM115 - the server writes it until it stops
         return Node(port, _start(self.home, port, "gitmem.api.app:app", self.env, log), log)
 
     def kill(self, node: Node) -> None:

@@ -119,6 +119,12 @@ class Gitmem:
         """The database the catalog lives in (for the stores' indexes too, on PostgreSQL)."""
         return self.catalog.db
 
+    @property
+    def index_database_url(self) -> str | None:
+        """Where the stores' indexes live: the catalog's PostgreSQL, or ``None`` for a SQLite file in
+        each repository."""
+        return getattr(self.database, "url", None) if self.database.dialect == "postgresql" else None
+
     def close(self) -> None:
         """Close this thread's stores and the database's connections (the pool, on PostgreSQL)."""
         for store_id in list(self._local.__dict__.get("stores", {})):
@@ -246,9 +252,18 @@ class Gitmem:
         self.catalog.delete_store(store_id)
         self._forget(store_id)
         forget_search_text(self.repo_path(store_id))
+        self._drop_index(store_id)
         shutil.rmtree(self.repo_path(store_id), ignore_errors=True)
         if info.encrypted:
             self.keyring.destroy(store_id)
+
+    def _drop_index(self, store_id: str) -> None:
+        """A deleted store's index in PostgreSQL (a SQLite index goes with its repository)."""
+        url = self.index_database_url
+        if url is not None and self.repo_path(store_id).exists():
+            from gitmem.engine.index_pg import PgIndexDb
+
+            PgIndexDb(url, store_id).drop()
 
     def store(self, workspace_id: str, store_id: str) -> MemoryStore:
         """The store's notes and versions. One object per thread, reused (pygit2 and sqlite3 objects
@@ -268,6 +283,7 @@ class Gitmem:
                 write_guard=lambda: self._check_writable(store_id),
                 on_commit=lambda s: self._webhooks().notes_changed(s, info.workspace_id),
                 on_redact=lambda s, v: self._webhooks().version_redacted(s, info.workspace_id, v),
+                database_url=self.index_database_url,
             )
             cache[store_id] = store
         return store

@@ -461,7 +461,7 @@ def pre_receive(
                 "non-fast-forward pushes are refused: history cannot be rewritten by a push;"
                 " fetch, rebase and push again"
             )
-        index = StoreIndex(repo)
+        index = StoreIndex(repo, database_url=database_setting(), store_id=push.store_id)
         try:
             indexed = index.catch_up()
             if (str(indexed) if indexed else ZERO) != old:
@@ -579,7 +579,7 @@ def post_receive(lines: list[str], env: Mapping[str, str], git_dir: Path) -> lis
     except Exception as exc:  # the push has landed; never fail it here
         log.exception("post-receive could not record the push")
         warnings.append(f"the push landed but its notes were not written yet ({exc}); the index uses the spool")
-    index = StoreIndex(repo)
+    index = StoreIndex(repo, database_url=database_setting(), store_id=PushEnv.from_env(env, git_dir).store_id)
     try:
         index.catch_up()
     except Exception as exc:
