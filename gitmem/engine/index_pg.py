@@ -122,14 +122,6 @@ def index_database(url: str) -> PostgresDatabase:
         return found
 
 
-def close_index_databases() -> None:
-    with _databases_guard:
-        found = list(_databases.values())
-        _databases.clear()
-    for database in found:
-        database.close()
-
-
 _ensured: set[tuple[str, str]] = set()  # (url, schema) whose tables this process has seen current
 _ensured_guard = threading.Lock()
 
@@ -301,7 +293,6 @@ def put_text(db: PgIndexDb, memory_id: str, path: str, body: str) -> None:
 __all__ = [
     "STORE_LOCK_TIMEOUT_SECONDS",
     "PgIndexDb",
-    "close_index_databases",
     "index_database",
     "put_text",
     "schema_name",
