@@ -376,6 +376,9 @@ class PostgresDatabase(Database):
         self.display_name = redact_url(url)
         self._psycopg = psycopg
         options = f"-c lock_timeout={int(LOCK_TIMEOUT_SECONDS * 1000)}"
+        # One plain connection first: an unreachable server or a wrong password fails here at once, with
+        # psycopg's reason, where the pool would keep retrying until its timeout.
+        psycopg.connect(url, connect_timeout=10).close()
         self.pool = ConnectionPool(
             url,
             min_size=min_size,
