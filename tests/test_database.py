@@ -55,10 +55,11 @@ def test_a_failed_transaction_changes_nothing(db: Database) -> None:
     assert db.execute("SELECT count(*) FROM t").fetchone()[0] == 0
 
 
-def test_insert_or_ignore_and_integrity_errors(db: Database) -> None:
+def test_upserts_and_integrity_errors(db: Database) -> None:
     with db.transaction() as tx:
         tx.execute("INSERT INTO t (k, n) VALUES ('a', 1)")
-        assert tx.execute(db.insert_or_ignore("INSERT INTO t (k, n) VALUES (?, ?)"), ("a", 2)).rowcount == 0
+        assert tx.execute("INSERT INTO t (k, n) VALUES (?, ?) ON CONFLICT DO NOTHING", ("a", 2)).rowcount == 0
+        tx.execute("INSERT INTO t (k, n) VALUES ('b', 1) ON CONFLICT (k) DO UPDATE SET n=excluded.n WHERE t.n<>?", (5,))
     with pytest.raises(integrity_errors()), db.transaction() as tx:
         tx.execute("INSERT INTO t (k, n) VALUES ('a', 3)")
     assert db.execute("SELECT n FROM t").fetchone()[0] == 1

@@ -577,7 +577,7 @@ class Dreams(HomeTables):
         with self.catalog.transaction() as db:
             db.execute(
                 "INSERT INTO dream_workers (workspace_id, worker_id) VALUES (?, ?) ON CONFLICT (workspace_id)"
-                " DO UPDATE SET worker_id=excluded.worker_id WHERE worker_id=?",
+                " DO UPDATE SET worker_id=excluded.worker_id WHERE dream_workers.worker_id=?",
                 (workspace_id, worker.id, row[0] if row else ""),
             )
             (chosen,) = db.execute(

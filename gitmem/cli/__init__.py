@@ -27,6 +27,7 @@ COMMAND_MODULES = [
     "gitmem.cli.review",
     "gitmem.cli.mcp",
     "gitmem.cli.settings",
+    "gitmem.cli.database",
 ]
 
 for _module in COMMAND_MODULES:

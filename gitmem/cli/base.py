@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import click
 
+from gitmem.engine.database import database_errors, redact_url
 from gitmem.engine.home import Gitmem, default_home
 from gitmem.errors import GitmemError, NotFound
 from gitmem.settings import SettingsError, load_settings
@@ -29,7 +30,14 @@ class Context:
     @property
     def gm(self) -> Gitmem:
         if self._gm is None:
-            self._gm = Gitmem.open(self.home)
+            try:
+                self._gm = Gitmem.open(self.home)
+            except database_errors() as exc:  # e.g. PostgreSQL unreachable: one line, not a traceback
+                where = self.home / "catalog.sqlite3"
+                url = load_settings().DATABASE
+                shown = redact_url(url.get_secret_value()) if url is not None else str(where)
+                click.echo(f"gitmem: cannot open the database {shown}: {str(exc).strip().splitlines()[0]}", err=True)
+                sys.exit(2)
         return self._gm
 
     def workspace_id(self, name: str | None, *, create: bool = False) -> str:

@@ -16,8 +16,9 @@ The engine writes its SQL once, in SQLite's dialect as it always has (``?`` plac
 - ``tx.notify(channel, payload)``: sent to every listener when the transaction commits (PostgreSQL's
   ``NOTIFY``; SQLite has no other node to tell: listeners in this process are called after the commit).
 - ``db.dialect`` (``"sqlite"`` or ``"postgresql"``) for the few statements that differ: schemas
-  (``BIGINT`` and identity keys, triggers as PL/pgSQL functions), ``INSERT OR IGNORE`` (use
-  :meth:`Database.insert_or_ignore`), JSON functions.
+  (``BIGINT`` and identity keys, triggers as PL/pgSQL functions: :mod:`gitmem.engine.migrations`) and
+  JSON functions. ``INSERT OR IGNORE``/``OR REPLACE`` are written ``INSERT ... ON CONFLICT DO NOTHING``
+  / ``DO UPDATE SET``, which both engines read (qualify the table's own columns in its ``WHERE``).
 
 Why SQLite's dialect as the written form: every existing statement is already in it, both engines read
 it with one mechanical change (``?`` becomes ``%s``, a literal ``%`` becomes ``%%``), and the statements
@@ -130,12 +131,6 @@ class Database(ABC):
 
     @abstractmethod
     def close(self) -> None: ...
-
-    def insert_or_ignore(self, insert: str) -> str:
-        """``INSERT INTO ...`` made to skip a row whose key exists (SQLite's ``INSERT OR IGNORE``)."""
-        if self.dialect == "sqlite":
-            return insert.replace("INSERT INTO", "INSERT OR IGNORE INTO", 1)
-        return insert + " ON CONFLICT DO NOTHING"
 
     def in_transaction(self) -> bool:
         """Whether this thread is inside :meth:`transaction`."""
@@ -381,6 +376,9 @@ class PostgresDatabase(Database):
         self.display_name = redact_url(url)
         self._psycopg = psycopg
         options = f"-c lock_timeout={int(LOCK_TIMEOUT_SECONDS * 1000)}"
+        # One plain connection first: an unreachable server or a wrong password fails here at once, with
+        # psycopg's reason, where the pool would keep retrying until its timeout.
+        psycopg.connect(url, connect_timeout=10).close()
         self.pool = ConnectionPool(
             url,
             min_size=min_size,
