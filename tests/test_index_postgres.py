@@ -233,3 +233,26 @@ def test_fsck_finds_a_damaged_postgres_index_and_reindex_repairs_it(
     schema = index_pg.schema_name(info.id)
     assert store.index._pg.database.execute("SELECT 1 FROM pg_namespace WHERE nspname=?", (schema,)).fetchone() is None
     again.close()
+
+
+def test_db_copy_builds_every_stores_index_in_postgres(tmp_path: Path, postgres_url: str) -> None:
+    from click.testing import CliRunner
+
+    from gitmem.cli import main
+    from gitmem.engine.home import Gitmem
+
+    gm = Gitmem.open(tmp_path, database="")  # a single node's home on SQLite
+    workspace = gm.catalog.create_workspace("w")
+    info = gm.create_store(workspace.id, "s")
+    gm.store(workspace.id, info.id).create("/copied.md", "searchable quokka")
+    gm.close()
+
+    copied = CliRunner().invoke(main, ["db", "copy", "--from", str(tmp_path), "--to", postgres_url])
+    assert copied.exit_code == 0, copied.output
+
+    moved = Gitmem.open(tmp_path, database=postgres_url)
+    store = moved.store(workspace.id, info.id)
+    assert store.index.dialect == "postgresql"
+    assert store.index.indexed_tip() == str(repository.read_tip(store.repo))  # built by the copy, not a read
+    assert [h.note.path for h in store.search("quokka").items] == ["/copied.md"]
+    moved.close()

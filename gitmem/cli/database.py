@@ -12,12 +12,13 @@ from gitmem.agents.home_schema import copy_catalog, count_rows, migrate_home, pe
 from gitmem.cli.base import Context, main, pass_context, refusals
 from gitmem.engine.database import Database, SQLiteDatabase, database_errors, open_database, redact_url
 from gitmem.engine.migrations import Migration
+from gitmem.engine.store_index import reindex_into
 from gitmem.model import StoreInfo
 from gitmem.settings import SettingsError, check_database_url
 
-# Set by the stores' index module when it can rebuild a store's index into another database
-# (``reindex_into(database, home, store)``); ``db copy`` calls it for every store it copied.
-REINDEX_INTO: Callable[[Database, Path, StoreInfo], None] | None = None
+# Rebuilds a store's index into another database (``reindex_into(database, home, store)``); ``db copy``
+# calls it for every store it copied.
+REINDEX_INTO: Callable[[Database, Path, StoreInfo], None] | None = reindex_into
 
 
 def connect(url: str | None, home: Path, what: str) -> Database:
