@@ -213,7 +213,9 @@ def test_a_retention_round_runs_once_across_the_cluster(cluster: Cluster) -> Non
     before = sum(_retention_rounds(cluster))
     time.sleep(3.2)  # three intervals of GITMEM_PRUNE_INTERVAL=1
     ran = sum(_retention_rounds(cluster)) - before
-    assert 1 <= ran <= 4  # once an interval across the three nodes, not once a node
+    # Claimed rounds start at least 0.9 interval apart across the cluster: at most 5 in 3.2 s. Each
+    # node running its own would make about 9.
+    assert 1 <= ran <= 5
 
 
 def test_a_node_killed_mid_write_and_mid_push_loses_nothing_and_locks_nothing(cluster: Cluster, tmp_path: Path) -> None:
