@@ -40,7 +40,7 @@ STORES = 8
 def engine_ms_per_write(home: Path, writes: int, database: str | None) -> float:
     gm = Gitmem.open(home, database=database or "")
     try:
-        workspace = gm.catalog.create_workspace("bench")
+        workspace = gm.catalog.create_workspace(f"bench-{home.name}")  # one PostgreSQL serves every run
         store = gm.store(workspace.id, gm.create_store(workspace.id, "s").id)
         store.create("/warm.md", TEXT, actor=ACTOR)  # connections, schema, caches
         began = time.perf_counter()
@@ -108,7 +108,7 @@ def main() -> None:
         if server is None:
             raise SystemExit(postgres.SKIP_REASON)
         database = server.fresh_database()
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:  # packers may still run
         root = Path(tmp)
         sqlite_ms, pg_ms = [], []
         for turn in range(2):

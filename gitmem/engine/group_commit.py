@@ -213,8 +213,12 @@ class GroupCommitter:
         parent = tip.raw if tip is not None else None
         objects: dict[bytes, PackObject] = {}
         outcomes = _Outcomes()
+        # A lone write needs no savepoint (a round trip each way on PostgreSQL): if it fails, the
+        # whole transaction rolls back and it fails alone all the same.
+        savepoints = len(batch) > 1
         for request in batch:
-            db.execute("SAVEPOINT write")
+            if savepoints:
+                db.execute("SAVEPOINT write")
             view = BatchView(index, objects)
             try:
                 change = request.plan(view)
@@ -232,8 +236,11 @@ class GroupCommitter:
                     )
                     root, parent = root_after, commit.oid
                     landed = Landed(change, commit.oid.hex())
-                db.execute("RELEASE write")
+                if savepoints:
+                    db.execute("RELEASE write")
             except Exception as exc:  # this write's own failure: the others go on
+                if not savepoints:
+                    raise
                 db.execute("ROLLBACK TO write")
                 db.execute("RELEASE write")
                 outcomes.items.append((request, exc))

@@ -194,18 +194,23 @@ class PgIndexDb:
             yield self
             return
         with self.database.transaction() as tx:
-            tx.execute("SELECT set_config('search_path', ?, true)", (self.search_path,))
-            if writer:
-                self._lock(tx, "writer")
-            self._lock(tx, "index")
+            self._lock(tx, ("writer", "index") if writer else ("index",), search_path=True)
             yield self
 
-    def _lock(self, tx: Any, kind: str) -> None:
+    def _lock(self, tx: Any, kinds: tuple[str, ...], *, search_path: bool = False) -> None:
+        """Take the store's locks of ``kinds`` in order, waiting at most the lock timeout, in one round
+        trip (PostgreSQL evaluates a select list left to right: the settings come first)."""
         import psycopg
 
-        tx.execute("SELECT set_config('lock_timeout', ?, true)", (f"{int(STORE_LOCK_TIMEOUT_SECONDS * 1000)}ms",))
+        settings = ["set_config('lock_timeout', ?, true)"]
+        params: list[object] = [f"{int(STORE_LOCK_TIMEOUT_SECONDS * 1000)}ms"]
+        if search_path:
+            settings.insert(0, "set_config('search_path', ?, true)")
+            params.insert(0, self.search_path)
+        locks = ["pg_advisory_xact_lock(?)"] * len(kinds)
+        params += [lock_id(f"gitmem:{kind}:{self.store_id}") for kind in kinds]
         try:
-            tx.execute("SELECT pg_advisory_xact_lock(?)", (lock_id(f"gitmem:{kind}:{self.store_id}"),))
+            tx.execute("SELECT " + ", ".join(settings + locks), params)
         except psycopg.errors.LockNotAvailable:
             raise StoreBusy(f"memory store {self.store_id} is busy; try again") from None
 
@@ -214,8 +219,7 @@ class PgIndexDb:
         """The store's writer lock alone, in a transaction of its own held for the block (a push, the
         swap and purge of a history rewrite); the index is written by other transactions meanwhile."""
         with self.database.pool.connection() as conn, conn.transaction():
-            holder = _Holder(conn)
-            self._lock(holder, "writer")
+            self._lock(_Holder(conn), ("writer",))
             yield
 
     def compact(self) -> None:

@@ -173,10 +173,10 @@ class StoreIndex(IndexQueries):
         return tip
 
     def set_tip(self, tip_hex: str | None) -> None:
-        for key, value in (("tip", tip_hex), ("schema", SCHEMA_VERSION)):
-            self.db.execute(
-                "INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value=excluded.value", (key, value)
-            )
+        self.db.execute(
+            "INSERT INTO meta VALUES ('tip', ?), ('schema', ?) ON CONFLICT (key) DO UPDATE SET value=excluded.value",
+            (tip_hex, SCHEMA_VERSION),
+        )
 
     def transaction(self) -> contextlib.AbstractContextManager[Any]:
         """A transaction writing the index, committed on success (SQLite: on this thread's connection,
