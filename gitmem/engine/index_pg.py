@@ -122,6 +122,7 @@ def index_database(url: str) -> PostgresDatabase:
         return found
 
 
+_open = threading.local()  # .schema: the store whose index transaction this thread has open
 _ensured: set[tuple[str, str]] = set()  # (url, schema) whose tables this process has seen current
 _ensured_guard = threading.Lock()
 
@@ -139,7 +140,6 @@ class PgIndexDb:
         self.schema = schema_name(store_id)
         self.search_path = f"{self.schema}, public"
         self.database = index_database(url)
-        self._local = threading.local()
         self._ensure_schema()
 
     def _ensure_schema(self) -> None:
@@ -170,6 +170,7 @@ class PgIndexDb:
 
     def execute(self, sql: str, params: Any = ()) -> Rows:
         if self.database.in_transaction():
+            self._check_same_store()
             return self.database.execute(sql, params)
         with self.database.pool.connection() as conn:
             # The pool is the index's alone: a search_path left on a connection is only ever ours.
@@ -191,11 +192,21 @@ class PgIndexDb:
         committed on success. Inside an open one (a writer's plan reading through a helper that
         catches up), it simply runs in that one: its locks are held already."""
         if self.database.in_transaction():
+            self._check_same_store()
             yield self
             return
         with self.database.transaction() as tx:
             self._lock(tx, ("writer", "index") if writer else ("index",), search_path=True)
-            yield self
+            _open.schema = self.schema
+            try:
+                yield self
+            finally:
+                _open.schema = None
+
+    def _check_same_store(self) -> None:
+        """The transaction open on this thread is this store's: its ``search_path`` names no other."""
+        if getattr(_open, "schema", None) != self.schema:
+            raise RuntimeError(f"another store's index transaction is open on this thread, not {self.store_id}'s")
 
     def _lock(self, tx: Any, kinds: tuple[str, ...], *, search_path: bool = False) -> None:
         """Take the store's locks of ``kinds`` in order, waiting at most the lock timeout, in one round
