@@ -81,6 +81,17 @@ def postgres_url(pg_cluster: postgres.Cluster) -> str:
     return pg_cluster.fresh_database()
 
 
+@pytest.fixture(autouse=True)
+def _catalog_on_postgres(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``GITMEM_TEST_CATALOG=postgresql``: every home a test opens keeps its catalog in a fresh
+    PostgreSQL database of its own (``GITMEM_DATABASE``), to run part of the suite on PostgreSQL. Homes
+    made by module- or session-scoped fixtures are made before it and stay on SQLite, so tests that
+    mix the two (e.g. tests/test_tasks_api.py's shared server) are not meaningful in this mode."""
+    if os.environ.get("GITMEM_TEST_CATALOG") == "postgresql":
+        cluster: postgres.Cluster = request.getfixturevalue("pg_cluster")
+        monkeypatch.setenv("GITMEM_DATABASE", cluster.fresh_database())
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def database_url(request: pytest.FixtureRequest) -> str | None:
     """Run the test on each engine: ``None`` (SQLite in the home) or a fresh PostgreSQL database."""

@@ -61,7 +61,7 @@ def test_db_copy_moves_a_homes_catalog_into_postgres(tmp_path: Path, postgres_ur
 
     code, out = run("db", "copy", "--from", str(home), "--to", postgres_url)
     assert code == 0, out
-    assert "stores: 3 rows" in out and "webhook_outbox: 1 rows" in out
+    assert "stores: 3 rows" in out and "webhook_outbox: 1 rows" in out and "3 stores indexed" in out
 
     node = Gitmem.open(home, fsync=False, database=postgres_url)
     try:

@@ -8,8 +8,8 @@ it must see every part, and the agents' layer is the lowest that does.
 :func:`copy_catalog` moves a home's catalog rows from one database to another (SQLite to PostgreSQL):
 table by table in an order that keeps references whole and fires no trigger that would add rows (the
 outbox is copied before any subscription exists, so the fan-out adds nothing; subscriptions come last).
-The stores' indexes are not rows to copy: they are rebuilt from Git (:func:`copy_home` takes a
-``reindex`` callback for each store, which the index's own module provides).
+The stores' indexes are not rows to copy: they are a cache of Git, which :func:`catch_up_index` fills
+wherever the home's indexes live (in the target database once the catalog is there).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from gitmem.banks.profiles import MIGRATIONS as PROFILES
 from gitmem.engine.catalog import MIGRATIONS as CATALOG
 from gitmem.engine.catalog import store_info
 from gitmem.engine.database import Database
+from gitmem.engine.home import Gitmem
 from gitmem.engine.jobs import MIGRATIONS as JOBS
 from gitmem.engine.migrations import Migration, migrate, pending
 from gitmem.engine.web_sessions import WebSessions
@@ -105,9 +106,22 @@ def copy_catalog(source: Database, target: Database, progress: Callable[[str, in
     return report
 
 
+def catch_up_index(gm: Gitmem, info: StoreInfo) -> None:
+    """Bring a store's index up to its history (built from nothing where there is none yet)."""
+    gm.store(info.workspace_id, info.id).index.catch_up()
+
+
 def count_rows(db: Database) -> int:
     """Rows :func:`copy_catalog` would copy (for a progress bar)."""
     return sum(int(db.execute(f"SELECT count(*) FROM {table}").fetchone()[0]) for table in COPIED_TABLES)
 
 
-__all__ = ["COPIED_TABLES", "CopyReport", "copy_catalog", "count_rows", "home_migrations", "migrate_home"]
+__all__ = [
+    "COPIED_TABLES",
+    "CopyReport",
+    "catch_up_index",
+    "copy_catalog",
+    "count_rows",
+    "home_migrations",
+    "migrate_home",
+]

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -33,11 +33,8 @@ class Context:
             try:
                 self._gm = Gitmem.open(self.home)
             except database_errors() as exc:  # e.g. PostgreSQL unreachable: one line, not a traceback
-                where = self.home / "catalog.sqlite3"
                 url = load_settings().DATABASE
-                shown = redact_url(url.get_secret_value()) if url is not None else str(where)
-                click.echo(f"gitmem: cannot open the database {shown}: {str(exc).strip().splitlines()[0]}", err=True)
-                sys.exit(2)
+                unusable_database(url.get_secret_value() if url is not None else None, self.home, exc)
         return self._gm
 
     def workspace_id(self, name: str | None, *, create: bool = False) -> str:
@@ -62,6 +59,14 @@ class Context:
                 " (store create, keys create, users create) makes a new one"
             )
         return ws.id
+
+
+def unusable_database(url: str | None, home: Path, exc: Exception) -> NoReturn:
+    """Exit 2 with one line: which database (never its password) and the driver's first line of why."""
+    shown = redact_url(url) if url else str(home / "catalog.sqlite3")
+    reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    click.echo(f"gitmem: cannot open the database {shown}: {reason}", err=True)
+    sys.exit(2)
 
 
 @click.group()

@@ -3,22 +3,16 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import click
 
-from gitmem.agents.home_schema import copy_catalog, count_rows, migrate_home, pending_steps
-from gitmem.cli.base import Context, main, pass_context, refusals
-from gitmem.engine.database import Database, SQLiteDatabase, database_errors, open_database, redact_url
+from gitmem.agents.home_schema import catch_up_index, copy_catalog, count_rows, migrate_home, pending_steps
+from gitmem.cli.base import Context, main, pass_context, refusals, unusable_database
+from gitmem.engine.database import Database, SQLiteDatabase, database_errors, open_database
+from gitmem.engine.home import Gitmem
 from gitmem.engine.migrations import Migration
-from gitmem.engine.store_index import reindex_into
-from gitmem.model import StoreInfo
 from gitmem.settings import SettingsError, check_database_url
-
-# Rebuilds a store's index into another database (``reindex_into(database, home, store)``); ``db copy``
-# calls it for every store it copied.
-REINDEX_INTO: Callable[[Database, Path, StoreInfo], None] | None = reindex_into
 
 
 def connect(url: str | None, home: Path, what: str) -> Database:
@@ -31,9 +25,7 @@ def connect(url: str | None, home: Path, what: str) -> Database:
     try:
         return open_database(url, home / "catalog.sqlite3")
     except database_errors() as exc:
-        shown = redact_url(url) if url else str(home / "catalog.sqlite3")
-        click.echo(f"gitmem: cannot open the database {shown}: {str(exc).strip().splitlines()[0]}", err=True)
-        sys.exit(2)
+        unusable_database(url, home, exc)
 
 
 @main.command("migrate")
@@ -80,14 +72,15 @@ def copy(source: Path, target: str) -> None:
         for table, rows in report.rows.items():
             if rows:
                 click.echo(f"{table}: {rows} rows")
-        if REINDEX_INTO is None:
-            click.echo(
-                f"{len(report.stores)} stores: their indexes stay in each repository (rebuilt from Git when needed)"
-            )
-            return
-        with click.progressbar(report.stores, label="reindexing", file=sys.stderr, show_pos=True) as stores:
-            for info in stores:
-                REINDEX_INTO(to_db, source, info)
     finally:
         from_db.close()
         to_db.close()
+    # The indexes are a cache of Git: each store's is built where the copied catalog says indexes live.
+    node = Gitmem.open(source, database=target)
+    try:
+        with click.progressbar(report.stores, label="indexing", file=sys.stderr, show_pos=True) as stores:
+            for info in stores:
+                catch_up_index(node, info)
+    finally:
+        node.close()
+    click.echo(f"{len(report.stores)} stores indexed")

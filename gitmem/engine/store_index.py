@@ -21,7 +21,6 @@ import pygit2
 
 from gitmem.clock import to_micros
 from gitmem.engine import search_index
-from gitmem.engine.database import Database
 from gitmem.engine.index_pg import PgIndexDb
 from gitmem.engine.index_queries import IndexQueries, NoteRow, VersionRow, upper_bound
 from gitmem.engine.index_sqlite import set_aside_if_damaged
@@ -30,7 +29,6 @@ from gitmem.engine.thread_db import ThreadConnections
 from gitmem.git import repository
 from gitmem.git.commits import VersionRecord, parse_message
 from gitmem.git.repository import NOTES_REF, commit_at, read_tip
-from gitmem.model import StoreInfo
 from gitmem.rules.paths import api_path, git_path
 
 log = logging.getLogger(__name__)
@@ -326,18 +324,4 @@ class StoreIndex(IndexQueries):
             return {}
 
 
-def reindex_into(database: Database, home: Path, info: StoreInfo) -> None:
-    """``gitmem db copy``: a store's index built from its history alone in ``database`` (PostgreSQL;
-    a SQLite index stays the file in the repository)."""
-    url = getattr(database, "url", None)
-    repo_path = home / "stores" / f"{info.id}.git"
-    if database.dialect != "postgresql" or not url or not repo_path.is_dir():
-        return
-    index = StoreIndex(pygit2.Repository(str(repo_path)), database_url=url, store_id=info.id)
-    try:
-        index.rebuild()
-    finally:
-        index.close()
-
-
-__all__ = ["NoteRow", "StoreIndex", "VersionRow", "api_path", "reindex_into", "upper_bound"]
+__all__ = ["NoteRow", "StoreIndex", "VersionRow", "api_path", "upper_bound"]
