@@ -127,12 +127,14 @@ class IndexQueries:
                 " AND memory_id IS DISTINCT FROM ? ORDER BY path",
                 (lowered, lowered + "/", lowered + "0", other_than),
             )
-        else:  # lower() and LIKE fold ASCII only: a non-ASCII letter matches anything, then Python decides
+        else:  # lower() folds ASCII only: a non-ASCII letter matches anything, then Python decides. (Both
+            # sides lowered: SQLite's LIKE ignores ASCII case, PostgreSQL's does not.)
             pattern = "".join(
-                ch if ch.isascii() and ch not in "%_\\" else ("\\" + ch if ch.isascii() else "_") for ch in level
+                ch.lower() if ch.isascii() and ch not in "%_\\" else ("\\" + ch if ch.isascii() else "_")
+                for ch in level
             )
             rows = self.db.execute(
-                "SELECT * FROM notes WHERE (path LIKE ? ESCAPE '\\' OR path LIKE ? ESCAPE '\\')"
+                "SELECT * FROM notes WHERE (lower(path) LIKE ? ESCAPE '\\' OR lower(path) LIKE ? ESCAPE '\\')"
                 " AND memory_id IS DISTINCT FROM ? ORDER BY path",
                 (pattern, pattern + "/%", other_than),
             )
