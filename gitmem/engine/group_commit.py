@@ -13,10 +13,10 @@ one pack flushed once (``gitmem.git.pack``), while holding ``main``'s lock, so t
 the new ref are flushed at the same time; then ``main`` moves once, by compare-and-swap, under the
 store's writer lock that serialises writers across processes: a ``flock`` beside a SQLite index, an
 advisory lock in the index transaction itself on PostgreSQL (across nodes). Every request is
-answered after that: with fsync on, its commit is durable. Once ``main`` has moved nothing turns an answer into an
-error: if the index cannot record the new tip, it catches up on the next request.
+answered after that: with fsync on, its commit is durable. Once ``main`` has moved nothing turns an
+answer into an error: if the index cannot record the new tip, it catches up on the next request.
 
-Stores never wait for each other: the queue, the leader and the ``flock`` are per store.
+Stores never wait for each other: the queue, the leader and the lock are per store.
 """
 
 from __future__ import annotations
