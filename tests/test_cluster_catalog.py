@@ -50,6 +50,8 @@ def test_a_key_revoked_on_one_node_is_refused_by_the_other_at_once(nodes: tuple[
 
 def test_archive_delete_task_end_and_retention_hold_on_the_other_node(nodes: tuple[Gitmem, Gitmem]) -> None:
     one, two = nodes
+    heard: list[tuple[str, str]] = []
+    two.catalog.on_change(lambda kind, key: heard.append((kind, key)))
     ws = one.catalog.create_workspace("w")
     info = one.create_store(ws.id, "notes")
     doomed = one.create_store(ws.id, "doomed")
@@ -75,6 +77,13 @@ def test_archive_delete_task_end_and_retention_hold_on_the_other_node(nodes: tup
 
     one.catalog.update_workspace_settings(ws.id, retention_days="keep-all")
     assert retention_days(two.catalog.workspace(ws.id).settings) is None
+
+    # And node two was told of each change, for whatever it may cache.
+    wanted = {("store", info.id), ("store", doomed.id), ("credential", task.id), ("workspace", ws.id)}
+    deadline = time.monotonic() + 1.0
+    while not wanted <= set(heard) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert wanted <= set(heard)
 
 
 def test_a_retention_round_runs_once_across_the_nodes(nodes: tuple[Gitmem, Gitmem]) -> None:

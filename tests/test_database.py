@@ -127,3 +127,8 @@ def test_sqlite_keeps_one_connection_per_thread(tmp_path: Path) -> None:
     t.join()
     assert seen[0] is not db.conn
     db.close()
+
+
+def test_a_nested_transaction_is_refused_not_deadlocked(db: Database) -> None:
+    with db.transaction(), pytest.raises(RuntimeError, match="open on this thread"), db.transaction():
+        pass

@@ -532,6 +532,7 @@ class Tasks(HomeTables):
             db.execute(
                 "UPDATE credentials SET revoked_at=coalesce(revoked_at, ?) WHERE id=? AND kind='task'", (now, task_id)
             )
+            self.catalog.changed(db, "credential", task_id)
         return self.get_task(workspace_id, task_id)
 
     def delete_task(self, workspace_id: str, task_id: str) -> None:
@@ -540,6 +541,7 @@ class Tasks(HomeTables):
         self._task_row(workspace_id, task_id)
         with self.catalog.transaction() as db:
             db.execute("DELETE FROM credentials WHERE id=? AND kind='task'", (task_id,))
+            self.catalog.changed(db, "credential", task_id)
             db.execute("DELETE FROM tasks WHERE id=?", (task_id,))  # cascades to task_stores and task_events
 
     def list_tasks(

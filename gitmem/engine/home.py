@@ -96,8 +96,8 @@ class Gitmem:
         fsync: bool | None = None,
         database: str | None = None,
     ) -> None:
-        """``database``: a ``postgresql://`` URL for the catalog (default ``GITMEM_DATABASE``; unset:
-        SQLite in the home)."""
+        """``database``: a ``postgresql://`` URL for the catalog; ``""`` for SQLite in the home whatever
+        the environment says; ``None`` (the default) for ``GITMEM_DATABASE``, SQLite if it is unset."""
         self.home = home
         self.clock = clock
         self.filters = filters or load_filters()

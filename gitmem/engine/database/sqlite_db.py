@@ -91,6 +91,8 @@ class SQLiteDatabase(Database):
     def transaction(self) -> Iterator[_SQLiteTransaction]:
         if getattr(self._local, "no_wait", False):
             raise sqlite3.OperationalError("a write cannot run where waiting is not allowed")
+        if self.in_transaction():  # the process's write lock is not reentrant: say so rather than hang
+            raise RuntimeError("a transaction is open on this thread already")
         with self.connections.transaction() as conn:
             tx = _SQLiteTransaction(conn)
             self._local.depth = getattr(self._local, "depth", 0) + 1
