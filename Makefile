@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test lint bench clean browser
+.PHONY: serve test lint bench clean browser postgres
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -37,6 +37,14 @@ browser:
 	@if [ -x /usr/bin/chromium ]; then echo "chromium: /usr/bin/chromium"; \
 	elif [ "$$(id -u)" = 0 ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; \
 	else echo "chromium is missing and we are not root: the browser tests will skip"; fi
+
+# The PostgreSQL tests (tests/postgres.py) start a throwaway server from Debian's initdb and pg_ctl; CI
+# installs them here (as root). Without them those tests skip and say why.
+postgres:
+	@found=$$(command -v initdb || ls /usr/lib/postgresql/*/bin/initdb 2>/dev/null | tail -1); \
+	if [ -n "$$found" ]; then echo "initdb: $$found"; \
+	elif [ "$$(id -u)" = 0 ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql; \
+	else echo "PostgreSQL is missing and we are not root: the PostgreSQL tests will skip"; fi
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

@@ -25,7 +25,7 @@ from gitmem.access import store_access
 from gitmem.agents.review import Reviews
 from gitmem.engine.catalog import Principal
 from gitmem.engine.home import Gitmem
-from gitmem.errors import GitmemError, NotFound
+from gitmem.errors import GitmemError, NotFound, StoreBusy
 from gitmem.git.repository import HOOKS_DIR
 from gitmem.git.smart_http import GitResponse, basic_auth_secret, serve_git, text_response, unauthorized_response
 
@@ -90,8 +90,10 @@ INHERITED_SETTINGS = ("GITMEM_FILTERS", "GITMEM_FSYNC", "GITMEM_MASTER_KEY", "GI
 
 def push_environment(gm: Gitmem, principal: Principal, store_id: str, access: str) -> dict[str, str]:
     """What the pre-/post-receive hooks need to apply the rules and attribute the push."""
+    database = gm.index_database_url  # the hooks read the catalog and write the index where the server does
     return {
         **{name: os.environ[name] for name in INHERITED_SETTINGS if name in os.environ},
+        **({"GITMEM_DATABASE": database} if database else {}),
         "GITMEM_HOME": str(gm.home.resolve()),
         "GITMEM_STORE_ID": store_id,
         "GITMEM_USER_ID": principal.actor.id,
@@ -108,10 +110,14 @@ class GitEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         body = AsgiBody(receive, scope["method"] == "POST")
-        response = await self._respond(scope, body)
-        await send_git_response(response, send, body)
+        with contextlib.ExitStack() as held:  # a push's store lock, released once Git is done
+            response = await self._respond(scope, body, held)
+            try:
+                await send_git_response(response, send, body)
+            finally:
+                await run_in_threadpool(held.close)
 
-    async def _respond(self, scope: Scope, body: AsgiBody) -> GitResponse:
+    async def _respond(self, scope: Scope, body: AsgiBody, held: contextlib.ExitStack) -> GitResponse:
         match = GIT_PATH.fullmatch(scope["path"])
         if match is None:
             return text_response(404, "not found")
@@ -129,6 +135,11 @@ class GitEndpoint:
         wants_push = path_info == "/git-receive-pack" or "service=git-receive-pack" in query
         if wants_push and not can_push:
             return text_response(403, PUSH_NEEDS_USER if access == "read_write" else "gitmem: this key may only read")
+        if path_info == "/git-receive-pack" and can_push:
+            try:  # one writer a store across nodes: receive-pack and its hooks run under the store's lock
+                await run_in_threadpool(_lock_store, gm, principal, store_id, held)
+            except StoreBusy as exc:
+                return text_response(503, f"gitmem: {exc.message}")
         return await serve_git(
             gm.repo_path(store_id),
             method=scope["method"],
@@ -141,6 +152,12 @@ class GitEndpoint:
             extra_env=push_environment(gm, principal, store_id, access) if can_push else {},
             hooks_path=HOOKS_DIR,  # a store's own config cannot turn gitmem's rules off
         )
+
+
+def _lock_store(gm: Gitmem, principal: Principal, store_id: str, held: contextlib.ExitStack) -> None:
+    """The store's writer lock across nodes (PostgreSQL), held by ``held`` (nothing on SQLite, where
+    Git's ref lock alone orders a push against other writers, as it always has)."""
+    held.enter_context(gm.store(principal.workspace_id, store_id).index.cluster_writer_lock())
 
 
 def _resolve(gm: Gitmem, headers: dict[str, str], store_id: str) -> tuple[Principal, str] | GitResponse:

@@ -53,6 +53,13 @@ class GitmemSettings(BaseSettings):
         "a folder path",
         shown_default="`./.gitmem` under `make serve`, else `$XDG_DATA_HOME/gitmem`",
     )
+    DATABASE: SecretStr | None = _setting(
+        None,
+        "Where the catalog lives: unset for SQLite in the home (`catalog.sqlite3`), or a PostgreSQL URL"
+        " (`postgresql://user:password@host:5432/gitmem`) shared by every node of a cluster.",
+        "a postgresql:// URL (user, host and database name)",
+        shown_default="SQLite in the home",
+    )
     FSYNC: Literal["always", "never"] = _setting(
         "always",
         "`always`: objects, the ref and its folder are fsynced before a write returns, so an"
@@ -204,6 +211,13 @@ class GitmemSettings(BaseSettings):
         allowed_rules(value)  # ValueError names an unknown rule
         return value
 
+    @field_validator("DATABASE")
+    @classmethod
+    def _database(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            check_database_url(value.get_secret_value())
+        return value
+
     @field_validator("MASTER_KEY")
     @classmethod
     def _master_key(cls, value: SecretStr | None) -> SecretStr | None:
@@ -240,6 +254,23 @@ class GitmemSettings(BaseSettings):
     @property
     def filter_names(self) -> list[str]:
         return [s.strip() for s in self.FILTERS.split(",") if s.strip()]
+
+
+def check_database_url(url: str) -> None:
+    """``ValueError`` naming what is wrong with a database URL, never repeating it (it may hold a password)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url.strip())
+        parts.port  # noqa: B018  # a port that is not a number raises here
+    except ValueError:
+        raise ValueError("is not a URL") from None
+    if parts.scheme.lower() not in ("postgresql", "postgres"):
+        raise ValueError("is not a postgresql:// URL (leave it unset for SQLite in the home)")
+    if not parts.hostname and "host=" not in parts.query:
+        raise ValueError("names no host")
+    if not parts.path.strip("/"):
+        raise ValueError("names no database")
 
 
 def _problem(error: Mapping[str, Any]) -> str:

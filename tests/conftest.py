@@ -40,6 +40,7 @@ from gitmem.engine.store_index import NoteRow, VersionRow
 from gitmem.git import repository
 from gitmem.git.repository import MAIN, loose_object_count, set_fsync
 from gitmem.model import StoreInfo
+from tests import postgres
 
 settings.register_profile(
     "ci", max_examples=50, deadline=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow]
@@ -70,6 +71,41 @@ def fast_gm(tmp_path: Path, clock: FrozenClock) -> Iterator[Gitmem]:
     gm = Gitmem.open(tmp_path / "fast-home", clock=clock, fsync=False)
     yield gm
     set_fsync(True)  # fsync is process-wide in libgit2: restore the default for the next test
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> postgres.Cluster:
+    """This test process's throwaway PostgreSQL server (tests/postgres.py); skips only if none is installed."""
+    found = postgres.cluster()
+    if found is None:
+        pytest.skip(postgres.SKIP_REASON)
+    return found
+
+
+@pytest.fixture
+def postgres_url(pg_cluster: postgres.Cluster) -> str:
+    """The URL of an empty PostgreSQL database of this test's own."""
+    return pg_cluster.fresh_database()
+
+
+@pytest.fixture(autouse=True)
+def _catalog_on_postgres(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``GITMEM_TEST_CATALOG=postgresql``: every home a test opens keeps its catalog in a fresh
+    PostgreSQL database of its own (``GITMEM_DATABASE``), to run part of the suite on PostgreSQL. Homes
+    made by module- or session-scoped fixtures are made before it and stay on SQLite, so tests that
+    mix the two (e.g. tests/test_tasks_api.py's shared server) are not meaningful in this mode."""
+    if os.environ.get("GITMEM_TEST_CATALOG") == "postgresql":
+        cluster: postgres.Cluster = request.getfixturevalue("pg_cluster")
+        monkeypatch.setenv("GITMEM_DATABASE", cluster.fresh_database())
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest) -> str | None:
+    """Run the test on each engine: ``None`` (SQLite in the home) or a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return None
+    url: str = request.getfixturevalue("postgres_url")
+    return url
 
 
 @pytest.fixture

@@ -1,23 +1,46 @@
-"""The catalog: workspaces, API keys and users (hashed), roles, isolation, and the shared-store limit."""
+"""The catalog: workspaces, API keys and users (hashed), roles, isolation, and the shared-store limit.
+
+Every test runs on SQLite in the home and on a throwaway PostgreSQL (tests/postgres.py).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from gitmem.clock import FrozenClock
 from gitmem.engine import home as home_module
 from gitmem.engine.catalog import Catalog, Workspace, hash_secret
+from gitmem.engine.database import PostgresDatabase
 from gitmem.engine.home import Gitmem
 from gitmem.errors import AuthenticationFailed, InvalidRequest, LimitExceeded, NotFound
 from gitmem.model import Actor
 from gitmem.rules.policy import MAX_SHARED_STORES
 
 
+@pytest.fixture
+def gm(tmp_path: Path, clock: FrozenClock, database_url: str | None) -> Iterator[Gitmem]:
+    home = Gitmem.open(tmp_path / "home", clock=clock, fsync=True, database=database_url or "")
+    yield home
+    home.close()
+
+
 def all_bytes(gm: Gitmem) -> bytes:
-    """The catalog as it is on disk, write-ahead log included."""
+    """The catalog as it is stored: the SQLite files, write-ahead log included, or every PostgreSQL row."""
+    if gm.catalog.path is None:
+        rows = gm.catalog.db.execute("SELECT * FROM credentials").fetchall()
+        return repr(rows).encode()
     gm.catalog.db.execute("PRAGMA wal_checkpoint(FULL)")
     return b"".join(p.read_bytes() for p in gm.home.glob("catalog.sqlite3*"))
+
+
+def another_process(gm: Gitmem) -> Catalog:
+    """The same catalog opened anew, as another process (or node) would."""
+    if gm.catalog.path is None:
+        return Catalog(PostgresDatabase(gm.catalog.db.url))  # type: ignore[attr-defined]
+    return Catalog(gm.catalog.path)
 
 
 def test_workspaces(gm: Gitmem) -> None:
@@ -81,7 +104,7 @@ def test_authenticate_and_roles(gm: Gitmem, workspace: Workspace) -> None:
 
 def test_revoked_keys_stop_working_at_once_everywhere(gm: Gitmem, workspace: Workspace) -> None:
     key, secret = gm.catalog.create_api_key(workspace.id, "temp")
-    other_process = Catalog(gm.catalog.path)
+    other_process = another_process(gm)
     assert other_process.authenticate(secret).credential_id == key.id
     revoked = gm.catalog.revoke_api_key(key.id)
     assert revoked.revoked_at is not None
@@ -94,7 +117,7 @@ def test_revoked_keys_stop_working_at_once_everywhere(gm: Gitmem, workspace: Wor
 
 
 def test_keys_made_by_another_process_work_at_once(gm: Gitmem, workspace: Workspace) -> None:
-    other_process = Catalog(gm.catalog.path)
+    other_process = another_process(gm)
     _, secret = other_process.create_api_key(workspace.id, "from the CLI")
     assert gm.catalog.authenticate(secret).workspace_id == workspace.id
 
@@ -155,6 +178,7 @@ def test_live_shared_stores_are_limited_and_worker_stores_do_not_count(
     gm.create_store(workspace.id, "fits once more")
 
 
-def test_the_catalog_file_is_where_the_design_says(gm: Gitmem, tmp_path: Path) -> None:
+def test_the_catalog_file_is_where_the_design_says(tmp_path: Path) -> None:
+    gm = Gitmem.open(tmp_path / "home", database="")
     assert gm.catalog.path == tmp_path / "home" / "catalog.sqlite3" and gm.catalog.path.exists()
     assert (tmp_path / "home" / "stores").is_dir()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from gitmem.agents.task_model import MOUNT_ROOT, slugify, unique_slugs
 from gitmem.agents.tasks import Tasks, tasks_for
 from gitmem.engine import home as home_module
 from gitmem.engine.catalog import Workspace
+from gitmem.engine.database import integrity_errors
 from gitmem.engine.home import Gitmem
 from gitmem.errors import (
     ArchivedStore,
@@ -235,9 +235,9 @@ def test_the_list_is_frozen_when_the_task_is_made(gm: Gitmem, workspace: Workspa
     assert "### People" in context and "Renamed" not in context and "who is who" in context
 
     # The catalog itself refuses to change a frozen list.
-    with pytest.raises(sqlite3.IntegrityError):
+    with pytest.raises(integrity_errors()):
         gm.catalog.db.execute("UPDATE task_stores SET name='x' WHERE task_id=?", (task.id,))
-    with pytest.raises(sqlite3.IntegrityError):
+    with pytest.raises(integrity_errors()):
         gm.catalog.db.execute("DELETE FROM task_stores WHERE task_id=?", (task.id,))
 
     # A task made now reads the worker's new list.
@@ -459,9 +459,9 @@ def test_events_are_append_only_and_paged(gm: Gitmem, workspace: Workspace, task
     assert [e.seq for e in tasks.list_events(task.id, types=["agent.message"]).items] == [2, 4, 6]
     assert [e.seq for e in tasks.list_events(other.id).items] == [1]
 
-    with pytest.raises(sqlite3.IntegrityError):
+    with pytest.raises(integrity_errors()):
         gm.catalog.db.execute("UPDATE task_events SET payload='{}' WHERE task_id=?", (task.id,))
-    with pytest.raises(sqlite3.IntegrityError):
+    with pytest.raises(integrity_errors()):
         gm.catalog.db.execute("DELETE FROM task_events WHERE task_id=?", (task.id,))
     assert not hasattr(tasks, "update_event") and not hasattr(tasks, "delete_event")
     assert tasks.list_events(task.id, limit=100).items == made

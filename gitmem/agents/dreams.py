@@ -26,7 +26,6 @@ import contextlib
 import logging
 import os
 import socket
-import sqlite3
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -40,6 +39,7 @@ from gitmem.agents.tidier import (
 )
 from gitmem.clock import from_micros, to_micros
 from gitmem.engine.home import HomeTables
+from gitmem.engine.migrations import Migration
 from gitmem.errors import (
     ArchivedStore,
     Conflict,
@@ -86,13 +86,14 @@ CREATE INDEX IF NOT EXISTS dreams_workspace ON dreams (workspace_id, created_at,
 CREATE INDEX IF NOT EXISTS dreams_status ON dreams (status, created_at, id);
 CREATE TABLE IF NOT EXISTS dream_workers (workspace_id TEXT PRIMARY KEY, worker_id TEXT NOT NULL);
 """
+MIGRATIONS = (Migration("dreams", 1, SCHEMA),)
 
 
 def _time(micros: int | None) -> dt.datetime | None:
     return from_micros(micros) if micros is not None else None
 
 
-def _dream(row: sqlite3.Row) -> Dream:
+def _dream(row: Any) -> Dream:
     task_ids = tuple(t for t in row["task_ids"].split("\n") if t)
     usage = Usage(
         row["input_tokens"], row["output_tokens"], row["cache_creation_input_tokens"], row["cache_read_input_tokens"]
@@ -163,7 +164,7 @@ def _process_gone(claimed_by: str | None) -> bool:
 class Dreams(HomeTables):
     """Dreams of one data home: create, read, list, cancel, archive; and :meth:`run` for a runner."""
 
-    SCHEMA = SCHEMA
+    MIGRATIONS = MIGRATIONS
 
     def __init__(self, gm: Gitmem) -> None:
         super().__init__(gm)
@@ -527,7 +528,7 @@ class Dreams(HomeTables):
         with self.catalog.transaction() as db:
             db.execute(
                 "INSERT INTO dream_workers (workspace_id, worker_id) VALUES (?, ?) ON CONFLICT (workspace_id)"
-                " DO UPDATE SET worker_id=excluded.worker_id WHERE worker_id=?",
+                " DO UPDATE SET worker_id=excluded.worker_id WHERE dream_workers.worker_id=?",
                 (workspace_id, worker.id, row[0] if row else ""),
             )
             (chosen,) = db.execute(

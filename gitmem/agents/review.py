@@ -32,6 +32,7 @@ from gitmem.engine.audit import AuditEntry
 from gitmem.engine.catalog import Principal, principal_task_id
 from gitmem.engine.diff import VersionDiff
 from gitmem.engine.home import Gitmem, HomeTables
+from gitmem.engine.migrations import Migration
 from gitmem.engine.store import MemoryStore, check_limit
 from gitmem.errors import InvalidRequest, NotFound, PermissionDenied, StoreBusy
 from gitmem.git import repository
@@ -185,6 +186,7 @@ class Reviews(HomeTables):
         store_id TEXT PRIMARY KEY, enabled INTEGER NOT NULL DEFAULT 0,
         read_approved_only INTEGER NOT NULL DEFAULT 0, updated_at INTEGER NOT NULL);
     """
+    MIGRATIONS = (Migration("reviews", 1, SCHEMA),)
 
     def settings(self, store_id: str) -> ReviewSettings:
         row = self.db.execute("SELECT * FROM store_reviews WHERE store_id=?", (store_id,)).fetchone()

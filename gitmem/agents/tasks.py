@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from gitmem import ids
 from gitmem.clock import from_micros
 from gitmem.engine.home import HomeTables
+from gitmem.engine.migrations import Migration, add_column, postgres_ddl
 from gitmem.errors import (
     ArchivedStore,
     InvalidRequest,
@@ -86,6 +86,10 @@ CREATE TABLE IF NOT EXISTS task_events (
     task_id TEXT NOT NULL REFERENCES tasks (id) ON DELETE CASCADE, seq INTEGER NOT NULL,
     id TEXT NOT NULL UNIQUE, type TEXT NOT NULL, payload TEXT NOT NULL, created_by TEXT,
     created_at INTEGER NOT NULL, PRIMARY KEY (task_id, seq));
+"""
+
+
+SQLITE_GUARDS = """
 CREATE TRIGGER IF NOT EXISTS task_stores_frozen_update BEFORE UPDATE ON task_stores
 BEGIN SELECT RAISE(ABORT, 'a task''s stores are frozen when the task is made'); END;
 CREATE TRIGGER IF NOT EXISTS task_stores_frozen_delete BEFORE DELETE ON task_stores
@@ -97,23 +101,36 @@ CREATE TRIGGER IF NOT EXISTS task_events_append_only_delete BEFORE DELETE ON tas
 WHEN EXISTS (SELECT 1 FROM tasks WHERE id = OLD.task_id)
 BEGIN SELECT RAISE(ABORT, 'task events are append-only'); END;
 """
+# The same guards in PostgreSQL: a trigger runs a function. Both raise an integrity error (SQLSTATE 23000).
+POSTGRES_GUARDS = """
+CREATE OR REPLACE FUNCTION gitmem_task_guard() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' OR EXISTS (SELECT 1 FROM tasks WHERE id = OLD.task_id) THEN
+        RAISE EXCEPTION '%', TG_ARGV[0] USING ERRCODE = '23000';
+    END IF;
+    RETURN OLD;
+END $$;
+CREATE OR REPLACE TRIGGER task_stores_frozen BEFORE UPDATE OR DELETE ON task_stores FOR EACH ROW
+    EXECUTE FUNCTION gitmem_task_guard('a task''s stores are frozen when the task is made');
+CREATE OR REPLACE TRIGGER task_events_append_only BEFORE UPDATE OR DELETE ON task_events FOR EACH ROW
+    EXECUTE FUNCTION gitmem_task_guard('task events are append-only');
+"""
+MIGRATIONS = (
+    Migration("tasks", 1, SCHEMA + SQLITE_GUARDS, postgres_ddl(SCHEMA) + POSTGRES_GUARDS),
+    # Data homes made before tasks could end.
+    Migration(
+        "tasks",
+        2,
+        add_column("tasks", "ended_at", "INTEGER"),
+        "ALTER TABLE tasks ADD COLUMN IF NOT EXISTS ended_at BIGINT",
+    ),
+)
 
 
 # -- values ----------------------------------------------------------------------------------------
 
 
 # -- helpers ---------------------------------------------------------------------------------------
-
-
-def add_column(db: sqlite3.Connection, table: str, column: str, declaration: str) -> None:
-    """Add a column to a table made by an older version, once (another process may add it first)."""
-    if any(r[1] == column for r in db.execute(f"PRAGMA table_info({table})")):
-        return
-    try:
-        db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
-    except sqlite3.OperationalError as exc:
-        if "duplicate column" not in str(exc):
-            raise
 
 
 def _check_limit(limit: int) -> None:
@@ -131,11 +148,7 @@ def _actor_text(actor: Actor | None) -> str | None:
 class Tasks(HomeTables):
     """Workers, tasks, their frozen store lists, memory views and event logs on one data home."""
 
-    SCHEMA = SCHEMA
-
-    def __init__(self, gm: Gitmem) -> None:
-        super().__init__(gm)
-        add_column(self.db, "tasks", "ended_at", "INTEGER")  # data homes made before tasks could end
+    MIGRATIONS = MIGRATIONS
 
     # -- workers ----------------------------------------------------------------------------------
 
@@ -164,7 +177,7 @@ class Tasks(HomeTables):
             raise
         return self.get_worker(workspace_id, worker_id)
 
-    def _worker_row(self, workspace_id: str, worker_id: str) -> sqlite3.Row:
+    def _worker_row(self, workspace_id: str, worker_id: str) -> Any:
         row = None
         if ids.has_prefix(worker_id, ids.WORKER):
             row = self.db.execute(
@@ -174,7 +187,7 @@ class Tasks(HomeTables):
             raise NotFound(f"worker {worker_id} not found")
         return row
 
-    def _worker(self, row: sqlite3.Row) -> Worker:
+    def _worker(self, row: Any) -> Worker:
         # Stores deleted since they were attached drop out of the list.
         attached = tuple(
             r[0]
@@ -364,7 +377,7 @@ class Tasks(HomeTables):
             out.append((self._usable_store(workspace_id, store_id), access, instructions))
         return out
 
-    def _task(self, row: sqlite3.Row) -> Task:
+    def _task(self, row: Any) -> Task:
         stores = tuple(
             TaskStore(
                 r["store_id"],
@@ -387,7 +400,7 @@ class Tasks(HomeTables):
             from_micros(row["ended_at"]) if row["ended_at"] is not None else None,
         )
 
-    def _task_row(self, workspace_id: str, task_id: str) -> sqlite3.Row:
+    def _task_row(self, workspace_id: str, task_id: str) -> Any:
         row = None
         if isinstance(task_id, str) and ids.has_prefix(task_id, ids.TASK):
             row = self.db.execute(
@@ -410,6 +423,7 @@ class Tasks(HomeTables):
             db.execute(
                 "UPDATE credentials SET revoked_at=coalesce(revoked_at, ?) WHERE id=? AND kind='task'", (now, task_id)
             )
+            self.catalog.changed(db, "credential", task_id)
         return self.get_task(workspace_id, task_id)
 
     def delete_task(self, workspace_id: str, task_id: str) -> None:
@@ -418,6 +432,7 @@ class Tasks(HomeTables):
         self._task_row(workspace_id, task_id)
         with self.catalog.transaction() as db:
             db.execute("DELETE FROM credentials WHERE id=? AND kind='task'", (task_id,))
+            self.catalog.changed(db, "credential", task_id)
             db.execute("DELETE FROM tasks WHERE id=?", (task_id,))  # cascades to task_stores and task_events
 
     def list_tasks(
@@ -546,7 +561,7 @@ class Tasks(HomeTables):
         return Page(items, token)
 
 
-def _event(row: sqlite3.Row) -> Event:
+def _event(row: Any) -> Event:
     return Event(
         row["id"],
         row["task_id"],
@@ -569,4 +584,4 @@ def tasks_for(gm: Gitmem) -> Tasks:
     return Tasks.of(gm)
 
 
-__all__ = ["Tasks", "add_column", "tasks_for"]
+__all__ = ["Tasks", "tasks_for"]

@@ -18,14 +18,14 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import shutil
-import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gitmem import ids
 from gitmem.clock import from_micros
 from gitmem.engine.home import HomeTables
+from gitmem.engine.migrations import Migration
 from gitmem.errors import InvalidRequest, LimitExceeded, NotFound, PathConflict, PermissionDenied, PreconditionFailed
 from gitmem.model import Actor, Note
 from gitmem.rules import paths
@@ -42,6 +42,7 @@ CREATE TABLE IF NOT EXISTS profiles (
     bank_store_id TEXT NOT NULL UNIQUE, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS profiles_user ON profiles (workspace_id, user_id, created_at, id);
 """
+MIGRATIONS = (Migration("profiles", 1, SCHEMA),)
 
 MAX_PROFILES_PER_USER = 100
 MAX_BANK_LIST = 1000  # more than a bank can hold (100), so one page is always the whole bank
@@ -94,7 +95,7 @@ class PutResult:
     changed: bool
 
 
-def _profile(row: sqlite3.Row) -> Profile:
+def _profile(row: Any) -> Profile:
     return Profile(
         row["id"],
         row["workspace_id"],
@@ -210,7 +211,7 @@ class Bank:
 class Profiles(HomeTables):
     """Users' profiles on one data home."""
 
-    SCHEMA = SCHEMA
+    MIGRATIONS = MIGRATIONS
 
     def _check_user(self, workspace_id: str, user_id: str) -> None:
         try:

@@ -34,6 +34,7 @@ COMMAND_MODULES = {
     "gitmem.cli.mcp": ["mcp"],
     "gitmem.cli.settings": ["settings"],
     "gitmem.cli.internal": ["hook", "git-filter", "job"],
+    "gitmem.cli.database": ["migrate", "db"],
 }
 
 for _module, _names in COMMAND_MODULES.items():

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
@@ -39,9 +39,16 @@ class Context:
     @property
     def gm(self) -> Gitmem:
         if self._gm is None:
+            from gitmem.engine.database import database_errors
             from gitmem.engine.home import Gitmem
 
-            self._gm = Gitmem.open(self.home)
+            try:
+                self._gm = Gitmem.open(self.home)
+            except database_errors() as exc:  # e.g. PostgreSQL unreachable: one line, not a traceback
+                from gitmem.settings import load_settings
+
+                url = load_settings().DATABASE
+                unusable_database(url.get_secret_value() if url is not None else None, self.home, exc)
         return self._gm
 
     def workspace_id(self, name: str | None, *, create: bool = False) -> str:
@@ -66,6 +73,16 @@ class Context:
                 " (store create, keys create, users create) makes a new one"
             )
         return ws.id
+
+
+def unusable_database(url: str | None, home: Path, exc: Exception) -> NoReturn:
+    """Exit 2 with one line: which database (never its password) and the driver's first line of why."""
+    from gitmem.engine.database import redact_url
+
+    shown = redact_url(url) if url else str(home / "catalog.sqlite3")
+    reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    click.echo(f"gitmem: cannot open the database {shown}: {reason}", err=True)
+    sys.exit(2)
 
 
 class CommandModules(click.Group):

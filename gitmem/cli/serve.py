@@ -11,7 +11,9 @@ from typing import Any
 
 import click
 
+from gitmem.agents.home_schema import migrate_home
 from gitmem.cli.base import Context, main, pass_context, refusals
+from gitmem.cli.database import connect
 from gitmem.engine.first_run import ensure_admin_key
 
 log = logging.getLogger(__name__)
@@ -55,11 +57,24 @@ def _installed(module: str) -> bool:
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=8765, show_default=True)
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True)
+@click.option(
+    "--database",
+    default=None,
+    metavar="URL",
+    help="PostgreSQL for the catalog, shared by every node (default: $GITMEM_DATABASE, else SQLite in the home).",
+)
 @pass_context
 @refusals
-def serve(ctx: Context, host: str, port: int, workers: int) -> None:
+def serve(ctx: Context, host: str, port: int, workers: int, database: str | None) -> None:
     """Serve the API. On an empty home, create a workspace and an admin key first."""
     import uvicorn
+
+    if database is not None:
+        connect(database, ctx.home, "--database").close()  # one line and exit 2 if it is unusable
+        os.environ["GITMEM_DATABASE"] = database  # for the workers and the push hooks they run
+    if ctx.gm.database.dialect == "postgresql":
+        # Under the migration lock: nodes started together apply each step once (gitmem/engine/migrations.py).
+        migrate_home(ctx.gm.database)
 
     created = ensure_admin_key(ctx.gm)
     if created is not None:

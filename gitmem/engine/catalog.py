@@ -1,8 +1,12 @@
-"""The catalog (SQLite): workspaces, API keys and users (hashed), and stores' metadata.
+"""The catalog: workspaces, API keys and users (hashed), and stores' metadata, on a :class:`Database`.
 
-Shared by every process on a data home (uvicorn workers, the CLI, hooks): WAL mode, short
-transactions, ``BEGIN IMMEDIATE`` where a count must not race. Secrets are shown once and stored as
-SHA-256 digests (they are long random strings, so a fast hash is enough).
+Shared by every process on a data home, and by every node of a cluster on PostgreSQL: short
+transactions, each holding the catalog's write lock (:data:`CATALOG_LOCK`: SQLite's ``BEGIN
+IMMEDIATE`` or one ``pg_advisory_xact_lock``) so a count checked before an insert cannot race. Nothing
+read from it is cached: every request reads the committed rows, so a key revoked or a store archived
+on one node holds on every other at once. A change that a cache elsewhere might hold is also announced
+(:meth:`Catalog.on_change`, over ``LISTEN/NOTIFY`` on PostgreSQL) for whoever keeps one. Secrets are
+shown once and stored as SHA-256 digests (they are long random strings, so a fast hash is enough).
 """
 
 from __future__ import annotations
@@ -13,13 +17,22 @@ import hashlib
 import json
 import secrets
 import sqlite3
-import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gitmem import ids
 from gitmem.clock import Clock, from_micros, system_clock, to_micros
+from gitmem.engine.database import (
+    CATALOG_LOCK,
+    Database,
+    SQLiteDatabase,
+    Transaction,
+    integrity_errors,
+    open_database,
+)
+from gitmem.engine.migrations import Migration, migrate
 from gitmem.errors import AuthenticationFailed, InvalidRequest, NotFound
 from gitmem.model import Actor, Role, StoreInfo, StoreKind
 
@@ -37,6 +50,8 @@ CREATE TABLE IF NOT EXISTS stores (
     created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, archived_at INTEGER);
 CREATE INDEX IF NOT EXISTS stores_workspace ON stores (workspace_id, created_at, id);
 """
+MIGRATIONS = (Migration("catalog", 1, SCHEMA),)
+CHANGES = "gitmem_catalog"  # the channel of :meth:`Catalog.on_change`: "<kind> <id>"
 
 ROLES: tuple[Role, ...] = ("admin", "read-write", "read-only")
 _SECRET_PREFIX = {"api_key": "gm_key_", "user": "gm_usr_", "task": "gm_tsk_"}
@@ -83,7 +98,7 @@ def hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-def _credential(row: sqlite3.Row) -> Credential:
+def _credential(row: Any) -> Credential:
     return Credential(
         row["id"],
         row["kind"],
@@ -96,7 +111,7 @@ def _credential(row: sqlite3.Row) -> Credential:
     )
 
 
-def _principal(row: sqlite3.Row) -> Principal:
+def _principal(row: Any) -> Principal:
     actor_type = {"api_key": "api_actor", "user": "user_actor", "task": "task_actor"}[row["kind"]]
     return Principal(
         row["workspace_id"],
@@ -107,7 +122,7 @@ def _principal(row: sqlite3.Row) -> Principal:
     )
 
 
-def store_info(row: sqlite3.Row) -> StoreInfo:
+def store_info(row: Any) -> StoreInfo:
     return StoreInfo(
         id=row["id"],
         workspace_id=row["workspace_id"],
@@ -127,40 +142,39 @@ class CatalogBusy(Exception):
 
 
 class Catalog:
-    def __init__(self, path: Path, clock: Clock = system_clock) -> None:
-        self.path = path
+    def __init__(self, database: Database | Path, clock: Clock = system_clock) -> None:
+        self.db = database if isinstance(database, Database) else SQLiteDatabase(database)
+        self.path = self.db.path if isinstance(self.db, SQLiteDatabase) else None
         self.clock = clock
-        self._local = threading.local()
-        self.db.executescript(SCHEMA)  # idempotent; executescript manages its own transaction
+        migrate(self.db, MIGRATIONS)
 
-    @property
-    def db(self) -> sqlite3.Connection:
-        """One connection per thread (sqlite3 connections are not shared across threads)."""
-        if getattr(self._local, "no_wait", False):
-            return self._local.quick
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-            conn.row_factory = sqlite3.Row
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA foreign_keys=ON")
-            self._local.conn = conn
-        return conn
+    @classmethod
+    def for_home(cls, home: Path, url: str | None = None, clock: Clock = system_clock) -> Catalog:
+        """The catalog of a data home: PostgreSQL at ``url``, else ``catalog.sqlite3`` in the home."""
+        return cls(open_database(url, home / "catalog.sqlite3"), clock)
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        db = self.db
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            yield db
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
+    def transaction(self) -> Iterator[Transaction]:
+        """A write transaction holding the catalog's write lock (every writer of every node takes turns)."""
+        with self.db.transaction() as tx:
+            tx.lock(CATALOG_LOCK)
+            yield tx
 
-    def ensure_schema(self, sql: str) -> None:
+    def ensure_schema(self, migrations: tuple[Migration, ...]) -> None:
         """Other engine modules (tasks, profiles, dreams) add their tables through this."""
-        self.db.executescript(sql)
+        migrate(self.db, migrations)
+
+    @staticmethod
+    def changed(tx: Transaction, kind: str, key: str) -> None:
+        """Announce, when ``tx`` commits, that a ``kind`` row (credential, store, workspace) changed."""
+        tx.notify(CHANGES, f"{kind} {key}")
+
+    def on_change(self, callback: Callable[[str, str], None]) -> None:
+        """Call ``callback(kind, id)`` after any node commits such a change (``("*", "")``: maybe missed some)."""
+        self.db.listen(CHANGES, lambda payload: callback(*(payload.split(" ", 1) + [""])[:2]))
+
+    def close(self) -> None:
+        self.db.close()
 
     def _now(self) -> int:
         return to_micros(self.clock())
@@ -174,11 +188,11 @@ class Catalog:
         try:
             with self.transaction() as db:
                 db.execute("INSERT INTO workspaces (id, name, created_at) VALUES (?,?,?)", (ws_id, name, self._now()))
-        except sqlite3.IntegrityError:
+        except integrity_errors():
             raise InvalidRequest(f"a workspace named {name!r} exists") from None
         return self.workspace(ws_id)
 
-    def _workspace(self, row: sqlite3.Row) -> Workspace:
+    def _workspace(self, row: Any) -> Workspace:
         return Workspace(row["id"], row["name"], from_micros(row["created_at"]), json.loads(row["settings"]))
 
     def workspace(self, workspace_id: str) -> Workspace:
@@ -201,6 +215,7 @@ class Catalog:
             )
             current.update(settings)
             db.execute("UPDATE workspaces SET settings=? WHERE id=?", (json.dumps(current), workspace_id))
+            self.changed(db, "workspace", workspace_id)
         return self.workspace(workspace_id)
 
     # -- credentials ------------------------------------------------------------------------------
@@ -256,6 +271,7 @@ class Catalog:
             updated = db.execute(
                 "UPDATE credentials SET revoked_at=? WHERE id=? AND revoked_at IS NULL", (self._now(), cred_id)
             ).rowcount
+            self.changed(db, "credential", cred_id)
         if not updated:
             self.credential(cred_id)  # NotFound if it never existed
         return self.credential(cred_id)
@@ -291,21 +307,17 @@ class Catalog:
 
     @contextlib.contextmanager
     def without_waiting(self) -> Iterator[None]:
-        """Within it, this thread's catalog reads (``db``) use a read-only connection that never waits
-        for a lock; SQLite being busy, or an attempt to write, raises :class:`CatalogBusy`: redo the work
-        outside, where it may wait."""
-        if getattr(self._local, "quick", None) is None:
-            conn = sqlite3.connect(self.path, timeout=0, isolation_level=None)
-            conn.row_factory = sqlite3.Row
-            conn.execute("PRAGMA query_only=ON")
-            self._local.quick = conn
-        self._local.no_wait = True
-        try:
+        """Within it, this thread's catalog reads never wait for a lock: SQLite being busy, or an attempt
+        to write, raises :class:`CatalogBusy` (redo the work outside, where it may wait). PostgreSQL's
+        reads never wait for a writer, so there it changes nothing."""
+        if not isinstance(self.db, SQLiteDatabase):
             yield
+            return
+        try:
+            with self.db.without_waiting():
+                yield
         except sqlite3.OperationalError as exc:
             raise CatalogBusy(str(exc)) from exc
-        finally:
-            self._local.no_wait = False
 
     # -- stores -----------------------------------------------------------------------------------
 
@@ -378,6 +390,7 @@ class Catalog:
         assignments = ", ".join(f"{k}=?" for k in columns)
         with self.transaction() as db:
             db.execute(f"UPDATE stores SET {assignments} WHERE id=?", (*columns.values(), store_id))
+            self.changed(db, "store", store_id)
         return self.store(store_id)
 
     def archive_store(self, store_id: str) -> StoreInfo:
@@ -386,11 +399,13 @@ class Catalog:
             db.execute(
                 "UPDATE stores SET archived_at=coalesce(archived_at, ?), updated_at=? WHERE id=?", (now, now, store_id)
             )
+            self.changed(db, "store", store_id)
         return self.store(store_id)
 
     def delete_store(self, store_id: str) -> None:
         with self.transaction() as db:
             db.execute("DELETE FROM stores WHERE id=?", (store_id,))
+            self.changed(db, "store", store_id)
 
 
 def principal_task_id(principal: Principal) -> str | None:

@@ -4,18 +4,19 @@ Within a process, one store has one :class:`GroupCommitter`. A writer queues its
 being made it becomes the leader, takes every queued plan, and commits them as a chain of commits,
 one per write, each with its own trailers, author and version (the history is what one-at-a-time
 writing makes). Each plan is made against the tip that includes the batch's earlier writes: the
-leader indexes each commit as it makes it, inside one SQLite transaction with a savepoint per write,
+leader indexes each commit as it makes it, inside one index transaction with a savepoint per write,
 so preconditions and path collisions stay exact. A plan that fails (precondition, collision, limit)
 rolls back to its savepoint and fails alone.
 
 The batch's objects (blobs, trees, commits) are built in memory (``gitmem.git.trees``) and written into
 one pack flushed once (``gitmem.git.pack``), while holding ``main``'s lock, so that the pack files and
 the new ref are flushed at the same time; then ``main`` moves once, by compare-and-swap, under the
-store's writer ``flock`` that serialises writers across processes. Every request is answered after
-that: with fsync on, its commit is durable. Once ``main`` has moved nothing turns an answer into an
-error: if the index cannot record the new tip, it catches up on the next request.
+store's writer lock that serialises writers across processes: a ``flock`` beside a SQLite index, an
+advisory lock in the index transaction itself on PostgreSQL (across nodes). Every request is
+answered after that: with fsync on, its commit is durable. Once ``main`` has moved nothing turns an
+answer into an error: if the index cannot record the new tip, it catches up on the next request.
 
-Stores never wait for each other: the queue, the leader and the ``flock`` are per store.
+Stores never wait for each other: the queue, the leader and the lock are per store.
 """
 
 from __future__ import annotations
@@ -88,6 +89,10 @@ class BatchView:
 Plan = Callable[[BatchView], Change | None]
 
 
+class _MainMoved(Exception):
+    """``main`` moved between reading the tip and the compare-and-swap: the attempt is rolled back."""
+
+
 @dataclass
 class _Request:
     plan: Plan
@@ -109,6 +114,11 @@ class _Outcomes:
             else:
                 request.landed = outcome
             request.done = True
+
+
+# What a planned batch comes to: the tip it was planned on, its new tip and root tree, the trees it
+# made, the objects to pack and each request's outcome.
+_Planned = tuple[pygit2.Oid | None, bytes, bytes, TreeStore, dict[bytes, PackObject], _Outcomes]
 
 
 class GroupCommitter:
@@ -153,7 +163,7 @@ class GroupCommitter:
         return request.landed
 
     def _commit(self, index: StoreIndex, batch: list[_Request], after_batch: Callable[[], None]) -> None:
-        with repository.writer_lock(self.repo_path):
+        with index.batch_lock():
             for _attempt in range(MAX_CAS_ATTEMPTS):
                 if self._attempt(index, batch):
                     break
@@ -168,87 +178,102 @@ class GroupCommitter:
             log.exception("after a batch of writes to %s", self.repo_path.name)
 
     def _attempt(self, index: StoreIndex, batch: list[_Request]) -> bool:
-        """Plan, pack and swap the batch once; False if ``main`` moved meanwhile (nothing changed)."""
-        db, repo = index.db, index.repo
-        with index.write_lock:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                tip = index.advance()
-                trees = TreeStore(self.trees, lambda oid: repo[oid.hex()].read_raw())
-                root = self._tree_of(repo, tip)
-                parent = tip.raw if tip is not None else None
-                objects: dict[bytes, PackObject] = {}
-                outcomes = _Outcomes()
-                for request in batch:
-                    db.execute("SAVEPOINT write")
-                    view = BatchView(index, objects)
-                    try:
-                        change = request.plan(view)
-                        landed = None
-                        if change is not None:
-                            root_after = trees.edit(
-                                root,
-                                {
-                                    path: bytes.fromhex(blob) if blob else None
-                                    for path, blob in change.tree_changes.items()
-                                },
-                                like=self._last_commit[1] if self._last_commit is not None else None,
-                            )
-                            commit = _commit_object(change.record, root_after, parent)
-                            view.staged[commit.oid] = commit
-                            blob = change.blob_id
-                            index.apply_version(
-                                commit.oid.hex(), change.record, blob, blob_data=view.read_blob(blob) if blob else None
-                            )
-                            root, parent = root_after, commit.oid
-                            landed = Landed(change, commit.oid.hex())
-                        db.execute("RELEASE write")
-                    except Exception as exc:  # this write's own failure: the others go on
-                        db.execute("ROLLBACK TO write")
-                        db.execute("RELEASE write")
-                        outcomes.items.append((request, exc))
-                        continue
-                    objects.update(view.staged)
-                    outcomes.items.append((request, landed))
-                if parent == (tip.raw if tip is not None else None):  # nothing to commit
-                    db.execute("COMMIT")
-                    outcomes.apply()
+        """Plan, pack and swap the batch once; False if ``main`` moved meanwhile (nothing changed).
+
+        One index transaction holds the store's writer lock (PostgreSQL: across nodes) from before
+        the tip is read until the index rows of the batch are committed, after ``main`` moved."""
+        swapped: list[bytes] = []  # the new tip, once main has moved to it
+        try:
+            with index.writing():
+                planned = self._plan(index, batch)
+                if planned is None:  # nothing to commit
                     return True
-                objects.update((tree.oid, tree) for tree in trees.pack_objects())
-
-                fsync = repository.fsync_enabled()
-
-                def write_objects(flush_ref: Callable[[], None]) -> None:
-                    write_pack(
-                        self._objects_dir, list(objects.values()), fsync=fsync, flush_with=flush_ref, flush_folder=False
-                    )
-
-                assert parent is not None and root is not None  # something was committed
-                new_tip = pygit2.Oid(raw=parent)
-                if not repository.compare_and_swap(repo, tip, new_tip, before_swap=write_objects, flush_folder=False):
-                    db.execute("ROLLBACK")
-                    return False
-                if fsync:
-                    # The pack's and the ref's new names, flushed together before anyone is answered. The
-                    # pack's were made first, so a journal that commits in order (ext4, xfs) never keeps
-                    # the moved ref without them.
-                    flush_folders(self._flushed_folders)
-            except BaseException:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-                raise
-            # main has moved: from here on every landed write is answered as landed.
-            try:
+                tip, parent, root, trees, objects, outcomes = planned
+                if not self._swap(index.repo, tip, parent, objects):
+                    raise _MainMoved
+                swapped.append(parent)
+                # main has moved: from here on every landed write is answered as landed.
                 index.set_tip(parent.hex())
-                db.execute("COMMIT")
-            except Exception:
-                log.exception("the index of %s could not record its new tip; it catches up later", self.repo_path.name)
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
+        except _MainMoved:
+            return False
+        except Exception:
+            if not swapped:
+                raise
+            log.exception("the index of %s could not record its new tip; it catches up later", self.repo_path.name)
         for oid, tree in trees.new.items():
             self.trees.put(oid, tree)
         self._last_commit = (parent, root)
         outcomes.apply()
+        return True
+
+    def _plan(self, index: StoreIndex, batch: list[_Request]) -> _Planned | None:
+        """Every request planned and indexed against the tip as the batch's earlier writes left it,
+        each in a savepoint of the writer's transaction; None if no request changed anything."""
+        db, repo = index.db, index.repo
+        tip = index.advance()
+        trees = TreeStore(self.trees, lambda oid: repo[oid.hex()].read_raw())
+        root = self._tree_of(repo, tip)
+        parent = tip.raw if tip is not None else None
+        objects: dict[bytes, PackObject] = {}
+        outcomes = _Outcomes()
+        # A lone write needs no savepoint (a round trip each way on PostgreSQL): if it fails, the
+        # whole transaction rolls back and it fails alone all the same.
+        savepoints = len(batch) > 1
+        for request in batch:
+            if savepoints:
+                db.execute("SAVEPOINT write")
+            view = BatchView(index, objects)
+            try:
+                change = request.plan(view)
+                landed = None
+                if change is not None:
+                    root_after = trees.edit(
+                        root,
+                        {path: bytes.fromhex(blob) if blob else None for path, blob in change.tree_changes.items()},
+                        like=self._last_commit[1] if self._last_commit is not None else None,
+                    )
+                    commit = _commit_object(change.record, root_after, parent)
+                    view.staged[commit.oid] = commit
+                    blob = change.blob_id
+                    index.apply_version(
+                        commit.oid.hex(), change.record, blob, blob_data=view.read_blob(blob) if blob else None
+                    )
+                    root, parent = root_after, commit.oid
+                    landed = Landed(change, commit.oid.hex())
+                if savepoints:
+                    db.execute("RELEASE write")
+            except Exception as exc:  # this write's own failure: the others go on
+                if not savepoints:
+                    raise
+                db.execute("ROLLBACK TO write")
+                db.execute("RELEASE write")
+                outcomes.items.append((request, exc))
+                continue
+            objects.update(view.staged)
+            outcomes.items.append((request, landed))
+        if parent == (tip.raw if tip is not None else None):
+            outcomes.apply()
+            return None
+        objects.update((tree.oid, tree) for tree in trees.pack_objects())
+        assert parent is not None and root is not None  # something was committed
+        return tip, parent, root, trees, objects, outcomes
+
+    def _swap(self, repo: pygit2.Repository, tip: pygit2.Oid | None, parent: bytes, objects: dict[bytes, PackObject]) -> bool:
+        """Write the batch's pack and move ``main`` from ``tip`` to ``parent`` (compare-and-swap)."""
+        fsync = repository.fsync_enabled()
+
+        def write_objects(flush_ref: Callable[[], None]) -> None:
+            write_pack(self._objects_dir, list(objects.values()), fsync=fsync, flush_with=flush_ref, flush_folder=False)
+
+        if not repository.compare_and_swap(
+            repo, tip, pygit2.Oid(raw=parent), before_swap=write_objects, flush_folder=False
+        ):
+            return False
+        if fsync:
+            # The pack's and the ref's new names, flushed together before anyone is answered. The pack's
+            # were made first, so a journal that commits in order (ext4, xfs) never keeps the moved ref
+            # without them.
+            flush_folders(self._flushed_folders)
         return True
 
     def _tree_of(self, repo: pygit2.Repository, commit: pygit2.Oid | None) -> bytes | None:

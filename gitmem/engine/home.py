@@ -1,8 +1,9 @@
 """The facade over one data home: the catalog plus a bare repository per store.
 
-``$GITMEM_HOME/catalog.sqlite3`` and ``$GITMEM_HOME/stores/<memstore_id>.git`` (docs/architecture.md).
-Nothing here assumes one process: every process opens the same home and coordinates through SQLite
-and Git's own locks.
+``$GITMEM_HOME/stores/<memstore_id>.git`` and the catalog, in ``$GITMEM_HOME/catalog.sqlite3`` or in
+PostgreSQL (``GITMEM_DATABASE``; docs/architecture.md). Nothing here assumes one process: every process
+(every node, on PostgreSQL) opens the same home and coordinates through the database's transactions and
+locks and Git's own.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import datetime as dt
 import logging
 import os
 import shutil
-import sqlite3
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Self
@@ -22,6 +22,8 @@ from gitmem.crypto.codec import ContentCodec, PlainCodec
 from gitmem.crypto.keyring import KeyRing
 from gitmem.crypto.keys import load_master_key
 from gitmem.engine.catalog import Catalog
+from gitmem.engine.database import Database
+from gitmem.engine.migrations import Migration
 from gitmem.engine.pagetoken import PageTokens, tokens_for
 from gitmem.engine.search import forget_store as forget_search_text
 from gitmem.engine.store import MemoryStore, check_limit
@@ -53,16 +55,22 @@ def fsync_setting() -> bool:
     return load_settings().FSYNC == "always"
 
 
+def database_setting() -> str | None:
+    """``GITMEM_DATABASE``: a PostgreSQL URL, or ``None`` for SQLite in the home."""
+    url = load_settings().DATABASE
+    return url.get_secret_value() if url is not None else None
+
+
 class HomeTables:
     """Base of an engine concept that keeps its own tables in the catalog (tasks, profiles): one
-    instance a data home (:meth:`of`), its tables made on first use."""
+    instance a data home (:meth:`of`), its tables made (migrated) on first use."""
 
-    SCHEMA: ClassVar[str] = ""
+    MIGRATIONS: ClassVar[tuple[Migration, ...]] = ()
 
     def __init__(self, gm: Gitmem) -> None:
         self.gm = gm
         self.catalog = gm.catalog
-        self.catalog.ensure_schema(self.SCHEMA)
+        self.catalog.ensure_schema(self.MIGRATIONS)
 
     @classmethod
     def of(cls, gm: Gitmem) -> Self:
@@ -73,7 +81,7 @@ class HomeTables:
             return found  # type: ignore[return-value]
 
     @property
-    def db(self) -> sqlite3.Connection:
+    def db(self) -> Database:
         return self.catalog.db
 
     def _now(self) -> int:
@@ -82,15 +90,23 @@ class HomeTables:
 
 class Gitmem:
     def __init__(
-        self, home: Path, *, clock: Clock = system_clock, filters: FilterChain | None = None, fsync: bool | None = None
+        self,
+        home: Path,
+        *,
+        clock: Clock = system_clock,
+        filters: FilterChain | None = None,
+        fsync: bool | None = None,
+        database: str | None = None,
     ) -> None:
+        """``database``: a ``postgresql://`` URL for the catalog; ``""`` for SQLite in the home whatever
+        the environment says; ``None`` (the default) for ``GITMEM_DATABASE``, SQLite if it is unset."""
         self.home = home
         self.clock = clock
         self.filters = filters or load_filters()
         home.mkdir(parents=True, exist_ok=True)
         (home / "stores").mkdir(exist_ok=True)
         repository.set_fsync(fsync_setting() if fsync is None else fsync)
-        self.catalog = Catalog(home / "catalog.sqlite3", clock)
+        self.catalog = Catalog.for_home(home, database_setting() if database is None else database or None, clock)
         self._local = threading.local()
         self._keyring: KeyRing | None = None
         self._services: dict[type, HomeTables] = {}
@@ -100,6 +116,23 @@ class Gitmem:
     @classmethod
     def open(cls, home: Path | str | None = None, **kwargs: object) -> Gitmem:
         return cls(Path(home) if home is not None else default_home(), **kwargs)  # type: ignore[arg-type]
+
+    @property
+    def database(self) -> Database:
+        """The database the catalog lives in (for the stores' indexes too, on PostgreSQL)."""
+        return self.catalog.db
+
+    @property
+    def index_database_url(self) -> str | None:
+        """Where the stores' indexes live: the catalog's PostgreSQL, or ``None`` for a SQLite file in
+        each repository."""
+        return getattr(self.database, "url", None) if self.database.dialect == "postgresql" else None
+
+    def close(self) -> None:
+        """Close this thread's stores and the database's connections (the pool, on PostgreSQL)."""
+        for store_id in list(self._local.__dict__.get("stores", {})):
+            self._forget(store_id)
+        self.catalog.close()
 
     @property
     def keyring(self) -> KeyRing:
@@ -222,9 +255,18 @@ class Gitmem:
         self.catalog.delete_store(store_id)
         self._forget(store_id)
         forget_search_text(self.repo_path(store_id))
+        self._drop_index(store_id)
         shutil.rmtree(self.repo_path(store_id), ignore_errors=True)
         if info.encrypted:
             self.keyring.destroy(store_id)
+
+    def _drop_index(self, store_id: str) -> None:
+        """A deleted store's index in PostgreSQL (a SQLite index goes with its repository)."""
+        url = self.index_database_url
+        if url is not None and self.repo_path(store_id).exists():
+            from gitmem.engine.index_pg import PgIndexDb
+
+            PgIndexDb(url, store_id).drop()
 
     def store(self, workspace_id: str, store_id: str) -> MemoryStore:
         """The store's notes and versions. One object per thread, reused (pygit2 and sqlite3 objects
@@ -244,6 +286,7 @@ class Gitmem:
                 write_guard=lambda: self._check_writable(store_id),
                 on_commit=lambda s: self._webhooks().notes_changed(s, info.workspace_id),
                 on_redact=lambda s, v: self._webhooks().version_redacted(s, info.workspace_id, v),
+                database_url=self.index_database_url,
             )
             cache[store_id] = store
             self._opened.add(store_id)

@@ -14,9 +14,13 @@ import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gitmem.errors import RewriteFailed
 from gitmem.git import repository
+
+if TYPE_CHECKING:
+    from gitmem.engine.store import MemoryStore
 
 CRASH_ENV = "GITMEM_REWRITE_CRASH_AT"  # tests only: SIGKILL ourselves at a named step
 NO_HOOKS = ("-c", "core.hooksPath=/dev/null")
@@ -42,10 +46,13 @@ def flock(path: Path, *, timeout: float, what: str) -> Iterator[None]:
             fds.remove(fd)
 
 
-def writer_lock(repo_path: Path) -> contextlib.AbstractContextManager[None]:
+@contextlib.contextmanager
+def writer_lock(store: MemoryStore) -> Iterator[None]:
     """:func:`repository.writer_lock`'s flock on ``gitmem/write.lock``, taken here so that its file
-    descriptor can be handed to git children (see :func:`held_fds`)."""
-    return flock(repo_path / "gitmem" / "write.lock", timeout=30.0, what="writes")
+    descriptor can be handed to git children (see :func:`held_fds`); with an index on PostgreSQL,
+    also the store's writer lock there, which holds across nodes (a flock on a shared volume may not)."""
+    with flock(store.path / "gitmem" / "write.lock", timeout=30.0, what="writes"), store.index.cluster_writer_lock():
+        yield
 
 
 def rewrite_lock(repo_path: Path, timeout: float) -> contextlib.AbstractContextManager[None]:

@@ -208,6 +208,10 @@ def verify(repo_path: Path, candidates: set[str], report: RewriteReport) -> None
 
 def scrub_index(store: MemoryStore) -> None:
     """Bring the index to the new history (a rebuild) and leave no old path in its free pages."""
+    if store.index.dialect == "postgresql":
+        store.index.catch_up()
+        store.index.db.compact()  # rewrites the tables: no dead row keeps the old text
+        return
     db = store.index.db
     db.execute("PRAGMA secure_delete=ON")
     store.index.catch_up()
@@ -223,7 +227,7 @@ def finish_purge_locked(store: MemoryStore, report: RewriteReport) -> RewriteRep
     pending = read_marker(store.path)
     if pending is None:
         return report
-    with writer_lock(store.path):
+    with writer_lock(store):
         purge_locked(store.path)
     scrub_index(store)
     verify(store.path, pending, report)

@@ -43,7 +43,7 @@ import pygit2
 
 from gitmem import ids
 from gitmem.engine.catalog import Catalog
-from gitmem.engine.home import Gitmem, fsync_setting
+from gitmem.engine.home import Gitmem, database_setting, fsync_setting
 from gitmem.engine.push_check import MAX_REASONS, ZERO, NoteState, PushCheck
 from gitmem.engine.push_notes import STALE_SPOOL_SECONDS, settle_spool, write_spool
 from gitmem.engine.store_index import StoreIndex
@@ -95,10 +95,10 @@ def open_repo(git_dir: Path, env: Mapping[str, str]) -> pygit2.Repository:
 
 
 def _store_and_policy(push: PushEnv) -> tuple[Catalog, StoreInfo, StorePolicy, pushes.Decode | None, str]:
-    catalog_path = push.home / "catalog.sqlite3"
-    if not catalog_path.is_file():
+    url = database_setting()
+    if url is None and not (push.home / "catalog.sqlite3").is_file():
         raise Refused(f"no gitmem catalog at {push.home}: pushes go through the gitmem server")
-    catalog = Catalog(catalog_path)
+    catalog = Catalog.for_home(push.home, url)
     try:
         info = catalog.store(push.store_id)
     except NotFound:
@@ -157,7 +157,7 @@ def pre_receive(
                 "non-fast-forward pushes are refused: history cannot be rewritten by a push;"
                 " fetch, rebase and push again"
             )
-        index = StoreIndex(repo)
+        index = StoreIndex(repo, database_url=database_setting(), store_id=push.store_id)
         try:
             indexed = index.catch_up()
             if (str(indexed) if indexed else ZERO) != old:
@@ -187,7 +187,7 @@ def post_receive(lines: list[str], env: Mapping[str, str], git_dir: Path) -> lis
     except Exception as exc:  # the push has landed; never fail it here
         log.exception("post-receive could not record the push")
         warnings.append(f"the push landed but its notes were not written yet ({exc}); the index uses the spool")
-    index = StoreIndex(repo)
+    index = StoreIndex(repo, database_url=database_setting(), store_id=PushEnv.from_env(env, git_dir).store_id)
     try:
         index.catch_up()
     except Exception as exc:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
+import socket
 import sqlite3
 import threading
 import time
@@ -23,12 +25,12 @@ from typing import TYPE_CHECKING
 from gitmem.clock import to_micros
 from gitmem.engine.fast_import import Progress
 from gitmem.engine.history import Entry
+from gitmem.engine.jobs import claim_round, holding
 from gitmem.engine.purge import finish_pending_purge
 from gitmem.engine.rewrite import rewrite_history
 from gitmem.engine.rewrite_report import RewriteReport
 from gitmem.engine.store import MemoryStore
-from gitmem.errors import GitmemError, InvalidRequest, StoreBusy
-from gitmem.git.repository import file_lock
+from gitmem.errors import GitmemError, InvalidRequest
 from gitmem.model import StoreInfo
 
 if TYPE_CHECKING:
@@ -208,7 +210,7 @@ def prune_info(
         report.skipped = "no repository"
         return report
     # A store object of our own, closed afterwards: the pruner may visit thousands of stores.
-    store = MemoryStore(path, info.id, clock=gm.clock)
+    store = MemoryStore(path, info.id, clock=gm.clock, database_url=gm.index_database_url)
     try:
         return prune_store(
             store,
@@ -253,8 +255,9 @@ def prune_all(
 class PruneScheduler:
     """Runs :func:`prune_all` every ``interval`` seconds in a daemon thread.
 
-    Every server process may start one: a flock on ``$GITMEM_HOME/prune.lock`` lets one process prune
-    a round and the others skip it. ``stop()`` waits for the round in progress to finish.
+    Every server process (every node) may start one: a round is claimed first (:mod:`gitmem.engine.jobs`),
+    so one runs an interval across them all and never two at once. ``stop()`` waits for the round in
+    progress to finish.
     """
 
     def __init__(
@@ -272,6 +275,7 @@ class PruneScheduler:
         self.first_delay = interval if first_delay is None else first_delay
         self.on_reports = on_reports
         self.rounds = 0
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -290,12 +294,13 @@ class PruneScheduler:
             self._thread = None
 
     def run_once(self) -> list[PruneReport] | None:
-        """One round, unless another process is pruning this home right now (then None)."""
-        try:
-            with file_lock(self.gm.home / "prune.lock", timeout=0, busy="pruning"):
-                reports = prune_all(self.gm)
-        except StoreBusy:
-            return None
+        """One round, unless another process or node is pruning right now or did within the interval
+        (then None)."""
+        db = self.gm.database
+        with holding(db, "prune") as held:
+            if not held or not claim_round(db, "prune", self.interval, self.owner):
+                return None
+            reports = prune_all(self.gm)
         self.rounds += 1
         if self.on_reports is not None:
             self.on_reports(reports)

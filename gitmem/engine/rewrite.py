@@ -182,7 +182,7 @@ def _swap_and_purge(
     """Under the writer lock: replay what landed since the snapshot, mark what to purge, swap ``main``, purge."""
     repo_path = store.path
     clock = time.monotonic()
-    with writer_lock(repo_path):
+    with writer_lock(store):
         base = planned.snapshot
         for _attempt in range(MAX_SWAP_ATTEMPTS):
             current = read_tip(repo)

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gitmem.crypto.codec import PlainCodec
+from gitmem.engine import index_pg
 from gitmem.engine.search_index import ensure_schema, forget, put
-from gitmem.engine.search_query import to_fts
+from gitmem.engine.search_query import groups, to_fts
 from gitmem.engine.store import MemoryStore, check_limit
 from gitmem.engine.store_index import StoreIndex, upper_bound
 from gitmem.errors import InvalidRequest
@@ -139,14 +140,17 @@ def search(
     if expression is None:
         return Page([], None)
     upper = upper_bound(prefix) if prefix != "/" else "0"
-    args = (expression, prefix, upper, limit + 1, offset)
-    if isinstance(store.codec, PlainCodec):
-        rows = store.index.db.execute(_QUERY, args).fetchall()
-    else:
+    args = (prefix, upper, limit + 1, offset)
+    if not isinstance(store.codec, PlainCodec):
         text = _memory_text(store)
         with text.lock:
             text.sync(store)
-            rows = text.db.execute(_QUERY, args).fetchall()
+            rows = text.db.execute(_QUERY, (expression, *args)).fetchall()
+    elif store.index.dialect == "postgresql":
+        statement = index_pg.search_sql(SNIPPET_TOKENS)
+        rows = store.index.db.execute(statement, (index_pg.to_tsquery(groups(query)), *args)).fetchall()
+    else:
+        rows = store.index.db.execute(_QUERY, (expression, *args)).fetchall()
     hits = []
     for memory_id, score, snippet in rows[:limit]:
         row = store.index.note(memory_id)

@@ -5,15 +5,20 @@ on ``notes`` removes the text of every note that leaves it (deleted, displaced a
 rebuild), so whatever moves ``main`` (a write, a push, a rewrite) keeps the text current. A history
 rewrite rebuilds the index from scratch (:func:`clear`) and then compacts the file, so redacted or
 expired text leaves its bytes too. Encrypted blobs are never indexed here (see :mod:`gitmem.engine.search`).
+
+On PostgreSQL the text lives in the store schema's ``search_text`` (:mod:`gitmem.engine.index_pg`):
+the same calls, a ``tsvector`` instead of FTS5, and a foreign key instead of the trigger.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from typing import Any
 
 import pygit2
 
 from gitmem.crypto.codec import is_encrypted
+from gitmem.engine.index_pg import put_text
 
 _TABLES = (
     "CREATE TABLE IF NOT EXISTS search_docs (docid INTEGER PRIMARY KEY, memory_id TEXT NOT NULL UNIQUE,"
@@ -30,9 +35,13 @@ CREATE TRIGGER IF NOT EXISTS notes_unsearchable AFTER DELETE ON notes BEGIN
 END"""
 
 
+def _on_postgres(db: Any) -> bool:
+    return getattr(db, "dialect", "sqlite") == "postgresql"
+
+
 def ensure_schema(db: sqlite3.Connection, repo: pygit2.Repository | None = None) -> None:
     """The text tables beside an index's ``notes`` table (or alone, in memory). An index made before
-    search existed gets its notes' text from ``repo`` once."""
+    search existed gets its notes' text from ``repo`` once. (SQLite: PostgreSQL's store schema has them.)"""
     present = {
         row[0]
         for row in db.execute(
@@ -57,16 +66,22 @@ def ensure_schema(db: sqlite3.Connection, repo: pygit2.Repository | None = None)
         raise
 
 
-def clear(db: sqlite3.Connection) -> None:
+def clear(db: Any) -> None:
     """Empty the text tables before a rebuild. Dropping the FTS table (rather than deleting its rows)
-    leaves no old segment behind; the rewriter's VACUUM then removes the freed pages."""
+    leaves no old segment behind; the rewriter's VACUUM then removes the freed pages. (PostgreSQL: the
+    rows go with their notes.)"""
+    if _on_postgres(db):
+        return
     db.execute("DROP TABLE IF EXISTS search_text")
     db.execute("DELETE FROM search_docs")
     for statement in _TABLES:
         db.execute(statement)
 
 
-def put(db: sqlite3.Connection, memory_id: str, path: str, body: str) -> None:
+def put(db: Any, memory_id: str, path: str, body: str) -> None:
+    if _on_postgres(db):
+        put_text(db, memory_id, path, body)
+        return
     row = db.execute("SELECT docid FROM search_docs WHERE memory_id=?", (memory_id,)).fetchone()
     if row is None:
         docid = db.execute("INSERT INTO search_docs (memory_id, path) VALUES (?,?)", (memory_id, path)).lastrowid
@@ -77,13 +92,16 @@ def put(db: sqlite3.Connection, memory_id: str, path: str, body: str) -> None:
     db.execute("INSERT INTO search_text (rowid, path, body) VALUES (?,?,?)", (docid, path, body))
 
 
-def forget(db: sqlite3.Connection, memory_id: str) -> None:
+def forget(db: Any, memory_id: str) -> None:
+    if _on_postgres(db):
+        db.execute("DELETE FROM search_text WHERE memory_id=?", (memory_id,))
+        return
     db.execute("DELETE FROM search_text WHERE rowid IN (SELECT docid FROM search_docs WHERE memory_id=?)", (memory_id,))
     db.execute("DELETE FROM search_docs WHERE memory_id=?", (memory_id,))
 
 
 def index_note(
-    db: sqlite3.Connection,
+    db: Any,
     repo: pygit2.Repository,
     memory_id: str,
     path: str,

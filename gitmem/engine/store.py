@@ -79,6 +79,7 @@ class MemoryStore:
         write_guard: Callable[[], None] | None = None,
         on_commit: Callable[[MemoryStore], object] | None = None,
         on_redact: Callable[[MemoryStore, Version], None] | None = None,
+        database_url: str | None = None,
     ) -> None:
         self.path = repo_path
         self.id = store_id
@@ -89,7 +90,8 @@ class MemoryStore:
         # Told right after a change lands (webhooks' outbox); a failure there never fails the write.
         self._on_commit = on_commit
         self._on_redact = on_redact
-        self.index = StoreIndex(pygit2.Repository(str(repo_path)))
+        # database_url: the index in PostgreSQL rather than in a SQLite file beside the repository.
+        self.index = StoreIndex(pygit2.Repository(str(repo_path)), database_url=database_url, store_id=store_id)
 
     @property
     def repo(self) -> pygit2.Repository:

@@ -1,36 +1,35 @@
-"""The derived index of a store's notes and versions (SQLite, inside the bare repository).
+"""The derived index of a store's notes and versions: a SQLite file inside the bare repository, or
+the store's schema in PostgreSQL (:mod:`gitmem.engine.index_pg`).
 
 A cache: Git is the source of truth. The index remembers the commit it reflects; whenever ``main``
 has moved on it walks the new commits (a crash between the ref update and the index update loses
-nothing), and if ``main`` was rewritten it rebuilds from the history alone.
+nothing, on either engine), and if ``main`` was rewritten it rebuilds from the history alone. Its SQL
+is written once and runs on both engines.
 """
 
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import logging
-import os
-import sqlite3
 import threading
-import time
 import zlib
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pygit2
 
-from gitmem.clock import from_micros, to_micros
+from gitmem.clock import to_micros
 from gitmem.engine import search_index
+from gitmem.engine.index_pg import PgIndexDb
+from gitmem.engine.index_queries import IndexQueries, NoteRow, VersionRow, upper_bound
+from gitmem.engine.index_sqlite import set_aside_if_damaged
 from gitmem.engine.pagetoken import tokens_for
 from gitmem.engine.thread_db import ThreadConnections
-from gitmem.git import replay
+from gitmem.git import replay, repository
 from gitmem.git.commits import VersionRecord, parse_message
 from gitmem.git.pushes import derive_versions
 from gitmem.git.repository import commit_at, read_tip
-from gitmem.model import Actor, MemoryPrefix
-from gitmem.rules.paths import api_path, fold, git_path, levels
+from gitmem.rules.paths import api_path, git_path, levels
 
 log = logging.getLogger(__name__)
 
@@ -67,120 +66,7 @@ SCHEMA_VERSION = "1"
 SCHEMA_MARK = zlib.crc32(SCHEMA.encode()) & 0x7FFFFFFF  # kept in PRAGMA user_version
 
 
-@dataclass(frozen=True)
-class NoteRow:
-    memory_id: str
-    path: str
-    blob_id: str
-    sha256: str
-    size: int
-    version_id: str
-    created_at: dt.datetime
-    updated_at: dt.datetime
-
-
-@dataclass(frozen=True)
-class VersionRow:
-    seq: int
-    record: VersionRecord
-    blob_id: str | None
-    commit_id: str
-
-
-def upper_bound(prefix: str) -> str:
-    """The smallest string greater than every string that starts with ``prefix`` (prefix ends in '/')."""
-    return prefix[:-1] + "0"  # '0' is the character after '/'
-
-
-def _note_row(row: sqlite3.Row) -> NoteRow:
-    return NoteRow(
-        row["memory_id"],
-        row["path"],
-        row["blob_id"],
-        row["sha256"],
-        row["size"],
-        row["version_id"],
-        from_micros(row["created_at"]),
-        from_micros(row["updated_at"]),
-    )
-
-
-def _actor(kind: str | None, actor_id: str | None) -> Actor | None:
-    return Actor(kind, actor_id) if kind and actor_id else None  # type: ignore[arg-type]
-
-
-def _version_row(row: sqlite3.Row) -> VersionRow:
-    record = VersionRecord(
-        memory_id=row["memory_id"],
-        version_id=row["version_id"],
-        operation=row["operation"],
-        path=row["path"],
-        content_sha256=row["sha256"],
-        content_size=row["size"],
-        created_by=_actor(row["actor_type"], row["actor_id"]),
-        created_at=from_micros(row["created_at"]),
-        note_created_at=from_micros(row["created_at"]),
-        redacted_at=from_micros(row["redacted_at"]) if row["redacted_at"] is not None else None,
-        redacted_by=_actor(row["redacted_by_type"], row["redacted_by_id"]),
-    )
-    return VersionRow(row["seq"], record, row["blob_id"], row["commit_id"])
-
-
-_DAMAGED = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}  # not "locked" or "busy": those are not damage
-
-
-_verified: set[tuple[str, int, int]] = set()  # (path, inode, size) of index files this process checked whole
-
-
-def _probe(path: Path) -> None:
-    """Open ``path`` and read it whole once per file (and size) in this process: a file cut short can
-    open and answer the first queries, and ``quick_check`` reads every page (about 35 ms for 50,000
-    versions). Raises ``sqlite3.DatabaseError`` if it is damaged."""
-    if not path.exists():
-        return
-    stat = path.stat()
-    key = (str(path), stat.st_ino, stat.st_size)
-    if key in _verified:
-        return
-    with contextlib.closing(sqlite3.connect(path, timeout=30)) as db:
-        damage = [row[0] for row in db.execute("PRAGMA quick_check")]
-    if damage != ["ok"]:
-        raise sqlite3.DatabaseError("; ".join(map(str, damage[:3])))
-    _verified.add(key)
-
-
-def set_aside_if_damaged(path: Path) -> Path | None:
-    """The index is derived from Git, so a damaged one (garbage bytes, a file cut short) is moved aside
-    as ``index.sqlite3.corrupt-<time>`` and ``catch_up`` fills a new one from history. Returns where a
-    damaged file was set aside (``None`` if it was sound)."""
-    try:
-        found = path.stat().st_ino
-    except FileNotFoundError:
-        return None
-    try:
-        _probe(path)
-        return None
-    except sqlite3.DatabaseError as exc:
-        code = getattr(exc, "sqlite_errorcode", None)
-        if isinstance(exc, sqlite3.OperationalError) or (code is not None and code not in _DAMAGED):
-            raise
-        reason = str(exc)
-    aside = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
-    try:
-        # Only the file found damaged: another process may already have set it aside and made a new one.
-        if path.stat().st_ino == found:
-            path.rename(aside)
-            for suffix in ("-wal", "-shm"):  # a stale log must never be replayed into the new file
-                sidecar = path.with_name(path.name + suffix)
-                if sidecar.exists():
-                    sidecar.rename(aside.with_name(aside.name + suffix))
-            log.warning("index %s was damaged (%s); set aside as %s and rebuilt from history", path, reason, aside.name)
-    except FileNotFoundError:
-        pass
-    return aside
-
-
-class StoreIndex:
+class StoreIndex(IndexQueries):
     """The index of one store, safe to share between threads.
 
     Every thread gets its own SQLite connection (:mod:`gitmem.engine.thread_db`) and its own pygit2
@@ -192,25 +78,44 @@ class StoreIndex:
     writers of this process take turns on one lock per index file (other processes on SQLite's
     lock). Reads never open a write transaction: :meth:`catch_up` writes only when ``main`` has
     moved past what the index holds.
+
+    With ``database_url`` (PostgreSQL) the rows live in the store's schema there instead
+    (:class:`~gitmem.engine.index_pg.PgIndexDb`, which stands where the SQLite connection does), and
+    the store's writer lock is an advisory lock held by the transaction that writes the rows rather
+    than a file lock, which a shared volume (NFS) does not reliably give.
     """
 
-    def __init__(self, repo: pygit2.Repository, db_path: Path | None = None) -> None:
+    def __init__(
+        self,
+        repo: pygit2.Repository,
+        db_path: Path | None = None,
+        *,
+        database_url: str | None = None,
+        store_id: str | None = None,
+    ) -> None:
         self._repo_path = repo.path
         self.path = db_path or Path(repo.path) / "gitmem" / "index.sqlite3"
         self.path.parent.mkdir(exist_ok=True)
         self.tokens = tokens_for(self.path.parent)
-        self.set_aside = set_aside_if_damaged(self.path)
         self._repos = threading.local()
         self._repos.repo = repo
+        self._pg: PgIndexDb | None = None
+        self.set_aside: Path | None = None
+        if database_url and db_path is None:
+            self.dialect = "postgresql"
+            self._pg = PgIndexDb(database_url, store_id or Path(repo.path).name.removesuffix(".git"))
+            return
+        self.dialect = "sqlite"
+        self.set_aside = set_aside_if_damaged(self.path)
         self._connections = ThreadConnections(self.path)
         self.write_lock = self._connections.write_lock
         # The schema script writes; run it only when the file's schema mark differs from this
         # SCHEMA's, so that opening an index (every thread does) takes no write lock.
-        if self.db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_MARK:
+        if self._connections.get().execute("PRAGMA user_version").fetchone()[0] != SCHEMA_MARK:
             with self.write_lock:
-                self.db.executescript(SCHEMA)
-                self.db.execute(f"PRAGMA user_version={SCHEMA_MARK}")
-        search_index.ensure_schema(self.db, self.repo)
+                self._connections.get().executescript(SCHEMA)
+                self._connections.get().execute(f"PRAGMA user_version={SCHEMA_MARK}")
+        search_index.ensure_schema(self._connections.get(), self.repo)
 
     @property
     def repo(self) -> pygit2.Repository:
@@ -221,13 +126,20 @@ class StoreIndex:
         return repo
 
     @property
-    def db(self) -> sqlite3.Connection:
-        """This thread's connection to the index."""
-        return self._connections.get()
+    def db(self) -> Any:
+        """This thread's connection to the index (``execute`` as ``sqlite3.Connection`` has it)."""
+        return self._pg if self._pg is not None else self._connections.get()
 
     def close(self) -> None:
-        self._connections.close()
+        if self._pg is None:
+            self._connections.close()
         self._repos = threading.local()
+
+    def drop(self) -> None:
+        """Forget the index (its store is being deleted): PostgreSQL's schema; the SQLite file goes
+        with the repository."""
+        if self._pg is not None:
+            self._pg.drop()
 
     # -- keeping up with main -------------------------------------------------------------------
 
@@ -259,12 +171,40 @@ class StoreIndex:
         return tip
 
     def set_tip(self, tip_hex: str | None) -> None:
-        self.db.execute("INSERT OR REPLACE INTO meta VALUES ('tip', ?)", (tip_hex,))
-        self.db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
+        self.db.execute(
+            "INSERT INTO meta VALUES ('tip', ?), ('schema', ?) ON CONFLICT (key) DO UPDATE SET value=excluded.value",
+            (tip_hex, SCHEMA_VERSION),
+        )
 
-    def transaction(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
-        """A write transaction on this thread's connection, committed on success."""
+    def transaction(self) -> contextlib.AbstractContextManager[Any]:
+        """A transaction writing the index, committed on success (SQLite: on this thread's connection,
+        under the file's write lock; PostgreSQL: under the store's index lock)."""
+        if self._pg is not None:
+            return self._pg.transaction()
         return self._connections.transaction()
+
+    def writing(self) -> contextlib.AbstractContextManager[Any]:
+        """A writer's transaction: :meth:`transaction` that also holds the store's writer lock (on
+        SQLite the caller holds it already, inside :meth:`batch_lock`)."""
+        if self._pg is not None:
+            return self._pg.transaction(writer=True)
+        return self._connections.transaction()
+
+    def batch_lock(self) -> contextlib.AbstractContextManager[object]:
+        """What a batch of writes holds around its attempts: SQLite's writer ``flock`` (one host);
+        nothing on PostgreSQL, where each attempt's :meth:`writing` transaction takes the lock."""
+        if self._pg is not None:
+            return contextlib.nullcontext()
+        return repository.writer_lock(Path(self._repo_path))
+
+    def cluster_writer_lock(self) -> contextlib.AbstractContextManager[object]:
+        """On PostgreSQL, the store's writer lock (across nodes) held over a block that writes Git but
+        not the index rows (a push, a history rewrite's swap and purge), in a transaction of its own.
+        Nothing on SQLite: those callers hold the ``flock`` (a rewrite) or rely on Git's ref lock alone
+        (a push), as they always have on one host."""
+        if self._pg is not None:
+            return self._pg.writer_lock()
+        return contextlib.nullcontext()
 
     def rebuild(self) -> None:
         """Forget everything and rebuild from the history alone (``gitmem reindex``)."""
@@ -273,13 +213,13 @@ class StoreIndex:
             tip = read_tip(self.repo)
             if tip is not None:
                 self._apply_range(tip, None)
-            self.db.execute("INSERT OR REPLACE INTO meta VALUES ('tip', ?)", (str(tip) if tip else None,))
+            self.set_tip(str(tip) if tip else None)
 
     def _clear(self) -> None:
         search_index.clear(self.db)
         self.db.execute("DELETE FROM notes")  # the triggers bring totals back to zero
         self.db.execute("DELETE FROM versions")
-        self.db.execute("DELETE FROM meta")
+        self.db.execute("DELETE FROM meta WHERE key IN ('tip', 'schema')")  # not PostgreSQL's schema mark
 
     def _apply_range(self, tip: pygit2.Oid | None, indexed: str | None) -> None:
         pending: list[pygit2.Oid] = []  # ids, not commits: a long history must not sit in memory
@@ -319,10 +259,12 @@ class StoreIndex:
         :mod:`gitmem.git.replay`) made by ``commit_id``; the caller holds the write transaction (the
         write path indexes its own commits as it makes them, and hands over the blob, which is not in
         the repository yet)."""
+        # As SQLite's INSERT OR REPLACE on its rowid: a version applied again goes last, seq = max + 1.
+        self.db.execute("DELETE FROM versions WHERE version_id=?", (record.version_id,))
         self.db.execute(
-            "INSERT OR REPLACE INTO versions (version_id, memory_id, operation, path, sha256, size, blob_id,"
+            "INSERT INTO versions (seq, version_id, memory_id, operation, path, sha256, size, blob_id,"
             " created_at, actor_type, actor_id, commit_id, redacted_at, redacted_by_type, redacted_by_id)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " VALUES ((SELECT coalesce(max(seq), 0) + 1 FROM versions),?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 record.version_id,
                 record.memory_id,
@@ -375,161 +317,5 @@ class StoreIndex:
         )
         return [replay.Placed(row[0], row[1]) for row in rows]
 
-    # -- queries --------------------------------------------------------------------------------
 
-    def note(self, memory_id: str) -> NoteRow | None:
-        row = self.db.execute("SELECT * FROM notes WHERE memory_id=?", (memory_id,)).fetchone()
-        return _note_row(row) if row else None
-
-    def note_at(self, path: str) -> NoteRow | None:
-        row = self.db.execute("SELECT * FROM notes WHERE path=?", (path,)).fetchone()
-        return _note_row(row) if row else None
-
-    def note_id_at(self, path: str) -> str | None:
-        row = self.db.execute("SELECT memory_id FROM notes WHERE path=?", (path,)).fetchone()
-        return row[0] if row else None
-
-    def first_note_below(self, folder: str, *, other_than: str | None = None) -> NoteRow | None:
-        """The first note inside ``folder`` in path order (skipping the note ``other_than``)."""
-        prefix = folder.rstrip("/") + "/"
-        row = self.db.execute(
-            "SELECT * FROM notes WHERE path>=? AND path<? AND memory_id IS NOT ? ORDER BY path LIMIT 1",
-            (prefix, upper_bound(prefix), other_than),
-        ).fetchone()
-        return _note_row(row) if row else None
-
-    def case_twin(self, path: str, *, other_than: str | None = None) -> NoteRow | None:
-        """A note whose path, or a folder above it, differs from ``path`` or a folder above it only in
-        case (``/Dir/a.md`` for ``/dir/b.md``); ``other_than`` (a note being renamed) does not count.
-        Folders that already exist as spelled were checked when they were made, so only the first new
-        level is compared, through the ``lower(path)`` index (or a LIKE scan for non-ASCII names)."""
-        for level in levels(path):
-            exists = self.db.execute(
-                "SELECT 1 FROM notes WHERE (path=? OR (path>? AND path<?)) AND memory_id IS NOT ? LIMIT 1",
-                (level, level + "/", level + "0", other_than),
-            ).fetchone()
-            if exists is None:
-                return self._first_twin(level, other_than)
-        return None
-
-    def _first_twin(self, level: str, other_than: str | None) -> NoteRow | None:
-        if level.isascii():
-            lowered = level.lower()
-            rows = self.db.execute(
-                "SELECT * FROM notes WHERE (lower(path)=? OR (lower(path)>? AND lower(path)<?))"
-                " AND memory_id IS NOT ? ORDER BY path",
-                (lowered, lowered + "/", lowered + "0", other_than),
-            )
-        else:  # lower() and LIKE fold ASCII only: a non-ASCII letter matches anything, then Python decides
-            pattern = "".join(
-                ch if ch.isascii() and ch not in "%_\\" else ("\\" + ch if ch.isascii() else "_") for ch in level
-            )
-            rows = self.db.execute(
-                "SELECT * FROM notes WHERE (path LIKE ? ESCAPE '\\' OR path LIKE ? ESCAPE '\\')"
-                " AND memory_id IS NOT ? ORDER BY path",
-                (pattern, pattern + "/%", other_than),
-            )
-        folded = fold(level)
-        for row in rows:
-            other = row["path"]
-            head, rest = other[: len(level)], other[len(level) :]
-            if head != level and fold(head) == folded and rest[:1] in ("", "/"):
-                return _note_row(row)
-        return None
-
-    def totals(self) -> tuple[int, int]:
-        count, size = self.db.execute("SELECT notes, bytes FROM totals").fetchone()
-        return count, size
-
-    def all_notes(self) -> Iterator[NoteRow]:
-        for row in self.db.execute("SELECT * FROM notes ORDER BY path"):
-            yield _note_row(row)
-
-    def list_notes(
-        self, prefix: str, depth: int, limit: int, page: str | None
-    ) -> tuple[list[NoteRow | MemoryPrefix], str | None]:
-        """Notes under ``prefix`` in path order; with depth 1, deeper notes fold into folders.
-        Keyset paging on the last path shown, so pages stay stable while the store changes."""
-        lower, upper = prefix, upper_bound(prefix) if prefix != "/" else "0"
-        after: str | None = None
-        if page is not None:
-            (after,) = self.tokens.decode(page, "notes", str)
-            lower = upper_bound(after) if after.endswith("/") else after
-        items: list[NoteRow | MemoryPrefix] = []
-        exhausted = False
-        while len(items) < limit + 1 and not exhausted:
-            # A batch of rows in path order; a folder (depth 1) skips past its notes with a new query.
-            wanted = limit + 1 - len(items)
-            batch = wanted if depth == 0 else min(wanted, 16)  # a folder would waste the rest of a batch
-            rows = self.db.execute(
-                "SELECT * FROM notes WHERE path>=? AND path<? ORDER BY path LIMIT ?", (lower, upper, batch)
-            ).fetchall()
-            exhausted = len(rows) < batch
-            for row in rows:
-                note = _note_row(row)
-                rest = note.path[len(prefix) :]
-                if depth == 1 and "/" in rest:
-                    folder = prefix + rest.split("/", 1)[0] + "/"
-                    items.append(MemoryPrefix(folder))
-                    lower = upper_bound(folder)
-                    exhausted = False
-                    break
-                if note.path != after:
-                    items.append(note)
-                lower = note.path + "\x00"
-        if len(items) <= limit:
-            return items, None
-        items = items[:limit]
-        last = items[-1]
-        return items, self.tokens.encode("notes", last.path)
-
-    def version(self, version_id: str) -> VersionRow | None:
-        row = self.db.execute("SELECT * FROM versions WHERE version_id=?", (version_id,)).fetchone()
-        return _version_row(row) if row else None
-
-    def versions_of(self, memory_id: str) -> list[VersionRow]:
-        rows = self.db.execute("SELECT * FROM versions WHERE memory_id=? ORDER BY seq", (memory_id,))
-        return [_version_row(r) for r in rows]
-
-    def all_versions(self) -> list[VersionRow]:
-        return [_version_row(r) for r in self.db.execute("SELECT * FROM versions ORDER BY seq")]
-
-    def list_versions(
-        self,
-        *,
-        memory_id: str | None,
-        operation: str | None,
-        actor: Actor | None,
-        created_gte: dt.datetime | None,
-        created_lte: dt.datetime | None,
-        limit: int,
-        page: str | None,
-    ) -> tuple[list[VersionRow], str | None]:
-        where: list[str] = []
-        args: list[str | int] = []  # SQL parameters: ids as text, times and seq as integers
-        if memory_id is not None:
-            where.append("memory_id=?")
-            args.append(memory_id)
-        if operation is not None:
-            where.append("operation=?")
-            args.append(operation)
-        if actor is not None:
-            where.append("actor_type=? AND actor_id=?")
-            args += [actor.type, actor.id]
-        if created_gte is not None:
-            where.append("created_at>=?")
-            args.append(to_micros(created_gte))
-        if created_lte is not None:
-            where.append("created_at<=?")
-            args.append(to_micros(created_lte))
-        if page is not None:
-            where.append("seq<?")
-            args += self.tokens.decode(page, "versions", int)
-        sql = "SELECT * FROM versions" + (" WHERE " + " AND ".join(where) if where else "")
-        rows = [_version_row(r) for r in self.db.execute(sql + " ORDER BY seq DESC LIMIT ?", (*args, limit + 1))]
-        if len(rows) <= limit:
-            return rows, None
-        return rows[:limit], self.tokens.encode("versions", rows[limit - 1].seq)
-
-
-__all__ = ["NoteRow", "StoreIndex", "VersionRow", "api_path"]
+__all__ = ["NoteRow", "StoreIndex", "VersionRow", "api_path", "upper_bound"]

@@ -33,8 +33,11 @@ def write_lock(path: Path) -> threading.Lock:
 class ThreadConnections:
     """A WAL-mode SQLite file seen through one connection per thread."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, durable: bool = False) -> None:
+        """``durable``: every commit reaches the disk (``synchronous=FULL``), for what nothing else can
+        rebuild (the catalog); otherwise ``NORMAL``, for what Git can (indexes)."""
         self.path = path
+        self.durable = durable
         self.write_lock = write_lock(path)
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
@@ -48,7 +51,11 @@ class ThreadConnections:
             db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
             db.row_factory = sqlite3.Row
             db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")  # what it holds is rebuildable; Git holds durability
+            if self.durable:
+                db.execute("PRAGMA synchronous=FULL")
+                db.execute("PRAGMA foreign_keys=ON")
+            else:
+                db.execute("PRAGMA synchronous=NORMAL")  # what it holds is rebuildable; Git holds durability
             db.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
             db.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT_BYTES}")
             with self._all_guard:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from gitmem.engine.catalog import Principal, hash_secret, principal_task_id
 from gitmem.engine.home import HomeTables
+from gitmem.engine.migrations import Migration
 from gitmem.errors import AuthenticationFailed, PermissionDenied
 
 SESSION_LIFETIME = dt.timedelta(hours=12)
@@ -39,6 +40,7 @@ class WebSessions(HomeTables):
         created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL);
     CREATE INDEX IF NOT EXISTS ui_sessions_expiry ON ui_sessions (expires_at);
     """
+    MIGRATIONS = (Migration("web_sessions", 1, SCHEMA),)
 
     def sign_in(self, secret: str) -> str:
         """A new session for a key or user token; returns the session id for the cookie."""

@@ -32,7 +32,6 @@ import datetime as dt
 import json
 import logging
 import secrets
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,8 +40,10 @@ import pygit2
 
 from gitmem import ids
 from gitmem.clock import from_micros, to_micros
+from gitmem.engine.database import Database, Transaction
 from gitmem.engine.home import Gitmem, HomeTables
 from gitmem.engine.store import MAX_VERSIONS_PAGE, MemoryStore
+from gitmem.engine.webhook_schema import MIGRATIONS, ORGANIZATION_ID, event_types_of
 from gitmem.errors import InvalidRequest, NotFound
 from gitmem.git.repository import read_tip
 from gitmem.model import Version
@@ -57,80 +58,6 @@ MAX_WEBHOOKS = 20  # subscriptions a workspace keeps
 SECRET_PREFIX = "whsec_"
 WEBHOOK_PREFIX = "whk"
 EVENT_PREFIX = "evt"
-ORGANIZATION_ID = ""  # gitmem has no organizations; the SDK's event data has the field
-
-_NOW_MICROS = "CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)"
-# A catalog event's data, as SQL: the SDK's memory_store.* shape (id, type, workspace_id, organization_id).
-_STORE_EVENT = """
-CREATE TRIGGER IF NOT EXISTS webhook_store_{name} AFTER {when} ON stores
-    WHEN {condition} AND EXISTS (SELECT 1 FROM webhooks WHERE workspace_id = {row}.workspace_id)
-    BEGIN INSERT INTO webhook_outbox (event_id, event_key, workspace_id, store_id, type, data, created_at)
-          VALUES ('evt_' || lower(hex(randomblob(16))), NULL, {row}.workspace_id, {row}.id,
-                  'memory_store.{name}',
-                  json_object('id', {row}.id, 'type', 'memory_store.{name}', 'workspace_id', {row}.workspace_id,
-                              'organization_id', '{org}'),
-                  {time}); END;
-"""
-_DREAM_EVENT = """
-CREATE TRIGGER IF NOT EXISTS webhook_dream_ended AFTER UPDATE OF status ON dreams
-    WHEN NEW.status IN ('completed', 'failed') AND OLD.status <> NEW.status
-         AND EXISTS (SELECT 1 FROM webhooks WHERE workspace_id = NEW.workspace_id)
-    BEGIN INSERT INTO webhook_outbox (event_id, event_key, workspace_id, store_id, type, data, created_at)
-          VALUES ('evt_' || lower(hex(randomblob(16))), NULL, NEW.workspace_id,
-                  coalesce(NEW.output_store_id, NEW.input_store_id), 'dream.' || NEW.status,
-                  json_object('id', NEW.id, 'type', 'dream.' || NEW.status, 'workspace_id', NEW.workspace_id,
-                              'organization_id', '{org}', 'input_memory_store_id', NEW.input_store_id,
-                              'output_memory_store_id', NEW.output_store_id, 'error_type', NEW.error_type),
-                  coalesce(NEW.ended_at, NEW.created_at)); END;
-"""
-_DREAM_FAILED_AT_ONCE = _DREAM_EVENT.replace(
-    "webhook_dream_ended AFTER UPDATE OF status ON dreams", "webhook_dream_failed_at_once AFTER INSERT ON dreams"
-).replace("AND OLD.status <> NEW.status", "")
-
-SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS webhooks (
-    id TEXT PRIMARY KEY, workspace_id TEXT NOT NULL, url TEXT NOT NULL, event_types TEXT NOT NULL,
-    secret TEXT NOT NULL, description TEXT NOT NULL DEFAULT '', created_at INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS webhooks_workspace ON webhooks (workspace_id, created_at);
-CREATE TABLE IF NOT EXISTS webhook_outbox (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT, event_id TEXT NOT NULL UNIQUE, event_key TEXT UNIQUE,
-    workspace_id TEXT NOT NULL, store_id TEXT, type TEXT NOT NULL, data TEXT NOT NULL,
-    created_at INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS webhook_deliveries (
-    webhook_id TEXT NOT NULL, seq INTEGER NOT NULL, store_key TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
-    first_attempt_at INTEGER, next_attempt_at INTEGER NOT NULL, delivered_at INTEGER, given_up_at INTEGER,
-    last_error TEXT, PRIMARY KEY (webhook_id, seq));
-CREATE INDEX IF NOT EXISTS webhook_deliveries_pending ON webhook_deliveries (given_up_at, delivered_at, seq);
-CREATE INDEX IF NOT EXISTS webhook_deliveries_queue ON webhook_deliveries (webhook_id, store_key, seq)
-    WHERE delivered_at IS NULL AND given_up_at IS NULL;
-CREATE TABLE IF NOT EXISTS webhook_watermarks (
-    store_id TEXT PRIMARY KEY, tip TEXT, landed_at INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS webhook_lease (
-    name TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at INTEGER NOT NULL);
-CREATE TRIGGER IF NOT EXISTS webhook_fan_out AFTER INSERT ON webhook_outbox
-    BEGIN INSERT INTO webhook_deliveries (webhook_id, seq, store_key, next_attempt_at)
-          SELECT w.id, NEW.seq, coalesce(NEW.store_id, ''), 0 FROM webhooks w
-          WHERE w.workspace_id = NEW.workspace_id
-            AND EXISTS (SELECT 1 FROM json_each(w.event_types) WHERE value = NEW.type); END;
-{
-    _STORE_EVENT.format(
-        name="created", when="INSERT", condition="1", row="NEW", org=ORGANIZATION_ID, time="NEW.created_at"
-    )
-}
-{
-    _STORE_EVENT.format(
-        name="archived",
-        when="UPDATE OF archived_at",
-        condition="OLD.archived_at IS NULL AND NEW.archived_at IS NOT NULL",
-        row="NEW",
-        org=ORGANIZATION_ID,
-        time="NEW.archived_at",
-    )
-}
-{_STORE_EVENT.format(name="deleted", when="DELETE", condition="1", row="OLD", org=ORGANIZATION_ID, time=_NOW_MICROS)}
-{_DREAM_EVENT.format(org=ORGANIZATION_ID)}
-{_DREAM_FAILED_AT_ONCE.format(org=ORGANIZATION_ID)}
-"""
 
 
 @dataclass(frozen=True)
@@ -149,7 +76,7 @@ def new_secret() -> str:
     return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(32)).decode()
 
 
-def _webhook(row: sqlite3.Row) -> Webhook:
+def _webhook(row: Any) -> Webhook:
     return Webhook(
         row["id"],
         row["workspace_id"],
@@ -172,12 +99,12 @@ def _check_subscription(url: str, event_types: Sequence[str]) -> tuple[str, ...]
 
 
 class Webhooks(HomeTables):
-    SCHEMA = SCHEMA
+    MIGRATIONS = MIGRATIONS
 
     def __init__(self, gm: Gitmem) -> None:
-        from gitmem.agents.dreams import SCHEMA as DREAMS_SCHEMA
+        from gitmem.agents.dreams import MIGRATIONS as DREAMS
 
-        gm.catalog.ensure_schema(DREAMS_SCHEMA)  # the dreams table must exist before the trigger on it
+        gm.catalog.ensure_schema(DREAMS)  # the dreams table must exist before the trigger on it
         super().__init__(gm)
 
     # -- subscriptions ----------------------------------------------------------------------------
@@ -255,12 +182,12 @@ class Webhooks(HomeTables):
             )
         return written
 
-    @staticmethod
-    def _first_subscription(db: sqlite3.Connection, workspace_id: str) -> int:
+    def _first_subscription(self, db: Transaction | Database, workspace_id: str) -> int:
         """When the workspace's oldest subscription to note events was made; 0 if it has none."""
         (first,) = db.execute(
             "SELECT min(w.created_at) FROM webhooks w WHERE w.workspace_id=? AND EXISTS (SELECT 1 FROM"
-            " json_each(w.event_types) t WHERE t.value LIKE 'memory.%' OR t.value = 'memory_version.redacted')",
+            f" {event_types_of(self.db.dialect, 'w')}"
+            " WHERE t.value LIKE 'memory.%' OR t.value = 'memory_version.redacted')",
             (workspace_id,),
         ).fetchone()
         return int(first or 0)
@@ -277,7 +204,7 @@ class Webhooks(HomeTables):
             if not page:
                 return found[::-1]
 
-    def _insert_note_event(self, db: sqlite3.Connection, workspace_id: str, version: Version, show_path: bool) -> int:
+    def _insert_note_event(self, db: Transaction, workspace_id: str, version: Version, show_path: bool) -> int:
         event_type = f"memory.{version.operation}"
         data = {
             "id": version.memory_id,
@@ -312,7 +239,7 @@ class Webhooks(HomeTables):
 
     @staticmethod
     def _insert(
-        db: sqlite3.Connection,
+        db: Transaction,
         workspace_id: str,
         store_id: str,
         event_type: str,
@@ -321,8 +248,8 @@ class Webhooks(HomeTables):
         created_at: int,
     ) -> int:
         return db.execute(
-            "INSERT OR IGNORE INTO webhook_outbox (event_id, event_key, workspace_id, store_id, type, data, created_at)"
-            " VALUES (?,?,?,?,?,?,?)",
+            "INSERT INTO webhook_outbox (event_id, event_key, workspace_id, store_id, type, data, created_at)"
+            " VALUES (?,?,?,?,?,?,?) ON CONFLICT DO NOTHING",
             (ids.new_id(EVENT_PREFIX), key, workspace_id, store_id, event_type, json.dumps(data), created_at),
         ).rowcount
 

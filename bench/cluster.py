@@ -1,0 +1,143 @@
+"""Several nodes on PostgreSQL: what a second and third node buy, and what PostgreSQL costs a write.
+
+    python -m bench.cluster [--writes 400] [--engine-writes 200] [--database postgresql://...]
+
+1. **One write, PostgreSQL against SQLite**, in one process with one thread: notes created one after
+   another in a store whose index is a SQLite file, then in a store whose index (and catalog) is in
+   PostgreSQL. Each side runs twice, turn by turn, and keeps its better run. Printed: ms a write and
+   the ratio (target: PostgreSQL at most 1.5x SQLite).
+2. **Writes/s on 8 stores through three nodes against one node**: ``gitmem serve`` processes on one
+   home and one PostgreSQL; 8 client threads, thread t writing into store t through node t % nodes,
+   ``--writes`` notes in all. One node first, then three, then both again; each keeps its better run.
+   Printed: writes/s and the ratio (target: three nodes at least 1.3x one node).
+
+Without ``--database`` a throwaway PostgreSQL is started (tests/postgres.py). Timings on a shared
+machine are noisy: read the ratios, side by side in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+
+from gitmem.engine.home import Gitmem
+from gitmem.model import Actor
+from tests import postgres
+from tests.server import _start, _stop, _wait_healthy, free_port
+
+ACTOR = Actor("api_actor", "apikey_bench")
+TEXT = "The user prefers short answers and a summary at the end of each reply. " * 4  # ~300 bytes
+STORES = 8
+
+
+def engine_ms_per_write(home: Path, writes: int, database: str | None) -> float:
+    gm = Gitmem.open(home, database=database or "")
+    try:
+        workspace = gm.catalog.create_workspace(f"bench-{home.name}")  # one PostgreSQL serves every run
+        store = gm.store(workspace.id, gm.create_store(workspace.id, "s").id)
+        store.create("/warm.md", TEXT, actor=ACTOR)  # connections, schema, caches
+        began = time.perf_counter()
+        for i in range(writes):
+            store.create(f"/topic-{i % 20:02d}/note-{i:05d}.md", TEXT, actor=ACTOR)
+        return (time.perf_counter() - began) * 1000 / writes
+    finally:
+        gm.close()
+
+
+@contextlib.contextmanager
+def nodes(home: Path, database: str, count: int) -> Iterator[list[str]]:
+    env = {"GITMEM_DATABASE": database, "GITMEM_LOG_LEVEL": "WARNING", "GITMEM_RATE_LIMIT_RPS": "0"}
+    started = []
+    for _ in range(count):
+        port = free_port()
+        log = tempfile.TemporaryFile()  # noqa: SIM115 - the server writes it until it stops
+        started.append((f"http://127.0.0.1:{port}", _start(home, port, "gitmem.api.app:app", env, log), log))
+    try:
+        for url, proc, log in started:
+            _wait_healthy(proc, url, 60.0, log)
+        yield [url for url, _, _ in started]
+    finally:
+        for _, proc, _ in started:
+            _stop(proc)
+
+
+def writes_per_second(urls: list[str], secret: str, store_ids: list[str], writes: int, run: str) -> float:
+    start = threading.Barrier(STORES + 1)
+    failures: list[str] = []
+
+    def body(t: int) -> None:
+        with httpx.Client(base_url=urls[t % len(urls)], headers={"x-api-key": secret}, timeout=60) as client:
+            start.wait()
+            for i in range(t, writes, STORES):
+                answer = client.post(
+                    f"/v1/memory_stores/{store_ids[t]}/memories",
+                    json={"path": f"/{run}/topic-{i % 20:02d}/note-{i:05d}.md", "content": TEXT},
+                )
+                if answer.status_code != 200:
+                    failures.append(answer.text[:200])
+
+    threads = [threading.Thread(target=body, args=(t,)) for t in range(STORES)]
+    for thread in threads:
+        thread.start()
+    start.wait()
+    began = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - began
+    if failures:
+        raise SystemExit(f"{len(failures)} writes failed, e.g. {failures[0]}")
+    return writes / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.cluster", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--writes", type=int, default=400, help="notes written through the nodes, per run")
+    parser.add_argument("--engine-writes", type=int, default=200, help="notes written in process, per run")
+    parser.add_argument("--database", default=None, help="a PostgreSQL URL (default: a throwaway server)")
+    args = parser.parse_args()
+    database = args.database
+    if database is None:
+        server = postgres.cluster()
+        if server is None:
+            raise SystemExit(postgres.SKIP_REASON)
+        database = server.fresh_database()
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:  # packers may still run
+        root = Path(tmp)
+        sqlite_ms, pg_ms = [], []
+        for turn in range(2):
+            sqlite_ms.append(engine_ms_per_write(root / f"sqlite{turn}", args.engine_writes, None))
+            pg_ms.append(engine_ms_per_write(root / f"pg{turn}", args.engine_writes, database))
+        print(f"one write, one thread ({args.engine_writes} writes a run, better of 2):")
+        print(f"  SQLite index      {min(sqlite_ms):7.2f} ms")
+        print(f"  PostgreSQL index  {min(pg_ms):7.2f} ms")
+        print(f"  PostgreSQL / SQLite: {min(pg_ms) / min(sqlite_ms):.2f}x  (target <= 1.5x)")
+
+        home = root / "cluster"
+        gm = Gitmem.open(home, database=database)
+        workspace = gm.catalog.create_workspace("cluster")
+        _, secret = gm.catalog.create_api_key(workspace.id, "bench", role="admin")
+        store_ids = [gm.create_store(workspace.id, f"s{s}").id for s in range(STORES)]
+        gm.close()
+        rates: dict[int, list[float]] = {1: [], 3: []}
+        for turn in range(2):
+            for count in (1, 3):
+                with nodes(home, database, count) as urls:
+                    writes_per_second(urls, secret, store_ids, STORES * 2, f"warm{turn}-{count}")
+                    rates[count].append(writes_per_second(urls, secret, store_ids, args.writes, f"r{turn}-{count}"))
+        one, three = max(rates[1]), max(rates[3])
+        print(f"\n{STORES} stores, {STORES} client threads, {args.writes} writes a run (better of 2):")
+        print(f"  one node     {one:7.1f} writes/s")
+        print(f"  three nodes  {three:7.1f} writes/s")
+        print(f"  three / one: {three / one:.2f}x  (target >= 1.3x)")
+        print("\n(timings on a shared machine are noisy: compare the ratios)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,302 @@
+"""The PostgreSQL side of :mod:`gitmem.engine.database`: psycopg 3 with a connection pool.
+
+A read outside a transaction borrows a pooled connection for one autocommit statement and returns it
+with the rows fetched (:class:`Rows`); a transaction keeps one connection until it ends, and the
+thread's other reads join it. Rows read by name and position (:class:`Row`, like ``sqlite3.Row``).
+Statements arrive in SQLite's form and :func:`to_postgres` rewrites their placeholders. Listening uses
+one dedicated connection a process (:class:`_Listener`), outside the pool.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import logging
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from gitmem.engine.database.interface import LOCK_TIMEOUT_SECONDS, Database, Dialect, Params
+
+log = logging.getLogger(__name__)
+
+
+@functools.lru_cache(maxsize=1024)
+def to_postgres(sql: str) -> str:
+    """SQLite's form of a statement in psycopg's: ``?`` outside quotes becomes ``%s``, ``%`` becomes ``%%``."""
+    out: list[str] = []
+    quote: str | None = None
+    for ch in sql:
+        if quote is not None:
+            if ch == quote:
+                quote = None
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "?":
+            out.append("%s")
+            continue
+        out.append("%%" if ch == "%" else ch)
+    return "".join(out)
+
+
+class Row(tuple):
+    """A row read by position and by column name, like ``sqlite3.Row`` (one subclass a column list)."""
+
+    _index: dict[str, int] = {}
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            return tuple.__getitem__(self, self._index[key])
+        return tuple.__getitem__(self, key)
+
+    def keys(self) -> list[str]:
+        return list(self._index)
+
+
+@functools.lru_cache(maxsize=512)
+def _row_class(names: tuple[str, ...]) -> type[Row]:
+    return type("Row", (Row,), {"_index": {name: i for i, name in enumerate(names)}})
+
+
+def _row_factory(cursor: Any) -> Callable[[Sequence[Any]], Row]:
+    row_class = _row_class(tuple(c.name for c in cursor.description or ()))
+    return lambda values: row_class(values)
+
+
+class Rows:
+    """A statement's rows, fetched before its connection went back to the pool."""
+
+    def __init__(self, rows: list[Any], rowcount: int) -> None:
+        self._rows = rows
+        self.rowcount = rowcount
+        self._next = 0
+
+    def fetchone(self) -> Any:
+        if self._next >= len(self._rows):
+            return None
+        self._next += 1
+        return self._rows[self._next - 1]
+
+    def fetchall(self) -> list[Any]:
+        rest, self._next = self._rows[self._next :], len(self._rows)
+        return rest
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.fetchall())
+
+
+def _run(conn: Any, sql: str, params: Params) -> Rows:
+    cursor = conn.execute(to_postgres(sql), tuple(params))
+    rows = cursor.fetchall() if cursor.description is not None else []
+    return Rows(rows, cursor.rowcount)
+
+
+def lock_id(key: str) -> int:
+    """A key's 64-bit advisory lock number (signed, as PostgreSQL's ``bigint``)."""
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big", signed=True)
+
+
+class _PostgresTransaction:
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    def execute(self, sql: str, params: Params = ()) -> Rows:
+        return _run(self.conn, sql, params)
+
+    def executemany(self, sql: str, rows: Iterable[Params]) -> Rows:
+        with self.conn.cursor() as cursor:
+            cursor.executemany(to_postgres(sql), [tuple(r) for r in rows])
+            return Rows([], cursor.rowcount)
+
+    def executescript(self, script: str) -> None:
+        self.conn.execute(script)  # no parameters: psycopg sends it as one simple query
+
+    def lock(self, key: str) -> None:
+        self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_id(key),))
+
+    def notify(self, channel: str, payload: str = "") -> None:
+        self.conn.execute("SELECT pg_notify(%s, %s)", (channel, payload))
+
+
+def redact_url(url: str) -> str:
+    """The URL with its password (if any) replaced by ``***``: what logs and messages may show."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "postgresql://***"
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+class PostgresDatabase(Database):
+    """PostgreSQL through a psycopg 3 connection pool."""
+
+    dialect: Dialect = "postgresql"
+
+    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 16, application_name: str = "gitmem") -> None:
+        import psycopg
+        from psycopg_pool import ConnectionPool
+
+        self.url = url
+        self.display_name = redact_url(url)
+        self._psycopg = psycopg
+        options = f"-c lock_timeout={int(LOCK_TIMEOUT_SECONDS * 1000)}"
+        # One plain connection first: an unreachable server or a wrong password fails here at once, with
+        # psycopg's reason, where the pool would keep retrying until its timeout.
+        psycopg.connect(url, connect_timeout=10).close()
+        self.pool = ConnectionPool(
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            kwargs={
+                "autocommit": True,
+                "row_factory": _row_factory,
+                "application_name": application_name,
+                "options": options,
+            },
+            timeout=LOCK_TIMEOUT_SECONDS,
+            name="gitmem",
+            open=False,
+        )
+        self.pool.open(wait=True, timeout=LOCK_TIMEOUT_SECONDS)
+        self._local = threading.local()
+        self._listener: _Listener | None = None
+        self._listener_guard = threading.Lock()
+
+    def _current(self) -> Any:
+        return getattr(self._local, "conn", None)
+
+    def execute(self, sql: str, params: Params = ()) -> Rows:
+        conn = self._current()
+        if conn is not None:
+            return _run(conn, sql, params)
+        with self.pool.connection() as conn:
+            return _run(conn, sql, params)
+
+    def executemany(self, sql: str, rows: Iterable[Params]) -> Rows:
+        with self.transaction() as tx:
+            return tx.executemany(sql, rows)
+
+    def executescript(self, script: str) -> None:
+        with self.transaction() as tx:
+            tx.executescript(script)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[_PostgresTransaction]:
+        if self._current() is not None:
+            raise RuntimeError("a transaction is open on this thread already")
+        with self.pool.connection() as conn, conn.transaction():
+            self._local.conn = conn
+            try:
+                yield _PostgresTransaction(conn)
+            finally:
+                self._local.conn = None
+
+    def in_transaction(self) -> bool:
+        return self._current() is not None
+
+    def listen(self, channel: str, callback: Callable[[str], None]) -> None:
+        with self._listener_guard:
+            if self._listener is None:
+                self._listener = _Listener(self.url)
+            self._listener.add(channel, callback)
+
+    def close(self) -> None:
+        with self._listener_guard:
+            if self._listener is not None:
+                self._listener.stop()
+                self._listener = None
+        self.pool.close()
+
+
+class _Listener:
+    """One connection that LISTENs for this process, and a thread that calls the callbacks.
+
+    If the connection drops, every callback is called with ``"*"`` (something may have been missed)
+    once it is back, so a cache that listens starts afresh rather than trusting what it holds."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.callbacks: dict[str, list[Callable[[str], None]]] = {}
+        self.guard = threading.Lock()
+        self.ready = threading.Event()
+        self.stopping = threading.Event()
+        self.conn: Any = None
+        self.thread = threading.Thread(target=self._run, name="gitmem-listen", daemon=True)
+        self.thread.start()
+
+    def add(self, channel: str, callback: Callable[[str], None]) -> None:
+        with self.guard:
+            fresh = channel not in self.callbacks
+            self.callbacks.setdefault(channel, []).append(callback)
+        if fresh:
+            self._subscribe([channel])
+
+    def _subscribe(self, channels: Iterable[str]) -> None:
+        import psycopg
+        from psycopg import sql
+
+        # LISTEN from another thread than the one waiting in notifies(): a second short connection
+        # would not do (a listener is per connection), so ask the waiting connection to wake and listen.
+        self.ready.wait(LOCK_TIMEOUT_SECONDS)
+        with self.guard:
+            conn = self.conn
+        if conn is None:
+            return  # the thread subscribes every channel when it (re)connects
+        with contextlib.suppress(psycopg.Error):
+            for channel in channels:
+                conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+
+    def _run(self) -> None:
+        import psycopg
+        from psycopg import sql
+
+        first = True
+        while not self.stopping.is_set():
+            try:
+                conn = psycopg.connect(self.url, autocommit=True)
+            except psycopg.Error:
+                log.warning("cannot connect to listen for changes; retrying")
+                self.stopping.wait(1.0)
+                continue
+            with self.guard:
+                self.conn = conn
+                channels = list(self.callbacks)
+            try:
+                for channel in channels:
+                    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+                self.ready.set()
+                if not first:
+                    self._fire_all("*")
+                first = False
+                while not self.stopping.is_set():
+                    for note in conn.notifies(timeout=0.5):
+                        self._fire(note.channel, note.payload)
+            except psycopg.Error:
+                if not self.stopping.is_set():
+                    log.warning("the change listener lost its connection; reconnecting")
+            finally:
+                with self.guard:
+                    self.conn = None
+                with contextlib.suppress(psycopg.Error):
+                    conn.close()
+
+    def _fire(self, channel: str, payload: str) -> None:
+        for callback in list(self.callbacks.get(channel, ())):
+            try:
+                callback(payload)
+            except Exception:
+                log.exception("a listener of %s failed", channel)
+
+    def _fire_all(self, payload: str) -> None:
+        for channel in list(self.callbacks):
+            self._fire(channel, payload)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.thread.join(5)

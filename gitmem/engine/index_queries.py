@@ -1,0 +1,244 @@
+"""What a store's index answers: notes and versions by id, path, folder and filters, paged.
+
+The reads of :class:`gitmem.engine.store_index.StoreIndex` (a mixin of it), in SQL that runs unchanged on
+the SQLite file and on the store's PostgreSQL schema, through whatever ``self.db`` the index has. Also
+used on a table of the same shape in memory (:mod:`gitmem.agents.review_view`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from gitmem.clock import from_micros, to_micros
+from gitmem.engine.pagetoken import PageTokens
+from gitmem.git.commits import VersionRecord
+from gitmem.model import Actor, MemoryPrefix
+from gitmem.rules.paths import fold, levels
+
+
+@dataclass(frozen=True)
+class NoteRow:
+    memory_id: str
+    path: str
+    blob_id: str
+    sha256: str
+    size: int
+    version_id: str
+    created_at: dt.datetime
+    updated_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class VersionRow:
+    seq: int
+    record: VersionRecord
+    blob_id: str | None
+    commit_id: str
+
+
+def upper_bound(prefix: str) -> str:
+    """The smallest string greater than every string that starts with ``prefix`` (prefix ends in '/')."""
+    return prefix[:-1] + "0"  # '0' is the character after '/'
+
+
+def _note_row(row: Any) -> NoteRow:
+    return NoteRow(
+        row["memory_id"],
+        row["path"],
+        row["blob_id"],
+        row["sha256"],
+        row["size"],
+        row["version_id"],
+        from_micros(row["created_at"]),
+        from_micros(row["updated_at"]),
+    )
+
+
+def _actor(kind: str | None, actor_id: str | None) -> Actor | None:
+    return Actor(kind, actor_id) if kind and actor_id else None  # type: ignore[arg-type]
+
+
+def _version_row(row: Any) -> VersionRow:
+    record = VersionRecord(
+        memory_id=row["memory_id"],
+        version_id=row["version_id"],
+        operation=row["operation"],
+        path=row["path"],
+        content_sha256=row["sha256"],
+        content_size=row["size"],
+        created_by=_actor(row["actor_type"], row["actor_id"]),
+        created_at=from_micros(row["created_at"]),
+        note_created_at=from_micros(row["created_at"]),
+        redacted_at=from_micros(row["redacted_at"]) if row["redacted_at"] is not None else None,
+        redacted_by=_actor(row["redacted_by_type"], row["redacted_by_id"]),
+    )
+    return VersionRow(row["seq"], record, row["blob_id"], row["commit_id"])
+
+
+class IndexQueries:
+    """The index's reads, over ``self.db`` (an object with ``execute``) and ``self.tokens``."""
+
+    db: Any
+    tokens: PageTokens
+
+    def note(self, memory_id: str) -> NoteRow | None:
+        row = self.db.execute("SELECT * FROM notes WHERE memory_id=?", (memory_id,)).fetchone()
+        return _note_row(row) if row else None
+
+    def note_at(self, path: str) -> NoteRow | None:
+        row = self.db.execute("SELECT * FROM notes WHERE path=?", (path,)).fetchone()
+        return _note_row(row) if row else None
+
+    def note_id_at(self, path: str) -> str | None:
+        row = self.db.execute("SELECT memory_id FROM notes WHERE path=?", (path,)).fetchone()
+        return row[0] if row else None
+
+    def first_note_below(self, folder: str, *, other_than: str | None = None) -> NoteRow | None:
+        """The first note inside ``folder`` in path order (skipping the note ``other_than``)."""
+        prefix = folder.rstrip("/") + "/"
+        row = self.db.execute(
+            "SELECT * FROM notes WHERE path>=? AND path<? AND memory_id IS DISTINCT FROM ? ORDER BY path LIMIT 1",
+            (prefix, upper_bound(prefix), other_than),
+        ).fetchone()
+        return _note_row(row) if row else None
+
+    def case_twin(self, path: str, *, other_than: str | None = None) -> NoteRow | None:
+        """A note whose path, or a folder above it, differs from ``path`` or a folder above it only in
+        case (``/Dir/a.md`` for ``/dir/b.md``); ``other_than`` (a note being renamed) does not count.
+        Folders that already exist as spelled were checked when they were made, so only the first new
+        level is compared, through the ``lower(path)`` index (or a LIKE scan for non-ASCII names)."""
+        for level in levels(path):
+            exists = self.db.execute(
+                "SELECT 1 FROM notes WHERE (path=? OR (path>? AND path<?)) AND memory_id IS DISTINCT FROM ? LIMIT 1",
+                (level, level + "/", level + "0", other_than),
+            ).fetchone()
+            if exists is None:
+                return self._first_twin(level, other_than)
+        return None
+
+    def _first_twin(self, level: str, other_than: str | None) -> NoteRow | None:
+        if level.isascii():
+            lowered = level.lower()
+            rows = self.db.execute(
+                "SELECT * FROM notes WHERE (lower(path)=? OR (lower(path)>? AND lower(path)<?))"
+                " AND memory_id IS DISTINCT FROM ? ORDER BY path",
+                (lowered, lowered + "/", lowered + "0", other_than),
+            )
+        else:  # lower() folds ASCII only: a non-ASCII letter matches anything, then Python decides. (Both
+            # sides lowered: SQLite's LIKE ignores ASCII case, PostgreSQL's does not.)
+            pattern = "".join(
+                ch.lower() if ch.isascii() and ch not in "%_\\" else ("\\" + ch if ch.isascii() else "_")
+                for ch in level
+            )
+            rows = self.db.execute(
+                "SELECT * FROM notes WHERE (lower(path) LIKE ? ESCAPE '\\' OR lower(path) LIKE ? ESCAPE '\\')"
+                " AND memory_id IS DISTINCT FROM ? ORDER BY path",
+                (pattern, pattern + "/%", other_than),
+            )
+        folded = fold(level)
+        for row in rows:
+            other = row["path"]
+            head, rest = other[: len(level)], other[len(level) :]
+            if head != level and fold(head) == folded and rest[:1] in ("", "/"):
+                return _note_row(row)
+        return None
+
+    def totals(self) -> tuple[int, int]:
+        count, size = self.db.execute("SELECT notes, bytes FROM totals").fetchone()
+        return count, size
+
+    def all_notes(self) -> Iterator[NoteRow]:
+        for row in self.db.execute("SELECT * FROM notes ORDER BY path"):
+            yield _note_row(row)
+
+    def list_notes(
+        self, prefix: str, depth: int, limit: int, page: str | None
+    ) -> tuple[list[NoteRow | MemoryPrefix], str | None]:
+        """Notes under ``prefix`` in path order; with depth 1, deeper notes fold into folders.
+        Keyset paging on the last path shown, so pages stay stable while the store changes."""
+        lower, upper = prefix, upper_bound(prefix) if prefix != "/" else "0"
+        after: str | None = None
+        if page is not None:
+            (after,) = self.tokens.decode(page, "notes", str)
+            lower = upper_bound(after) if after.endswith("/") else after
+        items: list[NoteRow | MemoryPrefix] = []
+        exhausted = False
+        while len(items) < limit + 1 and not exhausted:
+            # A batch of rows in path order; a folder (depth 1) skips past its notes with a new query.
+            wanted = limit + 1 - len(items)
+            batch = wanted if depth == 0 else min(wanted, 16)  # a folder would waste the rest of a batch
+            rows = self.db.execute(
+                "SELECT * FROM notes WHERE path>=? AND path<? ORDER BY path LIMIT ?", (lower, upper, batch)
+            ).fetchall()
+            exhausted = len(rows) < batch
+            for row in rows:
+                note = _note_row(row)
+                rest = note.path[len(prefix) :]
+                if depth == 1 and "/" in rest:
+                    folder = prefix + rest.split("/", 1)[0] + "/"
+                    items.append(MemoryPrefix(folder))
+                    lower = upper_bound(folder)
+                    exhausted = False
+                    break
+                if note.path != after:
+                    items.append(note)
+                lower = note.path + "\x01"  # just past it: paths hold no control character (and PostgreSQL no NUL)
+        if len(items) <= limit:
+            return items, None
+        items = items[:limit]
+        last = items[-1]
+        return items, self.tokens.encode("notes", last.path)
+
+    def version(self, version_id: str) -> VersionRow | None:
+        row = self.db.execute("SELECT * FROM versions WHERE version_id=?", (version_id,)).fetchone()
+        return _version_row(row) if row else None
+
+    def versions_of(self, memory_id: str) -> list[VersionRow]:
+        rows = self.db.execute("SELECT * FROM versions WHERE memory_id=? ORDER BY seq", (memory_id,))
+        return [_version_row(r) for r in rows]
+
+    def all_versions(self) -> list[VersionRow]:
+        return [_version_row(r) for r in self.db.execute("SELECT * FROM versions ORDER BY seq")]
+
+    def list_versions(
+        self,
+        *,
+        memory_id: str | None,
+        operation: str | None,
+        actor: Actor | None,
+        created_gte: dt.datetime | None,
+        created_lte: dt.datetime | None,
+        limit: int,
+        page: str | None,
+    ) -> tuple[list[VersionRow], str | None]:
+        where: list[str] = []
+        args: list[str | int] = []  # SQL parameters: ids as text, times and seq as integers
+        if memory_id is not None:
+            where.append("memory_id=?")
+            args.append(memory_id)
+        if operation is not None:
+            where.append("operation=?")
+            args.append(operation)
+        if actor is not None:
+            where.append("actor_type=? AND actor_id=?")
+            args += [actor.type, actor.id]
+        if created_gte is not None:
+            where.append("created_at>=?")
+            args.append(to_micros(created_gte))
+        if created_lte is not None:
+            where.append("created_at<=?")
+            args.append(to_micros(created_lte))
+        if page is not None:
+            where.append("seq<?")
+            args += self.tokens.decode(page, "versions", int)
+        sql = "SELECT * FROM versions" + (" WHERE " + " AND ".join(where) if where else "")
+        rows = [_version_row(r) for r in self.db.execute(sql + " ORDER BY seq DESC LIMIT ?", (*args, limit + 1))]
+        if len(rows) <= limit:
+            return rows, None
+        return rows[:limit], self.tokens.encode("versions", rows[limit - 1].seq)
+
+
+__all__ = ["IndexQueries", "NoteRow", "VersionRow", "upper_bound"]

@@ -1,0 +1,134 @@
+"""The storage interface (gitmem/engine/database.py) on SQLite and on a throwaway PostgreSQL."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gitmem.engine.database import (
+    Database,
+    PostgresDatabase,
+    SQLiteDatabase,
+    integrity_errors,
+    open_database,
+    redact_url,
+    to_postgres,
+)
+
+
+@pytest.fixture
+def db(database_url: str | None, tmp_path: Path) -> Iterator[Database]:
+    found = open_database(database_url, tmp_path / "db.sqlite3")
+    integer = "BIGINT" if found.dialect == "postgresql" else "INTEGER"
+    found.executescript(f"CREATE TABLE t (k TEXT PRIMARY KEY, n {integer} NOT NULL, note TEXT);")
+    yield found
+    found.close()
+
+
+def test_placeholders_are_translated_outside_quotes_only() -> None:
+    assert to_postgres("SELECT ? WHERE a LIKE 'x?%' AND b=?") == "SELECT %s WHERE a LIKE 'x?%%' AND b=%s"
+    assert to_postgres('SELECT "?"') == 'SELECT "?"'
+
+
+def test_rows_read_by_position_and_name(db: Database) -> None:
+    with db.transaction() as tx:
+        tx.executemany("INSERT INTO t (k, n) VALUES (?, ?)", [("a", 1), ("b", 2)])
+    row = db.execute("SELECT k, n, note FROM t WHERE k=?", ("b",)).fetchone()
+    assert (row[0], row["n"], row["note"]) == ("b", 2, None)
+    k, n, _ = row
+    assert (k, n) == ("b", 2)
+    assert dict(db.execute("SELECT k, n FROM t ORDER BY k").fetchall()) == {"a": 1, "b": 2}
+    assert [r["k"] for r in db.execute("SELECT k FROM t WHERE k LIKE 'a%' ORDER BY k")] == ["a"]
+    assert db.execute("SELECT k FROM t WHERE k='zz'").fetchone() is None
+    assert db.execute("UPDATE t SET n=n+1").rowcount == 2
+
+
+def test_a_failed_transaction_changes_nothing(db: Database) -> None:
+    with pytest.raises(ZeroDivisionError), db.transaction() as tx:
+        tx.execute("INSERT INTO t (k, n) VALUES ('a', 1)")
+        assert db.execute("SELECT count(*) FROM t").fetchone()[0] == 1  # the thread sees its own write
+        raise ZeroDivisionError
+    assert db.execute("SELECT count(*) FROM t").fetchone()[0] == 0
+
+
+def test_upserts_and_integrity_errors(db: Database) -> None:
+    with db.transaction() as tx:
+        tx.execute("INSERT INTO t (k, n) VALUES ('a', 1)")
+        assert tx.execute("INSERT INTO t (k, n) VALUES (?, ?) ON CONFLICT DO NOTHING", ("a", 2)).rowcount == 0
+        tx.execute("INSERT INTO t (k, n) VALUES ('b', 1) ON CONFLICT (k) DO UPDATE SET n=excluded.n WHERE t.n<>?", (5,))
+    with pytest.raises(integrity_errors()), db.transaction() as tx:
+        tx.execute("INSERT INTO t (k, n) VALUES ('a', 3)")
+    assert db.execute("SELECT n FROM t").fetchone()[0] == 1
+
+
+def test_the_lock_makes_read_modify_write_exact_across_threads(db: Database) -> None:
+    """Eight threads each add one 20 times, reading then writing: with the lock no increment is lost."""
+    with db.transaction() as tx:
+        tx.execute("INSERT INTO t (k, n) VALUES ('counter', 0)")
+
+    def bump() -> None:
+        for _ in range(20):
+            with db.transaction() as tx:
+                tx.lock("counter")
+                (n,) = tx.execute("SELECT n FROM t WHERE k='counter'").fetchone()
+                tx.execute("UPDATE t SET n=? WHERE k='counter'", (n + 1,))
+
+    threads = [threading.Thread(target=bump) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert db.execute("SELECT n FROM t WHERE k='counter'").fetchone()[0] == 160
+
+
+def test_notifications_reach_listeners_after_commit_only(db: Database, database_url: str | None) -> None:
+    got: list[str] = []
+    seen = threading.Event()
+
+    def heard(payload: str) -> None:
+        got.append(payload)
+        seen.set()
+
+    other = open_database(database_url, Path(getattr(db, "path", "unused"))) if database_url else db
+    try:
+        other.listen("changes", heard)
+        with pytest.raises(RuntimeError), db.transaction() as tx:
+            tx.notify("changes", "rolled-back")
+            raise RuntimeError
+        with db.transaction() as tx:
+            tx.notify("changes", "k1")
+        assert seen.wait(5)
+        time.sleep(0.1)
+        assert got == ["k1"]
+    finally:
+        if other is not db:
+            other.close()
+
+
+def test_the_password_never_shows(postgres_url: str) -> None:
+    assert redact_url("postgresql://gm:s3cret@db.example:5432/gitmem") == "postgresql://gm:***@db.example:5432/gitmem"
+    db = PostgresDatabase(postgres_url)
+    try:
+        assert "s3cret" not in db.display_name
+        assert db.dialect == "postgresql"
+    finally:
+        db.close()
+
+
+def test_sqlite_keeps_one_connection_per_thread(tmp_path: Path) -> None:
+    db = SQLiteDatabase(tmp_path / "x.sqlite3")
+    seen: list[object] = []
+    t = threading.Thread(target=lambda: seen.append(db.conn))
+    t.start()
+    t.join()
+    assert seen[0] is not db.conn
+    db.close()
+
+
+def test_a_nested_transaction_is_refused_not_deadlocked(db: Database) -> None:
+    with db.transaction(), pytest.raises(RuntimeError, match="open on this thread"), db.transaction():
+        pass
