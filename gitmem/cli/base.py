@@ -17,6 +17,7 @@ import click
 from gitmem.errors import GitmemError, NotFound
 
 if TYPE_CHECKING:
+    from gitmem.engine.database import Database
     from gitmem.engine.home import Gitmem
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -83,6 +84,22 @@ def unusable_database(url: str | None, home: Path, exc: Exception) -> NoReturn:
     reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     click.echo(f"gitmem: cannot open the database {shown}: {reason}", err=True)
     sys.exit(2)
+
+
+def connect(url: str | None, home: Path, what: str) -> Database:
+    """The database at ``url`` (else the home's SQLite catalog), or exit 2 with one line saying why not."""
+    from gitmem.engine.database import database_errors, open_database
+    from gitmem.settings import SettingsError, check_database_url
+
+    if url is not None:
+        try:
+            check_database_url(url)
+        except ValueError as exc:
+            raise SettingsError(what, str(exc), "a postgresql:// URL (user, host and database name)") from None
+    try:
+        return open_database(url, home / "catalog.sqlite3")
+    except database_errors() as exc:
+        unusable_database(url, home, exc)
 
 
 class CommandModules(click.Group):

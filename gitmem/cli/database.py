@@ -8,24 +8,10 @@ from pathlib import Path
 import click
 
 from gitmem.agents.home_schema import catch_up_index, copy_catalog, count_rows, migrate_home, pending_steps
-from gitmem.cli.base import Context, main, pass_context, refusals, unusable_database
-from gitmem.engine.database import Database, SQLiteDatabase, database_errors, open_database
+from gitmem.cli.base import Context, connect, main, pass_context, refusals
+from gitmem.engine.database import SQLiteDatabase
 from gitmem.engine.home import Gitmem
 from gitmem.engine.migrations import Migration
-from gitmem.settings import SettingsError, check_database_url
-
-
-def connect(url: str | None, home: Path, what: str) -> Database:
-    """The database at ``url`` (else the home's SQLite catalog), or exit 2 with one line saying why not."""
-    if url is not None:
-        try:
-            check_database_url(url)
-        except ValueError as exc:
-            raise SettingsError(what, str(exc), "a postgresql:// URL (user, host and database name)") from None
-    try:
-        return open_database(url, home / "catalog.sqlite3")
-    except database_errors() as exc:
-        unusable_database(url, home, exc)
 
 
 @main.command("migrate")

@@ -12,8 +12,7 @@ from typing import Any
 import click
 
 from gitmem.agents.home_schema import migrate_home
-from gitmem.cli.base import Context, main, pass_context, refusals
-from gitmem.cli.database import connect
+from gitmem.cli.base import Context, connect, main, pass_context, refusals
 from gitmem.engine.first_run import ensure_admin_key
 
 log = logging.getLogger(__name__)

@@ -258,7 +258,9 @@ class GroupCommitter:
         assert parent is not None and root is not None  # something was committed
         return tip, parent, root, trees, objects, outcomes
 
-    def _swap(self, repo: pygit2.Repository, tip: pygit2.Oid | None, parent: bytes, objects: dict[bytes, PackObject]) -> bool:
+    def _swap(
+        self, repo: pygit2.Repository, tip: pygit2.Oid | None, parent: bytes, objects: dict[bytes, PackObject]
+    ) -> bool:
         """Write the batch's pack and move ``main`` from ``tip`` to ``parent`` (compare-and-swap)."""
         fsync = repository.fsync_enabled()
 
