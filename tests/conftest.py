@@ -229,6 +229,37 @@ def test_home(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., TestHom
     return build
 
 
+@dataclass(frozen=True)
+class RealServer:
+    """A real uvicorn on 127.0.0.1 serving ``home``."""
+
+    home: Path
+    base_url: str
+
+
+# Background jobs and the rate limit off; fsync off (durability is proved without a server).
+REAL_SERVER_ENV = {
+    "GITMEM_RATE_LIMIT_RPS": "0",
+    "GITMEM_DREAM_RUNNER": "off",
+    "GITMEM_PRUNE_INTERVAL": "0",
+    "GITMEM_WEBHOOKS": "off",
+    "GITMEM_FSYNC": "never",
+}
+
+
+@pytest.fixture(scope="session")
+def real_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealServer]:
+    """One real uvicorn per test process, shared by the modules where the network itself matters (Git's
+    client, the CLI, mounts): starting one costs seconds of CPU. Each module makes workspaces of its own
+    (names are unique in a home) in ``home``; the server sees them at once."""
+    from tests.server import serve
+
+    home = tmp_path_factory.mktemp("served") / "home"
+    Gitmem.open(home, fsync=False)
+    with serve(home, env=REAL_SERVER_ENV) as base_url:
+        yield RealServer(home, base_url)
+
+
 def _forward(
     app_client: TestClient, request: httpx.Request | httpx2.Request
 ) -> tuple[int, list[tuple[str, str]], bytes]:

@@ -107,6 +107,17 @@ def wait_healthy(proc: subprocess.Popen, base_url: str, timeout: float = 120.0, 
     raise ServerFailed(f"the server did not answer /healthz within {timeout}s:\n{log()}")
 
 
+def start_gitmem_serve(port: int, env: Mapping[str, str], log: Path, *args: str) -> subprocess.Popen[bytes]:
+    """``gitmem serve --port PORT ARGS`` in a subprocess, its output (the access log too) in ``log``."""
+    with open(log, "wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "gitmem.cli", "serve", "--port", str(port), *args],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
 def _wait_healthy(proc: subprocess.Popen, base_url: str, timeout: float, log_file) -> None:
     wait_healthy(proc, base_url, timeout, lambda: _tail(log_file))
 

@@ -27,8 +27,7 @@ from gitmem.engine.home import Gitmem
 from gitmem.engine.rotation import blob_key_ids, rotate_store_key
 from gitmem.engine.store import MemoryStore
 from gitmem.model import Actor, StoreInfo
-from tests.conftest import assert_fsck_clean, git
-from tests.server import serve
+from tests.conftest import RealServer, assert_fsck_clean, git
 
 SECRETS = {
     "/preferences.md": "always run terraform plans against staging first (marker-7f3a)",
@@ -158,12 +157,11 @@ class Served:
 
 
 @pytest.fixture(scope="module")
-def bank_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Gitmem, Workspace]]:
-    """One real server for the module's clones (Git's client needs the network); each test has its own bank."""
-    gm = Gitmem.open(tmp_path_factory.mktemp("served") / "home")
-    workspace = gm.catalog.create_workspace("tests")
-    with serve(gm.home, env={"GITMEM_RATE_LIMIT_RPS": "0"}) as url:
-        yield url, gm, workspace
+def bank_server(real_server: RealServer) -> tuple[str, Gitmem, Workspace]:
+    """The real server for the module's clones (Git's client needs the network); each test has its own bank."""
+    gm = Gitmem.open(real_server.home)
+    workspace = gm.catalog.create_workspace("encryption")
+    return real_server.base_url, gm, workspace
 
 
 @pytest.fixture

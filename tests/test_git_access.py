@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,8 +19,7 @@ from click.testing import CliRunner
 from gitmem.agents.tasks import tasks_for
 from gitmem.cli import main
 from gitmem.engine.home import Gitmem
-from tests.conftest import TestHome
-from tests.server import serve
+from tests.conftest import RealServer, make_test_home
 
 # The real git client against a real uvicorn: the network is the point.
 pytestmark = pytest.mark.slow
@@ -45,10 +43,9 @@ class Site:
 
 
 @pytest.fixture(scope="module")
-def site(test_home: Callable[..., TestHome]) -> Iterator[Site]:
-    home = test_home("home")
-    with serve(home.path) as base_url:
-        yield Site(base_url, home.path, home.admin, home.reader, home.user_id, home.user, home.other)
+def site(real_server: RealServer) -> Site:
+    home = make_test_home(real_server.home, workspace="git-access", other_workspace="git-access-other", fsync=False)
+    return Site(real_server.base_url, home.path, home.admin, home.reader, home.user_id, home.user, home.other)
 
 
 def git(

@@ -1,7 +1,8 @@
 """The MCP server at /mcp, driven by the ``mcp`` package's own client over real HTTP (a live uvicorn),
 and the ``gitmem mcp`` stdio bridge driven by ``mcp.client.stdio``.
 
-One server for the module (starting uvicorn is the slow part); each test uses its own stores.
+One real server per test process (conftest.py's ``real_server``: starting uvicorn is the slow part); each test
+uses its own stores.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,8 +27,8 @@ from mcp.client.streamable_http import streamable_http_client
 from gitmem.agents.tasks import tasks_for
 from gitmem.api.app import create_app
 from gitmem.engine.home import Gitmem
-from tests.conftest import TestHome
-from tests.server import REPO_ROOT, serve
+from tests.conftest import RealServer, make_test_home
+from tests.server import REPO_ROOT
 
 # MCP over real HTTP (a live uvicorn) and the stdio bridge in a subprocess.
 pytestmark = pytest.mark.slow
@@ -67,8 +67,8 @@ class Home:
 
 
 @pytest.fixture(scope="module")
-def live(test_home: Callable[..., TestHome]) -> Iterator[Home]:
-    made = test_home("mcp", workspace="mcp", other_workspace="elsewhere", fsync=False)
+def live(real_server: RealServer) -> Home:
+    made = make_test_home(real_server.home, workspace="mcp", other_workspace="elsewhere", fsync=False)
     home, ws_id = made.path, made.workspace_id
     gm = Gitmem.open(home, fsync=False)
     store = gm.create_store(ws_id, "notes")
@@ -76,23 +76,22 @@ def live(test_home: Callable[..., TestHome]) -> Iterator[Home]:
     attached = gm.create_store(ws_id, "team")
     worker = tasks_for(gm).create_worker(ws_id, "helper", attached_store_ids=[attached.id])
     task, task_token = tasks_for(gm).create_task(ws_id, worker.id)
-    with serve(home, env={"GITMEM_DREAM_RUNNER": "off", "GITMEM_PRUNE_INTERVAL": "0"}) as url:
-        yield Home(
-            url,
-            home,
-            ws_id,
-            made.admin,
-            made.admin_key_id,
-            made.reader,
-            made.user,
-            made.user_id,
-            store.id,
-            other.id,
-            task_token,
-            task.id,
-            worker.own_store_id,
-            attached.id,
-        )
+    return Home(
+        real_server.base_url,
+        home,
+        ws_id,
+        made.admin,
+        made.admin_key_id,
+        made.reader,
+        made.user,
+        made.user_id,
+        store.id,
+        other.id,
+        task_token,
+        task.id,
+        worker.own_store_id,
+        attached.id,
+    )
 
 
 @asynccontextmanager

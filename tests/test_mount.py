@@ -20,7 +20,7 @@ from gitmem.engine.home import Gitmem
 from gitmem.sync.merge import merge3, merge3_git, merge3_python
 from gitmem.sync.mount import Mount, MountSpec, conflict_path, is_ignored, task_mount_specs
 from gitmem.sync.remote import MemoryStoreRemote, RemoteEntry
-from tests.server import serve
+from tests.conftest import RealServer
 
 WAIT = 10.0
 
@@ -39,13 +39,11 @@ class Live:
 
 
 @pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
-    home = tmp_path_factory.mktemp("gitmem-home")
-    gm = Gitmem.open(home)
+def live(real_server: RealServer) -> Live:
+    gm = Gitmem.open(real_server.home, fsync=False)
     ws = gm.catalog.create_workspace("mount")
     _, admin = gm.catalog.create_api_key(ws.id, "admin", role="admin")
-    with serve(home) as base_url:
-        yield Live(base_url, admin)
+    return Live(real_server.base_url, admin)
 
 
 @pytest.fixture

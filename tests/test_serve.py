@@ -15,7 +15,7 @@ import pytest
 
 from gitmem.engine.fsck import check_store
 from gitmem.engine.home import Gitmem
-from tests.server import free_port, wait_healthy
+from tests.server import free_port, start_gitmem_serve, wait_healthy
 
 # `gitmem serve` with several workers, in a subprocess.
 pytestmark = pytest.mark.slow
@@ -25,13 +25,7 @@ def test_serve_bootstraps_an_empty_home_and_workers_share_it(tmp_path: Path) -> 
     home, port = tmp_path / "home", free_port()
     env = {**os.environ, "GITMEM_HOME": str(home), "GITMEM_PRUNE_INTERVAL": "0"}
     log = tmp_path / "serve.log"
-    with open(log, "wb") as out:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "gitmem.cli", "serve", "--port", str(port), "--workers", "2"],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    server = start_gitmem_serve(port, env, log, "--workers", "2")
     not_a_key = "gm_key_ThisIsNotARealKeyButLooksLikeOne0123456789"
     try:
         base_url = f"http://127.0.0.1:{port}"

@@ -18,7 +18,7 @@ import pytest
 
 from gitmem.engine.fsck import check_store
 from gitmem.engine.home import Gitmem
-from tests.server import free_port, wait_healthy
+from tests.server import free_port, start_gitmem_serve, wait_healthy
 from tests.test_crash import wait_for_packers
 
 pytestmark = pytest.mark.slow  # a real multi-worker server, CPU burners
@@ -38,13 +38,7 @@ def test_no_5xx_from_two_workers_under_racing_updates(tmp_path: Path) -> None:
         "GITMEM_DREAM_RUNNER": "off",
         "GITMEM_LOG_LEVEL": "WARNING",
     }
-    with open(log, "wb") as out:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "gitmem.cli", "serve", "--port", str(port), "--workers", "2"],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    server = start_gitmem_serve(port, env, log, "--workers", "2")
     base_url = f"http://127.0.0.1:{port}"
     statuses: Counter[int] = Counter()
     failures: list[str] = []
