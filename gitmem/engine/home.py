@@ -74,11 +74,15 @@ class HomeTables:
 
     @classmethod
     def of(cls, gm: Gitmem) -> Self:
-        with gm._services_lock:
-            found = gm._services.get(cls)
-            if found is None:
-                found = gm._services[cls] = cls(gm)
-            return found  # type: ignore[return-value]
+        found = gm._services.get(cls)
+        if found is None:
+            # Made outside the lock: making one migrates its tables, which waits for the database's
+            # write lock, and a thread holding that lock may be asking for another service meanwhile.
+            # Two threads may each make one; the first kept wins (migrations apply once either way).
+            made = cls(gm)
+            with gm._services_lock:
+                found = gm._services.setdefault(cls, made)
+        return found  # type: ignore[return-value]
 
     @property
     def db(self) -> Database:
