@@ -65,7 +65,7 @@ class Cluster:
     def _launch(self) -> Node:
         port = free_port()
         log = tempfile.TemporaryFile()  # noqa: SIM115 - the server writes it until it stops
-        return Node(port, _start(self.home, port, "gitmem.api.app:app", self.env, log), log)
+        return Node(port, _start(self.home, port, "gitmem.api.app:create_app_from_env", self.env, log), log)
 
     def kill(self, node: Node) -> None:
         node.proc.send_signal(signal.SIGKILL)
