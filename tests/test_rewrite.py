@@ -33,6 +33,7 @@ from gitmem.engine.store import MemoryStore
 from gitmem.errors import Conflict, NotFound
 from gitmem.git import repository
 from gitmem.model import Actor
+from tests.conftest import assert_fsck_clean
 
 ROOT = Path(__file__).resolve().parent.parent
 START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -113,17 +114,6 @@ def repository_bytes(repo_path: Path) -> bytes:
         ).stdout
     )
     return b"\n\x00\n".join(chunks)
-
-
-def assert_fsck_clean(repo_path: Path) -> None:
-    result = subprocess.run(["git", "-C", str(repo_path), "fsck", "--full", "--strict"], capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout + result.stderr
-    bad = [
-        line
-        for line in (result.stdout + result.stderr).splitlines()
-        if any(w in line for w in ("error", "missing", "broken", "corrupt", "bad"))
-    ]
-    assert not bad, bad
 
 
 def readable(repo_path: Path, oid: str) -> bool:
