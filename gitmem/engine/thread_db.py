@@ -19,6 +19,8 @@ from pathlib import Path
 WAL_AUTOCHECKPOINT_PAGES = 64
 WAL_SIZE_LIMIT_BYTES = 512 * 1024
 
+BUSY_TIMEOUT_SECONDS = 30.0
+
 _write_locks: dict[str, threading.Lock] = {}
 _write_locks_guard = threading.Lock()
 
@@ -48,7 +50,7 @@ class ThreadConnections:
         db = getattr(self._local, "db", None)
         if db is None:
             # check_same_thread=False only so that close() may close it from another thread.
-            db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False)
             db.row_factory = sqlite3.Row
             db.execute("PRAGMA journal_mode=WAL")
             if self.durable:
@@ -67,7 +69,11 @@ class ThreadConnections:
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """A write transaction on this thread's connection, committed on success."""
         db = self.get()
-        with self.write_lock:
+        # Waited for as long as SQLite's own busy timeout, and failing the same way: a wait that never
+        # ends (two locks taken in opposite orders) becomes an error instead of a hang.
+        if not self.write_lock.acquire(timeout=BUSY_TIMEOUT_SECONDS):
+            raise sqlite3.OperationalError("database is locked (by another thread of this process)")
+        try:
             db.execute("BEGIN IMMEDIATE")
             try:
                 yield db
@@ -75,6 +81,8 @@ class ThreadConnections:
                 db.execute("ROLLBACK")
                 raise
             db.execute("COMMIT")
+        finally:
+            self.write_lock.release()
 
     def close(self) -> None:
         with self._all_guard:
