@@ -90,6 +90,20 @@ def test_a_lone_write_to_a_quiet_store_does_not_repack_it(fast_store: MemoryStor
     assert fast_store.get(note.id).content == "a small note"
 
 
+def test_a_quiet_store_keeps_no_index_log(fast_store: MemoryStore, quick_policy: list[bool]) -> None:
+    """While written, the index's write-ahead log holds the last commits; once the store has gone
+    quiet it is copied into the index and cut to nothing."""
+    wal = fast_store.index.path.with_name(fast_store.index.path.name + "-wal")
+    for i in range(40):
+        fast_store.create(f"/log/{i}.md", f"note {i} " * 40)
+    assert wal.stat().st_size > 0
+    deadline = time.monotonic() + 30
+    while wal.exists() and wal.stat().st_size > 0:
+        assert time.monotonic() < deadline, "the log was never emptied"
+        time.sleep(0.05)
+    assert fast_store.get_by_path("/log/39.md").content == "note 39 " * 40  # the index still answers
+
+
 def test_many_small_packs_are_rolled_up(fast_store: MemoryStore, quick_policy: list[bool]) -> None:
     """What a pack for every batch of writes leaves: small packs, rolled up geometrically."""
     for i in range(maintenance.MAX_PACKS + 2):

@@ -453,7 +453,7 @@ class MemoryStore:
 
     def _after_write(self) -> None:
         """After each batch that wrote a pack (run by its leader)."""
-        maintenance.after_write(self.path, max_writes=PACK_EVERY_WRITES)
+        maintenance.after_write(self.path, max_writes=PACK_EVERY_WRITES, when_quiet=self.index.checkpoint)
 
     def announce_redaction(self, version: Version) -> None:
         """Tell the store's listener (the webhooks' outbox) that ``version`` was redacted

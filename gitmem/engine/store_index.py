@@ -19,7 +19,7 @@ from typing import Any
 import pygit2
 
 from gitmem.clock import to_micros
-from gitmem.engine import search_index
+from gitmem.engine import search_index, thread_db
 from gitmem.engine.index_pg import PgIndexDb
 from gitmem.engine.index_queries import IndexQueries, NoteRow, VersionRow, upper_bound
 from gitmem.engine.index_sqlite import set_aside_if_damaged
@@ -129,6 +129,11 @@ class StoreIndex(IndexQueries):
     def db(self) -> Any:
         """This thread's connection to the index (``execute`` as ``sqlite3.Connection`` has it)."""
         return self._pg if self._pg is not None else self._connections.get()
+
+    def checkpoint(self) -> None:
+        """Empty the write-ahead log into the file (called once the store has gone quiet)."""
+        if self._pg is None:
+            thread_db.checkpoint(self.path)
 
     def close(self) -> None:
         if self._pg is None:

@@ -15,9 +15,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 # WAL pages after which a commit checkpoints (SQLite's default is 1,000, i.e. a 4 MB WAL), and the size
-# the WAL file is cut back to after a checkpoint: the file's disk stays near its own size.
+# the WAL file is cut back to when it restarts: while written, the file's disk stays near its own size;
+# once its writers are quiet, :func:`checkpoint` empties the WAL.
 WAL_AUTOCHECKPOINT_PAGES = 64
-WAL_SIZE_LIMIT_BYTES = 512 * 1024
+WAL_SIZE_LIMIT_BYTES = 0
+QUIET_CHECKPOINT_TIMEOUT = 1.0
 
 BUSY_TIMEOUT_SECONDS = 30.0
 
@@ -92,4 +94,13 @@ class ThreadConnections:
         self._local = threading.local()
 
 
-__all__ = ["ThreadConnections", "write_lock"]
+def checkpoint(path: Path) -> None:
+    """Copy the WAL of ``path`` into the file and cut it to nothing (a store gone quiet keeps no
+    log beside its index). Gives up quietly if a reader or writer holds on past a second."""
+    if not path.exists():
+        return
+    with contextlib.closing(sqlite3.connect(path, timeout=QUIET_CHECKPOINT_TIMEOUT, isolation_level=None)) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+__all__ = ["ThreadConnections", "checkpoint", "write_lock"]

@@ -36,7 +36,7 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -291,18 +291,22 @@ class _StorePolicy:
 
 
 class _QuietWatcher:
-    """One thread a process: consolidates a store once it has been quiet for :data:`QUIET_SECONDS`."""
+    """One thread a process: consolidates a store once it has been quiet for :data:`QUIET_SECONDS`,
+    then runs what the writer asked to run then (the index checkpoints its write-ahead log)."""
 
     def __init__(self) -> None:
         self.lock = threading.Condition()
         self.last_write: dict[str, float] = {}  # store path -> monotonic time of our last write to it
+        self.when_quiet: dict[str, Callable[[], None]] = {}
         self.thread: threading.Thread | None = None
 
-    def wrote(self, repo_path: Path) -> None:
+    def wrote(self, repo_path: Path, when_quiet: Callable[[], None] | None = None) -> None:
         with self.lock:
             key = str(repo_path)
             waited_for = key in self.last_write
             self.last_write[key] = time.monotonic()
+            if when_quiet is not None:
+                self.when_quiet[key] = when_quiet
             if self.thread is None or not self.thread.is_alive():
                 self.thread = threading.Thread(target=self._run, name="gitmem quiet packer", daemon=True)
                 self.thread.start()
@@ -342,6 +346,13 @@ class _QuietWatcher:
                     repository.wait_for_background_packer(repo_path)
             except OSError:  # the store went away, or no process could be started: try after the next write
                 log.debug("could not consolidate %s", repo_path.name, exc_info=True)
+            with self.lock:
+                quiet = self.when_quiet.pop(str(repo_path), None) if str(repo_path) not in self.last_write else None
+            if quiet is not None:
+                try:
+                    quiet()
+                except Exception:  # housekeeping: the next quiet spell tries again
+                    log.debug("after %s went quiet", repo_path.name, exc_info=True)
 
 
 _policies: dict[str, _StorePolicy] = {}
@@ -349,9 +360,10 @@ _policies_lock = threading.Lock()
 _watcher = _QuietWatcher()
 
 
-def after_write(repo_path: Path, *, max_writes: int) -> None:
+def after_write(repo_path: Path, *, max_writes: int, when_quiet: Callable[[], None] | None = None) -> None:
     """Called after each successful write to a store: packs in the background when it is due (and at
-    least every ``max_writes`` writes of this process), consolidates when the store goes quiet."""
+    least every ``max_writes`` writes of this process), consolidates when the store goes quiet and
+    then calls ``when_quiet``."""
     key = str(repo_path)
     with _policies_lock:
         policy = _policies.get(key)
@@ -366,4 +378,4 @@ def after_write(repo_path: Path, *, max_writes: int) -> None:
         from gitmem.git import repository
 
         repository.pack_in_background(repo_path)
-    _watcher.wrote(repo_path)
+    _watcher.wrote(repo_path, when_quiet)
