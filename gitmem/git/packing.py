@@ -343,6 +343,7 @@ class _QuietWatcher:
                     with self.lock:
                         self.last_write.setdefault(str(repo_path), time.monotonic() - ref_age)
                     continue
+                self._call_when_quiet(repo_path)  # first: a full pack of a big store takes a while
                 from gitmem.git import repository  # the background packer's entry point lives there
 
                 repository.wait_for_background_packer(repo_path)
@@ -351,13 +352,15 @@ class _QuietWatcher:
                     repository.wait_for_background_packer(repo_path)
             except OSError:  # the store went away, or no process could be started: try after the next write
                 log.debug("could not consolidate %s", repo_path.name, exc_info=True)
-            with self.lock:
-                quiet = self.when_quiet.pop(str(repo_path), None) if str(repo_path) not in self.last_write else None
-            if quiet is not None:
-                try:
-                    quiet()
-                except Exception:  # housekeeping: the next quiet spell tries again
-                    log.debug("after %s went quiet", repo_path.name, exc_info=True)
+
+    def _call_when_quiet(self, repo_path: Path) -> None:
+        with self.lock:
+            quiet = self.when_quiet.pop(str(repo_path), None)
+        if quiet is not None:
+            try:
+                quiet()
+            except Exception:  # housekeeping: the next quiet spell tries again
+                log.debug("after %s went quiet", repo_path.name, exc_info=True)
 
 
 _policies: dict[str, _StorePolicy] = {}
