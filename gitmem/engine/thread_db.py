@@ -97,9 +97,11 @@ class ThreadConnections:
 def checkpoint(path: Path) -> None:
     """Copy the WAL of ``path`` into the file and cut it to nothing (a store gone quiet keeps no
     log beside its index). Gives up quietly if a reader or writer holds on past a second."""
-    if not path.exists():
-        return
-    with contextlib.closing(sqlite3.connect(path, timeout=QUIET_CHECKPOINT_TIMEOUT, isolation_level=None)) as db:
+    uri = path.resolve().as_uri() + "?mode=rw"  # never makes a file that is not there (a store deleted)
+    with (
+        contextlib.suppress(sqlite3.OperationalError),
+        contextlib.closing(sqlite3.connect(uri, uri=True, timeout=QUIET_CHECKPOINT_TIMEOUT)) as db,
+    ):
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
