@@ -58,7 +58,9 @@ def nodes(home: Path, database: str, count: int) -> Iterator[list[str]]:
     for _ in range(count):
         port = free_port()
         log = tempfile.TemporaryFile()  # noqa: SIM115 - the server writes it until it stops
-        started.append((f"http://127.0.0.1:{port}", _start(home, port, "gitmem.api.app:create_app_from_env", env, log), log))
+        started.append(
+            (f"http://127.0.0.1:{port}", _start(home, port, "gitmem.api.app:create_app_from_env", env, log), log)
+        )
     try:
         for url, proc, log in started:
             _wait_healthy(proc, url, 60.0, log)
