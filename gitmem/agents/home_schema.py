@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from gitmem.agents.dreams import MIGRATIONS as DREAMS
 from gitmem.agents.review import Reviews
-from gitmem.agents.tasks import MIGRATIONS as TASKS
+from gitmem.agents.task_schema import MIGRATIONS as TASKS
 from gitmem.banks.profiles import MIGRATIONS as PROFILES
 from gitmem.engine.catalog import MIGRATIONS as CATALOG
 from gitmem.engine.catalog import store_info

@@ -1,7 +1,7 @@
 """Workers and tasks: which stores a task reads (the memory-store API).
 
 - A **worker** has its own store (kind ``worker``: always read-write, never deleted, not counted
-  among the workspace's shared stores) and a list of attached stores.
+  among the workspace's shared stores) and a list of attached stores (:mod:`gitmem.agents.workers`).
 - A **task** belongs to a worker. It reads its worker's own store (read-write) plus up to 8 stores
   named in ``resources``, or, with none named, the stores attached to its worker. The list is frozen
   when the task is made: each store's name, description, access, instructions and folder name are
@@ -10,276 +10,53 @@
   ``task_actor`` versions, and :func:`check_task_access` confines it to its frozen list.
 - A task sees each store as ``/.little-worker/tasks/<task_id>/memory/<store-name-slug>/`` and gets a
   short markdown section for its context (:meth:`Tasks.memory_view`).
-- Each task has an append-only event log (``task_events``; updates and deletes are refused by
-  triggers while the task exists).
+- Each task has an append-only event log (:mod:`gitmem.agents.task_events`).
 - A task ends (:meth:`Tasks.end_task`): its token is revoked in the shared catalog, so it stops working
   at once in every server process; its writes and events stay. A deleted task
   (:meth:`Tasks.delete_task`) is gone with its events and token; its versions keep its id as history.
 
-No HTTP here: ``api/routers/workers.py`` and ``api/routers/tasks.py`` are thin shells over this.
+The tables and their triggers are in :mod:`gitmem.agents.task_schema`; values and limits in
+:mod:`gitmem.agents.task_model`. No HTTP here: ``api/routers/workers.py`` and ``api/routers/tasks.py``
+are thin shells over this.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from gitmem import ids
-from gitmem.clock import from_micros
-from gitmem.engine.home import HomeTables
-from gitmem.engine.migrations import Migration, add_column, postgres_ddl
-from gitmem.errors import (
-    ArchivedStore,
-    InvalidRequest,
-    LimitExceeded,
-    NotFound,
-    TooLarge,
-)
-from gitmem.model import Actor, Note, Page, StoreInfo
-from gitmem.rules.policy import check_store_fields, check_text
-
-if TYPE_CHECKING:
-    from gitmem.engine.home import Gitmem
 from gitmem.agents.task_context import render_context
+from gitmem.agents.task_events import TaskEvents
 from gitmem.agents.task_model import (
     ACCESS_VALUES,
-    MAX_ATTACHED_STORES,
     MAX_CONTEXT_PATHS,
-    MAX_EVENT_PAYLOAD_BYTES,
     MAX_INSTRUCTIONS_CHARS,
-    MAX_INT,
     MAX_NAMED_STORES,
-    MAX_PAGE,
     Access,
-    Event,
     MemoryView,
     StoreView,
     Task,
     TaskStore,
-    Worker,
+    actor_text,
+    check_limit,
     unique_slugs,
 )
+from gitmem.agents.task_schema import MIGRATIONS
+from gitmem.agents.workers import Workers
+from gitmem.clock import from_micros
+from gitmem.errors import InvalidRequest, LimitExceeded, NotFound
+from gitmem.model import Actor, Note, Page, StoreInfo
 
-_EVENT_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}")
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS workers (
-    id TEXT PRIMARY KEY, workspace_id TEXT NOT NULL, name TEXT NOT NULL, own_store_id TEXT NOT NULL UNIQUE,
-    created_at INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS workers_workspace ON workers (workspace_id, created_at, id);
-CREATE TABLE IF NOT EXISTS worker_stores (
-    worker_id TEXT NOT NULL REFERENCES workers (id) ON DELETE CASCADE, store_id TEXT NOT NULL,
-    position INTEGER NOT NULL, PRIMARY KEY (worker_id, store_id));
-CREATE TABLE IF NOT EXISTS tasks (
-    id TEXT PRIMARY KEY, workspace_id TEXT NOT NULL, worker_id TEXT NOT NULL, created_at INTEGER NOT NULL,
-    created_by TEXT);
-CREATE INDEX IF NOT EXISTS tasks_workspace ON tasks (workspace_id, created_at, id);
-CREATE INDEX IF NOT EXISTS tasks_worker ON tasks (worker_id, created_at, id);
-CREATE TABLE IF NOT EXISTS task_stores (
-    task_id TEXT NOT NULL REFERENCES tasks (id) ON DELETE CASCADE, position INTEGER NOT NULL,
-    store_id TEXT NOT NULL, name TEXT NOT NULL, description TEXT NOT NULL, access TEXT NOT NULL,
-    instructions TEXT NOT NULL, mount_name TEXT NOT NULL, own INTEGER NOT NULL,
-    PRIMARY KEY (task_id, store_id), UNIQUE (task_id, mount_name));
-CREATE TABLE IF NOT EXISTS task_events (
-    task_id TEXT NOT NULL REFERENCES tasks (id) ON DELETE CASCADE, seq INTEGER NOT NULL,
-    id TEXT NOT NULL UNIQUE, type TEXT NOT NULL, payload TEXT NOT NULL, created_by TEXT,
-    created_at INTEGER NOT NULL, PRIMARY KEY (task_id, seq));
-"""
+if TYPE_CHECKING:
+    from gitmem.engine.home import Gitmem
 
 
-SQLITE_GUARDS = """
-CREATE TRIGGER IF NOT EXISTS task_stores_frozen_update BEFORE UPDATE ON task_stores
-BEGIN SELECT RAISE(ABORT, 'a task''s stores are frozen when the task is made'); END;
-CREATE TRIGGER IF NOT EXISTS task_stores_frozen_delete BEFORE DELETE ON task_stores
-WHEN EXISTS (SELECT 1 FROM tasks WHERE id = OLD.task_id)
-BEGIN SELECT RAISE(ABORT, 'a task''s stores are frozen when the task is made'); END;
-CREATE TRIGGER IF NOT EXISTS task_events_append_only_update BEFORE UPDATE ON task_events
-BEGIN SELECT RAISE(ABORT, 'task events are append-only'); END;
-CREATE TRIGGER IF NOT EXISTS task_events_append_only_delete BEFORE DELETE ON task_events
-WHEN EXISTS (SELECT 1 FROM tasks WHERE id = OLD.task_id)
-BEGIN SELECT RAISE(ABORT, 'task events are append-only'); END;
-"""
-# The same guards in PostgreSQL: a trigger runs a function. Both raise an integrity error (SQLSTATE 23000).
-POSTGRES_GUARDS = """
-CREATE OR REPLACE FUNCTION gitmem_task_guard() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF TG_OP = 'UPDATE' OR EXISTS (SELECT 1 FROM tasks WHERE id = OLD.task_id) THEN
-        RAISE EXCEPTION '%', TG_ARGV[0] USING ERRCODE = '23000';
-    END IF;
-    RETURN OLD;
-END $$;
-CREATE OR REPLACE TRIGGER task_stores_frozen BEFORE UPDATE OR DELETE ON task_stores FOR EACH ROW
-    EXECUTE FUNCTION gitmem_task_guard('a task''s stores are frozen when the task is made');
-CREATE OR REPLACE TRIGGER task_events_append_only BEFORE UPDATE OR DELETE ON task_events FOR EACH ROW
-    EXECUTE FUNCTION gitmem_task_guard('task events are append-only');
-"""
-MIGRATIONS = (
-    Migration("tasks", 1, SCHEMA + SQLITE_GUARDS, postgres_ddl(SCHEMA) + POSTGRES_GUARDS),
-    # Data homes made before tasks could end.
-    Migration(
-        "tasks",
-        2,
-        add_column("tasks", "ended_at", "INTEGER"),
-        "ALTER TABLE tasks ADD COLUMN IF NOT EXISTS ended_at BIGINT",
-    ),
-)
-
-
-# -- values ----------------------------------------------------------------------------------------
-
-
-# -- helpers ---------------------------------------------------------------------------------------
-
-
-def _check_limit(limit: int) -> None:
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
-        raise InvalidRequest(f"limit must be between 1 and {MAX_PAGE}")
-
-
-def _actor_text(actor: Actor | None) -> str | None:
-    return actor.trailer() if actor is not None else None
-
-
-# -- the engine ------------------------------------------------------------------------------------
-
-
-class Tasks(HomeTables):
-    """Workers, tasks, their frozen store lists, memory views and event logs on one data home."""
+class Tasks(Workers, TaskEvents):
+    """Workers (:class:`~gitmem.agents.workers.Workers`), tasks, their frozen store lists, memory views
+    and event logs (:class:`~gitmem.agents.task_events.TaskEvents`) on one data home."""
 
     MIGRATIONS = MIGRATIONS
-
-    # -- workers ----------------------------------------------------------------------------------
-
-    def create_worker(self, workspace_id: str, name: str, attached_store_ids: Sequence[str] = ()) -> Worker:
-        """A worker with its own store (kind ``worker``) and the given stores attached."""
-        if name is None:
-            raise InvalidRequest("a worker needs a name")
-        check_store_fields(name, None, None)
-        self.catalog.workspace(workspace_id)
-        attached = self._check_attachable(workspace_id, attached_store_ids, own_store_id=None)
-        description = f"The own memory of worker {name}: read and written by every one of its tasks."
-        own = self.gm.create_store(workspace_id, name, description=description[:1024], kind="worker")
-        worker_id = ids.new_id(ids.WORKER)
-        try:
-            with self.catalog.transaction() as db:
-                db.execute(
-                    "INSERT INTO workers (id, workspace_id, name, own_store_id, created_at) VALUES (?,?,?,?,?)",
-                    (worker_id, workspace_id, name, own.id, self._now()),
-                )
-                db.executemany(
-                    "INSERT INTO worker_stores (worker_id, store_id, position) VALUES (?,?,?)",
-                    [(worker_id, sid, i) for i, sid in enumerate(attached)],
-                )
-        except BaseException:
-            self.gm.delete_store(workspace_id, own.id, force=True)
-            raise
-        return self.get_worker(workspace_id, worker_id)
-
-    def _worker_row(self, workspace_id: str, worker_id: str) -> Any:
-        row = None
-        if ids.has_prefix(worker_id, ids.WORKER):
-            row = self.db.execute(
-                "SELECT * FROM workers WHERE id=? AND workspace_id=?", (worker_id, workspace_id)
-            ).fetchone()
-        if row is None:
-            raise NotFound(f"worker {worker_id} not found")
-        return row
-
-    def _worker(self, row: Any) -> Worker:
-        # Stores deleted since they were attached drop out of the list.
-        attached = tuple(
-            r[0]
-            for r in self.db.execute(
-                "SELECT ws.store_id FROM worker_stores ws JOIN stores s ON s.id = ws.store_id"
-                " WHERE ws.worker_id=? ORDER BY ws.position",
-                (row["id"],),
-            )
-        )
-        return Worker(
-            row["id"], row["workspace_id"], row["name"], row["own_store_id"], attached, from_micros(row["created_at"])
-        )
-
-    def get_worker(self, workspace_id: str, worker_id: str) -> Worker:
-        return self._worker(self._worker_row(workspace_id, worker_id))
-
-    def worker_of_store(self, store_id: str) -> str | None:
-        """The worker whose own store this is, if any."""
-        row = self.db.execute("SELECT id FROM workers WHERE own_store_id=?", (store_id,)).fetchone()
-        return row[0] if row else None
-
-    def list_workers(self, workspace_id: str, limit: int = 20, page: str | None = None) -> Page[Worker]:
-        """Newest first."""
-        _check_limit(limit)
-        sql, args = "SELECT * FROM workers WHERE workspace_id=?", [workspace_id]
-        if page:
-            micros, after_id = self.gm.page_tokens.decode(page, "workers", int, str)
-            sql += " AND (created_at<? OR (created_at=? AND id<?))"
-            args += [micros, micros, after_id]
-        rows = self.db.execute(sql + " ORDER BY created_at DESC, id DESC LIMIT ?", (*args, limit + 1)).fetchall()
-        items = [self._worker(r) for r in rows[:limit]]
-        token = (
-            self.gm.page_tokens.encode("workers", rows[limit - 1]["created_at"], rows[limit - 1]["id"])
-            if len(rows) > limit
-            else None
-        )
-        return Page(items, token)
-
-    def set_attached_stores(self, workspace_id: str, worker_id: str, store_ids: Sequence[str]) -> Worker:
-        """Replace the stores attached to a worker. Tasks already made keep their frozen lists."""
-        row = self._worker_row(workspace_id, worker_id)
-        attached = self._check_attachable(workspace_id, store_ids, own_store_id=row["own_store_id"])
-        with self.catalog.transaction() as db:
-            db.execute("DELETE FROM worker_stores WHERE worker_id=?", (worker_id,))
-            db.executemany(
-                "INSERT INTO worker_stores (worker_id, store_id, position) VALUES (?,?,?)",
-                [(worker_id, sid, i) for i, sid in enumerate(attached)],
-            )
-        return self.get_worker(workspace_id, worker_id)
-
-    def attach_store(self, workspace_id: str, worker_id: str, store_id: str) -> Worker:
-        """Attach one more store (a no-op if it is attached already)."""
-        worker = self.get_worker(workspace_id, worker_id)
-        if store_id in worker.attached_store_ids:
-            return worker
-        return self.set_attached_stores(workspace_id, worker_id, [*worker.attached_store_ids, store_id])
-
-    def detach_store(self, workspace_id: str, worker_id: str, store_id: str) -> Worker:
-        worker = self.get_worker(workspace_id, worker_id)
-        if store_id not in worker.attached_store_ids:
-            raise NotFound(f"memory store {store_id} is not attached to worker {worker_id}")
-        return self.set_attached_stores(
-            workspace_id, worker_id, [s for s in worker.attached_store_ids if s != store_id]
-        )
-
-    def _check_attachable(
-        self, workspace_id: str, store_ids: Sequence[str] | None, own_store_id: str | None
-    ) -> list[str]:
-        store_ids = list(store_ids or [])
-        if len(store_ids) > MAX_ATTACHED_STORES:
-            raise LimitExceeded(f"a worker has at most {MAX_ATTACHED_STORES} attached memory stores")
-        if len(set(store_ids)) != len(store_ids):
-            raise InvalidRequest("a memory store is attached at most once")
-        for store_id in store_ids:
-            if not isinstance(store_id, str):
-                raise InvalidRequest("memory store ids are strings")
-            if store_id == own_store_id:
-                raise InvalidRequest(
-                    f"memory store {store_id} is the worker's own store; it is always part"
-                    " of its tasks and is not attached"
-                )
-            self._usable_store(workspace_id, store_id)
-        return store_ids
-
-    def _usable_store(self, workspace_id: str, store_id: str) -> StoreInfo:
-        info = self.gm.get_store(workspace_id, store_id)  # NotFound for another workspace's store
-        if info.kind == "bank":
-            # The same answer as a missing store: an id's kind is not told to whoever cannot read it.
-            raise NotFound(f"memory store {store_id} not found")
-        if info.archived_at is not None:
-            raise ArchivedStore(f"memory store {store_id} is archived; a task cannot be given an archived store")
-        return info
 
     # -- tasks ------------------------------------------------------------------------------------
 
@@ -316,7 +93,7 @@ class Tasks(HomeTables):
         with self.catalog.transaction() as db:
             db.execute(
                 "INSERT INTO tasks (id, workspace_id, worker_id, created_at, created_by) VALUES (?,?,?,?,?)",
-                (task_id, workspace_id, worker_id, self._now(), _actor_text(created_by)),
+                (task_id, workspace_id, worker_id, self._now(), actor_text(created_by)),
             )
             db.executemany(
                 "INSERT INTO task_stores (task_id, position, store_id, name, description, access, instructions,"
@@ -439,7 +216,7 @@ class Tasks(HomeTables):
         self, workspace_id: str, worker_id: str | None = None, limit: int = 20, page: str | None = None
     ) -> Page[Task]:
         """Newest first, optionally one worker's."""
-        _check_limit(limit)
+        check_limit(limit)
         sql, args = "SELECT * FROM tasks WHERE workspace_id=?", [workspace_id]
         if worker_id:
             sql += " AND worker_id=?"
@@ -497,86 +274,6 @@ class Tasks(HomeTables):
             access: Access = "read_only" if archived or not available else ts.access
             views.append(StoreView(ts, task.mount_path(ts), access, available, archived, paths, total, review))
         return MemoryView(task.id, task.memory_root, tuple(views), render_context(task, views))
-
-    # -- events -----------------------------------------------------------------------------------
-
-    def append_event(
-        self, task_id: str, type: str, payload: Mapping[str, Any] | None = None, *, actor: Actor | None = None
-    ) -> Event:
-        """Add an event to the end of the task's log. There is no update and no delete."""
-        if not isinstance(type, str) or not _EVENT_TYPE.fullmatch(type):
-            raise InvalidRequest(
-                "an event type is 1 to 64 characters of letters, digits and _ . : -,"
-                " starting with a letter or digit (e.g. 'agent.message')"
-            )
-        payload = {} if payload is None else payload
-        if not isinstance(payload, Mapping):
-            raise InvalidRequest("an event payload is a JSON object")
-        check_text(payload, "an event payload")
-        try:
-            text = json.dumps(dict(payload), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-        except (TypeError, ValueError) as exc:
-            raise InvalidRequest(f"an event payload must be plain JSON: {exc}") from None
-        if len(text.encode("utf-8")) > MAX_EVENT_PAYLOAD_BYTES:
-            raise TooLarge(f"an event payload is at most {MAX_EVENT_PAYLOAD_BYTES} bytes of JSON")
-        event_id = ids.new_id("taskevt")
-        with self.catalog.transaction() as db:
-            if db.execute("SELECT 1 FROM tasks WHERE id=?", (task_id,)).fetchone() is None:
-                raise NotFound(f"task {task_id} not found")
-            (seq,) = db.execute(
-                "SELECT coalesce(max(seq), 0) + 1 FROM task_events WHERE task_id=?", (task_id,)
-            ).fetchone()
-            db.execute(
-                "INSERT INTO task_events (task_id, seq, id, type, payload, created_by, created_at)"
-                " VALUES (?,?,?,?,?,?,?)",
-                (task_id, seq, event_id, type, text, _actor_text(actor), self._now()),
-            )
-        row = self.db.execute("SELECT * FROM task_events WHERE id=?", (event_id,)).fetchone()
-        return _event(row)
-
-    def list_events(
-        self,
-        task_id: str,
-        after_seq: int | None = None,
-        limit: int = 20,
-        page: str | None = None,
-        types: Sequence[str] | None = None,
-    ) -> Page[Event]:
-        """Oldest first. ``after_seq`` or ``page`` (the previous page's ``next_page``) starts after an
-        event; ``next_page`` is ``None`` on the last page."""
-        _check_limit(limit)
-        if page:
-            (after_seq,) = self.gm.page_tokens.decode(page, f"events:{task_id}", int)
-        if after_seq is not None and (
-            isinstance(after_seq, bool) or not isinstance(after_seq, int) or not 0 <= after_seq <= MAX_INT
-        ):
-            raise InvalidRequest("after_seq must be a non-negative integer")
-        sql, args = "SELECT * FROM task_events WHERE task_id=? AND seq>?", [task_id, after_seq or 0]
-        if types:
-            sql += f" AND type IN ({','.join('?' * len(types))})"
-            args += list(types)
-        rows = self.db.execute(sql + " ORDER BY seq LIMIT ?", (*args, limit + 1)).fetchall()
-        items = [_event(r) for r in rows[:limit]]
-        token = self.gm.page_tokens.encode(f"events:{task_id}", items[-1].seq) if len(rows) > limit else None
-        return Page(items, token)
-
-
-def _event(row: Any) -> Event:
-    return Event(
-        row["id"],
-        row["task_id"],
-        row["seq"],
-        row["type"],
-        json.loads(row["payload"]),
-        Actor.from_trailer(row["created_by"] or ""),
-        from_micros(row["created_at"]),
-    )
-
-
-# -- the memory section ----------------------------------------------------------------------------
-
-
-# -- one Tasks a data home; the access check the HTTP layer calls ----------------------------------
 
 
 def tasks_for(gm: Gitmem) -> Tasks:
