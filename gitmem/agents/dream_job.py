@@ -36,7 +36,7 @@ from gitmem.errors import (
 from gitmem.model import Actor, Note
 
 if TYPE_CHECKING:
-    from gitmem.agents.dreams import Dreams
+    from gitmem.agents.dream_runs import DreamRuns
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ class DreamCanceled(Exception):
 class DreamJob:
     """One run of one dream."""
 
-    def __init__(self, dreams: Dreams, dream: Dream, dreamer: Dreamer | None, deadline: float) -> None:
+    def __init__(self, dreams: DreamRuns, dream: Dream, dreamer: Dreamer | None, deadline: float) -> None:
         self.dreams = dreams
         self.gm = dreams.gm
         self.dream = dream

@@ -18,157 +18,39 @@ finds dreams claimed by a dead process on its host), or ``cancel`` (checked befo
 write, so it stops within a moment; every version it wrote is a whole commit). However a dream ends,
 its task is ended (its token withdrawn). A failed ``create_new`` dream deletes the store it made, so its
 ``outputs`` are empty; ``update_existing`` lists the input store, which holds whole versions only.
+
+Here: making, reading, listing, canceling and archiving dreams. What a request may ask for is
+:mod:`~gitmem.agents.dream_request`; claiming, running and ending them :mod:`~gitmem.agents.dream_runs`;
+the table :mod:`~gitmem.agents.dream_schema`; the value :mod:`~gitmem.agents.dream_model`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import logging
-import os
-import socket
-import time
-import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from gitmem import ids
+from gitmem.agents.dream_model import FINAL, MAX_INPUT_BYTES, MAX_INSTRUCTIONS_CHARS, MAX_PAGE, STATUSES, Dream
+from gitmem.agents.dream_request import check_inputs, check_model, check_output, checked_text
+from gitmem.agents.dream_runs import DreamRuns, runner_id, timeout_setting
+from gitmem.agents.dream_schema import MIGRATIONS, dream_from_row
 from gitmem.agents.tasks import tasks_for
-from gitmem.agents.tidier import (
-    Dreamer,
-    Usage,
-)
-from gitmem.clock import from_micros, to_micros
-from gitmem.engine.home import HomeTables
-from gitmem.engine.migrations import Migration
-from gitmem.errors import (
-    ArchivedStore,
-    Conflict,
-    GitmemError,
-    InvalidRequest,
-    NotFound,
-)
+from gitmem.clock import to_micros
+from gitmem.errors import ArchivedStore, Conflict, InvalidRequest, NotFound
 from gitmem.model import Actor, Page
 from gitmem.rules import policy as _policy
-from gitmem.settings import load_settings
 
 if TYPE_CHECKING:
     import datetime as dt
 
     from gitmem.engine.home import Gitmem
-from gitmem.agents.dream_job import DreamCanceled, DreamJob, StopDream
-from gitmem.agents.dream_model import (
-    DREAMER_WORKER_NAME,
-    FINAL,
-    MAX_INPUT_BYTES,
-    MAX_INSTRUCTIONS_CHARS,
-    MAX_MODEL_ID_CHARS,
-    MAX_PAGE,
-    MAX_TASKS,
-    STATUSES,
-    Dream,
-    OutputBehavior,
-)
-
-log = logging.getLogger(__name__)
 
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS dreams (
-    id TEXT PRIMARY KEY, workspace_id TEXT NOT NULL, status TEXT NOT NULL,
-    input_store_id TEXT NOT NULL, tasks_kind TEXT, task_ids TEXT NOT NULL,
-    model_id TEXT NOT NULL, model_speed TEXT, instructions TEXT, output_behavior TEXT NOT NULL,
-    output_store_id TEXT, task_id TEXT,
-    input_tokens INTEGER NOT NULL DEFAULT 0, output_tokens INTEGER NOT NULL DEFAULT 0,
-    cache_creation_input_tokens INTEGER NOT NULL DEFAULT 0, cache_read_input_tokens INTEGER NOT NULL DEFAULT 0,
-    error_type TEXT, error_message TEXT, created_by TEXT, claimed_by TEXT,
-    created_at INTEGER NOT NULL, started_at INTEGER, ended_at INTEGER, archived_at INTEGER);
-CREATE INDEX IF NOT EXISTS dreams_workspace ON dreams (workspace_id, created_at, id);
-CREATE INDEX IF NOT EXISTS dreams_status ON dreams (status, created_at, id);
-CREATE TABLE IF NOT EXISTS dream_workers (workspace_id TEXT PRIMARY KEY, worker_id TEXT NOT NULL);
-"""
-MIGRATIONS = (Migration("dreams", 1, SCHEMA),)
-
-
-def _time(micros: int | None) -> dt.datetime | None:
-    return from_micros(micros) if micros is not None else None
-
-
-def _dream(row: Any) -> Dream:
-    task_ids = tuple(t for t in row["task_ids"].split("\n") if t)
-    usage = Usage(
-        row["input_tokens"], row["output_tokens"], row["cache_creation_input_tokens"], row["cache_read_input_tokens"]
-    )
-    return Dream(
-        row["id"],
-        row["workspace_id"],
-        row["status"],
-        row["input_store_id"],
-        row["tasks_kind"],
-        task_ids,
-        row["model_id"],
-        row["model_speed"],
-        row["instructions"],
-        row["output_behavior"],
-        row["output_store_id"],
-        row["task_id"],
-        usage,
-        row["error_type"],
-        row["error_message"],
-        from_micros(row["created_at"]),
-        _time(row["started_at"]),
-        _time(row["ended_at"]),
-        _time(row["archived_at"]),
-    )
-
-
-def _text(value: Any, what: str, *, min_len: int = 0, max_len: int | None = None) -> str:
-    if not isinstance(value, str):
-        raise InvalidRequest(f"{what} must be a string")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidRequest(f"{what} is not valid UTF-8 text") from None
-    if len(value) < min_len or (max_len is not None and len(value) > max_len):
-        raise InvalidRequest(f"{what} must be {min_len} to {max_len} characters")
-    return value
-
-
-def timeout_setting(environ: Mapping[str, str] | None = None) -> float:
-    """``GITMEM_DREAM_TIMEOUT``: seconds a dream may run (default 12 hours)."""
-    return load_settings(environ).DREAM_TIMEOUT
-
-
-def runner_id() -> str:
-    """``host:pid:random``: who claimed a dream, so a runner on the same host can tell its process died."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
-
-
-def _process_gone(claimed_by: str | None) -> bool:
-    """True if the dream's runner was a process on this host (not this one) that no longer runs."""
-    host, _, rest = (claimed_by or "").partition(":")
-    pid_text = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid_text.isdigit() or int(pid_text) == os.getpid():
-        return False
-    try:
-        os.kill(int(pid_text), 0)
-    except ProcessLookupError:
-        return True
-    except OSError:  # e.g. another user's process: it runs
-        return False
-    return False
-
-
-# -- the engine ------------------------------------------------------------------------------------
-
-
-class Dreams(HomeTables):
-    """Dreams of one data home: create, read, list, cancel, archive; and :meth:`run` for a runner."""
+class Dreams(DreamRuns):
+    """Dreams of one data home: create, read, list, cancel, archive; and :meth:`run` for a runner
+    (:class:`~gitmem.agents.dream_runs.DreamRuns`)."""
 
     MIGRATIONS = MIGRATIONS
-
-    def __init__(self, gm: Gitmem) -> None:
-        super().__init__(gm)
-        self.timeout_seconds = timeout_setting()
 
     # -- making one -------------------------------------------------------------------------------
 
@@ -182,12 +64,12 @@ class Dreams(HomeTables):
         *,
         created_by: Actor | None = None,
     ) -> Dream:
-        store_id, tasks_kind, task_ids = self._check_inputs(inputs)
-        model_id, speed = self._check_model(model)
+        store_id, tasks_kind, task_ids = check_inputs(inputs)
+        model_id, speed = check_model(model)
         if instructions is not None:
-            _text(instructions, "instructions", max_len=MAX_INSTRUCTIONS_CHARS)
+            checked_text(instructions, "instructions", max_len=MAX_INSTRUCTIONS_CHARS)
             instructions = instructions or None
-        behavior = self._check_output(output_behavior, store_id)
+        behavior = check_output(output_behavior, store_id)
 
         info = self.gm.get_store(workspace_id, store_id)  # NotFound for another workspace's store
         if info.kind == "bank":
@@ -249,70 +131,6 @@ class Dreams(HomeTables):
             )
         return self._get(dream_id)
 
-    @staticmethod
-    def _check_inputs(inputs: Any) -> tuple[str, str | None, list[str]]:
-        if isinstance(inputs, str | bytes | Mapping) or not isinstance(inputs, Sequence):
-            raise InvalidRequest("inputs must be a list")
-        stores: list[str] = []
-        task_lists: list[tuple[str, list[str]]] = []
-        for n, item in enumerate(inputs):
-            where = f"inputs[{n}]"
-            if not isinstance(item, Mapping):
-                raise InvalidRequest(f"{where} must be an object")
-            kind = item.get("type")
-            if kind == "memory_store":
-                stores.append(_text(item.get("memory_store_id"), f"{where}.memory_store_id", min_len=1))
-            elif kind in ("sessions", "tasks"):
-                field = "session_ids" if kind == "sessions" else "task_ids"
-                values = item.get(field)
-                if isinstance(values, str | bytes) or not isinstance(values, Sequence):
-                    raise InvalidRequest(f"{where}.{field} must be a list of task ids")
-                task_lists.append((kind, [_text(v, f"{where}.{field}[]", min_len=1) for v in values]))
-            else:
-                raise InvalidRequest(f"{where}.type must be 'memory_store' or 'sessions' (or 'tasks')")
-        if len(stores) != 1:
-            raise InvalidRequest('inputs must hold exactly one {"type": "memory_store"} entry')
-        if len(task_lists) > 1:
-            raise InvalidRequest("inputs may hold at most one sessions (tasks) entry")
-        if not task_lists:
-            return stores[0], None, []
-        kind, task_ids = task_lists[0]
-        if not 1 <= len(task_ids) <= MAX_TASKS:
-            raise InvalidRequest(f"a dream reads 1 to {MAX_TASKS} tasks; got {len(task_ids)}")
-        if len(set(task_ids)) != len(task_ids):
-            raise InvalidRequest("a task is named at most once in a dream's inputs")
-        return stores[0], kind, task_ids
-
-    @staticmethod
-    def _check_model(model: Any) -> tuple[str, str | None]:
-        if isinstance(model, str):
-            return _text(model, "model", min_len=1, max_len=MAX_MODEL_ID_CHARS), None
-        if not isinstance(model, Mapping):
-            raise InvalidRequest('model must be a model id or {"id", "speed"}')
-        model_id = _text(model.get("id"), "model.id", min_len=1, max_len=MAX_MODEL_ID_CHARS)
-        speed = model.get("speed")
-        if speed == "fast":
-            raise InvalidRequest("dreams run only at speed 'standard'; 'fast' is not available")
-        if speed not in (None, "standard"):
-            raise InvalidRequest("model.speed must be 'standard'")
-        return model_id, speed
-
-    @staticmethod
-    def _check_output(output: Any, store_id: str) -> OutputBehavior:
-        if output is None:
-            return "create_new"
-        if not isinstance(output, Mapping):
-            raise InvalidRequest("output_behavior must be an object")
-        kind = output.get("type")
-        if kind == "create_new":
-            return "create_new"
-        if kind == "update_existing":
-            target = output.get("memory_store_id")
-            if target != store_id:
-                raise InvalidRequest("output_behavior update_existing must name the input memory store")
-            return "update_existing"
-        raise InvalidRequest("output_behavior.type must be 'create_new' or 'update_existing'")
-
     def _live_shared(self, workspace_id: str) -> int:
         (count,) = self.db.execute(
             "SELECT count(*) FROM stores WHERE workspace_id=? AND kind='shared' AND archived_at IS NULL",
@@ -322,24 +140,18 @@ class Dreams(HomeTables):
 
     # -- reading ----------------------------------------------------------------------------------
 
-    def _get(self, dream_id: str) -> Dream:
-        row = self.db.execute("SELECT * FROM dreams WHERE id=?", (dream_id,)).fetchone()
-        if row is None:
-            raise NotFound(f"dream {dream_id} not found")
-        return _dream(row)
-
     def get(self, workspace_id: str, dream_id: str) -> Dream:
         row = None
         if isinstance(dream_id, str) and (
             ids.has_prefix(dream_id, ids.DREAM) or ids.has_prefix(dream_id, ids.DREAM_OLD)
         ):
-            _text(dream_id, "dream_id")
+            checked_text(dream_id, "dream_id")
             row = self.db.execute(
                 "SELECT * FROM dreams WHERE id=? AND workspace_id=?", (dream_id, workspace_id)
             ).fetchone()
         if row is None:
             raise NotFound(f"dream {dream_id} not found")
-        return _dream(row)
+        return dream_from_row(row)
 
     def list(
         self,
@@ -372,7 +184,7 @@ class Dreams(HomeTables):
             sql += " AND created_at<?"
             args.append(to_micros(created_lt))
         if page:
-            _text(page, "page")
+            checked_text(page, "page")
             micros, after_id = self.gm.page_tokens.decode(page, "dreams", int, str)
             sql += " AND (created_at<? OR (created_at=? AND id<?))"
             args += [micros, micros, after_id]
@@ -382,7 +194,7 @@ class Dreams(HomeTables):
             if len(rows) > limit
             else None
         )
-        return Page([_dream(r) for r in rows[:limit]], token)
+        return Page([dream_from_row(r) for r in rows[:limit]], token)
 
     # -- cancel and archive -----------------------------------------------------------------------
 
@@ -409,140 +221,10 @@ class Dreams(HomeTables):
             db.execute("UPDATE dreams SET archived_at=coalesce(archived_at, ?) WHERE id=?", (self._now(), dream_id))
         return self._get(dream_id)
 
-    # -- running ----------------------------------------------------------------------------------
-
-    def claim_next(self, runner_id: str) -> str | None:
-        """Move the oldest pending dream to ``running`` for this runner, or ``None`` if there is none.
-        One transaction: two processes never claim the same dream."""
-        with self.catalog.transaction() as db:
-            row = db.execute("SELECT id FROM dreams WHERE status='pending' ORDER BY created_at, id LIMIT 1").fetchone()
-            if row is None:
-                return None
-            db.execute(
-                "UPDATE dreams SET status='running', started_at=?, claimed_by=? WHERE id=? AND status='pending'",
-                (self._now(), runner_id, row[0]),
-            )
-            return row[0]
-
-    def claim(self, dream_id: str, runner_id: str) -> bool:
-        """Move this dream to ``running`` if it is still pending (e.g. ``gitmem dreams create --run``)."""
-        with self.catalog.transaction() as db:
-            cur = db.execute(
-                "UPDATE dreams SET status='running', started_at=?, claimed_by=? WHERE id=? AND status='pending'",
-                (self._now(), runner_id, dream_id),
-            )
-            return cur.rowcount == 1
-
-    def expire(self, timeout_seconds: float | None = None) -> int:
-        """Fail running dreams older than the timeout (e.g. their process died on another host); the count."""
-        limit = int((timeout_seconds or self.timeout_seconds) * 1_000_000)
-        rows = self.db.execute(
-            "SELECT id FROM dreams WHERE status='running' AND started_at<?", (self._now() - limit,)
-        ).fetchall()
-        return sum(self._fail(row[0], "timeout", "the dream ran past its time limit") for row in rows)
-
-    def reap(self) -> int:
-        """Fail running dreams whose runner was a process on this host that has died (``internal_error``);
-        the count."""
-        rows = self.db.execute("SELECT id, claimed_by FROM dreams WHERE status='running'").fetchall()
-        return sum(
-            self._fail(row[0], "internal_error", "the process running the dream stopped")
-            for row in rows
-            if _process_gone(row[1])
-        )
-
-    def run(self, dream_id: str, dreamer: Dreamer | None = None, *, timeout_seconds: float | None = None) -> Dream:
-        """Run a claimed (``running``) dream to its end; any other status is left alone."""
-        dream = self._get(dream_id)
-        if dream.status != "running":
-            return dream
-        timeout = timeout_seconds if timeout_seconds is not None else self.timeout_seconds
-        job = DreamJob(self, dream, dreamer, time.monotonic() + timeout)
-        try:
-            job.execute()
-        except DreamCanceled:
-            job.event("dream.canceled", {})
-        except StopDream as stop:
-            job.event("dream.failed", {"type": stop.type, "message": stop.message})
-            self._fail(dream_id, stop.type, stop.message)
-        except Exception as exc:
-            log.exception("dream %s stopped with an error", dream_id)
-            message = exc.message if isinstance(exc, GitmemError) else f"{type(exc).__name__}: {exc}"
-            job.event("dream.failed", {"type": "internal_error", "message": message})
-            self._fail(dream_id, "internal_error", message)
-        self._withdraw_task(dream_id)
-        return self._get(dream_id)
-
-    def _fail(self, dream_id: str, error_type: str, message: str) -> bool:
-        """End a running dream as failed (False if it had ended already). A ``create_new`` store it made is
-        deleted, so a failed dream leaves no half-made store; its task is ended."""
-        with self.catalog.transaction() as db:
-            dream = _dream(db.execute("SELECT * FROM dreams WHERE id=?", (dream_id,)).fetchone())
-            cur = db.execute(
-                "UPDATE dreams SET status='failed', error_type=?, error_message=?, ended_at=?,"
-                " output_store_id=CASE WHEN output_behavior='create_new' THEN NULL"
-                " ELSE output_store_id END WHERE id=? AND status='running'",
-                (error_type, message, self._now(), dream_id),
-            )
-        if cur.rowcount == 0:
-            return False
-        if dream.output_behavior == "create_new" and dream.output_store_id:
-            with contextlib.suppress(NotFound):
-                self.gm.delete_store(dream.workspace_id, dream.output_store_id, force=True)
-        self._withdraw_task(dream_id)
-        return True
-
-    def _withdraw_task(self, dream_id: str) -> None:
-        """End the task a dream ran as: its token stops working once the dream has ended."""
-        dream = self._get(dream_id)
-        if dream.task_id is not None and dream.status in FINAL:
-            with contextlib.suppress(NotFound):
-                tasks_for(self.gm).end_task(dream.workspace_id, dream.task_id)
-
-    def _set(self, dream_id: str, **fields: object) -> None:
-        assignments = ", ".join(f"{k}=?" for k in fields)
-        with self.catalog.transaction() as db:
-            db.execute(f"UPDATE dreams SET {assignments} WHERE id=?", (*fields.values(), dream_id))
-
-    def _complete(self, dream_id: str) -> None:
-        with self.catalog.transaction() as db:
-            db.execute(
-                "UPDATE dreams SET status='completed', ended_at=? WHERE id=? AND status='running'",
-                (self._now(), dream_id),
-            )
-
-    def status_of(self, dream_id: str) -> str:
-        row = self.db.execute("SELECT status FROM dreams WHERE id=?", (dream_id,)).fetchone()
-        return row[0] if row else "canceled"
-
-    def dreamer_worker(self, workspace_id: str) -> str:
-        """The workspace's ``dreamer`` worker, made on first use."""
-        tasks = tasks_for(self.gm)
-        row = self.db.execute("SELECT worker_id FROM dream_workers WHERE workspace_id=?", (workspace_id,)).fetchone()
-        if row is not None:
-            try:
-                return tasks.get_worker(workspace_id, row[0]).id
-            except NotFound:
-                pass
-        worker = tasks.create_worker(workspace_id, DREAMER_WORKER_NAME)
-        with self.catalog.transaction() as db:
-            db.execute(
-                "INSERT INTO dream_workers (workspace_id, worker_id) VALUES (?, ?) ON CONFLICT (workspace_id)"
-                " DO UPDATE SET worker_id=excluded.worker_id WHERE dream_workers.worker_id=?",
-                (workspace_id, worker.id, row[0] if row else ""),
-            )
-            (chosen,) = db.execute(
-                "SELECT worker_id FROM dream_workers WHERE workspace_id=?", (workspace_id,)
-            ).fetchone()
-        return chosen
-
-
-# -- the runner ------------------------------------------------------------------------------------
-
 
 def dreams_for(gm: Gitmem) -> Dreams:
     """The :class:`Dreams` of this data home (its tables are made on first use)."""
     return Dreams.of(gm)
 
 
-__all__ = ["Dreams", "dreams_for", "runner_id", "timeout_setting"]
+__all__ = ["MIGRATIONS", "Dreams", "dreams_for", "runner_id", "timeout_setting"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from gitmem.agents.dreams import MIGRATIONS as DREAMS
+from gitmem.agents.dream_schema import MIGRATIONS as DREAMS
 from gitmem.agents.review import Reviews
 from gitmem.agents.task_schema import MIGRATIONS as TASKS
 from gitmem.banks.profiles import MIGRATIONS as PROFILES
