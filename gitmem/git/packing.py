@@ -47,8 +47,10 @@ PackMode = Literal["geometric", "full"]
 MODES: tuple[PackMode, ...] = ("geometric", "full")
 
 # Objects written since the last pack run (loose, or in batch packs). Each batch pack holds whole copies
-# of the trees it changed: rolled up every megabyte, a 2,000-note store peaks near its packed size.
-UNPACKED_BYTES_LIMIT = 1 << 20
+# of the trees it changed, so a write into a 10,000-note folder adds ~250 KB: rolled up every megabyte,
+# such a store ran a background repack every fourth write and its writes took twice as long
+# (python -m bench.flat: 2.3x the 100-note folder's p50 at 1 MB, 1.3-1.5x at 4 MB).
+UNPACKED_BYTES_LIMIT = 4 << 20
 LOOSE_OBJECTS_LIMIT = 256
 MAX_PACKS = 12  # geometric packs stay few (log2 of the store's size); many small ones mean batched writes
 NEW_PACKS_BEFORE_ROLL_UP = 4
