@@ -30,6 +30,7 @@ tokenizer sees it. A foreign key on ``notes`` removes the text of a note that le
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import logging
 import threading
@@ -37,6 +38,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from gitmem.engine.database import PostgresDatabase, Rows, lock_id, to_postgres
+from gitmem.engine.database.postgres_db import begun
 from gitmem.errors import StoreBusy
 
 log = logging.getLogger(__name__)
@@ -195,8 +197,7 @@ class PgIndexDb:
             self._check_same_store()
             yield self
             return
-        with self.database.transaction() as tx:
-            self._lock(tx, ("writer", "index") if writer else ("index",), search_path=True)
+        with self._locked(self.database.transaction, ("writer", "index") if writer else ("index",), True):
             _open.schema = self.schema
             try:
                 yield self
@@ -208,11 +209,20 @@ class PgIndexDb:
         if getattr(_open, "schema", None) != self.schema:
             raise RuntimeError(f"another store's index transaction is open on this thread, not {self.store_id}'s")
 
-    def _lock(self, tx: Any, kinds: tuple[str, ...], *, search_path: bool = False) -> None:
-        """Take the store's locks of ``kinds`` in order, waiting at most the lock timeout, in one round
-        trip (PostgreSQL evaluates a select list left to right: the settings come first)."""
+    @contextlib.contextmanager
+    def _locked(self, begin: Any, kinds: tuple[str, ...], search_path: bool) -> Iterator[None]:
+        """``begin(opening)``'s transaction, opened holding the store's locks of ``kinds`` (taken in
+        order, waiting at most the lock timeout) in the same round trip as its ``BEGIN``
+        (PostgreSQL evaluates a select list left to right: the settings come first)."""
         import psycopg
 
+        try:
+            with begin(self._lock_statement(kinds, search_path)):
+                yield
+        except psycopg.errors.LockNotAvailable:
+            raise StoreBusy(f"memory store {self.store_id} is busy; try again") from None
+
+    def _lock_statement(self, kinds: tuple[str, ...], search_path: bool) -> tuple[str, list[object]]:
         settings = ["set_config('lock_timeout', ?, true)"]
         params: list[object] = [f"{int(STORE_LOCK_TIMEOUT_SECONDS * 1000)}ms"]
         if search_path:
@@ -220,17 +230,13 @@ class PgIndexDb:
             params.insert(0, self.search_path)
         locks = ["pg_advisory_xact_lock(?)"] * len(kinds)
         params += [lock_id(f"gitmem:{kind}:{self.store_id}") for kind in kinds]
-        try:
-            tx.execute("SELECT " + ", ".join(settings + locks), params)
-        except psycopg.errors.LockNotAvailable:
-            raise StoreBusy(f"memory store {self.store_id} is busy; try again") from None
+        return "SELECT " + ", ".join(settings + locks), params
 
     @contextlib.contextmanager
     def writer_lock(self) -> Iterator[None]:
         """The store's writer lock alone, in a transaction of its own held for the block (a push, the
         swap and purge of a history rewrite); the index is written by other transactions meanwhile."""
-        with self.database.pool.connection() as conn, conn.transaction():
-            self._lock(_Holder(conn), ("writer",))
+        with self.database.pool.connection() as conn, self._locked(functools.partial(begun, conn), ("writer",), False):
             yield
 
     def compact(self) -> None:
@@ -248,16 +254,6 @@ class PgIndexDb:
 
     def close(self) -> None:
         """Nothing of a store's own: the pool is the process's."""
-
-
-class _Holder:
-    """A pooled connection's transaction, seen as a :class:`~gitmem.engine.database.Transaction`."""
-
-    def __init__(self, conn: Any) -> None:
-        self.conn = conn
-
-    def execute(self, sql: str, params: Any = ()) -> Any:
-        return self.conn.execute(to_postgres(sql), tuple(params))
 
 
 # -- search ---------------------------------------------------------------------------------------

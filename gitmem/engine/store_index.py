@@ -265,12 +265,20 @@ class StoreIndex(IndexQueries):
         write path indexes its own commits as it makes them, and hands over the blob, which is not in
         the repository yet)."""
         # As SQLite's INSERT OR REPLACE on its rowid: a version applied again goes last, seq = max + 1.
-        self.db.execute("DELETE FROM versions WHERE version_id=?", (record.version_id,))
+        if self._pg is None:
+            self.db.execute("DELETE FROM versions WHERE version_id=?", (record.version_id,))
+            replace, next_seq = "", "(SELECT coalesce(max(seq), 0) + 1 FROM versions)"
+            params: tuple[Any, ...] = ()
+        else:  # the same in one round trip: the rows the CTE deletes are still seen by max(seq)
+            replace = "WITH gone AS (DELETE FROM versions WHERE version_id=? RETURNING seq) "
+            next_seq = "(SELECT coalesce(max(seq), 0) + 1 FROM versions WHERE seq NOT IN (SELECT seq FROM gone))"
+            params = (record.version_id,)
         self.db.execute(
-            "INSERT INTO versions (seq, version_id, memory_id, operation, path, sha256, size, blob_id,"
+            replace + "INSERT INTO versions (seq, version_id, memory_id, operation, path, sha256, size, blob_id,"
             " created_at, actor_type, actor_id, commit_id, redacted_at, redacted_by_type, redacted_by_id)"
-            " VALUES ((SELECT coalesce(max(seq), 0) + 1 FROM versions),?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            f" VALUES ({next_seq},?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
+                *params,
                 record.version_id,
                 record.memory_id,
                 record.operation,

@@ -120,6 +120,23 @@ class _PostgresTransaction:
         self.conn.execute("SELECT pg_notify(%s, %s)", (channel, payload))
 
 
+@contextlib.contextmanager
+def begun(conn: Any, opening: tuple[str, Params]) -> Iterator[None]:
+    """A transaction on an autocommit connection whose ``BEGIN`` and ``opening`` (a statement whose
+    rows nobody reads) go in one round trip; committed on success, else rolled back. (psycopg's
+    ``conn.transaction()`` entered in a pipeline keeps the pipeline until it ends, where a read
+    waits for its rows.)"""
+    try:
+        with conn.pipeline():
+            conn.execute("BEGIN")
+            conn.execute(to_postgres(opening[0]), tuple(opening[1]))
+        yield
+    except BaseException:
+        conn.rollback()
+        raise
+    conn.commit()
+
+
 def redact_url(url: str) -> str:
     """The URL with its password (if any) replaced by ``***``: what logs and messages may show."""
     try:
@@ -187,10 +204,13 @@ class PostgresDatabase(Database):
             tx.executescript(script)
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[_PostgresTransaction]:
+    def transaction(self, opening: tuple[str, Params] | None = None) -> Iterator[_PostgresTransaction]:
+        """A transaction on one pooled connection, committed on success. ``opening``, a statement whose
+        rows nobody reads (taking locks, settings), is sent with ``BEGIN`` in one round trip; its
+        error (a lock timeout) is raised here, and the transaction rolled back."""
         if self._current() is not None:
             raise RuntimeError("a transaction is open on this thread already")
-        with self.pool.connection() as conn, conn.transaction():
+        with self.pool.connection() as conn, conn.transaction() if opening is None else begun(conn, opening):
             self._local.conn = conn
             try:
                 yield _PostgresTransaction(conn)
