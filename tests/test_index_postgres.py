@@ -256,3 +256,19 @@ def test_db_copy_builds_every_stores_index_in_postgres(tmp_path: Path, postgres_
     assert store.index.indexed_tip() == str(repository.read_tip(store.repo))  # built by the copy, not a read
     assert [h.note.path for h in store.search("quokka").items] == ["/copied.md"]
     moved.close()
+
+
+def test_a_deferred_index_row_that_fails_fails_the_write_before_main_moves(pg_store: MemoryStore) -> None:
+    """The index rows a write defers (sent with the next statement) reach the server before ``main``
+    moves: a row refused there fails the write, and neither Git nor the index keeps any of it."""
+    import psycopg
+
+    pg_store.create("/kept.md", "kept")
+    tip = repository.read_tip(pg_store.repo)
+    schema = index_pg.schema_name(STORE_ID)
+    pg_store.index.db.execute(f"ALTER TABLE {schema}.search_text ADD CONSTRAINT refused CHECK (body <> 'refused')")
+    with pytest.raises(psycopg.errors.CheckViolation):
+        pg_store.create("/refused.md", "refused")
+    assert repository.read_tip(pg_store.repo) == tip
+    assert [note.path for note in pg_store.index.all_notes()] == ["/kept.md"]
+    assert pg_store.create("/after.md", "fine").path == "/after.md"

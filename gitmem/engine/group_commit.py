@@ -189,6 +189,7 @@ class GroupCommitter:
                 if planned is None:  # nothing to commit
                     return True
                 tip, parent, root, trees, objects, outcomes = planned
+                index.flush()  # a row the plan wrote that fails must fail the batch before main moves
                 if not self._swap(index.repo, tip, parent, objects):
                     raise _MainMoved
                 swapped.append(parent)

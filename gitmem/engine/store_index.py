@@ -175,8 +175,20 @@ class StoreIndex(IndexQueries):
             self.set_tip(tip_hex)
         return tip
 
+    def _write(self, sql: str, params: tuple[Any, ...]) -> None:
+        """A write whose row count nobody reads (PostgreSQL: sent with the next statement)."""
+        if self._pg is not None:
+            self._pg.defer(sql, params)
+        else:
+            self._connections.get().execute(sql, params)
+
+    def flush(self) -> None:
+        """Send the writes :meth:`_write` deferred, raising their error now (nothing on SQLite)."""
+        if self._pg is not None:
+            self._pg.database.flush_deferred()
+
     def set_tip(self, tip_hex: str | None) -> None:
-        self.db.execute(
+        self._write(
             "INSERT INTO meta VALUES ('tip', ?), ('schema', ?) ON CONFLICT (key) DO UPDATE SET value=excluded.value",
             (tip_hex, SCHEMA_VERSION),
         )
@@ -273,7 +285,7 @@ class StoreIndex(IndexQueries):
             replace = "WITH gone AS (DELETE FROM versions WHERE version_id=? RETURNING seq) "
             next_seq = "(SELECT coalesce(max(seq), 0) + 1 FROM versions WHERE seq NOT IN (SELECT seq FROM gone))"
             params = (record.version_id,)
-        self.db.execute(
+        self._write(
             replace + "INSERT INTO versions (seq, version_id, memory_id, operation, path, sha256, size, blob_id,"
             " created_at, actor_type, actor_id, commit_id, redacted_at, redacted_by_type, redacted_by_id)"
             f" VALUES ({next_seq},?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -304,7 +316,7 @@ class StoreIndex(IndexQueries):
             self.db.execute("DELETE FROM notes WHERE memory_id=?", (record.memory_id,))
             return
         assert blob_id is not None  # a note is placed only where its commit holds the content
-        self.db.execute(
+        self._write(
             "INSERT INTO notes VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(memory_id) DO UPDATE SET"
             " path=excluded.path, blob_id=excluded.blob_id, sha256=excluded.sha256, size=excluded.size,"
             " version_id=excluded.version_id, updated_at=excluded.updated_at",

@@ -99,42 +99,50 @@ def lock_id(key: str) -> int:
 
 
 class _PostgresTransaction:
-    def __init__(self, conn: Any) -> None:
+    def __init__(self, database: PostgresDatabase, conn: Any) -> None:
+        self.database = database
         self.conn = conn
 
     def execute(self, sql: str, params: Params = ()) -> Rows:
-        return _run(self.conn, sql, params)
+        return self.database.execute(sql, params)
 
     def executemany(self, sql: str, rows: Iterable[Params]) -> Rows:
+        self.database.flush_deferred()
         with self.conn.cursor() as cursor:
             cursor.executemany(to_postgres(sql), [tuple(r) for r in rows])
             return Rows([], cursor.rowcount)
 
     def executescript(self, script: str) -> None:
+        self.database.flush_deferred()
         self.conn.execute(script)  # no parameters: psycopg sends it as one simple query
 
     def lock(self, key: str) -> None:
-        self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_id(key),))
+        self.execute("SELECT pg_advisory_xact_lock(?)", (lock_id(key),))
 
     def notify(self, channel: str, payload: str = "") -> None:
-        self.conn.execute("SELECT pg_notify(%s, %s)", (channel, payload))
+        self.execute("SELECT pg_notify(?, ?)", (channel, payload))
 
 
 @contextlib.contextmanager
-def begun(conn: Any, opening: tuple[str, Params]) -> Iterator[None]:
+def begun(conn: Any, opening: tuple[str, Params] | None, deferred: list[tuple[str, tuple[Any, ...]]]) -> Iterator[None]:
     """A transaction on an autocommit connection whose ``BEGIN`` and ``opening`` (a statement whose
-    rows nobody reads) go in one round trip; committed on success, else rolled back. (psycopg's
-    ``conn.transaction()`` entered in a pipeline keeps the pipeline until it ends, where a read
-    waits for its rows.)"""
+    rows nobody reads) go in one round trip, as do the statements still ``deferred`` at the end and
+    the ``COMMIT``; rolled back on an error. (psycopg's ``conn.transaction()`` entered in a pipeline
+    keeps the pipeline until it ends, where a read waits for its rows.)"""
     try:
         with conn.pipeline():
             conn.execute("BEGIN")
-            conn.execute(to_postgres(opening[0]), tuple(opening[1]))
+            if opening is not None:
+                conn.execute(to_postgres(opening[0]), tuple(opening[1]))
         yield
+        with conn.pipeline():
+            for statement in deferred:
+                conn.execute(*statement)
+            conn.commit()
     except BaseException:
+        deferred.clear()
         conn.rollback()
         raise
-    conn.commit()
 
 
 def redact_url(url: str) -> str:
@@ -191,9 +199,38 @@ class PostgresDatabase(Database):
     def execute(self, sql: str, params: Params = ()) -> Rows:
         conn = self._current()
         if conn is not None:
-            return _run(conn, sql, params)
+            return self._after_deferred(conn, sql, params)
         with self.pool.connection() as conn:
             return _run(conn, sql, params)
+
+    def defer(self, sql: str, params: Params = ()) -> None:
+        """A statement whose rows and row count nobody reads: in a transaction, sent with the next
+        statement (or the ``COMMIT``) in one round trip, and its error raised there; else run now."""
+        if self._current() is None:
+            self.execute(sql, params)
+        else:
+            self._local.deferred.append((to_postgres(sql), tuple(params)))
+
+    def flush_deferred(self) -> None:
+        """Send the statements this thread's transaction deferred (before one that bypasses them)."""
+        conn, deferred = self._current(), getattr(self._local, "deferred", [])
+        if conn is not None and deferred:
+            with conn.pipeline():
+                for statement in deferred:
+                    conn.execute(*statement)
+            deferred.clear()
+
+    def _after_deferred(self, conn: Any, sql: str, params: Params) -> Rows:
+        deferred = self._local.deferred  # the transaction's own list: emptied, never replaced
+        if not deferred:
+            return _run(conn, sql, params)
+        statements = list(deferred)
+        deferred.clear()
+        with conn.pipeline():
+            for statement in statements:
+                conn.execute(*statement)
+            cursor = conn.execute(to_postgres(sql), tuple(params))
+        return Rows(cursor.fetchall() if cursor.description is not None else [], cursor.rowcount)
 
     def executemany(self, sql: str, rows: Iterable[Params]) -> Rows:
         with self.transaction() as tx:
@@ -210,10 +247,11 @@ class PostgresDatabase(Database):
         error (a lock timeout) is raised here, and the transaction rolled back."""
         if self._current() is not None:
             raise RuntimeError("a transaction is open on this thread already")
-        with self.pool.connection() as conn, conn.transaction() if opening is None else begun(conn, opening):
+        self._local.deferred = []
+        with self.pool.connection() as conn, begun(conn, opening, self._local.deferred):
             self._local.conn = conn
             try:
-                yield _PostgresTransaction(conn)
+                yield _PostgresTransaction(self, conn)
             finally:
                 self._local.conn = None
 
