@@ -272,3 +272,31 @@ def test_a_deferred_index_row_that_fails_fails_the_write_before_main_moves(pg_st
     assert repository.read_tip(pg_store.repo) == tip
     assert [note.path for note in pg_store.index.all_notes()] == ["/kept.md"]
     assert pg_store.create("/after.md", "fine").path == "/after.md"
+
+
+def test_path_conflicts_and_case_twins_are_found_as_on_sqlite(
+    pg_store: MemoryStore, clock: FrozenClock, tmp_path: Path
+) -> None:
+    """The placement lookups go to PostgreSQL together; they find what SQLite's one-by-one lookups find."""
+    from gitmem.errors import PathConflict
+
+    sqlite_store = open_store(tmp_path / "sqlite" / f"{STORE_ID}.git", clock, None)
+    attempts = ["/a/b.md", "/a", "/a/b.md/c.md", "/A/x.md", "/a/B.md", "/a/c/d.md", "/a/C/e.md", "/é/f.md", "/É/g.md"]
+
+    def outcomes(store: MemoryStore) -> list[str]:
+        seen = []
+        for path in attempts:
+            try:
+                seen.append("ok " + store.create(path, "x").path)
+            except PathConflict as conflict:
+                seen.append(f"conflict {conflict.details['conflicting_path']}")
+        moved = store.create("/m/n.md", "x")
+        seen.append(store.update(moved.id, path="/m/n.md/deeper.md").path)  # past itself, below its new path
+        return seen
+
+    try:
+        on_sqlite = outcomes(sqlite_store)
+    finally:
+        sqlite_store.close()
+    assert on_sqlite.count("ok /a/b.md") == 1 and "conflict /a/b.md" in on_sqlite
+    assert outcomes(pg_store) == on_sqlite

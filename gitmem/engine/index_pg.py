@@ -38,7 +38,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from gitmem.engine.database import PostgresDatabase, Rows, lock_id, to_postgres
-from gitmem.engine.database.postgres_db import begun
+from gitmem.engine.database.postgres_db import begun, run_all
 from gitmem.errors import StoreBusy
 
 log = logging.getLogger(__name__)
@@ -174,13 +174,22 @@ class PgIndexDb:
         if self.database.in_transaction():
             self._check_same_store()
             return self.database.execute(sql, params)
+        return self.read_all([(sql, params)])[0]
+
+    def read_all(self, statements: list[tuple[str, Any]]) -> list[Rows]:
+        """Each statement's rows, the statements sent together (one round trip)."""
+        if self.database.in_transaction():
+            self._check_same_store()
+            return self.database.read_all(statements)
         with self.database.pool.connection() as conn:
             # The pool is the index's alone: a search_path left on a connection is only ever ours.
             if getattr(conn, "_gitmem_search_path", None) != self.search_path:
                 conn.execute("SELECT set_config('search_path', %s, false)", (self.search_path,))
                 conn._gitmem_search_path = self.search_path  # type: ignore[attr-defined]
-            cursor = conn.execute(to_postgres(sql), tuple(params))
-            return Rows(cursor.fetchall() if cursor.description is not None else [], cursor.rowcount)
+            if len(statements) == 1:
+                cursor = conn.execute(to_postgres(statements[0][0]), tuple(statements[0][1]))
+                return [Rows(cursor.fetchall() if cursor.description is not None else [], cursor.rowcount)]
+            return run_all(conn, statements)
 
     def defer(self, sql: str, params: Any = ()) -> None:
         """``execute`` for a write whose row count nobody reads: in a transaction, it goes to the

@@ -16,7 +16,7 @@ from gitmem.clock import from_micros, to_micros
 from gitmem.engine.pagetoken import PageTokens
 from gitmem.git.commits import VersionRecord
 from gitmem.model import Actor, MemoryPrefix
-from gitmem.rules.paths import fold, levels
+from gitmem.rules.paths import ancestors, fold, levels
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,10 @@ class VersionRow:
     record: VersionRecord
     blob_id: str | None
     commit_id: str
+
+
+_FIRST_BELOW = "SELECT * FROM notes WHERE path>=? AND path<? AND memory_id IS DISTINCT FROM ? ORDER BY path LIMIT 1"
+_LEVEL_TAKEN = "SELECT 1 FROM notes WHERE (path=? OR (path>? AND path<?)) AND memory_id IS DISTINCT FROM ? LIMIT 1"
 
 
 def upper_bound(prefix: str) -> str:
@@ -99,10 +103,7 @@ class IndexQueries:
     def first_note_below(self, folder: str, *, other_than: str | None = None) -> NoteRow | None:
         """The first note inside ``folder`` in path order (skipping the note ``other_than``)."""
         prefix = folder.rstrip("/") + "/"
-        row = self.db.execute(
-            "SELECT * FROM notes WHERE path>=? AND path<? AND memory_id IS DISTINCT FROM ? ORDER BY path LIMIT 1",
-            (prefix, upper_bound(prefix), other_than),
-        ).fetchone()
+        row = self.db.execute(_FIRST_BELOW, (prefix, upper_bound(prefix), other_than)).fetchone()
         return _note_row(row) if row else None
 
     def case_twin(self, path: str, *, other_than: str | None = None) -> NoteRow | None:
@@ -111,13 +112,41 @@ class IndexQueries:
         Folders that already exist as spelled were checked when they were made, so only the first new
         level is compared, through the ``lower(path)`` index (or a LIKE scan for non-ASCII names)."""
         for level in levels(path):
-            exists = self.db.execute(
-                "SELECT 1 FROM notes WHERE (path=? OR (path>? AND path<?)) AND memory_id IS DISTINCT FROM ? LIMIT 1",
-                (level, level + "/", level + "0", other_than),
-            ).fetchone()
+            exists = self.db.execute(_LEVEL_TAKEN, (level, level + "/", level + "0", other_than)).fetchone()
             if exists is None:
                 return self._first_twin(level, other_than)
         return None
+
+    def placement(self, path: str, *, moving: str | None) -> tuple[NoteRow | None, NoteRow | None]:
+        """What stands in the way of a note at ``path`` (``moving``: a note being renamed there): the
+        note at it or at a folder above it, else the first note below it other than ``moving``; and,
+        unless that one is another note, its :meth:`case_twin`. On PostgreSQL the lookups go to the
+        server together (two round trips, not one per lookup)."""
+        read_all = getattr(self.db, "read_all", None)
+        if read_all is None:
+            clash = self.note_at(path)
+            for folder in ancestors(path):
+                if clash is not None:
+                    break
+                clash = self.note_at(folder)
+            if clash is None:  # the moving note may itself be below its new path: look past it
+                clash = self.first_note_below(path, other_than=moving)
+            if clash is not None and clash.memory_id != moving:
+                return clash, None
+            return clash, self.case_twin(path, other_than=moving)
+        spots, steps, below = [path, *ancestors(path)], levels(path), path.rstrip("/") + "/"
+        results = read_all(
+            [("SELECT * FROM notes WHERE path=?", (spot,)) for spot in spots]
+            + [(_FIRST_BELOW, (below, upper_bound(below), moving))]
+            + [(_LEVEL_TAKEN, (level, level + "/", level + "0", moving)) for level in steps]
+        )
+        found = [rows.fetchone() for rows in results]
+        row = next((row for row in found[: len(spots) + 1] if row is not None), None)
+        clash = _note_row(row) if row is not None else None
+        if clash is not None and clash.memory_id != moving:
+            return clash, None
+        free = next((level for level, taken in zip(steps, found[len(spots) + 1 :], strict=True) if taken is None), None)
+        return clash, self._first_twin(free, moving) if free is not None else None
 
     def _first_twin(self, level: str, other_than: str | None) -> NoteRow | None:
         if level.isascii():

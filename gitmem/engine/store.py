@@ -416,21 +416,13 @@ class MemoryStore:
     @staticmethod
     def _check_free(index: StoreIndex, path: str, *, moving: str | None) -> None:
         """A note may not sit at, above or below another note's path."""
-        clash = index.note_at(path)
-        if clash is None:
-            for folder in paths.ancestors(path):
-                clash = index.note_at(folder)
-                if clash is not None:
-                    break
-        if clash is None:  # the moving note may itself be below its new path: look past it
-            clash = index.first_note_below(path, other_than=moving)
+        clash, twin = index.placement(path, moving=moving)
         if clash is not None and clash.memory_id != moving:
             raise PathConflict(
                 f"{path} collides with the memory at {clash.path}",
                 conflicting_memory_id=clash.memory_id,
                 conflicting_path=clash.path,
             )
-        twin = index.case_twin(path, other_than=moving)
         if twin is not None:
             raise PathConflict(
                 f"{path} differs only in case from the memory at {twin.path}; on a"

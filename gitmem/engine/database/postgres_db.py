@@ -93,6 +93,15 @@ def _run(conn: Any, sql: str, params: Params) -> Rows:
     return Rows(rows, cursor.rowcount)
 
 
+def run_all(conn: Any, statements: Sequence[tuple[str, Params]], before: Sequence[tuple[str, Any]] = ()) -> list[Rows]:
+    """Each statement's rows, all sent in one pipeline (one round trip) after the ``before`` ones."""
+    with conn.pipeline():
+        for statement in before:
+            conn.execute(*statement)
+        cursors = [conn.execute(to_postgres(sql), tuple(params)) for sql, params in statements]
+    return [Rows(c.fetchall() if c.description is not None else [], c.rowcount) for c in cursors]
+
+
 def lock_id(key: str) -> int:
     """A key's 64-bit advisory lock number (signed, as PostgreSQL's ``bigint``)."""
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big", signed=True)
@@ -220,17 +229,21 @@ class PostgresDatabase(Database):
                     conn.execute(*statement)
             deferred.clear()
 
-    def _after_deferred(self, conn: Any, sql: str, params: Params) -> Rows:
+    def read_all(self, statements: Sequence[tuple[str, Params]]) -> list[Rows]:
+        """Each statement's rows, in one round trip (in this thread's transaction if one is open)."""
+        conn = self._current()
+        if conn is None:
+            with self.pool.connection() as conn:
+                return run_all(conn, statements)
         deferred = self._local.deferred  # the transaction's own list: emptied, never replaced
-        if not deferred:
-            return _run(conn, sql, params)
-        statements = list(deferred)
+        sent = list(deferred)
         deferred.clear()
-        with conn.pipeline():
-            for statement in statements:
-                conn.execute(*statement)
-            cursor = conn.execute(to_postgres(sql), tuple(params))
-        return Rows(cursor.fetchall() if cursor.description is not None else [], cursor.rowcount)
+        return run_all(conn, statements, sent)
+
+    def _after_deferred(self, conn: Any, sql: str, params: Params) -> Rows:
+        if not self._local.deferred:
+            return _run(conn, sql, params)
+        return self.read_all([(sql, params)])[0]
 
     def executemany(self, sql: str, rows: Iterable[Params]) -> Rows:
         with self.transaction() as tx:
