@@ -215,12 +215,27 @@ class PgIndexDb:
             self._check_same_store()
             yield self
             return
-        with self._locked(self.database.transaction, ("writer", "index") if writer else ("index",), True):
+        begin = functools.partial(
+            self.database.transaction, read=(f"SELECT value FROM {self.schema}.meta WHERE key='tip'", ())
+        )
+        with self._locked(begin, ("writer", "index") if writer else ("index",), True) as tx:
             _open.schema = self.schema
+            _open.tip = tx.opened  # read under the locks, with the BEGIN: see take_opened_tip
             try:
                 yield self
             finally:
-                _open.schema = None
+                _open.schema = _open.tip = None
+
+    def take_opened_tip(self) -> Rows | None:
+        """The indexed tip as this transaction read it right after taking its locks (once: None after,
+        and after :meth:`forget_opened_tip`, so a tip written since is read again)."""
+        if not self.database.in_transaction():
+            return None
+        rows, _open.tip = getattr(_open, "tip", None), None
+        return rows
+
+    def forget_opened_tip(self) -> None:
+        _open.tip = None
 
     def _check_same_store(self) -> None:
         """The transaction open on this thread is this store's: its ``search_path`` names no other."""
@@ -228,15 +243,15 @@ class PgIndexDb:
             raise RuntimeError(f"another store's index transaction is open on this thread, not {self.store_id}'s")
 
     @contextlib.contextmanager
-    def _locked(self, begin: Any, kinds: tuple[str, ...], search_path: bool) -> Iterator[None]:
+    def _locked(self, begin: Any, kinds: tuple[str, ...], search_path: bool) -> Iterator[Any]:
         """``begin(opening)``'s transaction, opened holding the store's locks of ``kinds`` (taken in
         order, waiting at most the lock timeout) in the same round trip as its ``BEGIN``
         (PostgreSQL evaluates a select list left to right: the settings come first)."""
         import psycopg
 
         try:
-            with begin(self._lock_statement(kinds, search_path)):
-                yield
+            with begin(self._lock_statement(kinds, search_path)) as tx:
+                yield tx
         except psycopg.errors.LockNotAvailable:
             raise StoreBusy(f"memory store {self.store_id} is busy; try again") from None
 

@@ -149,7 +149,9 @@ class StoreIndex(IndexQueries):
     # -- keeping up with main -------------------------------------------------------------------
 
     def indexed_tip(self) -> str | None:
-        row = self.db.execute("SELECT value FROM meta WHERE key='tip'").fetchone()
+        opened = self._pg.take_opened_tip() if self._pg is not None else None
+        rows = opened if opened is not None else self.db.execute("SELECT value FROM meta WHERE key='tip'")
+        row = rows.fetchone()
         return row[0] if row else None
 
     def catch_up(self) -> pygit2.Oid | None:
@@ -188,6 +190,8 @@ class StoreIndex(IndexQueries):
             self._pg.database.flush_deferred()
 
     def set_tip(self, tip_hex: str | None) -> None:
+        if self._pg is not None:
+            self._pg.forget_opened_tip()
         self._write(
             "INSERT INTO meta VALUES ('tip', ?), ('schema', ?) ON CONFLICT (key) DO UPDATE SET value=excluded.value",
             (tip_hex, SCHEMA_VERSION),
@@ -233,6 +237,8 @@ class StoreIndex(IndexQueries):
             self.set_tip(str(tip) if tip else None)
 
     def _clear(self) -> None:
+        if self._pg is not None:
+            self._pg.forget_opened_tip()
         search_index.clear(self.db)
         self.db.execute("DELETE FROM notes")  # the triggers bring totals back to zero
         self.db.execute("DELETE FROM versions")

@@ -108,9 +108,10 @@ def lock_id(key: str) -> int:
 
 
 class _PostgresTransaction:
-    def __init__(self, database: PostgresDatabase, conn: Any) -> None:
+    def __init__(self, database: PostgresDatabase, conn: Any, opened: Rows | None = None) -> None:
         self.database = database
         self.conn = conn
+        self.opened = opened  # the rows of the transaction's first read, if it was given one
 
     def execute(self, sql: str, params: Params = ()) -> Rows:
         return self.database.execute(sql, params)
@@ -133,17 +134,24 @@ class _PostgresTransaction:
 
 
 @contextlib.contextmanager
-def begun(conn: Any, opening: tuple[str, Params] | None, deferred: list[tuple[str, tuple[Any, ...]]]) -> Iterator[None]:
+def begun(
+    conn: Any,
+    opening: tuple[str, Params] | None,
+    deferred: list[tuple[str, tuple[Any, ...]]],
+    read: tuple[str, Params] | None = None,
+) -> Iterator[Rows | None]:
     """A transaction on an autocommit connection whose ``BEGIN`` and ``opening`` (a statement whose
     rows nobody reads) go in one round trip, as do the statements still ``deferred`` at the end and
     the ``COMMIT``; rolled back on an error. (psycopg's ``conn.transaction()`` entered in a pipeline
-    keeps the pipeline until it ends, where a read waits for its rows.)"""
+    keeps the pipeline until it ends, where a read waits for its rows.) Yields the rows of ``read``,
+    sent in the same round trip after ``opening`` (so it sees what committed before the locks were had)."""
     try:
         with conn.pipeline():
             conn.execute("BEGIN")
             if opening is not None:
                 conn.execute(to_postgres(opening[0]), tuple(opening[1]))
-        yield
+            cursor = conn.execute(to_postgres(read[0]), tuple(read[1])) if read is not None else None
+        yield Rows(cursor.fetchall(), cursor.rowcount) if cursor is not None else None
         with conn.pipeline():
             for statement in deferred:
                 conn.execute(*statement)
@@ -254,17 +262,19 @@ class PostgresDatabase(Database):
             tx.executescript(script)
 
     @contextlib.contextmanager
-    def transaction(self, opening: tuple[str, Params] | None = None) -> Iterator[_PostgresTransaction]:
+    def transaction(
+        self, opening: tuple[str, Params] | None = None, read: tuple[str, Params] | None = None
+    ) -> Iterator[_PostgresTransaction]:
         """A transaction on one pooled connection, committed on success. ``opening``, a statement whose
         rows nobody reads (taking locks, settings), is sent with ``BEGIN`` in one round trip; its
         error (a lock timeout) is raised here, and the transaction rolled back."""
         if self._current() is not None:
             raise RuntimeError("a transaction is open on this thread already")
         self._local.deferred = []
-        with self.pool.connection() as conn, begun(conn, opening, self._local.deferred):
+        with self.pool.connection() as conn, begun(conn, opening, self._local.deferred, read) as rows:
             self._local.conn = conn
             try:
-                yield _PostgresTransaction(self, conn)
+                yield _PostgresTransaction(self, conn, rows)
             finally:
                 self._local.conn = None
 
