@@ -43,6 +43,37 @@ _FIRST_BELOW = "SELECT * FROM notes WHERE path>=? AND path<? AND memory_id IS DI
 _LEVEL_TAKEN = "SELECT 1 FROM notes WHERE (path=? OR (path>? AND path<?)) AND memory_id IS DISTINCT FROM ? LIMIT 1"
 
 
+def _twin_candidates(level: str, other_than: str | None) -> tuple[str, tuple[Any, ...]]:
+    """The statement finding the notes that may be ``level``'s case twins (:func:`_twin_among` decides)."""
+    if level.isascii():
+        lowered = level.lower()
+        return (
+            "SELECT * FROM notes WHERE (lower(path)=? OR (lower(path)>? AND lower(path)<?))"
+            " AND memory_id IS DISTINCT FROM ? ORDER BY path",
+            (lowered, lowered + "/", lowered + "0", other_than),
+        )
+    # lower() folds ASCII only: a non-ASCII letter matches anything, then Python decides. (Both
+    # sides lowered: SQLite's LIKE ignores ASCII case, PostgreSQL's does not.)
+    pattern = "".join(
+        ch.lower() if ch.isascii() and ch not in "%_\\" else ("\\" + ch if ch.isascii() else "_") for ch in level
+    )
+    return (
+        "SELECT * FROM notes WHERE (lower(path) LIKE ? ESCAPE '\\' OR lower(path) LIKE ? ESCAPE '\\')"
+        " AND memory_id IS DISTINCT FROM ? ORDER BY path",
+        (pattern, pattern + "/%", other_than),
+    )
+
+
+def _twin_among(level: str, rows: Any) -> NoteRow | None:
+    folded = fold(level)
+    for row in rows:
+        other = row["path"]
+        head, rest = other[: len(level)], other[len(level) :]
+        if head != level and fold(head) == folded and rest[:1] in ("", "/"):
+            return _note_row(row)
+    return None
+
+
 def upper_bound(prefix: str) -> str:
     """The smallest string greater than every string that starts with ``prefix`` (prefix ends in '/')."""
     return prefix[:-1] + "0"  # '0' is the character after '/'
@@ -139,41 +170,22 @@ class IndexQueries:
             [("SELECT * FROM notes WHERE path=?", (spot,)) for spot in spots]
             + [(_FIRST_BELOW, (below, upper_bound(below), moving))]
             + [(_LEVEL_TAKEN, (level, level + "/", level + "0", moving)) for level in steps]
+            + [_twin_candidates(path, moving)]  # most often the level to compare: the note itself
         )
-        found = [rows.fetchone() for rows in results]
+        found = [rows.fetchone() for rows in results[:-1]]
         row = next((row for row in found[: len(spots) + 1] if row is not None), None)
         clash = _note_row(row) if row is not None else None
         if clash is not None and clash.memory_id != moving:
             return clash, None
         free = next((level for level, taken in zip(steps, found[len(spots) + 1 :], strict=True) if taken is None), None)
-        return clash, self._first_twin(free, moving) if free is not None else None
+        if free is None:
+            return clash, None
+        if free == path:
+            return clash, _twin_among(path, results[-1])
+        return clash, self._first_twin(free, moving)
 
     def _first_twin(self, level: str, other_than: str | None) -> NoteRow | None:
-        if level.isascii():
-            lowered = level.lower()
-            rows = self.db.execute(
-                "SELECT * FROM notes WHERE (lower(path)=? OR (lower(path)>? AND lower(path)<?))"
-                " AND memory_id IS DISTINCT FROM ? ORDER BY path",
-                (lowered, lowered + "/", lowered + "0", other_than),
-            )
-        else:  # lower() folds ASCII only: a non-ASCII letter matches anything, then Python decides. (Both
-            # sides lowered: SQLite's LIKE ignores ASCII case, PostgreSQL's does not.)
-            pattern = "".join(
-                ch.lower() if ch.isascii() and ch not in "%_\\" else ("\\" + ch if ch.isascii() else "_")
-                for ch in level
-            )
-            rows = self.db.execute(
-                "SELECT * FROM notes WHERE (lower(path) LIKE ? ESCAPE '\\' OR lower(path) LIKE ? ESCAPE '\\')"
-                " AND memory_id IS DISTINCT FROM ? ORDER BY path",
-                (pattern, pattern + "/%", other_than),
-            )
-        folded = fold(level)
-        for row in rows:
-            other = row["path"]
-            head, rest = other[: len(level)], other[len(level) :]
-            if head != level and fold(head) == folded and rest[:1] in ("", "/"):
-                return _note_row(row)
-        return None
+        return _twin_among(level, self.db.execute(*_twin_candidates(level, other_than)))
 
     def totals(self) -> tuple[int, int]:
         count, size = self.db.execute("SELECT notes, bytes FROM totals").fetchone()
