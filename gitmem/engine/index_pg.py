@@ -249,11 +249,12 @@ class PgIndexDb:
         (PostgreSQL evaluates a select list left to right: the settings come first)."""
         import psycopg
 
-        try:
-            with begin(self._lock_statement(kinds, search_path)) as tx:
-                yield tx
-        except psycopg.errors.LockNotAvailable:
-            raise StoreBusy(f"memory store {self.store_id} is busy; try again") from None
+        with contextlib.ExitStack() as stack:
+            try:  # only the locks' own timeout means busy, not a statement's inside the block
+                tx = stack.enter_context(begin(self._lock_statement(kinds, search_path)))
+            except psycopg.errors.LockNotAvailable:
+                raise StoreBusy(f"memory store {self.store_id} is busy; try again") from None
+            yield tx
 
     def _lock_statement(self, kinds: tuple[str, ...], search_path: bool) -> tuple[str, list[object]]:
         settings = ["set_config('lock_timeout', ?, true)"]
