@@ -15,25 +15,16 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-import httpx
-
 from bench.prune import build
 from gitmem.engine.home import Gitmem
 from gitmem.git import repository
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tests.server import serve
 
 
 def _timed_clone(args: list[str], dest: Path, env: dict[str, str] | None = None) -> float:
@@ -61,32 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         repository.pack(repo, full=True)
         pack_bytes = sum(p.stat().st_size for p in (repo / "objects" / "pack").glob("*.pack"))
 
-        port = _free_port()
-        env = {**os.environ, "GITMEM_HOME": str(home), "GITMEM_LOG_LEVEL": "WARNING", "GITMEM_PRUNE_INTERVAL": "0"}
-        server = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "--factory",
-                "gitmem.api.app:create_app_from_env",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--log-level",
-                "warning",
-            ],
-            env=env,
-        )
-        try:
-            base = f"http://127.0.0.1:{port}"
-            for _ in range(100):
-                try:
-                    if httpx.get(f"{base}/healthz").status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    time.sleep(0.1)
+        with serve(home, env={"GITMEM_PRUNE_INTERVAL": "0"}) as base:
             git_env = {
                 **os.environ,
                 "GIT_CONFIG_COUNT": "1",
@@ -105,9 +71,6 @@ def main(argv: list[str] | None = None) -> int:
                 ],
                 "git, local copy": [_timed_clone(["--no-hardlinks", str(repo)], dest) for _ in range(options.runs)],
             }
-        finally:
-            server.terminate()
-            server.wait(10)
 
     baseline = statistics.median(rows["git, file:// (pack protocol)"])
     print(f"clone of a {options.notes}-note store (pack {pack_bytes / 2**20:.1f} MiB), median of {options.runs}:")

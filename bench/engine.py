@@ -43,6 +43,7 @@ from pathlib import Path
 
 import pygit2
 
+from bench.words import WORDS
 from gitmem import ids
 from gitmem.engine.home import Gitmem
 from gitmem.git import repository
@@ -57,47 +58,6 @@ ACTORS = [
     Actor(kind, f"{prefix}_bench{i:02d}")
     for i, (kind, prefix) in enumerate([("task_actor", "task"), ("api_actor", "apikey"), ("user_actor", "user")] * 4)
 ][:10]
-WORDS = [
-    "memory",
-    "note",
-    "agent",
-    "task",
-    "user",
-    "prefers",
-    "email",
-    "meeting",
-    "project",
-    "deadline",
-    "review",
-    "design",
-    "test",
-    "deploy",
-    "customer",
-    "support",
-    "invoice",
-    "schedule",
-    "follow",
-    "up",
-    "remember",
-    "context",
-    "summary",
-    "decision",
-    "owner",
-    "team",
-    "release",
-    "bug",
-    "fix",
-    "feature",
-    "request",
-    "budget",
-    "quarter",
-    "plan",
-    "risk",
-    "metric",
-    "goal",
-    "weekly",
-    "status",
-]
 READ_SAMPLES = 1000
 VERSION_SAMPLES = 500
 UPDATE_EVERY = 10  # one note in ten is updated once after the bulk write

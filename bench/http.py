@@ -38,38 +38,8 @@ from pathlib import Path
 
 import httpx
 
-WORDS = [
-    "memory",
-    "note",
-    "agent",
-    "task",
-    "user",
-    "prefers",
-    "email",
-    "meeting",
-    "project",
-    "deadline",
-    "review",
-    "design",
-    "deploy",
-    "customer",
-    "support",
-    "schedule",
-    "follow",
-    "remember",
-    "context",
-    "summary",
-    "decision",
-    "owner",
-    "team",
-    "release",
-    "feature",
-    "budget",
-    "quarter",
-    "plan",
-    "risk",
-    "goal",
-]
+from bench.words import WORDS
+
 NOTE_BYTES = 310
 FOLDERS = 100
 QUIET_ENV = {

@@ -25,6 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.words import WORDS
 from gitmem import ids
 from gitmem.clock import iso
 from gitmem.git import repository
@@ -35,33 +36,6 @@ DAYS = 120
 RETENTION_DAYS = 30
 START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 END = START + dt.timedelta(days=DAYS)
-WORDS = [
-    "alpha",
-    "beta",
-    "gamma",
-    "delta",
-    "memory",
-    "note",
-    "agent",
-    "task",
-    "store",
-    "version",
-    "retention",
-    "prune",
-    "commit",
-    "tree",
-    "blob",
-    "sam",
-    "project",
-    "deadline",
-    "meeting",
-    "summary",
-    "decision",
-    "follow-up",
-    "risk",
-    "owner",
-    "context",
-]
 
 
 def _sig(sig) -> bytes:

@@ -17,16 +17,11 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import os
 import random
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -40,6 +35,7 @@ from gitmem.git import repository
 from gitmem.git.commits import VersionRecord, author_for, format_message
 from gitmem.model import Note
 from gitmem.rules import paths
+from tests.server import serve
 
 WORDS = [
     "memory",
@@ -149,50 +145,6 @@ def build_store(gm: Gitmem, workspace_id: str, n: int) -> tuple[MemoryStore, flo
     return store, time.perf_counter() - started
 
 
-@contextmanager
-def uvicorn(home: Path) -> Iterator[str]:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    env = dict(
-        os.environ,
-        GITMEM_HOME=str(home),
-        GITMEM_LOG_LEVEL="WARNING",
-        PYTHONPATH=str(Path(__file__).resolve().parent.parent),
-    )
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "--factory",
-            "gitmem.api.app:create_app_from_env",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-            "--no-access-log",
-        ],
-        env=env,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(300):
-            try:
-                if httpx.get(base + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        yield base
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-
-
 def _p(values: list[float], q: float) -> float:
     return sorted(values)[min(len(values) - 1, int(q * len(values)))]
 
@@ -248,7 +200,7 @@ def run(home: Path, notes: int, queries: int, writes: int, fsync: bool) -> None:
     store, index_seconds = build_store(gm, ws.id, notes)
     print(f"{notes} notes indexed (notes, versions and text) in {index_seconds:.2f} s")
 
-    with uvicorn(home) as base, httpx.Client(base_url=base, headers={"x-api-key": key}, timeout=30) as client:
+    with serve(home) as base, httpx.Client(base_url=base, headers={"x-api-key": key}, timeout=30) as client:
         route = f"/v1/memory_stores/{store.id}"
         search_ms = time_requests(client, route + "/search", [{"q": q} for q in QUERIES], queries)
         list_ms = time_requests(client, route + "/memories", [{"limit": "20"}], queries)

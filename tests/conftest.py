@@ -140,6 +140,17 @@ def git(repo_path: Path, *args: str) -> str:
     return proc.stdout
 
 
+def start_together(workers: list[subprocess.Popen[str]]) -> None:
+    """Wait until every worker process has printed ``ready``, then tell them all ``go``: their writes
+    race from the same moment, not in the order they happened to start."""
+    for worker in workers:
+        assert worker.stdout is not None and worker.stdout.readline().strip() == "ready"
+    for worker in workers:
+        assert worker.stdin is not None
+        worker.stdin.write("go\n")
+        worker.stdin.flush()
+
+
 def assert_fsck_clean(repo_path: Path) -> None:
     """``git fsck --full`` finds nothing wrong (dangling objects from retried writes are allowed). A
     store's background packer (its process may outlive a killed writer) is waited for and held off."""

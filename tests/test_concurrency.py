@@ -12,7 +12,7 @@ import pytest
 from gitmem.engine.catalog import Workspace
 from gitmem.engine.home import Gitmem
 from gitmem.engine.store import MemoryStore
-from tests.conftest import assert_fsck_clean, index_snapshot
+from tests.conftest import assert_fsck_clean, index_snapshot, start_together
 
 # Several writer processes at once.
 pytestmark = pytest.mark.slow
@@ -85,12 +85,7 @@ def test_four_processes_writing_into_one_store(gm: Gitmem, workspace: Workspace,
         )
         for me in range(PROCESSES)
     ]
-    for worker in workers:
-        assert worker.stdout is not None and worker.stdout.readline().strip() == "ready"
-    for worker in workers:
-        assert worker.stdin is not None
-        worker.stdin.write("go\n")
-        worker.stdin.flush()
+    start_together(workers)
     outputs = []
     for worker in workers:
         out, err = worker.communicate(timeout=240)

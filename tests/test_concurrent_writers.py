@@ -18,7 +18,7 @@ import pytest
 from gitmem.engine.catalog import Workspace
 from gitmem.engine.fsck import check_store
 from gitmem.engine.home import Gitmem
-from tests.conftest import assert_fsck_clean, index_snapshot
+from tests.conftest import assert_fsck_clean, index_snapshot, start_together
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow  # writer processes, SIGKILLs
@@ -96,15 +96,6 @@ def spawn(
     )
 
 
-def start(workers: list[subprocess.Popen[str]]) -> None:
-    for worker in workers:
-        assert worker.stdout is not None and worker.stdout.readline().strip() == "ready"
-    for worker in workers:
-        assert worker.stdin is not None
-        worker.stdin.write("go\n")
-        worker.stdin.flush()
-
-
 def check_stores(gm: Gitmem, workspace: Workspace, store_ids: list[str], expected: dict[str, list[str]]) -> None:
     """Every note holds exactly the lines its writer appended, in order; the shared notes every line."""
     for store_id in store_ids:
@@ -128,7 +119,7 @@ def run_two_processes(gm: Gitmem, workspace: Workspace, store_ids: list[str], th
     for store_id in store_ids:
         gm.store(workspace.id, store_id).create("/shared.md", "")
     workers = [spawn(gm, workspace, me, rounds, threads, store_ids) for me in range(2)]
-    start(workers)
+    start_together(workers)
     expected: dict[str, list[str]] = {}
     for me, worker in enumerate(workers):
         out, err = worker.communicate(timeout=240)
@@ -160,7 +151,7 @@ def test_sigkill_in_the_middle_of_batches_loses_no_acknowledged_write(gm: Gitmem
     acked: dict[str, tuple[int, str]] = {}  # memory id -> its last acknowledged line and content_sha256
     for round_number in range(3):
         worker = spawn(gm, workspace, round_number, 1000, 4, [store_id], fsync=True)
-        start([worker])
+        start_together([worker])
         time.sleep(rng.uniform(0.4, 1.0))
         os.killpg(worker.pid, signal.SIGKILL)
         out, _ = worker.communicate(timeout=60)

@@ -66,10 +66,20 @@ class Pusher:
         return self.gm.store(self.workspace_id, self.store_id)
 
     def git(
-        self, *args: str, cwd: Path | None = None, check: bool = True, env: dict[str, str] | None = None
+        self,
+        *args: str,
+        cwd: Path | None = None,
+        check: bool = True,
+        env: dict[str, str] | None = None,
+        input: str | None = None,
     ) -> subprocess.CompletedProcess[str]:
         result = subprocess.run(
-            ["git", *args], cwd=cwd or self.dir, env={**self.env, **(env or {})}, capture_output=True, text=True
+            ["git", *args],
+            cwd=cwd or self.dir,
+            env={**self.env, **(env or {})},
+            input=input,
+            capture_output=True,
+            text=True,
         )
         if check and result.returncode != 0:
             raise AssertionError(f"git {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
@@ -356,33 +366,15 @@ def test_a_submodule_is_refused(unchanged: Pusher) -> None:
 
 
 def _push_tree(pusher: Pusher, tree_lines: str) -> subprocess.CompletedProcess[str]:
-    made = subprocess.run(
-        ["git", "mktree"], input=tree_lines, cwd=pusher.dir, env=pusher.env, text=True, capture_output=True, check=True
-    ).stdout.strip()
+    made = pusher.git("mktree", input=tree_lines).stdout.strip()
     commit = pusher.git("commit-tree", made, "-p", "HEAD", "-m", "crafted").stdout.strip()
     pusher.git("update-ref", "refs/heads/main", commit)
     return pusher.push()
 
 
 def test_a_collision_in_the_pushed_tree_is_refused(unchanged: Pusher) -> None:
-    blob = subprocess.run(
-        ["git", "hash-object", "-w", "--stdin"],
-        input="a note\n",
-        cwd=unchanged.dir,
-        env=unchanged.env,
-        text=True,
-        capture_output=True,
-        check=True,
-    ).stdout.strip()
-    inner = subprocess.run(
-        ["git", "mktree"],
-        input=f"100644 blob {blob}\tb.md\n",
-        cwd=unchanged.dir,
-        env=unchanged.env,
-        text=True,
-        capture_output=True,
-        check=True,
-    ).stdout.strip()
+    blob = unchanged.git("hash-object", "-w", "--stdin", input="a note\n").stdout.strip()
+    inner = unchanged.git("mktree", input=f"100644 blob {blob}\tb.md\n").stdout.strip()
     lines = f"100644 blob {blob}\tpeople\n040000 tree {inner}\tpeople\n"
     # Git's own fsck (receive.fsckObjects, set on every store) refuses the tree first ...
     _assert_refused(unchanged, _push_tree(unchanged, lines), "duplicateEntries")
