@@ -134,20 +134,26 @@ class DreamRuns(HomeTables):
 
     def _fail(self, dream_id: str, error_type: str, message: str) -> bool:
         """End a running dream as failed (False if it had ended already). A ``create_new`` store it made is
-        deleted, so a failed dream leaves no half-made store; its task is ended."""
+        deleted in the same transaction (nobody sees the dream failed and its half-made store still
+        listed); its task is ended."""
+        dream = self._get(dream_id)
+        half_made = None
+        if dream.output_behavior == "create_new" and dream.output_store_id:
+            with contextlib.suppress(NotFound):
+                half_made = self.gm.get_store(dream.workspace_id, dream.output_store_id)
         with self.catalog.transaction() as db:
-            dream = dream_from_row(db.execute("SELECT * FROM dreams WHERE id=?", (dream_id,)).fetchone())
             cur = db.execute(
                 "UPDATE dreams SET status='failed', error_type=?, error_message=?, ended_at=?,"
                 " output_store_id=CASE WHEN output_behavior='create_new' THEN NULL"
                 " ELSE output_store_id END WHERE id=? AND status='running'",
                 (error_type, message, self._now(), dream_id),
             )
-        if cur.rowcount == 0:
-            return False
-        if dream.output_behavior == "create_new" and dream.output_store_id:
-            with contextlib.suppress(NotFound):
-                self.gm.delete_store(dream.workspace_id, dream.output_store_id, force=True)
+            if cur.rowcount == 0:
+                return False
+            if half_made is not None:
+                self.catalog.delete_store(half_made.id, db)
+        if half_made is not None:
+            self.gm.remove_store_files(half_made)
         self._withdraw_task(dream_id)
         return True
 

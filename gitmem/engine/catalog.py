@@ -402,8 +402,9 @@ class Catalog:
             self.changed(db, "store", store_id)
         return self.store(store_id)
 
-    def delete_store(self, store_id: str) -> None:
-        with self.transaction() as db:
+    def delete_store(self, store_id: str, tx: Transaction | None = None) -> None:
+        """The store's row goes (in ``tx``, with whatever else it changes, if given)."""
+        with contextlib.nullcontext(tx) if tx is not None else self.transaction() as db:
             db.execute("DELETE FROM stores WHERE id=?", (store_id,))
             self.changed(db, "store", store_id)
 

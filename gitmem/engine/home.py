@@ -257,12 +257,16 @@ class Gitmem:
         if info.kind == "worker" and not force:
             raise Conflict("a worker's own store cannot be deleted")
         self.catalog.delete_store(store_id)
-        self._forget(store_id)
-        forget_search_text(self.repo_path(store_id))
-        self._drop_index(store_id)
-        shutil.rmtree(self.repo_path(store_id), ignore_errors=True)
+        self.remove_store_files(info)
+
+    def remove_store_files(self, info: StoreInfo) -> None:
+        """What a store leaves once its catalog row is gone: repository, index, key."""
+        self._forget(info.id)
+        forget_search_text(self.repo_path(info.id))
+        self._drop_index(info.id)
+        shutil.rmtree(self.repo_path(info.id), ignore_errors=True)
         if info.encrypted:
-            self.keyring.destroy(store_id)
+            self.keyring.destroy(info.id)
 
     def _drop_index(self, store_id: str) -> None:
         """A deleted store's index in PostgreSQL (a SQLite index goes with its repository)."""
