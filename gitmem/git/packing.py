@@ -15,7 +15,8 @@ notes a loose tree is ~250 KB, so counting writes says little about disk. The po
   successive versions of a big tree, each stored whole at the head of its small pack, become deltas of
   each other (a tree that differs by one entry is a delta of a few dozen bytes).
 
-The packer runs as ``gitmem job pack REPO [MODE]``: a process of its own, so a busy
+The packer runs as ``gitmem job pack REPO [MODE]``: a process of its own at a lower CPU priority
+(:data:`PACKER_NICENESS`), so a busy
 server is not slowed by it and a packer outlives nothing but itself. One packer per store at a time
 (``gitmem/pack.lock``); history rewriting takes the same lock.
 
@@ -65,6 +66,8 @@ CONSOLIDATE_MIN_BYTES = 1 << 20
 # of a 10,000-entry folder over 10,000 writes. Longer chains keep a flat store near a nested one.
 DELTA_DEPTH = 1000
 UNREACHABLE_GRACE = "2.weeks.ago"
+# The background packer's ``nice`` increment: on a busy machine the writers' CPU comes first.
+PACKER_NICENESS = 10
 PACK_LOCK = "pack.lock"
 
 
@@ -179,41 +182,52 @@ class Loose:
 
 
 def loose_objects(repo_path: Path) -> Loose:
-    """Loose objects and their bytes on disk (a folder listing per fan-out folder that exists)."""
-    count = size = 0
+    """Loose objects and their bytes on disk."""
+    return on_disk(repo_path).loose
+
+
+@dataclass(frozen=True)
+class OnDisk:
+    """A store's objects as one look at ``objects/`` found them."""
+
+    loose: Loose
+    bytes: int  # every file under objects/, loose or packed
+    packs: int
+
+
+def on_disk(repo_path: Path) -> OnDisk:
+    """One listing of ``objects/`` and its folders (``os.scandir``: no path joins, one ``lstat`` a file,
+    cheap enough to run every few writes)."""
+    count = loose_bytes = total = packs = 0
     try:
         folders = list(os.scandir(repo_path / "objects"))
     except FileNotFoundError:
-        return Loose(0, 0)
+        return OnDisk(Loose(0, 0), 0, 0)
     for folder in folders:
-        if len(folder.name) != 2:
-            continue
         try:
+            if not folder.is_dir(follow_symlinks=False):
+                total += folder.stat(follow_symlinks=False).st_blocks * 512
+                continue
+            fan_out = len(folder.name) == 2
             for entry in os.scandir(folder.path):
-                try:
-                    size += entry.stat().st_blocks * 512
+                size = entry.stat(follow_symlinks=False).st_blocks * 512
+                total += size
+                if fan_out:
                     count += 1
-                except FileNotFoundError:
-                    pass  # packed and pruned while we looked
+                    loose_bytes += size
+                elif entry.name.endswith(".pack"):
+                    packs += 1
         except (FileNotFoundError, NotADirectoryError):
-            pass
-    return Loose(count, size)
-
-
-def pack_count(repo_path: Path) -> int:
-    try:
-        return sum(1 for name in os.listdir(repo_path / "objects" / "pack") if name.endswith(".pack"))
-    except FileNotFoundError:
-        return 0
+            pass  # packed and pruned, or repacked, while we looked
+    return OnDisk(Loose(count, loose_bytes), total, packs)
 
 
 def objects_bytes(repo_path: Path) -> int:
-    total = 0
-    for root, _, files in os.walk(repo_path / "objects"):
-        for name in files:
-            with contextlib.suppress(FileNotFoundError):
-                total += os.lstat(os.path.join(root, name)).st_blocks * 512
-    return total
+    return on_disk(repo_path).bytes
+
+
+def pack_count(repo_path: Path) -> int:
+    return on_disk(repo_path).packs
 
 
 # The objects' size on disk right after the last pack run of each kind, in ``gitmem/packed-size`` and
@@ -235,17 +249,19 @@ def _set_size_mark(repo_path: Path, name: str, size: int) -> None:
     os.replace(temp, repo_path / "gitmem" / name)
 
 
-def written_since_pack(repo_path: Path) -> int:
+def written_since_pack(repo_path: Path, seen: OnDisk | None = None) -> int:
     """Bytes of objects written since the last pack run: loose objects, or the small packs that a
     batched writer leaves (each holding whole copies of the trees it changed)."""
-    return max(0, objects_bytes(repo_path) - (_size_mark(repo_path, AFTER_ANY_PACK) or 0))
+    total = (seen or on_disk(repo_path)).bytes
+    return max(0, total - (_size_mark(repo_path, AFTER_ANY_PACK) or 0))
 
 
 def worth_consolidating(repo_path: Path) -> bool:
-    if pack_count(repo_path) <= 1 and loose_objects(repo_path).count == 0:
+    seen = on_disk(repo_path)
+    if seen.packs <= 1 and seen.loose.count == 0:
         return False
     last = _size_mark(repo_path, AFTER_FULL_PACK)
-    grown = objects_bytes(repo_path) - (last or 0)
+    grown = seen.bytes - (last or 0)
     return grown >= max(CONSOLIDATE_MIN_BYTES, CONSOLIDATE_GROWTH * (last or 0))
 
 
@@ -270,9 +286,8 @@ class _StorePolicy:
 
     def due(self, max_writes: int) -> bool:
         """Whether to pack now; if not, when to look again (predicted from the bytes per write so far)."""
-        loose = loose_objects(self.repo_path)
-        written = written_since_pack(self.repo_path)
-        packs = pack_count(self.repo_path)
+        seen = on_disk(self.repo_path)
+        loose, written, packs = seen.loose, written_since_pack(self.repo_path, seen), seen.packs
         if packs <= MAX_PACKS:
             self.packs_when_asked = 0
         # Geometric packs may legitimately stay above MAX_PACKS: then roll up only once more came.
