@@ -15,8 +15,9 @@ import pygit2
 
 from gitmem import ids
 from gitmem.engine.group_commit import BatchView, Change
-from gitmem.engine.store import MemoryStore, _sha256
+from gitmem.engine.store import MemoryStore
 from gitmem.engine.store_index import StoreIndex
+from gitmem.engine.write_plans import check_free, check_precondition, sha256_of
 from gitmem.errors import InvalidRequest, NotFound, PreconditionFailed
 from gitmem.git.commits import VersionRecord, parse_message
 from gitmem.model import Actor, Operation
@@ -47,17 +48,17 @@ def restore_plan(
         if note is None:
             if expected_sha256 is not None or expected_blob_id is not None:
                 raise PreconditionFailed(f"memory {memory_id} is deleted: it has no current content")
-            store._check_free(index, path, moving=memory_id)
+            check_free(index, path, moving=memory_id)
             count, size = index.totals()
             store.policy.check_counts(count + 1, size + len(data))
             return _change(
                 store, view, memory_id, "created", path, data, None, actor, _created_at(store, index, memory_id)
             )
-        if note.path == path and note.sha256 == _sha256(data):
+        if note.path == path and note.sha256 == sha256_of(data):
             return None  # already so: no new version
-        store._check_precondition(note, expected_sha256, expected_blob_id)
+        check_precondition(note, expected_sha256, expected_blob_id)
         if path != note.path:
-            store._check_free(index, path, moving=memory_id)
+            check_free(index, path, moving=memory_id)
         count, size = index.totals()
         store.policy.check_counts(count, size - note.size + len(data))
         return _change(store, view, memory_id, "modified", path, data, note.path, actor, note.created_at)
@@ -81,7 +82,7 @@ def _change(
         ids.new_id(ids.VERSION),
         operation,
         path,
-        _sha256(data),
+        sha256_of(data),
         len(data),
         actor,
         store.clock(),
@@ -90,7 +91,7 @@ def _change(
     tree_changes: dict[str, str | None] = {}
     if old_path is not None:
         tree_changes[paths.git_path(old_path)] = None
-    tree_changes[paths.git_path(path)] = store._blob(view, path, data)
+    tree_changes[paths.git_path(path)] = store.planner.blob(view, path, data)
     return Change(record, tree_changes)
 
 

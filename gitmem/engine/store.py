@@ -8,7 +8,6 @@ compare-and-swap; the index follows. Writes that arrive together are committed t
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -16,14 +15,13 @@ from typing import TYPE_CHECKING
 
 import pygit2
 
-from gitmem import ids
 from gitmem.clock import Clock, from_micros, system_clock, to_micros
 from gitmem.crypto.codec import ContentCodec, PlainCodec
 from gitmem.engine.group_commit import BatchView, Change, Landed, Plan, committer_for
 from gitmem.engine.store_index import NoteRow, StoreIndex, VersionRow
-from gitmem.errors import InvalidRequest, NotFound, PathConflict, PreconditionFailed
+from gitmem.engine.write_plans import WritePlanner
+from gitmem.errors import InvalidRequest, NotFound, PreconditionFailed
 from gitmem.git import packing as maintenance
-from gitmem.git.commits import VersionRecord
 from gitmem.git.repository import blob_at, read_tip
 from gitmem.model import Actor, ActorType, MemoryPrefix, Note, Operation, Page, Version
 from gitmem.rules import paths
@@ -44,10 +42,6 @@ MAX_FULL_PAGE = 20
 def _stored_time(when: dt.datetime) -> dt.datetime:
     """A time as the index gives it back (microseconds, UTC)."""
     return from_micros(to_micros(when))
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def check_limit(limit: int, maximum: int, *, full: bool) -> int:
@@ -86,6 +80,7 @@ class MemoryStore:
         self.policy = policy
         self.codec: ContentCodec = codec or PlainCodec()
         self.clock = clock
+        self.planner = WritePlanner(policy, self.codec, clock)
         self._write_guard = write_guard or (lambda: None)
         # Told right after a change lands (webhooks' outbox); a failure there never fails the write.
         self._on_commit = on_commit
@@ -228,7 +223,7 @@ class MemoryStore:
         self.policy.validate_path(path)
         data = self.policy.check_content(path, content)
 
-        landed = self._write(lambda view: self._plan_create(view, path, data, actor))
+        landed = self._write(lambda view: self.planner.create(view, path, data, actor))
         assert landed is not None
         return self._landed_note(landed)
 
@@ -247,11 +242,11 @@ class MemoryStore:
             if existing is None:
                 if expected_sha256 is not None:
                     raise PreconditionFailed(f"there is no memory at {path} with content_sha256 {expected_sha256}")
-                change = self._plan_create(view, path, data, actor)
+                change = self.planner.create(view, path, data, actor)
                 decided.append((change.record.memory_id, True))
                 return change
             decided.append((existing.memory_id, False))
-            return self._plan_update(view, existing.memory_id, None, data, expected_sha256, None, actor)
+            return self.planner.update(view, existing.memory_id, None, data, expected_sha256, None, actor)
 
         self._write(plan)
         memory_id, created = decided[-1]
@@ -275,7 +270,7 @@ class MemoryStore:
             data = self.policy.check_content(path or (current.path if current else memory_id), content)
 
         landed = self._write(
-            lambda view: self._plan_update(view, memory_id, path, data, expected_sha256, expected_blob_id, actor)
+            lambda view: self.planner.update(view, memory_id, path, data, expected_sha256, expected_blob_id, actor)
         )
         if landed is None:
             return self.get(memory_id, with_content=False)
@@ -289,16 +284,10 @@ class MemoryStore:
         expected_blob_id: str | None = None,
         actor: Actor | None = None,
     ) -> Version:
-        def plan(view: BatchView) -> Change:
-            note = self._current(view.index, memory_id)
-            self._check_precondition(note, expected_sha256, expected_blob_id)
-            now = self.clock()
-            record = VersionRecord(
-                memory_id, ids.new_id(ids.VERSION), "deleted", note.path, None, None, actor, now, note.created_at
-            )
-            return Change(record, {paths.git_path(note.path): None})
-
-        landed = self._write(plan, archived_ok=True)
+        landed = self._write(
+            lambda view: self.planner.delete(view, memory_id, expected_sha256, expected_blob_id, actor),
+            archived_ok=True,
+        )
         assert landed is not None
         r = landed.change.record
         return Version(
@@ -359,80 +348,6 @@ class MemoryStore:
         from gitmem.engine.diff import diff_versions  # the diff engine keeps its own module
 
         return diff_versions(self, version_id, against)
-
-    def _plan_create(self, view: BatchView, path: str, data: bytes, actor: Actor | None) -> Change:
-        self._check_free(view.index, path, moving=None)
-        count, size = view.index.totals()
-        self.policy.check_counts(count + 1, size + len(data))
-        now = self.clock()
-        record = VersionRecord(
-            ids.new_id(ids.MEMORY), ids.new_id(ids.VERSION), "created", path, _sha256(data), len(data), actor, now, now
-        )
-        return Change(record, {paths.git_path(path): self._blob(view, path, data)})
-
-    def _plan_update(
-        self,
-        view: BatchView,
-        memory_id: str,
-        path: str | None,
-        data: bytes | None,
-        expected_sha256: str | None,
-        expected_blob_id: str | None,
-        actor: Actor | None,
-    ) -> Change | None:
-        """A new version of ``memory_id`` with a new path and/or content; None if it is already so."""
-        note = self._current(view.index, memory_id)
-        new_path = path if path is not None else note.path
-        new_sha = _sha256(data) if data is not None else note.sha256
-        if new_path == note.path and new_sha == note.sha256:
-            return None  # already so (a retried update that landed): no new version
-        self._check_precondition(note, expected_sha256, expected_blob_id)
-        if new_path != note.path:
-            self._check_free(view.index, new_path, moving=memory_id)
-        body = data if data is not None else self.codec.decode(note.path, view.read_blob(note.blob_id))
-        count, size = view.index.totals()
-        self.policy.check_counts(count, size - note.size + len(body))
-        now = self.clock()
-        record = VersionRecord(
-            memory_id, ids.new_id(ids.VERSION), "modified", new_path, new_sha, len(body), actor, now, note.created_at
-        )
-        tree_changes: dict[str, str | None] = {paths.git_path(note.path): None}
-        tree_changes[paths.git_path(new_path)] = self._blob(view, new_path, body)
-        return Change(record, tree_changes)
-
-    def _current(self, index: StoreIndex, memory_id: str) -> NoteRow:
-        note = index.note(memory_id)
-        if note is None:
-            raise NotFound(f"memory {memory_id} not found")
-        return note
-
-    @staticmethod
-    def _check_precondition(note: NoteRow, expected_sha256: str | None, expected_blob_id: str | None) -> None:
-        if expected_sha256 is not None and expected_sha256 != note.sha256:
-            raise PreconditionFailed(f"the memory's content_sha256 is {note.sha256}, not {expected_sha256}")
-        if expected_blob_id is not None and expected_blob_id != note.blob_id:
-            raise PreconditionFailed(f"the memory's blob is {note.blob_id}, not {expected_blob_id}")
-
-    @staticmethod
-    def _check_free(index: StoreIndex, path: str, *, moving: str | None) -> None:
-        """A note may not sit at, above or below another note's path."""
-        clash, twin = index.placement(path, moving=moving)
-        if clash is not None and clash.memory_id != moving:
-            raise PathConflict(
-                f"{path} collides with the memory at {clash.path}",
-                conflicting_memory_id=clash.memory_id,
-                conflicting_path=clash.path,
-            )
-        if twin is not None:
-            raise PathConflict(
-                f"{path} differs only in case from the memory at {twin.path}; on a"
-                " case-insensitive file system they would be one file",
-                conflicting_memory_id=twin.memory_id,
-                conflicting_path=twin.path,
-            )
-
-    def _blob(self, view: BatchView, path: str, data: bytes) -> str:
-        return view.add_blob(self.codec.encode(path, data))
 
     def _write(self, plan: Plan, *, archived_ok: bool = False) -> Landed | None:
         """Commit ``plan``'s change in the store's next batch (see :mod:`gitmem.engine.group_commit`)."""
