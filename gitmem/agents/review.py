@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import pygit2
 
 from gitmem.clock import iso, to_micros
+from gitmem.engine import locked_git
 from gitmem.engine.audit import AuditEntry
 from gitmem.engine.catalog import Principal, principal_task_id
 from gitmem.engine.diff import VersionDiff
@@ -272,7 +273,7 @@ class Reviews(HomeTables):
         """Move the mark to ``through_version_id`` (it and every version before it are approved).
         Approving what is already approved changes nothing."""
         self._require_enabled(store)
-        with repository.writer_lock(store.path):  # no rewrite renumbers the history meanwhile
+        with locked_git.writer_lock(store):  # no rewrite renumbers the history meanwhile, on any node
             version = store.version(through_version_id, with_content=False)
             mark = current_mark(store)
             row = store.index.version(through_version_id)
