@@ -12,9 +12,7 @@ so each command imports what it runs only when it runs.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -131,11 +129,8 @@ def pack_job(repo: Path, mode: Literal["geometric", "full"]) -> None:
     """Pack a store's repository (one packer per store; see gitmem.git.packing)."""
     import subprocess
 
-    from gitmem.git.packing import PACKER_NICENESS, pack
+    from gitmem.git.packing import pack
 
-    # Writes go first: the packer (and the git it runs) takes what CPU the writers leave.
-    with contextlib.suppress(OSError):
-        os.nice(PACKER_NICENESS)
     try:
         pack(repo, mode)
     except subprocess.CalledProcessError:

@@ -15,8 +15,7 @@ notes a loose tree is ~250 KB, so counting writes says little about disk. The po
   successive versions of a big tree, each stored whole at the head of its small pack, become deltas of
   each other (a tree that differs by one entry is a delta of a few dozen bytes).
 
-The packer runs as ``gitmem job pack REPO [MODE]``: a process of its own at a lower CPU priority
-(:data:`PACKER_NICENESS`), so a busy
+The packer runs as ``gitmem job pack REPO [MODE]``: a process of its own, so a busy
 server is not slowed by it and a packer outlives nothing but itself. One packer per store at a time
 (``gitmem/pack.lock``); history rewriting takes the same lock.
 
@@ -66,8 +65,6 @@ CONSOLIDATE_MIN_BYTES = 1 << 20
 # of a 10,000-entry folder over 10,000 writes. Longer chains keep a flat store near a nested one.
 DELTA_DEPTH = 1000
 UNREACHABLE_GRACE = "2.weeks.ago"
-# The background packer's ``nice`` increment: on a busy machine the writers' CPU comes first.
-PACKER_NICENESS = 10
 PACK_LOCK = "pack.lock"
 
 
