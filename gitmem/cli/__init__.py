@@ -4,9 +4,9 @@ Exit status: 0 success, 1 a refused or failed operation (reason on standard erro
 Each concept has its own module here; each registers its commands on :data:`main`, and is imported
 only when one of its commands runs (see :class:`gitmem.cli.base.CommandModules`).
 
-Hidden commands are what Git, agent runtimes and the server start, not people: ``gitmem hook``
-(the push hooks and the agent session hooks), ``gitmem git-filter`` (the encryption filter of a
-clone) and ``gitmem job`` (the background packer), all in :mod:`gitmem.cli.internal`.
+Hidden commands are what Git and agent runtimes start, not people: ``gitmem hook`` (the push hooks
+and the agent session hooks) and ``gitmem git-filter`` (the encryption filter of a clone), both in
+:mod:`gitmem.cli.internal`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ COMMAND_MODULES = {
     "gitmem.cli.review": ["review"],
     "gitmem.cli.mcp": ["mcp"],
     "gitmem.cli.settings": ["settings"],
-    "gitmem.cli.internal": ["hook", "git-filter", "job"],
+    "gitmem.cli.internal": ["hook", "git-filter"],
     "gitmem.cli.database": ["migrate", "db"],
 }
 

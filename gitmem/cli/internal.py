@@ -3,8 +3,7 @@
 - ``gitmem hook pre-receive|post-receive``: the push hooks (``hooks/pre-receive``, ``hooks/post-receive``);
 - ``gitmem hook session-start|session-end``: an agent runtime's session hooks (``hooks/agent/``);
 - ``gitmem git-filter process|smudge|clean|textconv``: the encryption filter of a clone
-  (written into the clone's config by ``gitmem clone --key``);
-- ``gitmem job pack REPO [MODE]``: the background packer a write starts.
+  (written into the clone's config by ``gitmem clone --key``).
 
 Git starts a hook once per push and a filter once per file (or once per checkout for ``process``),
 so each command imports what it runs only when it runs.
@@ -15,7 +14,6 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Literal
 
 import click
@@ -115,23 +113,3 @@ def git_filter(command: Literal["process", "smudge", "clean", "textconv"], path:
     from gitmem.git.crypt_filter import run_filter
 
     sys.exit(run_filter(command, path, sys.stdin.buffer, sys.stdout.buffer))
-
-
-@main.group("job", hidden=True)
-def job() -> None:
-    """Background jobs the server starts as processes of their own."""
-
-
-@job.command("pack")
-@click.argument("repo", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.argument("mode", type=click.Choice(["geometric", "full"]), default="geometric")
-def pack_job(repo: Path, mode: Literal["geometric", "full"]) -> None:
-    """Pack a store's repository (one packer per store; see gitmem.git.packing)."""
-    import subprocess
-
-    from gitmem.git.packing import pack
-
-    try:
-        pack(repo, mode)
-    except subprocess.CalledProcessError:
-        sys.exit(1)

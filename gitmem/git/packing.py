@@ -15,9 +15,11 @@ notes a loose tree is ~250 KB, so counting writes says little about disk. The po
   successive versions of a big tree, each stored whole at the head of its small pack, become deltas of
   each other (a tree that differs by one entry is a delta of a few dozen bytes).
 
-The packer runs as ``gitmem job pack REPO [MODE]``: a process of its own, so a busy
-server is not slowed by it and a packer outlives nothing but itself. One packer per store at a time
-(``gitmem/pack.lock``); history rewriting takes the same lock.
+The packer is a thread of the writing process that runs ``git repack`` and waits for it: git does the
+work in a process of its own, so a busy server is not slowed by it, and no Python process has to
+start for it (starting one cost about as much CPU as 30 writes). One packer per store at a time
+(``gitmem/pack.lock``, handed to git so that it stays held if the writing process dies); history
+rewriting takes the same lock.
 
 Safety. Git's ``repack`` only deletes a loose object or an old pack once what it holds is in a new
 pack, so a packer never takes away an object a writer relies on; a writer that loses the race for an
@@ -130,17 +132,16 @@ def _remove_temporary_packs(pack_dir: Path, existing: set[Path]) -> None:
 
 
 @contextlib.contextmanager
-def _pack_lock(repo_path: Path) -> Iterator[bool]:
-    """``gitmem/pack.lock`` if free (the same flock as :func:`gitmem.git.repository.file_lock`, without
-    importing pygit2: a packer process starts faster)."""
+def _pack_lock(repo_path: Path) -> Iterator[int | None]:
+    """``gitmem/pack.lock``'s descriptor, locked, if the lock was free; else ``None``."""
     fd = os.open(repo_path / "gitmem" / PACK_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            yield False
+            yield None
             return
-        yield True
+        yield fd
     finally:
         os.close(fd)
 
@@ -150,12 +151,14 @@ def pack(repo_path: Path, mode: PackMode = "geometric") -> bool:
 
     Raises :class:`subprocess.CalledProcessError` if ``git repack`` fails (after removing its
     temporary files); the store is then as it was."""
-    with _pack_lock(repo_path) as locked:
-        if not locked:
+    with _pack_lock(repo_path) as lock:
+        if lock is None:
             return False
         pack_dir = repo_path / "objects" / "pack"
         before = _temporary_packs(pack_dir)
-        proc = subprocess.run(["git", "-C", str(repo_path), *repack_args(mode)], capture_output=True)
+        # git holds the lock too (an flock lasts while any copy of its descriptor is open): if this
+        # process dies, no other packer starts until this git has finished deleting what it replaced.
+        proc = subprocess.run(["git", "-C", str(repo_path), *repack_args(mode)], capture_output=True, pass_fds=(lock,))
         if proc.returncode != 0:
             _remove_temporary_packs(pack_dir, before)
             log.warning(

@@ -11,7 +11,6 @@ import fcntl
 import logging
 import os
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -265,22 +264,26 @@ _packers_lock = threading.Lock()
 
 
 def pack_in_background(repo_path: Path, *, full: bool = False) -> None:
-    """Pack in a process of its own (``gitmem job pack``) without blocking the
-    caller: a geometric roll-up of new objects, or with ``full`` one pack with deltas found again.
-    Nothing if this process already runs a packer for the store. The policy: gitmem.git.packing."""
+    """Pack in a thread that runs ``git repack`` (see gitmem.git.packing) without blocking the caller:
+    a geometric roll-up of new objects, or with ``full`` one pack with deltas found again. Nothing if
+    this process already runs a packer for the store."""
     key = str(repo_path)
     with _packers_lock:
         running = _packers.get(key)
         if running is not None and running.is_alive():
             return
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "gitmem", "job", "pack", key, "full" if full else "geometric"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+        thread = threading.Thread(
+            target=_pack_quietly, args=(repo_path, full), name=f"pack {repo_path.name}", daemon=True
         )
-        thread = threading.Thread(target=proc.wait, name=f"pack {repo_path.name}", daemon=True)
         thread.start()
         _packers[key] = thread
+
+
+def _pack_quietly(repo_path: Path, full: bool) -> None:
+    try:
+        pack(repo_path, full=full)
+    except (OSError, subprocess.CalledProcessError):  # logged by the packer; the next write asks again
+        log.debug("background pack of %s failed", repo_path.name, exc_info=True)
 
 
 def wait_for_background_packer(repo_path: Path) -> None:
