@@ -40,8 +40,8 @@ def wait_for_consolidation(asked: list[bool], count: int = 1, timeout: float = 6
 
 @pytest.fixture
 def quick_policy(monkeypatch: pytest.MonkeyPatch, fast_store: MemoryStore) -> Iterator[list[bool]]:
-    """The policy's limits scaled down to test sizes, and its packs run at once (not in another
-    process), so what is on disk after each write does not depend on timing. Yields the packs made
+    """The policy's limits scaled down to test sizes, and its packs run at once (not in a
+    background thread), so what is on disk after each write does not depend on timing. Yields the packs made
     (True for a full one)."""
     monkeypatch.setattr(maintenance, "UNPACKED_BYTES_LIMIT", 256 << 10)
     monkeypatch.setattr(maintenance, "QUIET_SECONDS", 0.3)
