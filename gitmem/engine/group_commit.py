@@ -50,6 +50,9 @@ class Change:
 
     record: VersionRecord
     tree_changes: dict[str, str | None]
+    # The plan found no other note at, above or below the version's path (``check_free``, in the
+    # batch's transaction): indexing the version needs no look for notes it would displace.
+    path_checked_free: bool = False
 
     @property
     def blob_id(self) -> str | None:
@@ -237,7 +240,11 @@ class GroupCommitter:
                     view.staged[commit.oid] = commit
                     blob = change.blob_id
                     index.apply_version(
-                        commit.oid.hex(), change.record, blob, blob_data=view.read_blob(blob) if blob else None
+                        commit.oid.hex(),
+                        change.record,
+                        blob,
+                        blob_data=view.read_blob(blob) if blob else None,
+                        displaces_nothing=change.path_checked_free,
                     )
                     root, parent = root_after, commit.oid
                     landed = Landed(change, commit.oid.hex())

@@ -39,6 +39,17 @@ class VersionRow:
     commit_id: str
 
 
+@dataclass(frozen=True)
+class Placement:
+    """What :meth:`IndexQueries.placement` found for a path: a note in the way (at it, above it or
+    below it), a note it would differ from only in case, and the store's totals (notes, bytes)."""
+
+    clash: NoteRow | None
+    twin: NoteRow | None
+    totals: tuple[int, int]
+
+
+_TOTALS = "SELECT notes, bytes FROM totals"
 _FIRST_BELOW = "SELECT * FROM notes WHERE path>=? AND path<? AND memory_id IS DISTINCT FROM ? ORDER BY path LIMIT 1"
 _LEVEL_TAKEN = "SELECT 1 FROM notes WHERE (path=? OR (path>? AND path<?)) AND memory_id IS DISTINCT FROM ? LIMIT 1"
 
@@ -148,11 +159,12 @@ class IndexQueries:
                 return self._first_twin(level, other_than)
         return None
 
-    def placement(self, path: str, *, moving: str | None) -> tuple[NoteRow | None, NoteRow | None]:
+    def placement(self, path: str, *, moving: str | None) -> Placement:
         """What stands in the way of a note at ``path`` (``moving``: a note being renamed there): the
         note at it or at a folder above it, else the first note below it other than ``moving``; and,
-        unless that one is another note, its :meth:`case_twin`. On PostgreSQL the lookups go to the
-        server together (two round trips, not one per lookup)."""
+        unless that one is another note, its :meth:`case_twin`; with the store's :meth:`totals`, which
+        a write checks next. On PostgreSQL the lookups go to the server together (one round trip, two
+        when the first new level of the path is a folder above it)."""
         read_all = getattr(self.db, "read_all", None)
         if read_all is None:
             clash = self.note_at(path)
@@ -162,33 +174,37 @@ class IndexQueries:
                 clash = self.note_at(folder)
             if clash is None:  # the moving note may itself be below its new path: look past it
                 clash = self.first_note_below(path, other_than=moving)
-            if clash is not None and clash.memory_id != moving:
-                return clash, None
-            return clash, self.case_twin(path, other_than=moving)
+            twin = self.case_twin(path, other_than=moving) if clash is None or clash.memory_id == moving else None
+            return Placement(clash, twin, self.totals())
         spots, steps, below = [path, *ancestors(path)], levels(path), path.rstrip("/") + "/"
         results = read_all(
-            [("SELECT * FROM notes WHERE path=?", (spot,)) for spot in spots]
+            [(_TOTALS, ())]
+            + [("SELECT * FROM notes WHERE path=?", (spot,)) for spot in spots]
             + [(_FIRST_BELOW, (below, upper_bound(below), moving))]
             + [(_LEVEL_TAKEN, (level, level + "/", level + "0", moving)) for level in steps]
             + [_twin_candidates(path, moving)]  # most often the level to compare: the note itself
         )
-        found = [rows.fetchone() for rows in results[:-1]]
+        count, size = results[0].fetchone()
+        found = [rows.fetchone() for rows in results[1:-1]]
         row = next((row for row in found[: len(spots) + 1] if row is not None), None)
         clash = _note_row(row) if row is not None else None
         if clash is not None and clash.memory_id != moving:
-            return clash, None
+            return Placement(clash, None, (count, size))
         free = next((level for level, taken in zip(steps, found[len(spots) + 1 :], strict=True) if taken is None), None)
         if free is None:
-            return clash, None
-        if free == path:
-            return clash, _twin_among(path, results[-1])
-        return clash, self._first_twin(free, moving)
+            twin = None
+        elif free == path:
+            twin = _twin_among(path, results[-1])
+        else:
+            twin = self._first_twin(free, moving)
+        return Placement(clash, twin, (count, size))
 
     def _first_twin(self, level: str, other_than: str | None) -> NoteRow | None:
         return _twin_among(level, self.db.execute(*_twin_candidates(level, other_than)))
 
     def totals(self) -> tuple[int, int]:
-        count, size = self.db.execute("SELECT notes, bytes FROM totals").fetchone()
+        """The store's notes and their bytes."""
+        count, size = self.db.execute(_TOTALS).fetchone()
         return count, size
 
     def all_notes(self) -> Iterator[NoteRow]:

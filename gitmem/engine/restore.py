@@ -48,8 +48,7 @@ def restore_plan(
         if note is None:
             if expected_sha256 is not None or expected_blob_id is not None:
                 raise PreconditionFailed(f"memory {memory_id} is deleted: it has no current content")
-            check_free(index, path, moving=memory_id)
-            count, size = index.totals()
+            count, size = check_free(index, path, moving=memory_id)
             store.policy.check_counts(count + 1, size + len(data))
             return _change(
                 store, view, memory_id, "created", path, data, None, actor, _created_at(store, index, memory_id)
@@ -57,9 +56,7 @@ def restore_plan(
         if note.path == path and note.sha256 == sha256_of(data):
             return None  # already so: no new version
         check_precondition(note, expected_sha256, expected_blob_id)
-        if path != note.path:
-            check_free(index, path, moving=memory_id)
-        count, size = index.totals()
+        count, size = check_free(index, path, moving=memory_id) if path != note.path else index.totals()
         store.policy.check_counts(count, size - note.size + len(data))
         return _change(store, view, memory_id, "modified", path, data, note.path, actor, note.created_at)
 
@@ -92,7 +89,7 @@ def _change(
     if old_path is not None:
         tree_changes[paths.git_path(old_path)] = None
     tree_changes[paths.git_path(path)] = store.planner.blob(view, path, data)
-    return Change(record, tree_changes)
+    return Change(record, tree_changes, path_checked_free=path != old_path)  # checked unless it stays
 
 
 def _created_at(store: MemoryStore, index: StoreIndex, memory_id: str) -> dt.datetime:

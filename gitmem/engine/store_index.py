@@ -276,12 +276,19 @@ class StoreIndex(IndexQueries):
         self.apply_version(str(commit.id), record, blob_id)
 
     def apply_version(
-        self, commit_id: str, record: VersionRecord, blob_id: str | None, blob_data: bytes | None = None
+        self,
+        commit_id: str,
+        record: VersionRecord,
+        blob_id: str | None,
+        blob_data: bytes | None = None,
+        *,
+        displaces_nothing: bool = False,
     ) -> None:
         """Record one version (and its effect on the note, by the one replay rule of
         :mod:`gitmem.git.replay`) made by ``commit_id``; the caller holds the write transaction (the
         write path indexes its own commits as it makes them, and hands over the blob, which is not in
-        the repository yet)."""
+        the repository yet; with ``displaces_nothing`` it has just checked, in this transaction, that
+        no other note sits at, above or below the version's path)."""
         # As SQLite's INSERT OR REPLACE on its rowid: a version applied again goes last, seq = max + 1.
         if self._pg is None:
             self.db.execute("DELETE FROM versions WHERE version_id=?", (record.version_id,))
@@ -313,7 +320,8 @@ class StoreIndex(IndexQueries):
                 record.redacted_by.id if record.redacted_by else None,
             ),
         )
-        step = replay.move(record, self._notes_near, in_tree=blob_id is not None)
+        near = _nothing_near if displaces_nothing else self._notes_near
+        step = replay.move(record, near, in_tree=blob_id is not None)
         if step is None:
             return
         for other in step.displaced:
@@ -347,6 +355,10 @@ class StoreIndex(IndexQueries):
             (*above, below, upper_bound(below)),
         )
         return [replay.Placed(row[0], row[1]) for row in rows]
+
+
+def _nothing_near(path: str) -> list[replay.Placed]:
+    return []
 
 
 __all__ = ["NoteRow", "StoreIndex", "VersionRow", "api_path", "upper_bound"]

@@ -42,9 +42,11 @@ def check_precondition(note: NoteRow, expected_sha256: str | None, expected_blob
         raise PreconditionFailed(f"the memory's blob is {note.blob_id}, not {expected_blob_id}")
 
 
-def check_free(index: StoreIndex, path: str, *, moving: str | None) -> None:
-    """A note may not sit at, above or below another note's path, nor differ from one only in case."""
-    clash, twin = index.placement(path, moving=moving)
+def check_free(index: StoreIndex, path: str, *, moving: str | None) -> tuple[int, int]:
+    """A note may not sit at, above or below another note's path, nor differ from one only in case.
+    Returns the store's totals (notes, bytes), read with the rest."""
+    placement = index.placement(path, moving=moving)
+    clash, twin = placement.clash, placement.twin
     if clash is not None and clash.memory_id != moving:
         raise PathConflict(
             f"{path} collides with the memory at {clash.path}",
@@ -58,6 +60,7 @@ def check_free(index: StoreIndex, path: str, *, moving: str | None) -> None:
             conflicting_memory_id=twin.memory_id,
             conflicting_path=twin.path,
         )
+    return placement.totals
 
 
 @dataclass(frozen=True)
@@ -69,8 +72,7 @@ class WritePlanner:
     clock: Clock
 
     def create(self, view: BatchView, path: str, data: bytes, actor: Actor | None) -> Change:
-        check_free(view.index, path, moving=None)
-        count, size = view.index.totals()
+        count, size = check_free(view.index, path, moving=None)
         self.policy.check_counts(count + 1, size + len(data))
         now = self.clock()
         record = VersionRecord(
@@ -84,7 +86,7 @@ class WritePlanner:
             now,
             now,
         )
-        return Change(record, {paths.git_path(path): self.blob(view, path, data)})
+        return Change(record, {paths.git_path(path): self.blob(view, path, data)}, path_checked_free=True)
 
     def update(
         self,
@@ -104,9 +106,10 @@ class WritePlanner:
             return None  # already so (a retried update that landed): no new version
         check_precondition(note, expected_sha256, expected_blob_id)
         if new_path != note.path:
-            check_free(view.index, new_path, moving=memory_id)
+            count, size = check_free(view.index, new_path, moving=memory_id)
+        else:
+            count, size = view.index.totals()
         body = data if data is not None else self.codec.decode(note.path, view.read_blob(note.blob_id))
-        count, size = view.index.totals()
         self.policy.check_counts(count, size - note.size + len(body))
         now = self.clock()
         record = VersionRecord(
@@ -114,7 +117,7 @@ class WritePlanner:
         )
         tree_changes: dict[str, str | None] = {paths.git_path(note.path): None}
         tree_changes[paths.git_path(new_path)] = self.blob(view, new_path, body)
-        return Change(record, tree_changes)
+        return Change(record, tree_changes, path_checked_free=new_path != note.path)
 
     def delete(
         self,
