@@ -66,12 +66,13 @@ def tree_size(store: MemoryStore, folder: str) -> int:
 
 def assert_stock_tree(store: MemoryStore, folder: str) -> None:
     """The folder's tree on ``main`` is the one stock ``git mktree`` makes of its own listing (which it
-    sorts itself): in Git's order, each name once."""
-    listing = git(store.path, "ls-tree", f"main:{folder}")
-    made = subprocess.run(
-        ["git", "-C", str(store.path), "mktree"], input=listing, capture_output=True, text=True, check=True
-    )
-    assert made.stdout.strip() == git(store.path, "rev-parse", f"main:{folder}").strip()
+    sorts itself): in Git's order, each name once. Packers are held off: ``mktree`` checks each entry's
+    object without looking again when a repack has just replaced the pack it was in."""
+    with repository.packers_held_off(store.path):
+        listing = git(store.path, "ls-tree", f"main:{folder}")
+        made = subprocess.run(["git", "-C", str(store.path), "mktree"], input=listing, capture_output=True, text=True)
+        assert made.returncode == 0, made.stderr
+        assert made.stdout.strip() == git(store.path, "rev-parse", f"main:{folder}").strip()
 
 
 def all_pages(store: MemoryStore, prefix: str, limit: int) -> list[Note | MemoryPrefix]:
