@@ -10,12 +10,13 @@ from fastapi import Depends, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 
-from gitmem.access import require_access
+from gitmem.access import require_store
 from gitmem.agents.review import Reviews, check_reviewer
 from gitmem.engine.catalog import CatalogBusy, Principal
 from gitmem.engine.home import Gitmem
 from gitmem.engine.store import MemoryStore
 from gitmem.errors import AuthenticationFailed, PermissionDenied, RateLimited
+from gitmem.model import StoreInfo
 
 if TYPE_CHECKING:
     from gitmem.api.ratelimit import TokenBucketLimiter
@@ -92,10 +93,12 @@ class StoreRef:
     gm: Gitmem
     principal: Principal
     store_id: str
+    info: StoreInfo | None = None  # the store's catalog row as the access check read it
 
     def open(self) -> MemoryStore:
         # A task reads a store under read_approved_only at its review mark; people read everything.
-        return Reviews.of(self.gm).reader(self.gm.store(self.principal.workspace_id, self.store_id), self.principal)
+        store = self.gm.store(self.principal.workspace_id, self.store_id, info=self.info)
+        return Reviews.of(self.gm).reader(store, self.principal)
 
     async def read(self, answer: Callable[[MemoryStore, bool], T]) -> T:
         """``answer(store, caught_up)`` for a quick read: on the event loop when nothing in it can wait
@@ -129,10 +132,10 @@ async def get_store_ref(memory_store_id: str, request: Request, principal: Calle
     write = is_write(request)
     try:
         with gm.catalog.without_waiting():
-            require_access(gm, principal, memory_store_id, write=write)
+            info, _ = require_store(gm, principal, memory_store_id, write=write)
     except CatalogBusy:
-        await run_in_threadpool(require_access, gm, principal, memory_store_id, write=write)
-    return StoreRef(gm, principal, memory_store_id)
+        info, _ = await run_in_threadpool(lambda: require_store(gm, principal, memory_store_id, write=write))
+    return StoreRef(gm, principal, memory_store_id, info)
 
 
 OpenStore = Annotated[StoreRef, Depends(get_store_ref)]

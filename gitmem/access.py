@@ -20,15 +20,24 @@ from gitmem.model import Page, StoreInfo
 
 def store_access(gm: Gitmem, principal: Principal, store_id: str) -> Access:
     """``read_write`` or ``read_only``; ``NotFound`` if the caller may not see the store at all."""
-    check_bank_access(gm, principal, store_id)  # also 404 for another workspace's store
-    return _role_or_task_access(gm, principal, store_id)
+    return _checked(gm, principal, store_id)[1]
 
 
 def require_access(gm: Gitmem, principal: Principal, store_id: str, *, write: bool) -> Access:
-    access = store_access(gm, principal, store_id)
+    return require_store(gm, principal, store_id, write=write)[1]
+
+
+def require_store(gm: Gitmem, principal: Principal, store_id: str, *, write: bool) -> tuple[StoreInfo, Access]:
+    """:func:`require_access`, with the store's catalog row as read for the check."""
+    info, access = _checked(gm, principal, store_id)
     if write and access != "read_write":
         raise PermissionDenied(f"read-only access to memory store {store_id}")
-    return access
+    return info, access
+
+
+def _checked(gm: Gitmem, principal: Principal, store_id: str) -> tuple[StoreInfo, Access]:
+    info = check_bank_access(gm, principal, store_id)  # also 404 for another workspace's store
+    return info, _role_or_task_access(gm, principal, store_id)
 
 
 def visible_stores(

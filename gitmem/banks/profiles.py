@@ -27,7 +27,7 @@ from gitmem.clock import from_micros
 from gitmem.engine.home import HomeTables
 from gitmem.engine.migrations import Migration
 from gitmem.errors import InvalidRequest, LimitExceeded, NotFound, PathConflict, PermissionDenied, PreconditionFailed
-from gitmem.model import Actor, Note
+from gitmem.model import Actor, Note, StoreInfo
 from gitmem.rules import paths
 from gitmem.rules.policy import check_store_fields
 
@@ -326,17 +326,19 @@ class Profiles(HomeTables):
 # -- who may reach a bank through the other surfaces ------------------------------------------------
 
 
-def check_bank_access(gm: Gitmem, principal: Principal, store_id: str) -> None:
+def check_bank_access(gm: Gitmem, principal: Principal, store_id: str) -> StoreInfo:
     """For the memory-store API and Git's smart HTTP: a bank store is its profile owner's alone.
 
     Anyone else (an API key, a task, another user of the workspace) gets :class:`NotFound`, exactly as
-    for a store of another workspace. Stores that are not banks pass unchanged."""
+    for a store of another workspace. Stores that are not banks pass unchanged. Returns the store's
+    catalog row, as read for the check."""
     info = gm.get_store(principal.workspace_id, store_id)
     if info.kind != "bank":
-        return
+        return info
     profile = profiles_for(gm).by_bank(store_id)
     if profile is None or principal.actor != Actor("user_actor", profile.user_id):
         raise NotFound(f"memory store {store_id} not found")
+    return info
 
 
 # -- one Profiles a data home ------------------------------------------------------------------------

@@ -276,10 +276,12 @@ class Gitmem:
 
             PgIndexDb(url, store_id).drop()
 
-    def store(self, workspace_id: str, store_id: str) -> MemoryStore:
+    def store(self, workspace_id: str, store_id: str, *, info: StoreInfo | None = None) -> MemoryStore:
         """The store's notes and versions. One object per thread, reused (pygit2 and sqlite3 objects
-        must not cross threads)."""
-        info = self.get_store(workspace_id, store_id)
+        must not cross threads). ``info``: the store's catalog row as the caller has just read it
+        for ``workspace_id`` (an access check), not read again."""
+        if info is None or info.id != store_id or info.workspace_id != workspace_id:
+            info = self.get_store(workspace_id, store_id)
         cache: dict[str, MemoryStore] = self._local.__dict__.setdefault("stores", {})
         store = cache.get(store_id)
         if store is not None and info.encrypted and self._rotated_since(store):
