@@ -215,7 +215,7 @@ class GroupCommitter:
         each in a savepoint of the writer's transaction; None if no request changed anything."""
         db, repo = index.db, index.repo
         tip = index.advance()
-        trees = TreeStore(self.trees, lambda oid: repo[oid.hex()].read_raw())
+        trees = TreeStore(self.trees, lambda oid: repository.object_at(repo, oid.hex()).read_raw())
         root = self._tree_of(repo, tip)
         parent = tip.raw if tip is not None else None
         objects: dict[bytes, PackObject] = {}

@@ -96,7 +96,7 @@ def _created_at(store: MemoryStore, index: StoreIndex, memory_id: str) -> dt.dat
     """When a deleted note was first made, as its newest version's commit records it."""
     newest = index.versions_of(memory_id)[-1]
     try:
-        commit = store.repo[newest.commit_id]
+        commit = store.repo[newest.commit_id]  # no retries: a miss here is expected, not a race
     except KeyError:  # deleted earlier in the same batch: its commit is not in the repository yet
         return newest.record.created_at
     assert isinstance(commit, pygit2.Commit)

@@ -25,6 +25,7 @@ from gitmem.engine.search_query import groups, to_fts
 from gitmem.engine.store import MemoryStore, check_limit
 from gitmem.engine.store_index import StoreIndex, upper_bound
 from gitmem.errors import InvalidRequest
+from gitmem.git.repository import blob_at
 from gitmem.model import Note, Page
 from gitmem.rules import paths
 
@@ -69,7 +70,7 @@ class _MemoryText:
                 forget(self.db, memory_id)
             for memory_id, (path, blob_id) in current.items():
                 if self.seen.get(memory_id) != (path, blob_id):
-                    body = store.codec.decode(path, store.repo[blob_id].read_raw()).decode("utf-8", "replace")
+                    body = store.codec.decode(path, blob_at(store.repo, blob_id).read_raw()).decode("utf-8", "replace")
                     put(self.db, memory_id, path, body)
         except BaseException:
             self.db.execute("ROLLBACK")

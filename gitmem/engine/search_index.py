@@ -19,6 +19,7 @@ import pygit2
 
 from gitmem.crypto.codec import is_encrypted
 from gitmem.engine.index_pg import put_text
+from gitmem.git.repository import blob_at
 
 _TABLES = (
     "CREATE TABLE IF NOT EXISTS search_docs (docid INTEGER PRIMARY KEY, memory_id TEXT NOT NULL UNIQUE,"
@@ -113,7 +114,7 @@ def index_note(
     indexed on disk (its store is searched in memory). ``data``: the blob, when it is not in the
     repository yet (the write path indexes a batch before its pack is written)."""
     if data is None:
-        data = repo[blob_id].read_raw()
+        data = blob_at(repo, blob_id).read_raw()
     if is_encrypted(data):
         forget(db, memory_id)
         return

@@ -81,17 +81,36 @@ def direct_target(ref: pygit2.Reference) -> pygit2.Oid:
     return cast(pygit2.Oid, ref.target)
 
 
+# Looks for an object that must exist (a ref or an index row names it) before it counts as missing.
+LOOKUP_ATTEMPTS = 5
+
+
+def object_at(repo: pygit2.Repository, oid: pygit2.Oid | str) -> pygit2.Object:
+    """``repo[oid]`` for an object that exists. libgit2 lists ``objects/pack`` again when a lookup
+    misses, but a listing made while another process's ``git repack -d`` renames its new pack in and
+    deletes the old ones can see neither (the folder changes under ``readdir``): then the object is
+    looked up again, a few milliseconds later, before it counts as missing (a ``KeyError``)."""
+    for attempt in range(LOOKUP_ATTEMPTS):
+        try:
+            return repo[oid]
+        except KeyError:
+            if attempt == LOOKUP_ATTEMPTS - 1:
+                raise
+            time.sleep(0.002 * 2**attempt)
+    raise AssertionError("unreachable")
+
+
 # pygit2 types every ``repo[oid]`` as a plain Object; these say which kind the caller knows it holds.
 def blob_at(repo: pygit2.Repository, oid: pygit2.Oid | str) -> pygit2.Blob:
-    return cast(pygit2.Blob, repo[oid])
+    return cast(pygit2.Blob, object_at(repo, oid))
 
 
 def tree_at(repo: pygit2.Repository, oid: pygit2.Oid | str) -> pygit2.Tree:
-    return cast(pygit2.Tree, repo[oid])
+    return cast(pygit2.Tree, object_at(repo, oid))
 
 
 def commit_at(repo: pygit2.Repository, oid: pygit2.Oid | str) -> pygit2.Commit:
-    return cast(pygit2.Commit, repo[oid])
+    return cast(pygit2.Commit, object_at(repo, oid))
 
 
 def tree_with(
