@@ -22,15 +22,13 @@ import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import anthropic
 import httpx
 import httpx2
 import pytest
-from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, settings
 
-from gitmem.api.app import create_app
 from gitmem.api.settings import Settings
 from gitmem.clock import FrozenClock
 from gitmem.engine.catalog import Workspace
@@ -41,6 +39,10 @@ from gitmem.git import repository
 from gitmem.git.repository import MAIN, loose_object_count, set_fsync
 from gitmem.model import StoreInfo
 from tests import postgres
+
+if TYPE_CHECKING:  # imported where used: pytest-xdist's controller loads this module and runs no test
+    import anthropic
+    from fastapi.testclient import TestClient
 
 settings.register_profile(
     "ci", max_examples=50, deadline=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow]
@@ -333,6 +335,8 @@ class InProcess:
 
     def sdk(self, secret: str, **kwargs: object) -> anthropic.Anthropic:
         """The official SDK. No retries: a retry would hide a wrong status or a missing x-should-retry."""
+        import anthropic
+
         return anthropic.Anthropic(
             api_key=secret,
             base_url=self.base_url,
@@ -349,6 +353,10 @@ QUIET = Settings(rate_limit_per_second=0, prune_interval_seconds=0, dream_runner
 def in_process(home: Path | Gitmem, settings: Settings = QUIET) -> Iterator[InProcess]:
     """Serve ``home`` from this process until the block ends (the app's lifespan runs around it).
     ``QUIET`` (the default) runs no background job and no rate limit; pass ``Settings()`` for a server's."""
+    from fastapi.testclient import TestClient
+
+    from gitmem.api.app import create_app
+
     gm = home if isinstance(home, Gitmem) else Gitmem.open(home)
     with TestClient(create_app(gm, settings), base_url=BASE_URL) as app_client:
         yield InProcess(gm, app_client)
