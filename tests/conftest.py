@@ -22,7 +22,7 @@ import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import httpx2
@@ -51,11 +51,54 @@ settings.register_profile("thorough", max_examples=500, deadline=None, print_blo
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Modules with slow tests run first. ``make test`` hands each worker whole modules in this order
-    (--dist loadfile): a long module left for last would keep one worker busy while the other idles."""
-    slow_modules = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow_modules)  # stable: the order within a module stays
+# How long each test module took in the last run that ran it (pytest's cache, .pytest_cache/).
+MODULE_SECONDS = "gitmem/module-seconds"
+LAST_SECONDS = pytest.StashKey[dict[str, float]]()
+
+
+def _module(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # An xdist worker takes the lengths from the controller, which reads them once: every worker must
+    # sort alike (or xdist aborts the run), even if another run rewrites the cache meanwhile.
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        config.stash[LAST_SECONDS] = workerinput.get(MODULE_SECONDS, {})
+    else:
+        config.stash[LAST_SECONDS] = config.cache.get(MODULE_SECONDS, {}) if config.cache else {}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist's controller, starting a worker: hand it the module lengths to sort by."""
+    node.workerinput[MODULE_SECONDS] = node.config.stash[LAST_SECONDS]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The longest modules run first. ``make test`` hands each worker whole modules in this order
+    (--dist loadfile --no-loadscope-reorder): a long module left for last would keep one worker busy
+    while the others idle. Lengths come from the last run; without them, modules with slow tests lead."""
+    seconds = config.stash[LAST_SECONDS]
+    slow_modules = {_module(item.nodeid) for item in items if item.get_closest_marker("slow")}
+    # Stable: the order within a module stays.
+    items.sort(key=lambda item: (-seconds.get(_module(item.nodeid), 0.0), _module(item.nodeid) not in slow_modules))
+
+
+_ran_seconds: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # Under xdist the controller sees every worker's reports too; only it records (sessionfinish).
+    _ran_seconds[_module(report.nodeid)] = _ran_seconds.get(_module(report.nodeid), 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if session.config.cache is None or hasattr(session.config, "workerinput") or not _ran_seconds:
+        return
+    known: dict[str, float] = session.config.cache.get(MODULE_SECONDS, {})
+    session.config.cache.set(MODULE_SECONDS, {**known, **{name: round(t, 2) for name, t in _ran_seconds.items()}})
 
 
 @pytest.fixture
