@@ -21,7 +21,7 @@ serve: $(STAMP)
 # `pytest -m "not slow"` skips real servers and SIGKILLs while developing. Bytecode is cached under .venv
 # even where PYTHONDONTWRITEBYTECODE is set: a run starts hundreds of Python processes (Git's hooks and
 # filters, servers, workers) that would otherwise each compile gitmem again (and pytest rewrite its plugins).
-WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
+WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 PYCACHE := PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(CURDIR)/$(VENV)/pycache
 test: $(STAMP)
 	$(BIN)/ruff format --check gitmem api tests bench
