@@ -67,7 +67,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if workerinput is not None:
         config.stash[LAST_SECONDS] = workerinput.get(MODULE_SECONDS, {})
     else:
-        config.stash[LAST_SECONDS] = config.cache.get(MODULE_SECONDS, {}) if config.cache else {}
+        cache = getattr(config, "cache", None)  # None under -p no:cacheprovider
+        config.stash[LAST_SECONDS] = cache.get(MODULE_SECONDS, {}) if cache is not None else {}
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -95,10 +96,11 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    if session.config.cache is None or hasattr(session.config, "workerinput") or not _ran_seconds:
+    cache = getattr(session.config, "cache", None)
+    if cache is None or hasattr(session.config, "workerinput") or not _ran_seconds:
         return
-    known: dict[str, float] = session.config.cache.get(MODULE_SECONDS, {})
-    session.config.cache.set(MODULE_SECONDS, {**known, **{name: round(t, 2) for name, t in _ran_seconds.items()}})
+    known: dict[str, float] = cache.get(MODULE_SECONDS, {})
+    cache.set(MODULE_SECONDS, {**known, **{name: round(t, 2) for name, t in _ran_seconds.items()}})
 
 
 @pytest.fixture
