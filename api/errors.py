@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gitmem import ids
-from gitmem.errors import STORAGE_ERRORS, GitmemError, RateLimited, as_insufficient_storage
+from gitmem.errors import GitmemError, RateLimited, as_insufficient_storage, storage_errors
 
 log = logging.getLogger("gitmem.api")
 
@@ -153,7 +153,7 @@ async def _storage_error(request: Request, exc: Exception) -> JSONResponse:
 def install(app: FastAPI) -> None:
     """Register the handlers. Unhandled exceptions become a 500 in the request middleware."""
     app.add_exception_handler(GitmemError, _gitmem_error)
-    for storage_error in STORAGE_ERRORS:
+    for storage_error in storage_errors():
         app.add_exception_handler(storage_error, _storage_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_exception)

@@ -6,12 +6,11 @@
 from __future__ import annotations
 
 import errno
+import functools
 import shutil
 import sqlite3
 from pathlib import Path
 from typing import Any
-
-import pygit2
 
 
 class GitmemError(Exception):
@@ -111,8 +110,16 @@ class InsufficientStorage(GitmemError):
     retryable = True
 
 
-# What a write can raise when the disk is full: the OS, SQLite and libgit2 each report it their way.
-STORAGE_ERRORS: tuple[type[Exception], ...] = (OSError, sqlite3.Error, pygit2.GitError)
+@functools.cache
+def storage_errors() -> tuple[type[Exception], ...]:
+    """What a write can raise when the disk is full: the OS, SQLite and libgit2 each report it their way.
+    A function, so that naming an error does not load libgit2: Git's encryption filter imports this
+    module in a process of its own per file, where pygit2 would be half of its start-up."""
+    import pygit2
+
+    return (OSError, sqlite3.Error, pygit2.GitError)
+
+
 _FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT}
 _NEARLY_FULL_BYTES = 1 << 20
 
@@ -133,7 +140,7 @@ def as_insufficient_storage(exc: BaseException, where: Path | None = None) -> In
         or (isinstance(exc, sqlite3.Error) and getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL)
         or "no space left on device" in str(exc).lower()
         or "disk quota exceeded" in str(exc).lower()
-        or (where is not None and isinstance(exc, STORAGE_ERRORS) and _nearly_full(where))
+        or (where is not None and isinstance(exc, storage_errors()) and _nearly_full(where))
     )
     if not full:
         return None

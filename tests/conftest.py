@@ -22,15 +22,13 @@ import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import anthropic
 import httpx
 import httpx2
 import pytest
-from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, settings
 
-from gitmem.api.app import create_app
 from gitmem.api.settings import Settings
 from gitmem.clock import FrozenClock
 from gitmem.engine.catalog import Workspace
@@ -42,6 +40,10 @@ from gitmem.git.repository import MAIN, loose_object_count, set_fsync
 from gitmem.model import StoreInfo
 from tests import postgres
 
+if TYPE_CHECKING:  # imported where used: pytest-xdist's controller loads this module and runs no test
+    import anthropic
+    from fastapi.testclient import TestClient
+
 settings.register_profile(
     "ci", max_examples=50, deadline=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow]
 )
@@ -49,11 +51,56 @@ settings.register_profile("thorough", max_examples=500, deadline=None, print_blo
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Modules with slow tests run first. ``make test`` hands each worker whole modules in this order
-    (--dist loadfile): a long module left for last would keep one worker busy while the other idles."""
-    slow_modules = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow_modules)  # stable: the order within a module stays
+# How long each test module took in the last run that ran it (pytest's cache, .pytest_cache/).
+MODULE_SECONDS = "gitmem/module-seconds"
+LAST_SECONDS = pytest.StashKey[dict[str, float]]()
+
+
+def _module(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # An xdist worker takes the lengths from the controller, which reads them once: every worker must
+    # sort alike (or xdist aborts the run), even if another run rewrites the cache meanwhile.
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        config.stash[LAST_SECONDS] = workerinput.get(MODULE_SECONDS, {})
+    else:
+        cache = getattr(config, "cache", None)  # None under -p no:cacheprovider
+        config.stash[LAST_SECONDS] = cache.get(MODULE_SECONDS, {}) if cache is not None else {}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist's controller, starting a worker: hand it the module lengths to sort by."""
+    node.workerinput[MODULE_SECONDS] = node.config.stash[LAST_SECONDS]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The longest modules run first. ``make test`` hands each worker whole modules in this order
+    (--dist loadfile --no-loadscope-reorder): a long module left for last would keep one worker busy
+    while the others idle. Lengths come from the last run; without them, modules with slow tests lead."""
+    seconds = config.stash[LAST_SECONDS]
+    slow_modules = {_module(item.nodeid) for item in items if item.get_closest_marker("slow")}
+    # Stable: the order within a module stays.
+    items.sort(key=lambda item: (-seconds.get(_module(item.nodeid), 0.0), _module(item.nodeid) not in slow_modules))
+
+
+_ran_seconds: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # Under xdist the controller sees every worker's reports too; only it records (sessionfinish).
+    _ran_seconds[_module(report.nodeid)] = _ran_seconds.get(_module(report.nodeid), 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    cache = getattr(session.config, "cache", None)
+    if cache is None or hasattr(session.config, "workerinput") or not _ran_seconds:
+        return
+    known: dict[str, float] = cache.get(MODULE_SECONDS, {})
+    cache.set(MODULE_SECONDS, {**known, **{name: round(t, 2) for name, t in _ran_seconds.items()}})
 
 
 @pytest.fixture
@@ -333,6 +380,8 @@ class InProcess:
 
     def sdk(self, secret: str, **kwargs: object) -> anthropic.Anthropic:
         """The official SDK. No retries: a retry would hide a wrong status or a missing x-should-retry."""
+        import anthropic
+
         return anthropic.Anthropic(
             api_key=secret,
             base_url=self.base_url,
@@ -349,6 +398,10 @@ QUIET = Settings(rate_limit_per_second=0, prune_interval_seconds=0, dream_runner
 def in_process(home: Path | Gitmem, settings: Settings = QUIET) -> Iterator[InProcess]:
     """Serve ``home`` from this process until the block ends (the app's lifespan runs around it).
     ``QUIET`` (the default) runs no background job and no rate limit; pass ``Settings()`` for a server's."""
+    from fastapi.testclient import TestClient
+
+    from gitmem.api.app import create_app
+
     gm = home if isinstance(home, Gitmem) else Gitmem.open(home)
     with TestClient(create_app(gm, settings), base_url=BASE_URL) as app_client:
         yield InProcess(gm, app_client)

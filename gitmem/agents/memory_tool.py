@@ -38,11 +38,11 @@ from gitmem.agents.memory_text import (
     required_str,
 )
 from gitmem.errors import (
-    STORAGE_ERRORS,
     GitmemError,
     NotFound,
     PathConflict,
     as_insufficient_storage,
+    storage_errors,
 )
 from gitmem.model import Actor, Note
 from gitmem.rules.policy import has_lone_surrogate
@@ -122,7 +122,7 @@ class MemoryToolHandler:
         except GitmemError as error:
             log.info("memory tool %s refused by the store: %s", name, error.message)
             return ToolResult(describe_engine_error(error, path_in_question(command, error)), True)
-        except STORAGE_ERRORS as error:
+        except storage_errors() as error:
             full = as_insufficient_storage(error, self.store.path)
             if full is None:
                 raise

@@ -23,6 +23,7 @@ import secrets
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
@@ -31,7 +32,9 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from gitmem.durable import fsync_dir
 from gitmem.errors import GitmemError
-from gitmem.settings import GitmemSettings, load_settings
+
+if TYPE_CHECKING:  # pydantic-settings costs a Git filter process (one per file) a tenth of a second
+    from gitmem.settings import GitmemSettings
 
 log = logging.getLogger(__name__)
 
@@ -210,7 +213,10 @@ def check_master_key_file(path: Path) -> None:
 def load_master_key(home: Path, settings: GitmemSettings | None = None) -> MasterKey:
     """From ``$GITMEM_MASTER_KEY``, else the file named by ``$GITMEM_MASTER_KEY_FILE``, else
     ``home/master.key``, generated (0600) on first use."""
-    settings = settings or load_settings()
+    if settings is None:
+        from gitmem.settings import load_settings
+
+        settings = load_settings()
     if settings.MASTER_KEY is not None:
         log.info("master key taken from $%s", MASTER_KEY_ENV)
         return MasterKey(_decode_key_text(settings.MASTER_KEY.get_secret_value()))
