@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from gitmem.access import require_access
@@ -59,8 +60,7 @@ def test_archive_delete_task_end_and_retention_hold_on_the_other_node(nodes: tup
     store_on_two.create("/a.md", "one")
 
     one.archive_store(ws.id, info.id)
-    with pytest.raises(ArchivedStore):
-        two.store(ws.id, info.id).create("/b.md", "two")
+    refused_within(1.0, lambda: two.store(ws.id, info.id).create("/b.md", "two"), ArchivedStore)
 
     one.delete_store(ws.id, doomed.id)
     with pytest.raises(NotFound):
@@ -84,6 +84,70 @@ def test_archive_delete_task_end_and_retention_hold_on_the_other_node(nodes: tup
     while not wanted <= set(heard) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert wanted <= set(heard)
+
+
+def refused_within(seconds: float, write: Callable[[], object], error: type[Exception]) -> None:
+    """``write`` raises ``error`` within ``seconds`` (a node keeps some answers until told of a change)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            write()
+        except error:
+            return
+        assert time.monotonic() < deadline, f"still no {error.__name__} after {seconds} s"
+        time.sleep(0.01)
+
+
+def raw_sql(url: str, sql: str, params: tuple[object, ...]) -> None:
+    """A change made behind gitmem's back: no notification goes out."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(sql, params)  # type: ignore[arg-type]
+
+
+def test_a_node_keeps_what_every_write_asks_until_it_is_told_of_a_change(
+    nodes: tuple[Gitmem, Gitmem], postgres_url: str
+) -> None:
+    """Whether a store is archived, and whether its workspace listens to note events, are asked on
+    every write: node two keeps the answers while it hears every catalog change, so a change no one
+    announces goes unseen, and an announced one (from either node) holds within a second."""
+    one, two = nodes
+    ws = one.catalog.create_workspace("w")
+    info = one.create_store(ws.id, "notes")
+    store_on_two = two.store(ws.id, info.id)
+    store_on_two.create("/a.md", "one")
+    store_on_two.create("/b.md", "two")  # the answers are kept now
+    raw_sql(postgres_url, "UPDATE stores SET archived_at=1 WHERE id=%s", (info.id,))
+    store_on_two.create("/c.md", "unannounced archive: still writable here")
+    raw_sql(postgres_url, "UPDATE stores SET archived_at=NULL WHERE id=%s", (info.id,))
+
+    hooks = webhooks_for(one)
+    hooks.create(ws.id, "https://example.com/hook", ["memory.created"])
+    outbox = "SELECT count(*) FROM webhook_outbox WHERE store_id=?"
+    store_on_two.create("/d.md", "told within a second")
+    deadline = time.monotonic() + 1.0
+    while two.catalog.db.execute(outbox, (info.id,)).fetchone()[0] == 0 and time.monotonic() < deadline:
+        store_on_two.create(f"/e-{time.monotonic_ns()}.md", "again")
+    assert two.catalog.db.execute(outbox, (info.id,)).fetchone()[0] > 0
+
+    one.archive_store(ws.id, info.id)
+    refused_within(1.0, lambda: store_on_two.create("/f.md", "archived"), ArchivedStore)
+    two.catalog.update_store(info.id, name="renamed")  # a change made here is heard here at once
+    raw_sql(postgres_url, "UPDATE stores SET archived_at=NULL WHERE id=%s", (info.id,))
+    store_on_two.create("/g.md", "the row was read again after the rename")
+
+
+def test_without_notifications_nothing_is_kept(tmp_path: Path) -> None:
+    """On SQLite another process announces nothing here: every write reads the catalog."""
+    gm = Gitmem.open(tmp_path / "home", fsync=False)
+    ws = gm.catalog.create_workspace("w")
+    info = gm.create_store(ws.id, "notes")
+    store = gm.store(ws.id, info.id)
+    store.create("/a.md", "one")
+    store.create("/b.md", "two")
+    gm.catalog.db.execute("UPDATE stores SET archived_at=1 WHERE id=?", (info.id,))  # as another process
+    with pytest.raises(ArchivedStore):
+        store.create("/c.md", "three")
+    gm.close()
 
 
 def test_a_retention_round_runs_once_across_the_nodes(nodes: tuple[Gitmem, Gitmem]) -> None:

@@ -2,10 +2,11 @@
 
 Shared by every process on a data home, and by every node of a cluster on PostgreSQL: short
 transactions, each holding the catalog's write lock (:data:`CATALOG_LOCK`: SQLite's ``BEGIN
-IMMEDIATE`` or one ``pg_advisory_xact_lock``) so a count checked before an insert cannot race. Nothing
-read from it is cached: every request reads the committed rows, so a key revoked or a store archived
-on one node holds on every other at once. A change that a cache elsewhere might hold is also announced
-(:meth:`Catalog.on_change`, over ``LISTEN/NOTIFY`` on PostgreSQL) for whoever keeps one. Secrets are
+IMMEDIATE`` or one ``pg_advisory_xact_lock``) so a count checked before an insert cannot race. Reads
+see the committed rows, so a key revoked on one node holds on every other at once. Every change is
+also announced (:meth:`Catalog.changed`, over ``LISTEN/NOTIFY`` on PostgreSQL), and :attr:`Catalog.cache`
+keeps what each write asks only while this process hears every announcement
+(:mod:`gitmem.engine.catalog_cache`). Secrets are
 shown once and stored as SHA-256 digests (they are long random strings, so a fast hash is enough).
 """
 
@@ -24,6 +25,7 @@ from typing import Any
 
 from gitmem import ids
 from gitmem.clock import Clock, from_micros, system_clock, to_micros
+from gitmem.engine.catalog_cache import CatalogCache
 from gitmem.engine.database import (
     CATALOG_LOCK,
     Database,
@@ -147,6 +149,7 @@ class Catalog:
         self.path = self.db.path if isinstance(self.db, SQLiteDatabase) else None
         self.clock = clock
         migrate(self.db, MIGRATIONS)
+        self.cache = CatalogCache(self)
 
     @classmethod
     def for_home(cls, home: Path, url: str | None = None, clock: Clock = system_clock) -> Catalog:
@@ -166,7 +169,8 @@ class Catalog:
 
     @staticmethod
     def changed(tx: Transaction, kind: str, key: str) -> None:
-        """Announce, when ``tx`` commits, that a ``kind`` row (credential, store, workspace) changed."""
+        """Announce, when ``tx`` commits, that a ``kind`` row (credential, store, workspace, a workspace's
+        webhooks) changed."""
         tx.notify(CHANGES, f"{kind} {key}")
 
     def on_change(self, callback: Callable[[str, str], None]) -> None:

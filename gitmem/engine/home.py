@@ -317,7 +317,8 @@ class Gitmem:
         return getattr(store.codec, "key_id", None) != self.keyring.current(store.id).key_id
 
     def _check_writable(self, store_id: str) -> None:
-        if self.catalog.store(store_id).archived_at is not None:
+        info = self.catalog.cache.get("store", store_id, lambda: self.catalog.store(store_id))
+        if info.archived_at is not None:
             raise ArchivedStore(
                 f"memory store {store_id} is archived; its notes can be read and deleted, not created or changed"
             )

@@ -55,6 +55,7 @@ NOTE_EVENTS = ("memory.created", "memory.modified", "memory.deleted")
 EVENT_TYPES = (*STORE_EVENTS, *NOTE_EVENTS, "memory_version.redacted", "dream.completed", "dream.failed")
 MAX_URL_LENGTH = 2048
 MAX_WEBHOOKS = 20  # subscriptions a workspace keeps
+SUBSCRIPTIONS = "webhooks"  # the catalog change announced when a workspace's subscriptions change
 SECRET_PREFIX = "whsec_"
 WEBHOOK_PREFIX = "whk"
 EVENT_PREFIX = "evt"
@@ -123,6 +124,7 @@ class Webhooks(HomeTables):
                 "INSERT INTO webhooks VALUES (?,?,?,?,?,?,?)",
                 (webhook_id, workspace_id, url, json.dumps(types), secret, description, now),
             )
+            self.catalog.changed(db, SUBSCRIPTIONS, workspace_id)
         return dataclasses.replace(self.get(workspace_id, webhook_id), secret=secret)
 
     def get(self, workspace_id: str, webhook_id: str) -> Webhook:
@@ -143,6 +145,7 @@ class Webhooks(HomeTables):
         with self.catalog.transaction() as db:
             db.execute("DELETE FROM webhook_deliveries WHERE webhook_id=?", (webhook_id,))
             db.execute("DELETE FROM webhooks WHERE id=?", (webhook_id,))
+            self.catalog.changed(db, SUBSCRIPTIONS, workspace_id)
             if not self._first_subscription(db, workspace_id):
                 # Nobody listens to notes any more: a later subscription starts from its own time.
                 db.execute(
@@ -153,7 +156,10 @@ class Webhooks(HomeTables):
     # -- note events ------------------------------------------------------------------------------
 
     def _wants_note_events(self, workspace_id: str) -> bool:
-        return bool(self._first_subscription(self.db, workspace_id))
+        """Asked after every write: kept between writes where the catalog announces every change."""
+        return self.catalog.cache.get(
+            SUBSCRIPTIONS, workspace_id, lambda: bool(self._first_subscription(self.db, workspace_id))
+        )
 
     def notes_changed(self, store: MemoryStore, workspace_id: str) -> int:
         """Write an outbox row for every version of ``store`` since its watermark; the number written.

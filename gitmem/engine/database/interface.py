@@ -82,6 +82,12 @@ class Database(ABC):
     @abstractmethod
     def close(self) -> None: ...
 
+    def delivers_changes(self) -> bool:
+        """Whether every notification committed by any process reaches this process's listeners now
+        (so a cache kept by listening may be trusted): on PostgreSQL while its listening connection is
+        up; never on SQLite, whose other processes tell this one nothing."""
+        return False
+
     def in_transaction(self) -> bool:
         """Whether this thread is inside :meth:`transaction`."""
         return False

@@ -131,6 +131,7 @@ class _PostgresTransaction:
 
     def notify(self, channel: str, payload: str = "") -> None:
         self.execute("SELECT pg_notify(?, ?)", (channel, payload))
+        self.database._local.notified.append((channel, payload))
 
 
 @contextlib.contextmanager
@@ -270,13 +271,18 @@ class PostgresDatabase(Database):
         error (a lock timeout) is raised here, and the transaction rolled back."""
         if self._current() is not None:
             raise RuntimeError("a transaction is open on this thread already")
-        self._local.deferred = []
+        self._local.deferred, self._local.notified = [], []
         with self.pool.connection() as conn, begun(conn, opening, self._local.deferred, read) as rows:
             self._local.conn = conn
             try:
                 yield _PostgresTransaction(self, conn, rows)
             finally:
                 self._local.conn = None
+        # This process's own listeners hear of the commit at once, before its NOTIFY comes back.
+        listener = self._listener
+        if listener is not None:
+            for channel, payload in self._local.notified:
+                listener.fire(channel, payload)
 
     def in_transaction(self) -> bool:
         return self._current() is not None
@@ -286,6 +292,10 @@ class PostgresDatabase(Database):
             if self._listener is None:
                 self._listener = _Listener(self.url)
             self._listener.add(channel, callback)
+
+    def delivers_changes(self) -> bool:
+        listener = self._listener
+        return listener is not None and listener.trusted
 
     def close(self) -> None:
         with self._listener_guard:
@@ -308,6 +318,9 @@ class _Listener:
         self.ready = threading.Event()
         self.stopping = threading.Event()
         self.conn: Any = None
+        # True from the moment every channel is listened to and the callbacks have been told to start
+        # afresh, until the connection drops: only then is a cache kept by listening up to date.
+        self.trusted = False
         self.thread = threading.Thread(target=self._run, name="gitmem-listen", daemon=True)
         self.thread.start()
 
@@ -355,19 +368,21 @@ class _Listener:
                 if not first:
                     self._fire_all("*")
                 first = False
+                self.trusted = True
                 while not self.stopping.is_set():
                     for note in conn.notifies(timeout=0.5):
-                        self._fire(note.channel, note.payload)
+                        self.fire(note.channel, note.payload)
             except psycopg.Error:
                 if not self.stopping.is_set():
                     log.warning("the change listener lost its connection; reconnecting")
             finally:
+                self.trusted = False
                 with self.guard:
                     self.conn = None
                 with contextlib.suppress(psycopg.Error):
                     conn.close()
 
-    def _fire(self, channel: str, payload: str) -> None:
+    def fire(self, channel: str, payload: str) -> None:
         for callback in list(self.callbacks.get(channel, ())):
             try:
                 callback(payload)
@@ -376,7 +391,7 @@ class _Listener:
 
     def _fire_all(self, payload: str) -> None:
         for channel in list(self.callbacks):
-            self._fire(channel, payload)
+            self.fire(channel, payload)
 
     def stop(self) -> None:
         self.stopping.set()
