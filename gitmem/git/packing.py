@@ -90,10 +90,7 @@ def repack_args(mode: PackMode) -> list[str]:
         f"--depth={DELTA_DEPTH}",
     ]
     if mode == "geometric":
-        # A roll-up runs while the store is written: one thread for its delta search leaves the other
-        # cores to the writers (with git's default, one per core, a roll-up of a big folder's trees
-        # took both cores of a two-core machine every few writes).
-        return ["-c", "pack.threads=1", *base, "--geometric=2"]
+        return [*base, "--geometric=2"]
     return [*base, "-f", "--cruft", f"--cruft-expiration={UNREACHABLE_GRACE}"]
 
 
