@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +37,8 @@ from gitmem.engine.home import Gitmem
 from gitmem.engine.store import MemoryStore
 from gitmem.engine.store_index import NoteRow, VersionRow
 from gitmem.git import repository
-from gitmem.git.repository import MAIN, loose_object_count, set_fsync
+from gitmem.git.packing import loose_objects
+from gitmem.git.repository import MAIN, set_fsync
 from gitmem.model import StoreInfo
 from tests import postgres
 
@@ -187,6 +189,26 @@ def git(repo_path: Path, *args: str) -> str:
     return proc.stdout
 
 
+def run_threads(count: int, work: Callable[[int], None]) -> list[BaseException]:
+    """``work(0)`` ... ``work(count - 1)`` in threads that start together; what they raised."""
+    errors: list[BaseException] = []
+    start = threading.Barrier(count)
+
+    def body(me: int) -> None:
+        start.wait()
+        try:
+            work(me)
+        except BaseException as exc:  # noqa: BLE001 - collected and asserted on by the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=body, args=(me,)) for me in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    return errors
+
+
 def start_together(workers: list[subprocess.Popen[str]]) -> None:
     """Wait until every worker process has printed ``ready``, then tell them all ``go``: their writes
     race from the same moment, not in the order they happened to start."""
@@ -231,7 +253,7 @@ def store_state(store: MemoryStore) -> StoreState:
         store.index.indexed_tip(),
         tuple(store.index.all_notes()),
         tuple(store.index.all_versions()),
-        loose_object_count(store.path),
+        loose_objects(store.path).count,
         refs,
     )
 

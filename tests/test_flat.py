@@ -12,7 +12,6 @@ import datetime as dt
 import itertools
 import os
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,7 +29,7 @@ from gitmem.engine.store import MemoryStore
 from gitmem.errors import NotFound, PathConflict
 from gitmem.git import repository, trees
 from gitmem.model import MemoryPrefix, Note
-from tests.conftest import assert_fsck_clean, git
+from tests.conftest import assert_fsck_clean, git, run_threads
 
 BIG = 9_990  # the store's limit is 10,000 notes: room for the writes below
 
@@ -166,21 +165,12 @@ def test_threads_write_into_a_big_folder_together(big: MemoryStore) -> None:
     """Writers in many threads: their writes share batches (a batch's versions of the folder go into
     one pack, each after the first as a delta), and every note lands once, in Git's order."""
     before = tree_size(big, "notes")
-    errors: list[BaseException] = []
 
     def write(n: int) -> None:
-        try:
-            note = big.create(f"/notes/thread-{n}.md", f"thread {n}")
-            big.update(note.id, content=f"thread {n}, revised")
-        except BaseException as exc:  # reported below
-            errors.append(exc)
+        note = big.create(f"/notes/thread-{n}.md", f"thread {n}")
+        big.update(note.id, content=f"thread {n}, revised")
 
-    threads = [threading.Thread(target=write, args=(n,)) for n in range(6)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not errors
+    assert not run_threads(6, write)
     assert tree_size(big, "notes") == before + 6
     assert {git(big.path, "show", f"main:notes/thread-{n}.md") for n in range(6)} == {
         f"thread {n}, revised" for n in range(6)

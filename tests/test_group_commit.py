@@ -33,7 +33,7 @@ def packs(store: MemoryStore) -> set[str]:
 
 
 def loose_objects(store: MemoryStore) -> int:
-    return repository.loose_object_count(store.path)
+    return maintenance.loose_objects(store.path).count
 
 
 class Writers:

@@ -20,7 +20,7 @@ from gitmem.engine.store import MemoryStore
 from gitmem.engine.store_index import StoreIndex
 from gitmem.errors import StoreBusy
 from gitmem.git import repository
-from tests.conftest import assert_fsck_clean, index_snapshot
+from tests.conftest import assert_fsck_clean, index_snapshot, run_threads
 from tests.test_index import answers, plumbing_commit, populate
 
 STORE_ID = "memstore_01PGINDEX"
@@ -169,22 +169,12 @@ def test_the_writer_lock_holds_across_connections_and_times_out(
 def test_writers_on_two_connections_lose_nothing(pg_store: MemoryStore, clock: FrozenClock, postgres_url: str) -> None:
     nodes = [pg_store, MemoryStore(pg_store.path, STORE_ID, clock=clock, database_url=postgres_url)]
     note = pg_store.create("/shared.md", "")
-    errors: list[BaseException] = []
 
     def writer(n: int) -> None:
-        store = nodes[n % 2]
-        try:
-            for i in range(5):
-                store.create(f"/w{n}/{i}.md", f"{n} {i}")
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
+        for i in range(5):
+            nodes[n % 2].create(f"/w{n}/{i}.md", f"{n} {i}")
 
-    threads = [threading.Thread(target=writer, args=(n,)) for n in range(6)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
+    assert run_threads(6, writer) == []
     assert pg_store.index.totals()[0] == 31 and nodes[1].get(note.id).path == "/shared.md"
     assert len(pg_store.versions(limit=100).items) == 31
     assert check_store(pg_store).problems == []

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -16,7 +16,7 @@ from gitmem.engine.store import MemoryStore
 from gitmem.errors import PreconditionFailed
 from gitmem.git import packing as maintenance
 from gitmem.git import repository
-from tests.conftest import assert_fsck_clean, index_snapshot
+from tests.conftest import assert_fsck_clean, index_snapshot, run_threads
 
 THREADS = 12
 ROUNDS = 15
@@ -29,25 +29,6 @@ def busy_switching() -> Iterator[None]:
     sys.setswitchinterval(1e-6)
     yield
     sys.setswitchinterval(before)
-
-
-def run_threads(count: int, work: Callable[[int], None]) -> list[BaseException]:
-    errors: list[BaseException] = []
-    start = threading.Barrier(count)
-
-    def body(me: int) -> None:
-        start.wait()
-        try:
-            work(me)
-        except BaseException as exc:  # noqa: BLE001 - collected and asserted on by the test
-            errors.append(exc)
-
-    threads = [threading.Thread(target=body, args=(me,)) for me in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    return errors
 
 
 def push_file(store: MemoryStore, tree_path: str, content: str) -> None:

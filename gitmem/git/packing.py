@@ -226,10 +226,6 @@ def objects_bytes(repo_path: Path) -> int:
     return on_disk(repo_path).bytes
 
 
-def pack_count(repo_path: Path) -> int:
-    return on_disk(repo_path).packs
-
-
 # The objects' size on disk right after the last pack run of each kind, in ``gitmem/packed-size`` and
 # ``gitmem/consolidated-size``: shared by every process that writes the store.
 AFTER_ANY_PACK = "packed-size"
