@@ -23,12 +23,12 @@ import contextlib
 import http.client
 import json
 import tempfile
-import threading
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from bench._together import run_together
 from gitmem.engine.home import Gitmem
 from gitmem.model import Actor
 from tests import postgres
@@ -82,15 +82,14 @@ def writes_per_second(
     The client is the standard library's ``http.client`` over one kept-alive connection a thread:
     ``httpx`` spends ~1.4 ms of CPU a request, so on two cores the client itself, not the nodes, would
     decide how much a second and third node can add."""
-    start = threading.Barrier(clients + 1)
     failures: list[str] = []
     headers = {"x-api-key": secret, "content-type": "application/json"}
 
-    def body(t: int) -> None:
+    def body(t: int, ready: Callable[[], object]) -> None:
         url = urllib.parse.urlsplit(urls[t % len(urls)])
         connection = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port, timeout=60)
         try:
-            start.wait()
+            ready()
             for i in range(t, writes, clients):
                 note = {"path": f"/{run}/topic-{i % 20:02d}/note-{i:05d}.md", "content": TEXT}
                 store_id = store_ids[t % STORES]
@@ -102,14 +101,7 @@ def writes_per_second(
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=body, args=(t,)) for t in range(clients)]
-    for thread in threads:
-        thread.start()
-    start.wait()
-    began = time.perf_counter()
-    for thread in threads:
-        thread.join()
-    elapsed = time.perf_counter() - began
+    elapsed = run_together(clients, body)
     if failures:
         raise SystemExit(f"{len(failures)} writes failed, e.g. {failures[0]}")
     return writes / elapsed

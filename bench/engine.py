@@ -46,7 +46,7 @@ import pygit2
 from bench.words import WORDS
 from gitmem import ids
 from gitmem.engine.home import Gitmem
-from gitmem.git import repository
+from gitmem.git import packing, repository
 from gitmem.git.repository import fsync_dir
 from gitmem.model import Actor
 
@@ -183,11 +183,11 @@ def run_gitmem(root: Path, layout: str, texts: list[str], fsync: bool, seed: int
             run.update.append(time.perf_counter() - start)
         run.extra["packers started"] = len(packers)
         run.extra["packs at end of writes"] = len(pack_files(repo_path))
-        run.extra["loose objects at end of writes"] = repository.loose_object_count(repo_path)
+        run.extra["loose objects at end of writes"] = packing.loose_objects(repo_path).count
         wait_for_packers(repo_path)
     run.extra["disk as written"] = du(repo_path / "objects")
     run.extra["packs as written"] = len(pack_files(repo_path))
-    run.extra["loose as written"] = repository.loose_object_count(repo_path)
+    run.extra["loose as written"] = packing.loose_objects(repo_path).count
 
     rng = random.Random(seed)
     for memory_id in rng.choices(memory_ids, k=READ_SAMPLES):

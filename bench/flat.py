@@ -49,7 +49,7 @@ from gitmem import ids
 from gitmem.clock import system_clock
 from gitmem.engine.home import Gitmem
 from gitmem.engine.store import MemoryStore
-from gitmem.git import repository
+from gitmem.git import packing, repository
 from gitmem.git.commits import VersionRecord, format_message
 
 SMALL_FOLDER = 100
@@ -231,7 +231,7 @@ def disk(store: MemoryStore) -> dict[str, int]:
         "objects": du(store.path / "objects"),
         "index": du(store.path / "gitmem"),
         "packs": len(packs),
-        "loose": repository.loose_object_count(store.path),
+        "loose": packing.loose_objects(store.path).count,
     }
 
 

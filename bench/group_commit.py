@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench._together import run_together
 from bench.engine import FilesStore
 from gitmem.engine.home import Gitmem
 from gitmem.model import Actor
@@ -43,11 +44,10 @@ class Result:
 def run_threads(threads: int, writes: int, write: Callable[[int, int], None]) -> Result:
     latencies: list[float] = []
     lock = threading.Lock()
-    start = threading.Barrier(threads + 1)
 
-    def body(t: int) -> None:
+    def body(t: int, ready: Callable[[], object]) -> None:
         mine = []
-        start.wait()
+        ready()
         for i in range(t, writes, threads):
             began = time.perf_counter()
             write(t, i)
@@ -55,14 +55,7 @@ def run_threads(threads: int, writes: int, write: Callable[[int, int], None]) ->
         with lock:
             latencies.extend(mine)
 
-    workers = [threading.Thread(target=body, args=(t,)) for t in range(threads)]
-    for worker in workers:
-        worker.start()
-    start.wait()
-    began = time.perf_counter()
-    for worker in workers:
-        worker.join()
-    elapsed = time.perf_counter() - began
+    elapsed = run_together(threads, body)
     latencies.sort()
     return Result(
         len(latencies) / elapsed,

@@ -38,6 +38,7 @@ from pathlib import Path
 
 import httpx
 
+from bench._together import run_together
 from bench.words import WORDS
 
 NOTE_BYTES = 310
@@ -161,11 +162,10 @@ def drive(server: Server, clients: int, jobs: list[Callable[[httpx.Client], http
     queue = iter(jobs)
     latencies: list[float] = []
     failures: list[str] = []
-    start = threading.Barrier(clients + 1)
 
-    def worker() -> None:
+    def worker(_: int, ready: Callable[[], object]) -> None:
         with httpx.Client(base_url=server.base_url, headers={"x-api-key": server.key}, timeout=120) as client:
-            start.wait()
+            ready()
             while True:
                 with lock:
                     job = next(queue, None)
@@ -179,14 +179,7 @@ def drive(server: Server, clients: int, jobs: list[Callable[[httpx.Client], http
                     if response.status_code >= 400:
                         failures.append(f"{response.status_code} {response.text[:200]}")
 
-    threads = [threading.Thread(target=worker) for _ in range(clients)]
-    for t in threads:
-        t.start()
-    start.wait()
-    began = time.perf_counter()
-    for t in threads:
-        t.join()
-    elapsed = time.perf_counter() - began
+    elapsed = run_together(clients, worker)
     if failures:
         raise RuntimeError(f"{server.name}: {len(failures)} requests failed, e.g. {failures[0]}")
     return Run(len(latencies), elapsed, latencies)
