@@ -28,6 +28,7 @@ from gitmem.engine.home import Gitmem
 from gitmem.errors import GitmemError, NotFound, StoreBusy
 from gitmem.git.repository import HOOKS_DIR
 from gitmem.git.smart_http import GitResponse, basic_auth_secret, serve_git, text_response, unauthorized_response
+from gitmem.settings import checked_for
 
 log = logging.getLogger("gitmem.api.git")
 
@@ -85,13 +86,20 @@ async def send_git_response(response: GitResponse, send: Send, body: AsgiBody) -
 
 
 # Settings the hooks must see as the server does (git http-backend gets a scrubbed environment).
-INHERITED_SETTINGS = ("GITMEM_FILTERS", "GITMEM_FSYNC", "GITMEM_MASTER_KEY", "GITMEM_MASTER_KEY_FILE")
+INHERITED_SETTINGS = (
+    "GITMEM_FILTERS",
+    "GITMEM_SECRETS_ALLOW",
+    "GITMEM_FSYNC",
+    "GITMEM_MASTER_KEY",
+    "GITMEM_MASTER_KEY_FILE",
+)
 
 
 def push_environment(gm: Gitmem, principal: Principal, store_id: str, access: str) -> dict[str, str]:
-    """What the pre-/post-receive hooks need to apply the rules and attribute the push."""
+    """What the pre-/post-receive hooks need to apply the rules and attribute the push, with the
+    settings among it as checked here (``GITMEM_CHECKED``: a hook need not load the settings object)."""
     database = gm.index_database_url  # the hooks read the catalog and write the index where the server does
-    return {
+    environment = {
         **{name: os.environ[name] for name in INHERITED_SETTINGS if name in os.environ},
         **({"GITMEM_DATABASE": database} if database else {}),
         "GITMEM_HOME": str(gm.home.resolve()),
@@ -100,6 +108,7 @@ def push_environment(gm: Gitmem, principal: Principal, store_id: str, access: st
         "GITMEM_ACCESS": access,
         "GITMEM_PYTHON": sys.executable,
     }
+    return environment | checked_for(environment)
 
 
 class GitEndpoint:

@@ -10,6 +10,7 @@ The README's table of settings is :func:`markdown_table` (``gitmem settings --ma
 from __future__ import annotations
 
 import importlib
+import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -17,9 +18,9 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from gitmem.checked_settings import CHECKED, PER_PUSH, PREFIX, Checked, digest
 from gitmem.errors import GitmemError
 
-PREFIX = "GITMEM_"
 _ON = frozenset({"1", "on", "true", "yes"})
 _OFF = frozenset({"0", "off", "false", "no"})
 
@@ -179,6 +180,13 @@ class GitmemSettings(BaseSettings):
     PYTHON: str | None = _setting(
         None, "The interpreter the hook scripts run gitmem with.", "an executable path", group="hook"
     )
+    CHECKED: str | None = _setting(
+        None,
+        "The settings above as the server checked them, so that a hook need not check them again"
+        " (`gitmem/checked_settings.py`).",
+        "what the server sets",
+        group="hook",
+    )
     REWRITE_CRASH_AT: str | None = _setting(
         None, "Tests only: the rewrite step at which to simulate a crash.", "a step name", group="hook"
     )
@@ -293,6 +301,32 @@ def load_settings(environ: Mapping[str, str] | None = None) -> GitmemSettings:
         name = str(error["loc"][0]) if error.get("loc") else "?"
         expected = _extra(name).get("expected", "a valid value") if name in GitmemSettings.model_fields else "?"
         raise SettingsError(PREFIX + name, _problem(error), str(expected)) from None
+
+
+def check(environ: Mapping[str, str]) -> Checked:
+    """``environ``'s settings checked, as plain values (what :mod:`gitmem.checked_settings` keeps), the
+    per-push variables aside."""
+    settings = load_settings({k: v for k, v in environ.items() if k in _DIGESTED})
+    return Checked(settings.model_dump(mode="json", exclude=set(_SECRETS | PER_PUSH | {"CHECKED"})), _SECRETS)
+
+
+_SECRETS = frozenset(
+    name
+    for name, field in GitmemSettings.model_fields.items()
+    if SecretStr in (field.annotation, *typing.get_args(field.annotation))
+)
+_DIGESTED = frozenset(PREFIX + name for name in GitmemSettings.model_fields if name not in PER_PUSH | {"CHECKED"})
+_handed_down: dict[str, str] = {}  # digest -> GITMEM_CHECKED
+
+
+def checked_for(environ: Mapping[str, str]) -> dict[str, str]:
+    """``GITMEM_CHECKED`` for a process started with ``environ``, which then need not load this module
+    (:mod:`gitmem.checked_settings`); :class:`SettingsError` if a value is bad."""
+    key = digest(environ)
+    text = _handed_down.get(key)
+    if text is None:
+        text = _handed_down[key] = check(environ).to_json(key)
+    return {CHECKED: text}
 
 
 def _extra(name: str) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from gitmem.errors import NotFound
 from gitmem.git.commits import VersionRecord
 from gitmem.git.repository import HOOKS_DIR, NOTES_REF, read_tip
 from gitmem.model import Actor
+from gitmem.settings import checked_for
 
 API = Actor("api_actor", "apikey_01TESTTESTTESTTESTTESTTEST")
 
@@ -58,6 +59,7 @@ class Pusher:
                 "GITMEM_FSYNC": "never",
             }
         )
+        self.env.update(checked_for(self.env))  # as the server hands its checked settings to the hooks
         self.git("clone", "-q", str(self.repo_path), str(self.dir), cwd=root)
         self.git("checkout", "-q", "-B", "main")
 
@@ -659,3 +661,35 @@ def test_a_push_may_change_the_case_of_a_path_by_moving_it(world: Pusher) -> Non
     world.commit()
     assert world.push().returncode == 0
     assert {n.path for n in world.store.list(limit=100, depth=0).items} == {"/people/sam.md", "/projects/Acme.md"}
+
+
+def _importing_python(tmp_path: Path) -> tuple[str, Path]:
+    """An interpreter for the hooks that logs what each run imports (``-X importtime``) to a file."""
+    log = tmp_path / "imports.log"
+    script = tmp_path / "python"
+    script.write_text(f'#!/bin/sh\nexec {sys.executable} -X importtime "$@" 2>>{log}\n')
+    script.chmod(0o755)
+    return str(script), log
+
+
+def test_the_hooks_run_on_the_settings_the_server_checked(world: Pusher, tmp_path: Path) -> None:
+    python, imports = _importing_python(tmp_path)
+    world.write("people/sam.md", "Sam likes green tea.\n")
+    world.commit()
+    assert world.push(env={"GITMEM_PYTHON": python}).returncode == 0
+    assert world.store.get_by_path("/people/sam.md").content == "Sam likes green tea.\n"
+    log = imports.read_text()
+    assert log.count("gitmem.engine.receive") == 2  # both hooks ran
+    assert "pydantic" not in log  # neither loaded the settings object: they were handed down checked
+
+
+def test_without_checked_settings_a_hook_checks_them_and_refuses_on_a_bad_one(world: Pusher) -> None:
+    world.env.pop("GITMEM_CHECKED")
+    before = read_tip(pygit2.Repository(str(world.repo_path)))
+    world.write("people/sam.md", "Sam likes green tea.\n")
+    world.commit()
+    refused = world.push(env={"GITMEM_FSYNC": "sometimes"})
+    assert refused.returncode != 0
+    assert "GITMEM_FSYNC" in refused.stderr and "the store is unchanged" in refused.stderr
+    assert read_tip(pygit2.Repository(str(world.repo_path))) == before
+    assert world.push().returncode == 0  # a good environment goes through

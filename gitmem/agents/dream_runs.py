@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from gitmem import checked_settings
 from gitmem.agents.dream_job import DreamCanceled, DreamJob, StopDream
 from gitmem.agents.dream_model import DREAMER_WORKER_NAME, FINAL, Dream
 from gitmem.agents.dream_schema import MIGRATIONS, dream_from_row
@@ -22,7 +23,6 @@ from gitmem.agents.tasks import tasks_for
 from gitmem.agents.tidier import Dreamer
 from gitmem.engine.home import HomeTables
 from gitmem.errors import GitmemError, NotFound
-from gitmem.settings import load_settings
 
 if TYPE_CHECKING:
     from gitmem.engine.home import Gitmem
@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 def timeout_setting(environ: Mapping[str, str] | None = None) -> float:
     """``GITMEM_DREAM_TIMEOUT``: seconds a dream may run (default 12 hours)."""
-    return load_settings(environ).DREAM_TIMEOUT
+    return float(checked_settings.value("DREAM_TIMEOUT", environ))
 
 
 def runner_id() -> str:

@@ -27,9 +27,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from gitmem import checked_settings
 from gitmem.errors import GitmemError, InvalidRequest
 from gitmem.rules.paths import fold
-from gitmem.settings import load_settings
 
 INDEX_PATH = "/INDEX.md"
 _INDEX_PATHS = re.compile(r"/INDEX(\.dream(-[0-9]+)?)?\.md")  # where the tidier may put its index
@@ -328,10 +328,10 @@ def dreamer_from_env(environ: Mapping[str, str] | None = None) -> Dreamer:
     """``GITMEM_DREAMER``: ``offline`` (default), ``anthropic`` (the SDK, configured from its own
     environment: ``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``) or ``offline-hold`` (for tests, holding
     each dream ``GITMEM_DREAM_HOLD`` seconds)."""
-    settings = load_settings(environ)
-    if settings.DREAMER == "offline-hold":
-        return HoldingTidier(settings.DREAM_HOLD)
-    if settings.DREAMER == "anthropic":
+    dreamer = checked_settings.value("DREAMER", environ)
+    if dreamer == "offline-hold":
+        return HoldingTidier(float(checked_settings.value("DREAM_HOLD", environ)))
+    if dreamer == "anthropic":
         import anthropic
 
         return ModelDreamer(anthropic.Anthropic())

@@ -23,18 +23,15 @@ import secrets
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM, AESSIV
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from gitmem import checked_settings
 from gitmem.durable import fsync_dir
 from gitmem.errors import GitmemError
-
-if TYPE_CHECKING:  # pydantic-settings costs a Git filter process (one per file) a tenth of a second
-    from gitmem.settings import GitmemSettings
 
 log = logging.getLogger(__name__)
 
@@ -210,19 +207,17 @@ def check_master_key_file(path: Path) -> None:
         raise ValueError(exc.message) from None
 
 
-def load_master_key(home: Path, settings: GitmemSettings | None = None) -> MasterKey:
+def load_master_key(home: Path) -> MasterKey:
     """From ``$GITMEM_MASTER_KEY``, else the file named by ``$GITMEM_MASTER_KEY_FILE``, else
     ``home/master.key``, generated (0600) on first use."""
-    if settings is None:
-        from gitmem.settings import load_settings
-
-        settings = load_settings()
-    if settings.MASTER_KEY is not None:
+    text = checked_settings.value("MASTER_KEY")
+    if text is not None:
         log.info("master key taken from $%s", MASTER_KEY_ENV)
-        return MasterKey(_decode_key_text(settings.MASTER_KEY.get_secret_value()))
-    if settings.MASTER_KEY_FILE is not None:
-        log.info("master key read from %s", settings.MASTER_KEY_FILE)
-        return MasterKey(_read_key_file(settings.MASTER_KEY_FILE))
+        return MasterKey(_decode_key_text(text))
+    key_file = checked_settings.value("MASTER_KEY_FILE")
+    if key_file is not None:
+        log.info("master key read from %s", key_file)
+        return MasterKey(_read_key_file(Path(key_file)))
     path = Path(home) / MASTER_KEY_FILENAME
     if not path.exists():
         encoded = base64.urlsafe_b64encode(secrets.token_bytes(32)) + b"\n"

@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Self
 
-from gitmem import ids
+from gitmem import checked_settings, ids
 from gitmem.clock import Clock, system_clock, to_micros
 from gitmem.crypto.codec import ContentCodec, PlainCodec
 from gitmem.crypto.keyring import KeyRing
@@ -32,7 +32,6 @@ from gitmem.git import repository
 from gitmem.model import Page, StoreInfo, StoreKind
 from gitmem.rules.filters import FilterChain, load_filters
 from gitmem.rules.policy import MAX_SHARED_STORES, check_store_fields, policy_for
-from gitmem.settings import load_settings
 
 if TYPE_CHECKING:
     from gitmem.engine.webhooks import Webhooks
@@ -43,22 +42,12 @@ MAX_STORES_PAGE = 100  # stores a page of a listing
 
 
 def default_home() -> Path:
-    configured = load_settings().HOME
+    """``GITMEM_HOME``, else ``$XDG_DATA_HOME/gitmem``."""
+    configured = checked_settings.home()
     if configured is not None:
         return configured
     data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(data) / "gitmem"
-
-
-def fsync_setting() -> bool:
-    """``GITMEM_FSYNC``: ``always`` (default: a write is on disk when the call returns) or ``never``."""
-    return load_settings().FSYNC == "always"
-
-
-def database_setting() -> str | None:
-    """``GITMEM_DATABASE``: a PostgreSQL URL, or ``None`` for SQLite in the home."""
-    url = load_settings().DATABASE
-    return url.get_secret_value() if url is not None else None
 
 
 class HomeTables:
@@ -109,8 +98,10 @@ class Gitmem:
         self.filters = filters or load_filters()
         home.mkdir(parents=True, exist_ok=True)
         (home / "stores").mkdir(exist_ok=True)
-        repository.set_fsync(fsync_setting() if fsync is None else fsync)
-        self.catalog = Catalog.for_home(home, database_setting() if database is None else database or None, clock)
+        repository.set_fsync(checked_settings.fsync() if fsync is None else fsync)
+        self.catalog = Catalog.for_home(
+            home, checked_settings.database_url() if database is None else database or None, clock
+        )
         self._local = threading.local()
         self._keyring: KeyRing | None = None
         self._services: dict[type, HomeTables] = {}

@@ -41,9 +41,8 @@ from typing import Literal, TextIO
 
 import pygit2
 
-from gitmem import ids
+from gitmem import checked_settings, ids
 from gitmem.engine.catalog import Catalog
-from gitmem.engine.home import Gitmem, database_setting, fsync_setting
 from gitmem.engine.push_check import MAX_REASONS, ZERO, NoteState, PushCheck
 from gitmem.engine.push_notes import STALE_SPOOL_SECONDS, settle_spool, write_spool
 from gitmem.engine.store_index import StoreIndex
@@ -95,7 +94,7 @@ def open_repo(git_dir: Path, env: Mapping[str, str]) -> pygit2.Repository:
 
 
 def _store_and_policy(push: PushEnv) -> tuple[Catalog, StoreInfo, StorePolicy, pushes.Decode | None, str]:
-    url = database_setting()
+    url = checked_settings.database_url()
     if url is None and not (push.home / "catalog.sqlite3").is_file():
         raise Refused(f"no gitmem catalog at {push.home}: pushes go through the gitmem server")
     catalog = Catalog.for_home(push.home, url)
@@ -119,6 +118,8 @@ def _store_and_policy(push: PushEnv) -> tuple[Catalog, StoreInfo, StorePolicy, p
     decode = None
     if info.encrypted:  # pushed blobs are ciphertext (a keyed clone's clean filter): check the plaintext
         try:
+            from gitmem.engine.home import Gitmem  # the key ring: only for an encrypted store
+
             decode = Gitmem.open(push.home).codec_for(info).decode
         except GitmemError as exc:
             raise Refused(
@@ -157,7 +158,7 @@ def pre_receive(
                 "non-fast-forward pushes are refused: history cannot be rewritten by a push;"
                 " fetch, rebase and push again"
             )
-        index = StoreIndex(repo, database_url=database_setting(), store_id=push.store_id)
+        index = StoreIndex(repo, database_url=checked_settings.database_url(), store_id=push.store_id)
         try:
             indexed = index.catch_up()
             if (str(indexed) if indexed else ZERO) != old:
@@ -187,7 +188,9 @@ def post_receive(lines: list[str], env: Mapping[str, str], git_dir: Path) -> lis
     except Exception as exc:  # the push has landed; never fail it here
         log.exception("post-receive could not record the push")
         warnings.append(f"the push landed but its notes were not written yet ({exc}); the index uses the spool")
-    index = StoreIndex(repo, database_url=database_setting(), store_id=PushEnv.from_env(env, git_dir).store_id)
+    index = StoreIndex(
+        repo, database_url=checked_settings.database_url(), store_id=PushEnv.from_env(env, git_dir).store_id
+    )
     try:
         index.catch_up()
     except Exception as exc:
@@ -225,7 +228,7 @@ def run_hook(hook: Literal["pre-receive", "post-receive"], stdin: TextIO, stderr
     )
     lines = stdin.read().splitlines()
     try:
-        repository.set_fsync(fsync_setting())
+        repository.set_fsync(checked_settings.fsync())
     except GitmemError:
         repository.set_fsync(True)
     git_dir = Path(os.environ.get("GIT_DIR") or ".")

@@ -103,7 +103,7 @@ class Webhooks(HomeTables):
     MIGRATIONS = MIGRATIONS
 
     def __init__(self, gm: Gitmem) -> None:
-        from gitmem.agents.dreams import MIGRATIONS as DREAMS
+        from gitmem.agents.dream_schema import MIGRATIONS as DREAMS
 
         gm.catalog.ensure_schema(DREAMS)  # the dreams table must exist before the trigger on it
         super().__init__(gm)

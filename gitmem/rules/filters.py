@@ -15,9 +15,9 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from gitmem import checked_settings
 from gitmem.errors import SecretRefused
 from gitmem.rules.secrets import SecretDetector, detector_for
-from gitmem.settings import load_settings
 
 log = logging.getLogger(__name__)
 
@@ -55,12 +55,11 @@ class FilterChain:
 
 def load_filters(spec: str | None = None) -> FilterChain:
     """The secret detector (less ``GITMEM_SECRETS_ALLOW``) plus whatever ``GITMEM_FILTERS`` names."""
-    settings = load_settings()
-    spec = settings.FILTERS if spec is None else spec
+    spec = checked_settings.value("FILTERS") if spec is None else spec
     extra: list[ContentFilter] = []
     for name in filter(None, (s.strip() for s in spec.split(","))):
         module_name, _, attr = name.partition(":")
         factory = getattr(importlib.import_module(module_name), attr)
         extra.append(factory())
         log.info("content filter %s loaded", name)
-    return FilterChain((detector_for(settings.SECRETS_ALLOW), *extra))
+    return FilterChain((detector_for(checked_settings.value("SECRETS_ALLOW")), *extra))

@@ -1,0 +1,108 @@
+"""The settings as checked, for the processes that start most often: Git's push hooks.
+
+:mod:`gitmem.settings` checks every ``GITMEM_*`` variable with pydantic-settings, and loading it costs a
+process about 0.15 s of CPU: more than a push hook's whole work. So a process that has checked an
+environment hands the result down with it: ``GITMEM_CHECKED`` (made by
+:func:`gitmem.settings.checked_for`) holds a digest of the variables checked and their values as checked.
+Secrets are left out of it; they are read from their own variables, which the digest covers.
+
+:func:`value` uses the values handed down while the digest matches this process's environment, and
+otherwise checks the environment itself with the settings object, keeping the result for as long as the
+environment stays the same. Either way a bad value is the same :class:`gitmem.settings.SettingsError`.
+The variables the server sets for each push (who pushes, where) are not in the digest: the hooks read
+them as they are (:class:`gitmem.engine.receive.PushEnv`), and one check serves every push.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+PREFIX = "GITMEM_"
+CHECKED = PREFIX + "CHECKED"
+PER_PUSH = frozenset({"USER_ID", "ACCESS", "STORE_ID", "PYTHON"})  # set by the server for each push
+_NOT_DIGESTED = PER_PUSH | {"CHECKED"}
+
+_kept: dict[str, Checked] = {}  # digest of an environment -> its checked values
+_kept_lock = threading.Lock()
+
+
+class Checked:
+    """An environment's settings as checked: plain values, and the names of the secret ones."""
+
+    def __init__(self, values: Mapping[str, Any], secrets: frozenset[str]) -> None:
+        self.values = dict(values)
+        self.secrets = secrets
+
+    def to_json(self, digest: str) -> str:
+        return json.dumps({"digest": digest, "values": self.values, "secrets": sorted(self.secrets)})
+
+    @classmethod
+    def from_json(cls, text: str, digest: str) -> Checked | None:
+        """The values handed down, if they were checked for an environment with this digest."""
+        try:
+            data = json.loads(text)
+            if data["digest"] != digest:
+                return None
+            return cls(data["values"], frozenset(data["secrets"]))
+        except (ValueError, KeyError, TypeError):
+            return None
+
+
+def digest(environ: Mapping[str, str]) -> str:
+    """What a check of ``environ`` depends on: its ``GITMEM_*`` variables but the per-push ones."""
+    items = sorted(
+        (name, text)
+        for name, text in environ.items()
+        if name.startswith(PREFIX) and name[len(PREFIX) :] not in _NOT_DIGESTED
+    )
+    return hashlib.sha256(json.dumps(items).encode()).hexdigest()
+
+
+def checked(environ: Mapping[str, str] | None = None) -> Checked:
+    """``environ``'s settings (default: this process's), handed down or checked here."""
+    environ = os.environ if environ is None else environ
+    key = digest(environ)
+    found = _kept.get(key)
+    if found is None:
+        found = Checked.from_json(environ.get(CHECKED, ""), key)
+        if found is None:
+            from gitmem.settings import check  # the settings object: loaded only when nothing was handed down
+
+            found = check(environ)
+        with _kept_lock:
+            if len(_kept) > 16:  # environments come and go in tests; a server has one
+                _kept.clear()
+            _kept[key] = found
+    return found
+
+
+def value(name: str, environ: Mapping[str, str] | None = None) -> Any:
+    """The checked value of ``GITMEM_<name>`` (None if unset and without a default)."""
+    environ = os.environ if environ is None else environ
+    settings = checked(environ)
+    if name in settings.secrets:
+        return environ.get(PREFIX + name) or None
+    return settings.values[name]
+
+
+def home() -> Path | None:
+    """``GITMEM_HOME``, if set."""
+    configured = value("HOME")
+    return Path(configured) if configured else None
+
+
+def fsync() -> bool:
+    """``GITMEM_FSYNC``: ``always`` (default: a write is on disk when the call returns) or ``never``."""
+    return bool(value("FSYNC") == "always")
+
+
+def database_url() -> str | None:
+    """``GITMEM_DATABASE``: a PostgreSQL URL, or ``None`` for SQLite in the home."""
+    url = value("DATABASE")
+    return str(url) if url else None

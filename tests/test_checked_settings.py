@@ -1,0 +1,64 @@
+"""Settings handed down as checked (``GITMEM_CHECKED``), for the processes that start most often."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gitmem import checked_settings
+from gitmem.settings import GitmemSettings, SettingsError, checked_for, load_settings
+
+SERVER = {
+    "GITMEM_HOME": "/srv/gitmem",
+    "GITMEM_FSYNC": "Never",
+    "GITMEM_DATABASE": "postgresql://gitmem:s3cret@db.internal/gitmem",
+    "GITMEM_SECRETS_ALLOW": "jwt",
+    "GITMEM_DREAM_TIMEOUT": "90",
+}
+
+
+def test_values_handed_down_are_the_settings_objects_values() -> None:
+    child = SERVER | checked_for(SERVER)
+    settings = load_settings(SERVER)
+    assert checked_settings.value("FSYNC", child) == settings.FSYNC == "never"
+    assert checked_settings.value("HOME", child) == str(settings.HOME)
+    assert checked_settings.value("DREAM_TIMEOUT", child) == settings.DREAM_TIMEOUT == 90.0
+    assert checked_settings.value("SECRETS_ALLOW", child) == "jwt"
+    assert checked_settings.value("DATABASE", child) == SERVER["GITMEM_DATABASE"]
+    assert checked_settings.value("MASTER_KEY", child) is None
+
+
+def test_secrets_are_not_handed_down() -> None:
+    handed = json.loads(checked_for(SERVER)["GITMEM_CHECKED"])
+    assert "s3cret" not in json.dumps(handed)
+    assert {"DATABASE", "MASTER_KEY", "TOKEN", "API_KEY"} <= set(handed["secrets"])
+    assert not set(handed["secrets"]) & set(handed["values"])
+
+
+def test_a_hand_down_for_another_environment_is_not_used() -> None:
+    handed = checked_for(SERVER)
+    changed = SERVER | {"GITMEM_FSYNC": "always"} | handed
+    assert checked_settings.value("FSYNC", changed) == "always"
+    forged = json.loads(handed["GITMEM_CHECKED"])
+    forged["values"]["FSYNC"] = "always"
+    assert checked_settings.value("FSYNC", SERVER | {"GITMEM_CHECKED": json.dumps(forged)}) == "never"  # re-checked
+    assert checked_settings.value("FSYNC", SERVER | {"GITMEM_CHECKED": "not json"}) == "never"
+
+
+def test_a_bad_value_is_the_settings_objects_error_either_way() -> None:
+    with pytest.raises(SettingsError, match="GITMEM_FSYNC"):
+        checked_settings.value("FSYNC", SERVER | {"GITMEM_FSYNC": "sometimes"})
+    with pytest.raises(SettingsError, match="GITMEM_FSYNC"):
+        checked_for(SERVER | {"GITMEM_FSYNC": "sometimes"})
+
+
+def test_one_check_serves_every_push() -> None:
+    """The variables the server sets per push are outside the digest, and outside the values."""
+    push = {"GITMEM_USER_ID": "user_1", "GITMEM_ACCESS": "read_write", "GITMEM_STORE_ID": "memstore_1"}
+    assert checked_settings.digest(SERVER | push) == checked_settings.digest(SERVER)
+    assert checked_for(SERVER | push) == checked_for(SERVER)
+    assert not checked_settings.PER_PUSH & set(json.loads(checked_for(SERVER)["GITMEM_CHECKED"])["values"])
+    fields = GitmemSettings.model_fields.items()
+    hook_group = {name for name, field in fields if (field.json_schema_extra or {}).get("group") == "hook"}  # type: ignore[union-attr]
+    assert hook_group >= checked_settings.PER_PUSH
