@@ -131,6 +131,18 @@ def _remove_temporary_packs(pack_dir: Path, existing: set[Path]) -> None:
                 path.unlink()
 
 
+def _remove_orphaned_indexes(pack_dir: Path) -> None:
+    """Remove the index (and its companions) of a pack that is gone: a ``git repack`` killed while it
+    deleted the packs it replaced leaves them, and the next repack fails on them ("could not find
+    pack"). Our writers name a pack before its index, so a lone index is never one being written."""
+    for index in pack_dir.glob("pack-*.idx"):
+        if not index.with_suffix(".pack").exists():
+            for companion in (".rev", ".mtimes", ".bitmap", ".idx"):
+                with contextlib.suppress(FileNotFoundError):
+                    index.with_suffix(companion).unlink()
+            log.warning("removed the index of a pack a killed repack had deleted: %s", index.name)
+
+
 @contextlib.contextmanager
 def _pack_lock(repo_path: Path) -> Iterator[int | None]:
     """``gitmem/pack.lock``'s descriptor, locked, if the lock was free; else ``None``."""
@@ -155,6 +167,7 @@ def pack(repo_path: Path, mode: PackMode = "geometric") -> bool:
         if lock is None:
             return False
         pack_dir = repo_path / "objects" / "pack"
+        _remove_orphaned_indexes(pack_dir)
         before = _temporary_packs(pack_dir)
         # git holds the lock too (an flock lasts while any copy of its descriptor is open): if this
         # process dies, no other packer starts until this git has finished deleting what it replaced.
