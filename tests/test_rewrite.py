@@ -31,7 +31,7 @@ from gitmem.engine.redaction import redact, redact_version
 from gitmem.engine.retention import prune_all, prune_store
 from gitmem.engine.store import MemoryStore
 from gitmem.errors import Conflict, NotFound
-from gitmem.git import repository
+from gitmem.git import packing, repository
 from gitmem.model import Actor
 from tests.conftest import assert_fsck_clean
 
@@ -405,7 +405,12 @@ def _run_pruner(home: Path, now: dt.datetime, *, crash_at: str | None = None, ki
 
 
 @pytest.mark.slow
-def test_sigkill_at_any_point_leaves_the_old_or_the_new_history(tmp_path: Path, gm: Gitmem, clock: FrozenClock) -> None:
+def test_sigkill_at_any_point_leaves_the_old_or_the_new_history(
+    tmp_path: Path, gm: Gitmem, clock: FrozenClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The store is copied for each trial: no consolidation (a repack, the index's checkpoint) of this
+    # process may run in it meanwhile, or a copy takes its lock files and half its work.
+    monkeypatch.setattr(packing, "QUIET_SECONDS", 3600.0)
     store = _build_big_store(gm, clock)
     now = clock.now
     before = all_versions(store)
