@@ -64,17 +64,30 @@ def digest(environ: Mapping[str, str]) -> str:
     return hashlib.sha256(json.dumps(items).encode()).hexdigest()
 
 
+def _snapshot(environ: Mapping[str, str]) -> dict[str, str]:
+    """The ``GITMEM_*`` variables, read once: a check and its digest must see the same values while
+    another thread changes the environment (tests do)."""
+    while True:
+        try:
+            return {name: text for name, text in environ.items() if name.startswith(PREFIX)}
+        except RuntimeError:  # the environment changed size while it was read: read it again
+            continue
+
+
 def checked(environ: Mapping[str, str] | None = None) -> Checked:
     """``environ``'s settings (default: this process's), handed down or checked here."""
-    environ = os.environ if environ is None else environ
-    key = digest(environ)
+    return _checked(_snapshot(os.environ if environ is None else environ))
+
+
+def _checked(snapshot: dict[str, str]) -> Checked:
+    key = digest(snapshot)
     found = _kept.get(key)
     if found is None:
-        found = Checked.from_json(environ.get(CHECKED, ""), key)
+        found = Checked.from_json(snapshot.get(CHECKED, ""), key)
         if found is None:
             from gitmem.settings import check  # the settings object: loaded only when nothing was handed down
 
-            found = check(environ)
+            found = check(snapshot)
         with _kept_lock:
             if len(_kept) > 16:  # environments come and go in tests; a server has one
                 _kept.clear()
@@ -84,10 +97,10 @@ def checked(environ: Mapping[str, str] | None = None) -> Checked:
 
 def value(name: str, environ: Mapping[str, str] | None = None) -> Any:
     """The checked value of ``GITMEM_<name>`` (None if unset and without a default)."""
-    environ = os.environ if environ is None else environ
-    settings = checked(environ)
+    snapshot = _snapshot(os.environ if environ is None else environ)
+    settings = _checked(snapshot)
     if name in settings.secrets:
-        return environ.get(PREFIX + name) or None
+        return snapshot.get(PREFIX + name) or None
     return settings.values[name]
 
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Mapping
 
 import pytest
 
-from gitmem import checked_settings
+from gitmem import checked_settings, settings
+from gitmem.checked_settings import Checked
 from gitmem.settings import GitmemSettings, SettingsError, checked_for, load_settings
 
 SERVER = {
@@ -62,3 +65,22 @@ def test_one_check_serves_every_push() -> None:
     fields = GitmemSettings.model_fields.items()
     hook_group = {name for name, field in fields if (field.json_schema_extra or {}).get("group") == "hook"}  # type: ignore[union-attr]
     assert hook_group >= checked_settings.PER_PUSH
+
+
+def test_a_check_and_its_digest_see_one_environment_while_another_thread_changes_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A value kept for one environment is never the value of another: here the environment changes
+    between the digest and the check (tests change it while the server's threads read settings)."""
+    real_check = settings.check
+
+    def check_while_it_changes(environ: Mapping[str, str]) -> Checked:
+        os.environ["GITMEM_DREAM_TIMEOUT"] = "7"  # another thread, at the worst moment
+        return real_check(environ)
+
+    monkeypatch.setenv("GITMEM_DREAM_TIMEOUT", "100")
+    monkeypatch.setattr(settings, "check", check_while_it_changes)
+    assert checked_settings.value("DREAM_TIMEOUT") == 100.0  # what the environment held when asked
+    assert checked_settings.value("DREAM_TIMEOUT") == 7.0
+    os.environ["GITMEM_DREAM_TIMEOUT"] = "100"
+    assert checked_settings.value("DREAM_TIMEOUT") == 100.0  # kept for that environment, and right
