@@ -17,6 +17,7 @@ Hypothesis runs the ``ci`` profile (moderate example counts, no deadline: the ma
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import threading
@@ -53,8 +54,11 @@ settings.register_profile("thorough", max_examples=500, deadline=None, print_blo
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
-# How long each test module took in the last run that ran it (pytest's cache, .pytest_cache/).
+# How long each test module took in the last run that ran it (pytest's cache, .pytest_cache/); a fresh
+# clone (CI) has no cache and starts from tests/module_seconds.json, a copy of one (refresh it with
+# `cp .pytest_cache/v/gitmem/module-seconds tests/module_seconds.json` when modules change much).
 MODULE_SECONDS = "gitmem/module-seconds"
+COMMITTED_SECONDS = Path(__file__).with_name("module_seconds.json")
 LAST_SECONDS = pytest.StashKey[dict[str, float]]()
 
 
@@ -70,7 +74,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[LAST_SECONDS] = workerinput.get(MODULE_SECONDS, {})
     else:
         cache = getattr(config, "cache", None)  # None under -p no:cacheprovider
-        config.stash[LAST_SECONDS] = cache.get(MODULE_SECONDS, {}) if cache is not None else {}
+        last = cache.get(MODULE_SECONDS, {}) if cache is not None else {}
+        config.stash[LAST_SECONDS] = json.loads(COMMITTED_SECONDS.read_text()) | last
 
 
 @pytest.hookimpl(optionalhook=True)
