@@ -5,11 +5,16 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
+from pathlib import Path
 
 import pytest
 
 from gitmem import checked_settings, settings
+from gitmem.api.git_http import push_environment
 from gitmem.checked_settings import Checked
+from gitmem.engine.catalog import Principal
+from gitmem.engine.home import Gitmem
+from gitmem.model import Actor
 from gitmem.settings import GitmemSettings, SettingsError, checked_for, load_settings
 
 SERVER = {
@@ -84,3 +89,14 @@ def test_a_check_and_its_digest_see_one_environment_while_another_thread_changes
     assert checked_settings.value("DREAM_TIMEOUT") == 7.0
     os.environ["GITMEM_DREAM_TIMEOUT"] = "100"
     assert checked_settings.value("DREAM_TIMEOUT") == 100.0  # kept for that environment, and right
+
+
+def test_the_server_hands_its_hooks_the_rules_it_writes_by(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A push must be held to the rules an API write is: the secret rules a deployment turned off too."""
+    monkeypatch.setenv("GITMEM_SECRETS_ALLOW", "jwt")
+    gm = Gitmem.open(tmp_path / "home", fsync=False)
+    pusher = Principal("wrkspc_1", Actor("user_actor", "user_1"), "read-write", "user_1")
+    environment = push_environment(gm, pusher, "memstore_1", "read_write")
+    assert environment["GITMEM_SECRETS_ALLOW"] == "jwt"
+    assert checked_settings.value("SECRETS_ALLOW", environment) == "jwt"  # from what was handed down
+    assert json.loads(environment["GITMEM_CHECKED"])["values"]["SECRETS_ALLOW"] == "jwt"
