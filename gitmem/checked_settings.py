@@ -20,27 +20,28 @@ import json
 import os
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 PREFIX = "GITMEM_"
 CHECKED = PREFIX + "CHECKED"
 PER_PUSH = frozenset({"USER_ID", "ACCESS", "STORE_ID", "PYTHON"})  # set by the server for each push
-_NOT_DIGESTED = PER_PUSH | {"CHECKED"}
+NOT_DIGESTED = PER_PUSH | {"CHECKED"}  # nor checked: read as they are
 
 _kept: dict[str, Checked] = {}  # digest of an environment -> its checked values
 _kept_lock = threading.Lock()
 
 
+@dataclass(frozen=True)
 class Checked:
     """An environment's settings as checked: plain values, and the names of the secret ones."""
 
-    def __init__(self, values: Mapping[str, Any], secrets: frozenset[str]) -> None:
-        self.values = dict(values)
-        self.secrets = secrets
+    values: Mapping[str, Any]
+    secrets: frozenset[str]
 
     def to_json(self, digest: str) -> str:
-        return json.dumps({"digest": digest, "values": self.values, "secrets": sorted(self.secrets)})
+        return json.dumps({"digest": digest, "values": dict(self.values), "secrets": sorted(self.secrets)})
 
     @classmethod
     def from_json(cls, text: str, digest: str) -> Checked | None:
@@ -59,7 +60,7 @@ def digest(environ: Mapping[str, str]) -> str:
     items = sorted(
         (name, text)
         for name, text in environ.items()
-        if name.startswith(PREFIX) and name[len(PREFIX) :] not in _NOT_DIGESTED
+        if name.startswith(PREFIX) and name[len(PREFIX) :] not in NOT_DIGESTED
     )
     return hashlib.sha256(json.dumps(items).encode()).hexdigest()
 
@@ -72,11 +73,6 @@ def _snapshot(environ: Mapping[str, str]) -> dict[str, str]:
             return {name: text for name, text in environ.items() if name.startswith(PREFIX)}
         except RuntimeError:  # the environment changed size while it was read: read it again
             continue
-
-
-def checked(environ: Mapping[str, str] | None = None) -> Checked:
-    """``environ``'s settings (default: this process's), handed down or checked here."""
-    return _checked(_snapshot(os.environ if environ is None else environ))
 
 
 def _checked(snapshot: dict[str, str]) -> Checked:
@@ -96,7 +92,8 @@ def _checked(snapshot: dict[str, str]) -> Checked:
 
 
 def value(name: str, environ: Mapping[str, str] | None = None) -> Any:
-    """The checked value of ``GITMEM_<name>`` (None if unset and without a default)."""
+    """The checked value of ``GITMEM_<name>`` (None if unset and without a default); not for the
+    variables in :data:`NOT_DIGESTED`."""
     snapshot = _snapshot(os.environ if environ is None else environ)
     settings = _checked(snapshot)
     if name in settings.secrets:

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from gitmem.checked_settings import CHECKED, PER_PUSH, PREFIX, Checked, digest
+from gitmem.checked_settings import CHECKED, NOT_DIGESTED, PREFIX, Checked, digest
 from gitmem.errors import GitmemError
 
 _ON = frozenset({"1", "on", "true", "yes"})
@@ -307,7 +307,7 @@ def check(environ: Mapping[str, str]) -> Checked:
     """``environ``'s settings checked, as plain values (what :mod:`gitmem.checked_settings` keeps), the
     per-push variables aside."""
     settings = load_settings({k: v for k, v in environ.items() if k in _DIGESTED})
-    return Checked(settings.model_dump(mode="json", exclude=set(_SECRETS | PER_PUSH | {"CHECKED"})), _SECRETS)
+    return Checked(settings.model_dump(mode="json", exclude=set(_SECRETS | NOT_DIGESTED)), _SECRETS)
 
 
 _SECRETS = frozenset(
@@ -315,7 +315,7 @@ _SECRETS = frozenset(
     for name, field in GitmemSettings.model_fields.items()
     if SecretStr in (field.annotation, *typing.get_args(field.annotation))
 )
-_DIGESTED = frozenset(PREFIX + name for name in GitmemSettings.model_fields if name not in PER_PUSH | {"CHECKED"})
+_DIGESTED = frozenset(PREFIX + name for name in GitmemSettings.model_fields if name not in NOT_DIGESTED)
 _handed_down: dict[str, str] = {}  # digest -> GITMEM_CHECKED
 
 
