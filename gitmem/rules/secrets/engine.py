@@ -76,22 +76,27 @@ def regex_rule(
     matches that their own triggers wake anyway, and a failed search of a 2,000-character window
     costs more than everything else done for the trigger.
     """
-    compiled = re.compile(pattern, flags)
     overlap = back + ahead if longest is None else longest
+    compiled: list[re.Pattern[str]] = []  # on first use: a hook or a command loads every rule, uses few
+
+    def regex() -> re.Pattern[str]:
+        if not compiled:
+            compiled.append(re.compile(pattern, flags))
+        return compiled[0]
 
     def locate_at_trigger(text: str, start: int, end: int, floor: int) -> tuple[int | None, int]:
-        match = compiled.match(text, start, min(len(text), end + ahead))
+        match = regex().match(text, start, min(len(text), end + ahead))
         return (start if match is not None and (accept is None or accept(match)) else None), floor
 
     def locate(text: str, start: int, end: int, floor: int) -> tuple[int | None, int]:
         window_end = min(len(text), end + ahead)
-        for match in compiled.finditer(text, max(0, start - back, floor), window_end):
+        for match in regex().finditer(text, max(0, start - back, floor), window_end):
             if accept is None or accept(match):
                 return match.start(), window_end - overlap
         return None, window_end - overlap
 
     def sweep(text: str, floor: int) -> Iterator[int]:
-        for match in compiled.finditer(text, max(0, floor)):
+        for match in regex().finditer(text, max(0, floor)):
             if accept is None or accept(match):
                 yield match.start()
 
