@@ -43,6 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from gitmem.git import pack_leftovers as leftovers
+
 log = logging.getLogger(__name__)
 
 PackMode = Literal["geometric", "full"]
@@ -94,55 +96,6 @@ def repack_args(mode: PackMode) -> list[str]:
     return [*base, "-f", "--cruft", f"--cruft-expiration={UNREACHABLE_GRACE}"]
 
 
-TEMPORARY_PACK_GRACE = 2.0
-TEMPORARY_PACK_FILES = ("tmp_pack_*", "tmp_idx_*", "tmp_rev_*", "tmp_mtimes_*", ".tmp-*")
-
-
-def _temporary_packs(pack_dir: Path) -> set[Path]:
-    return {path for pattern in TEMPORARY_PACK_FILES for path in pack_dir.glob(pattern)}
-
-
-def _open_by_any_process(folder: Path) -> set[str]:
-    """Files in ``folder`` some process has open (Linux ``/proc``; elsewhere: none known)."""
-    held: set[str] = set()
-    prefix = str(folder.resolve()) + os.sep
-    for fd_dir in Path("/proc").glob("[0-9]*/fd"):
-        with contextlib.suppress(OSError):
-            for fd in os.scandir(fd_dir):
-                with contextlib.suppress(OSError):
-                    target = os.readlink(fd.path)
-                    if target.startswith(prefix):
-                        held.add(target)
-    return held
-
-
-def _remove_temporary_packs(pack_dir: Path, existing: set[Path]) -> None:
-    """Remove what a failed ``git repack`` left (a full disk, a kill): temporary pack files that were not
-    there before it ran and that no process has open or renames within :data:`TEMPORARY_PACK_GRACE`
-    seconds (the write path and a history rewrite write their own ``tmp_pack_*`` next to ours)."""
-    candidates = _temporary_packs(pack_dir) - existing
-    if not candidates:
-        return
-    time.sleep(TEMPORARY_PACK_GRACE)
-    held = _open_by_any_process(pack_dir)
-    for path in candidates:
-        with contextlib.suppress(FileNotFoundError):
-            if str(path.resolve()) not in held:
-                path.unlink()
-
-
-def _remove_orphaned_indexes(pack_dir: Path) -> None:
-    """Remove the index (and its companions) of a pack that is gone: a ``git repack`` killed while it
-    deleted the packs it replaced leaves them, and the next repack fails on them ("could not find
-    pack"). Our writers name a pack before its index, so a lone index is never one being written."""
-    for index in pack_dir.glob("pack-*.idx"):
-        if not index.with_suffix(".pack").exists():
-            for companion in (".rev", ".mtimes", ".bitmap", ".idx"):
-                with contextlib.suppress(FileNotFoundError):
-                    index.with_suffix(companion).unlink()
-            log.warning("removed the index of a pack a killed repack had deleted: %s", index.name)
-
-
 @contextlib.contextmanager
 def _pack_lock(repo_path: Path) -> Iterator[int | None]:
     """``gitmem/pack.lock``'s descriptor, locked, if the lock was free; else ``None``."""
@@ -167,13 +120,13 @@ def pack(repo_path: Path, mode: PackMode = "geometric") -> bool:
         if lock is None:
             return False
         pack_dir = repo_path / "objects" / "pack"
-        _remove_orphaned_indexes(pack_dir)
-        before = _temporary_packs(pack_dir)
+        leftovers.remove_orphaned_indexes(pack_dir)
+        before = leftovers.temporary_packs(pack_dir)
         # git holds the lock too (an flock lasts while any copy of its descriptor is open): if this
         # process dies, no other packer starts until this git has finished deleting what it replaced.
         proc = subprocess.run(["git", "-C", str(repo_path), *repack_args(mode)], capture_output=True, pass_fds=(lock,))
         if proc.returncode != 0:
-            _remove_temporary_packs(pack_dir, before)
+            leftovers.remove_temporary_packs(pack_dir, before)
             log.warning(
                 "git repack (%s) failed for %s: %s", mode, repo_path.name, proc.stderr.decode(errors="replace").strip()
             )
