@@ -163,16 +163,3 @@ def test_a_packer_out_of_disk_leaves_no_temporary_pack(fast_store: MemoryStore) 
     assert repository.pack(fast_store.path, full=True)  # with room again, packing works
     assert len(packs(fast_store.path)) == 1 and temporary_packs(fast_store.path) == []
     assert len(notes) == 300 and all(fast_store.get_by_path(p).content is not None for p in notes)
-
-
-def test_a_pack_a_killed_repack_deleted_but_left_indexed_does_not_stop_the_next(fast_store: MemoryStore) -> None:
-    for i in range(5):
-        fast_store.create(f"/n/{i}.md", f"note {i}")
-    pack_dir = fast_store.path / "objects" / "pack"
-    index = next(pack_dir.glob("pack-*.idx"))
-    orphan = pack_dir / f"pack-{'0' * 40}.idx"  # a killed `git repack -d` removes the .pack before the .idx
-    orphan.write_bytes(index.read_bytes())
-    assert repository.pack(fast_store.path, full=True)
-    assert not orphan.exists() and len(packs(fast_store.path)) == 1
-    assert_fsck_clean(fast_store.path)
-    assert [fast_store.get_by_path(f"/n/{i}.md").content for i in range(5)] == [f"note {i}" for i in range(5)]

@@ -1,19 +1,16 @@
 """What a packer that failed or was killed leaves in ``objects/pack``, and its removal.
 
-A ``git repack`` that fails (a full disk) or is killed leaves temporary pack files; one killed while it
-deleted the packs it had replaced can leave an index whose pack is gone. :func:`gitmem.git.packing.pack`
-removes both, under the store's pack lock.
+A ``git repack`` that fails (a full disk) or is killed leaves temporary pack files; :func:`gitmem.git.packing.pack`
+removes those it made, under the store's pack lock. (An index left without its pack, by a repack killed
+while it deleted the packs it had replaced, needs nothing: git does not load an index whose pack is gone.)
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import time
 from pathlib import Path
-
-log = logging.getLogger(__name__)
 
 TEMPORARY_PACK_GRACE = 2.0
 TEMPORARY_PACK_FILES = ("tmp_pack_*", "tmp_idx_*", "tmp_rev_*", "tmp_mtimes_*", ".tmp-*")
@@ -50,15 +47,3 @@ def remove_temporary_packs(pack_dir: Path, existing: set[Path]) -> None:
         with contextlib.suppress(FileNotFoundError):
             if str(path.resolve()) not in held:
                 path.unlink()
-
-
-def remove_orphaned_indexes(pack_dir: Path) -> None:
-    """Remove the index (and its companions) of a pack that is gone: a ``git repack`` killed while it
-    deleted the packs it replaced leaves them, and the next repack fails on them ("could not find
-    pack"). Our writers name a pack before its index, so a lone index is never one being written."""
-    for index in pack_dir.glob("pack-*.idx"):
-        if not index.with_suffix(".pack").exists():
-            for companion in (".rev", ".mtimes", ".bitmap", ".idx"):
-                with contextlib.suppress(FileNotFoundError):
-                    index.with_suffix(companion).unlink()
-            log.warning("removed the index of a pack a killed repack had deleted: %s", index.name)

@@ -120,7 +120,6 @@ def pack(repo_path: Path, mode: PackMode = "geometric") -> bool:
         if lock is None:
             return False
         pack_dir = repo_path / "objects" / "pack"
-        leftovers.remove_orphaned_indexes(pack_dir)
         before = leftovers.temporary_packs(pack_dir)
         # git holds the lock too (an flock lasts while any copy of its descriptor is open): if this
         # process dies, no other packer starts until this git has finished deleting what it replaced.
