@@ -17,7 +17,7 @@ from gitmem import ids
 from gitmem.engine.group_commit import BatchView, Change
 from gitmem.engine.store import MemoryStore
 from gitmem.engine.store_index import StoreIndex
-from gitmem.engine.write_plans import check_free, check_precondition, sha256_of
+from gitmem.engine.write_plans import check_free, check_moved, check_precondition, sha256_of
 from gitmem.errors import InvalidRequest, NotFound, PreconditionFailed
 from gitmem.git.commits import VersionRecord, parse_message
 from gitmem.model import Actor, Operation
@@ -56,7 +56,7 @@ def restore_plan(
         if note.path == path and note.sha256 == sha256_of(data):
             return None  # already so: no new version
         check_precondition(note, expected_sha256, expected_blob_id)
-        count, size = check_free(index, path, moving=memory_id) if path != note.path else index.totals()
+        count, size = check_moved(index, note, path)
         store.policy.check_counts(count, size - note.size + len(data))
         return _change(store, view, memory_id, "modified", path, data, note.path, actor, note.created_at)
 

@@ -63,6 +63,11 @@ def check_free(index: StoreIndex, path: str, *, moving: str | None) -> tuple[int
     return placement.totals
 
 
+def check_moved(index: StoreIndex, note: NoteRow, path: str) -> tuple[int, int]:
+    """:func:`check_free` for ``note`` going to ``path``, if that is a new path; the store's totals."""
+    return check_free(index, path, moving=note.memory_id) if path != note.path else index.totals()
+
+
 @dataclass(frozen=True)
 class WritePlanner:
     """A store's rules for planning writes: its limits, how content is stored, and its clock."""
@@ -105,10 +110,7 @@ class WritePlanner:
         if new_path == note.path and new_sha == note.sha256:
             return None  # already so (a retried update that landed): no new version
         check_precondition(note, expected_sha256, expected_blob_id)
-        if new_path != note.path:
-            count, size = check_free(view.index, new_path, moving=memory_id)
-        else:
-            count, size = view.index.totals()
+        count, size = check_moved(view.index, note, new_path)
         body = data if data is not None else self.codec.decode(note.path, view.read_blob(note.blob_id))
         self.policy.check_counts(count, size - note.size + len(body))
         now = self.clock()
