@@ -27,18 +27,17 @@ T = TypeVar("T")
 
 class CatalogCache:
     def __init__(self, catalog: Catalog) -> None:
-        self._db = catalog.db
+        self._catalog = catalog
         self._values: dict[tuple[str, str], object] = {}
         self._changes = 0  # announcements heard so far
         self._lock = threading.Lock()
         self._listening = False
-        self._catalog = catalog
 
     def get(self, kind: str, key: str, read: Callable[[], T]) -> T:
         """The value of ``read()``, kept until a ``kind`` change of ``key`` is announced."""
         if not self._listening:
             self._listen()
-        if not self._db.delivers_changes():
+        if not self._catalog.db.delivers_changes():
             return read()
         with self._lock:
             if (kind, key) in self._values:
@@ -46,7 +45,7 @@ class CatalogCache:
             heard = self._changes
         value = read()
         with self._lock:
-            if self._changes == heard and self._db.delivers_changes():
+            if self._changes == heard and self._catalog.db.delivers_changes():
                 self._values[(kind, key)] = value
         return value
 
