@@ -1,6 +1,6 @@
 """Several nodes on PostgreSQL: what a second and third node buy, and what PostgreSQL costs a write.
 
-    python -m bench.cluster [--writes 400] [--engine-writes 200] [--turns 5] [--database postgresql://...]
+    python -m bench.cluster [--writes 600] [--engine-writes 200] [--turns 5] [--database postgresql://...]
 
 1. **One write, PostgreSQL against SQLite**, in one process with one thread: notes created one after
    another in a store whose index is a SQLite file, then in a store whose index (and catalog) is in
@@ -8,9 +8,12 @@
    median of the turns' ratios (target: PostgreSQL at most 1.5x SQLite).
 2. **Writes/s on 8 stores through three nodes against one node**: ``gitmem serve`` processes on one
    home and one PostgreSQL; 8 client threads (one a store) and then 32 (four a store), thread t
-   writing into store t % 8 through node t % nodes, ``--writes`` notes in all. One node, then three,
-   ``--turns`` times. Printed: the median writes/s and the median of the turns' ratios for each number
-   of clients (target: three nodes at least 1.3x one node).
+   writing into store t % 8, ``--writes`` notes in all. One node, then three, ``--turns`` times. Three
+   nodes are driven twice, the way two load balancers would route: **spread** (each request of a
+   thread to the next node in turn, so a store's writes arrive at every node) and **by store** (every
+   request for store s through node s % 3, as a load balancer hashing the store id in the path does;
+   see docs/deploy.md). Printed: the median writes/s and the median of the turns' ratios for each number
+   of clients and routing (target: three nodes at least 1.3x one node).
 
 A run of a few hundred writes lasts a second or two, and on a shared two-core machine one such ratio
 ranged from 0.96x to 1.77x between runs; a median of turns, each side beside the other, is what to read.
@@ -79,31 +82,51 @@ def nodes(home: Path, database: str, count: int) -> Iterator[list[str]]:
             _stop(proc)
 
 
+ROUTINGS = ("spread", "by store")
+
+
+def node_of(thread: int, request: int, nodes: int, routing: str) -> int:
+    """The node that request number ``request`` of thread ``thread`` (writing into store
+    ``thread % STORES``) goes to: the next node in turn (a round-robin load balancer), or always the
+    store's node (one that hashes the store id in the path)."""
+    return (thread % STORES if routing == "by store" else thread + request) % nodes
+
+
 def writes_per_second(
-    urls: list[str], secret: str, store_ids: list[str], writes: int, run: str, clients: int = STORES
+    urls: list[str],
+    secret: str,
+    store_ids: list[str],
+    writes: int,
+    run: str,
+    clients: int = STORES,
+    routing: str = "spread",
 ) -> float:
-    """Aggregate writes/s of ``clients`` threads, thread t writing into store t % 8 through node t % nodes.
-    The client is the standard library's ``http.client`` over one kept-alive connection a thread:
-    ``httpx`` spends ~1.4 ms of CPU a request, so on two cores the client itself, not the nodes, would
-    decide how much a second and third node can add."""
+    """Aggregate writes/s of ``clients`` threads, thread t writing into store t % 8 through the nodes
+    ``routing`` picks (:func:`node_of`). The client is the standard library's ``http.client``, one
+    kept-alive connection a thread and node: ``httpx`` spends ~1.4 ms of CPU a request, so on two cores
+    the client itself, not the nodes, would decide how much a second and third node can add."""
     failures: list[str] = []
     headers = {"x-api-key": secret, "content-type": "application/json"}
 
     def body(t: int, ready: Callable[[], object]) -> None:
-        url = urllib.parse.urlsplit(urls[t % len(urls)])
-        connection = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port, timeout=60)
+        connections = []
+        for url in map(urllib.parse.urlsplit, urls):
+            connections.append(http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port, timeout=60))
         try:
             ready()
-            for i in range(t, writes, clients):
+            for request, i in enumerate(range(t, writes, clients)):
                 note = {"path": f"/{run}/topic-{i % 20:02d}/note-{i:05d}.md", "content": TEXT}
-                store_id = store_ids[t % STORES]
-                connection.request("POST", f"/v1/memory_stores/{store_id}/memories", json.dumps(note), headers)
+                connection = connections[node_of(t, request, len(urls), routing)]
+                connection.request(
+                    "POST", f"/v1/memory_stores/{store_ids[t % STORES]}/memories", json.dumps(note), headers
+                )
                 answer = connection.getresponse()
                 text = answer.read()
                 if answer.status != 200:
                     failures.append(text[:200].decode(errors="replace"))
         finally:
-            connection.close()
+            for connection in connections:
+                connection.close()
 
     elapsed = run_together(clients, body)
     if failures:
@@ -113,7 +136,7 @@ def writes_per_second(
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.cluster", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--writes", type=int, default=400, help="notes written through the nodes, per run")
+    parser.add_argument("--writes", type=int, default=600, help="notes written through the nodes, per run")
     parser.add_argument("--engine-writes", type=int, default=200, help="notes written in process, per run")
     parser.add_argument("--turns", type=int, default=5, help="runs of each side, taking turns")
     parser.add_argument("--database", default=None, help="a PostgreSQL URL (default: a throwaway server)")
@@ -145,25 +168,31 @@ def main() -> None:
         _, secret = gm.catalog.create_api_key(workspace.id, "bench", role="admin")
         store_ids = [gm.create_store(workspace.id, f"s{s}").id for s in range(STORES)]
         gm.close()
-        rates: dict[tuple[int, int], list[float]] = {}
+        rates: dict[tuple[int, int, str], list[float]] = {}
         for turn in range(args.turns):
             for count in (1, 3):
                 with nodes(home, database, count) as urls:
-                    writes_per_second(urls, secret, store_ids, STORES * 2, f"warm{turn}-{count}")
+                    writes_per_second(
+                        urls, secret, store_ids, STORES * len(urls), f"warm{turn}-{count}"
+                    )  # every store, every node
                     for clients in CLIENTS:
-                        rate = writes_per_second(
-                            urls, secret, store_ids, args.writes, f"r{turn}-{count}-{clients}", clients
-                        )
-                        rates.setdefault((count, clients), []).append(rate)
+                        for routing in ROUTINGS if count > 1 else ROUTINGS[:1]:
+                            run = f"r{turn}-{count}-{clients}-{routing.replace(' ', '')}"
+                            rate = writes_per_second(urls, secret, store_ids, args.writes, run, clients, routing)
+                            rates.setdefault((count, clients, routing), []).append(rate)
         print(f"\n{STORES} stores, {args.writes} writes a run (median of {args.turns} turns), writes/s:")
-        print(f"  {'client threads':<16}{'one node':>10}{'three nodes':>13}   three / one (target >= 1.3x)")
+        print(
+            f"  {'client threads':<16}{'routing':<10}{'one node':>10}{'three nodes':>13}   three / one (target >= 1.3x)"
+        )
         for clients in CLIENTS:
-            one, three = rates[(1, clients)], rates[(3, clients)]
-            gains = [b / a for a, b in zip(one, three, strict=True)]
-            print(
-                f"  {clients:<16}{statistics.median(one):10.1f}{statistics.median(three):13.1f}"
-                f"   {statistics.median(gains):.2f}x  (turns {min(gains):.2f}-{max(gains):.2f}x)"
-            )
+            one = rates[(1, clients, ROUTINGS[0])]
+            for routing in ROUTINGS:
+                three = rates[(3, clients, routing)]
+                gains = [b / a for a, b in zip(one, three, strict=True)]
+                print(
+                    f"  {clients:<16}{routing:<10}{statistics.median(one):10.1f}{statistics.median(three):13.1f}"
+                    f"   {statistics.median(gains):.2f}x  (turns {min(gains):.2f}-{max(gains):.2f}x)"
+                )
         print("\n(timings on a shared machine are noisy: compare the ratios)")
 
 
