@@ -259,6 +259,9 @@ class Cpu:
     def __sub__(self, other: Cpu) -> Cpu:
         return Cpu(self.own - other.own, self.git - other.git)
 
+    def __truediv__(self, count: int) -> Cpu:
+        return Cpu(self.own / count, self.git / count)
+
 
 def cpu_seconds(pid: int) -> Cpu | None:
     """The CPU a process has used so far (see :class:`Cpu`), or None where /proc is missing. Unlike wall
@@ -271,14 +274,13 @@ def cpu_seconds(pid: int) -> Cpu | None:
     tick = os.sysconf("SC_CLK_TCK")
     own, git = (int(fields[11]) + int(fields[12])) / tick, (int(fields[13]) + int(fields[14])) / tick
     for task in tasks:
-        with contextlib.suppress(OSError):  # a thread that has just ended
+        with contextlib.suppress(OSError):  # a thread or child that has just ended
             for child in (task / "children").read_text().split():
                 used = cpu_seconds(int(child))
-                if used is None:
-                    continue
-                if Path(f"/proc/{child}/comm").read_text().strip() == "git":
+                is_git = Path(f"/proc/{child}/comm").read_text().strip() == "git"
+                if used is not None and is_git:
                     git += used.own + used.git
-                else:
+                elif used is not None:
                     own, git = own + used.own, git + used.git
     return Cpu(own, git)
 
@@ -319,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
                 before = cpu_seconds(server.proc.pid)
                 runs[server.name] = drive(server, clients, jobs)
                 after = cpu_seconds(server.proc.pid)
-                cpu[server.name] = after - before if after and before else None
+                cpu[server.name] = (after - before) / len(jobs) if after and before else None
             order += 1
             g, nv = runs["gitmem"], runs["naive"]
             rows.append((f"{label}: req/s", g.per_second, nv.per_second, "", goal.get("rate")))
@@ -327,16 +329,8 @@ def main(argv: list[str] | None = None) -> int:
             rows.append((f"{label}: p99 ms", g.quantile(0.99) * 1e3, nv.quantile(0.99) * 1e3, "", None))
             g_cpu, n_cpu = cpu["gitmem"], cpu["naive"]
             if g_cpu and n_cpu and n_cpu.own > 0:
-                per_job = 1e3 / len(jobs)
-                rows.append(
-                    (
-                        f"{label}: server CPU ms/req",
-                        g_cpu.own * per_job,
-                        n_cpu.own * per_job,
-                        f"+ {g_cpu.git * per_job:.1f} ms in git's packer",
-                        None,
-                    )
-                )
+                note = f"+ {g_cpu.git * 1e3:.1f} ms in git's packer"
+                rows.append((f"{label}: server CPU ms/req", g_cpu.own * 1e3, n_cpu.own * 1e3, note, None))
 
         share = {1: n // 5, 8: 2 * n // 5, 32: n - n // 5 - 2 * n // 5}
         for clients, goal in ((1, {"rate": (0.6, True), "p50": (1.7, False)}), (8, {"rate": (0.8, True)}), (32, {})):
