@@ -9,8 +9,8 @@
 2. **Writes/s on 8 stores through three nodes against one node**: ``gitmem serve`` processes on one
    home and one PostgreSQL; 8 client threads (one a store) and then 32 (four a store), thread t
    writing into store t % 8, ``--writes`` notes in all. One node, then three, ``--turns`` times. Three
-   nodes are driven twice, the way two load balancers would route: **spread** (each request of a
-   thread to the next node in turn, so a store's writes arrive at every node) and **by store** (every
+   nodes are driven twice, the way two load balancers would route: **round robin** (each request of
+   a thread to the next node in turn, so a store's writes arrive at every node) and **by store** (every
    request for store s through node s % 3, as a load balancer hashing the store id in the path does;
    see docs/deploy.md). Printed: the median writes/s and the median of the turns' ratios for each number
    of clients and routing (target: three nodes at least 1.3x one node).
@@ -82,7 +82,7 @@ def nodes(home: Path, database: str, count: int) -> Iterator[list[str]]:
             _stop(proc)
 
 
-ROUTINGS = ("spread", "by store")
+ROUTINGS = ("round robin", "by store")
 
 
 def node_of(thread: int, request: int, nodes: int, routing: str) -> int:
@@ -99,7 +99,7 @@ def writes_per_second(
     writes: int,
     run: str,
     clients: int = STORES,
-    routing: str = "spread",
+    routing: str = "round robin",
 ) -> float:
     """Aggregate writes/s of ``clients`` threads, thread t writing into store t % 8 through the nodes
     ``routing`` picks (:func:`node_of`). The client is the standard library's ``http.client``, one
@@ -172,17 +172,16 @@ def main() -> None:
         for turn in range(args.turns):
             for count in (1, 3):
                 with nodes(home, database, count) as urls:
-                    writes_per_second(
-                        urls, secret, store_ids, STORES * len(urls), f"warm{turn}-{count}"
-                    )  # every store, every node
+                    # warm every store on every node (connections, caches)
+                    writes_per_second(urls, secret, store_ids, STORES * len(urls), f"warm{turn}-{count}")
                     for clients in CLIENTS:
                         for routing in ROUTINGS if count > 1 else ROUTINGS[:1]:
-                            run = f"r{turn}-{count}-{clients}-{routing.replace(' ', '')}"
+                            run = f"r{turn}-{count}-{clients}-{routing.replace(' ', '-')}"
                             rate = writes_per_second(urls, secret, store_ids, args.writes, run, clients, routing)
                             rates.setdefault((count, clients, routing), []).append(rate)
         print(f"\n{STORES} stores, {args.writes} writes a run (median of {args.turns} turns), writes/s:")
         print(
-            f"  {'client threads':<16}{'routing':<10}{'one node':>10}{'three nodes':>13}   three / one (target >= 1.3x)"
+            f"  {'client threads':<16}{'routing':<12}{'one node':>10}{'three nodes':>13}   three / one (target >= 1.3x)"
         )
         for clients in CLIENTS:
             one = rates[(1, clients, ROUTINGS[0])]
@@ -190,7 +189,7 @@ def main() -> None:
                 three = rates[(3, clients, routing)]
                 gains = [b / a for a, b in zip(one, three, strict=True)]
                 print(
-                    f"  {clients:<16}{routing:<10}{statistics.median(one):10.1f}{statistics.median(three):13.1f}"
+                    f"  {clients:<16}{routing:<12}{statistics.median(one):10.1f}{statistics.median(three):13.1f}"
                     f"   {statistics.median(gains):.2f}x  (turns {min(gains):.2f}-{max(gains):.2f}x)"
                 )
         print("\n(timings on a shared machine are noisy: compare the ratios)")
