@@ -23,12 +23,12 @@ from starlette.concurrency import run_in_threadpool
 
 from gitmem.access import store_access
 from gitmem.agents.review import Reviews
+from gitmem.checked_settings import checked_for
 from gitmem.engine.catalog import Principal
 from gitmem.engine.home import Gitmem
 from gitmem.errors import GitmemError, NotFound, StoreBusy
 from gitmem.git.repository import HOOKS_DIR
 from gitmem.git.smart_http import GitResponse, basic_auth_secret, serve_git, text_response, unauthorized_response
-from gitmem.settings import checked_for
 
 log = logging.getLogger("gitmem.api.git")
 

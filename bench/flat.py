@@ -243,14 +243,13 @@ def disk(store: MemoryStore) -> dict[str, int]:
 
 def file_create_us(folder: Path, files: int = 50) -> float:
     """The median microseconds to create (and close) an empty file in ``folder``; removed again."""
-    times = []
-    for i in range(files):
-        name = folder / f"bench_probe_{os.getpid()}_{i}"
+    names, times = [folder / f"bench_probe_{os.getpid()}_{i}" for i in range(files)], []
+    for name in names:
         start = time.perf_counter()
         os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
         times.append(time.perf_counter() - start)
-    for i in range(files):
-        (folder / f"bench_probe_{os.getpid()}_{i}").unlink()
+    for name in names:
+        name.unlink()
     return statistics.median(times) * 1e6
 
 

@@ -30,6 +30,7 @@ from gitmem.engine.catalog import Principal
 from gitmem.engine.home import Gitmem
 from gitmem.engine.push_check import pusher_identity
 from gitmem.model import Actor
+from tests.git_client import client_environment
 
 
 def git(cwd: Path, env: Mapping[str, str], *args: str) -> None:
@@ -73,16 +74,7 @@ def main() -> None:
         user, _ = gm.catalog.create_user(workspace.id, "sam")
         info = gm.create_store(workspace.id, "notes")
         gm.store(workspace.id, info.id).create("/first.md", "first\n")
-        name, email = pusher_identity(user.id, user.name)
-        base = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "GITMEM_"))}
-        base |= {
-            "GIT_CONFIG_GLOBAL": os.devnull,
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_AUTHOR_NAME": name,
-            "GIT_AUTHOR_EMAIL": email,
-            "GIT_COMMITTER_NAME": name,
-            "GIT_COMMITTER_EMAIL": email,
-        }
+        base = client_environment(*pusher_identity(user.id, user.name))
         pusher = Principal(workspace.id, Actor("user_actor", user.id), "read-write", user.id)
         server = base | push_environment(gm, pusher, info.id, "read_write")
         unchecked = {k: v for k, v in server.items() if k != "GITMEM_CHECKED"}

@@ -2,9 +2,9 @@
 
 :mod:`gitmem.settings` checks every ``GITMEM_*`` variable with pydantic-settings, and loading it costs a
 process about 0.15 s of CPU: more than a push hook's whole work. So a process that has checked an
-environment hands the result down with it: ``GITMEM_CHECKED`` (made by
-:func:`gitmem.settings.checked_for`) holds a digest of the variables checked and their values as checked.
-Secrets are left out of it; they are read from their own variables, which the digest covers.
+environment hands the result down with it: ``GITMEM_CHECKED`` (made by :func:`checked_for`) holds a
+digest of the variables checked and their values as checked. Secrets are left out of it; they are read
+from their own variables, which the digest covers.
 
 :func:`value` uses the values handed down while the digest matches this process's environment, and
 otherwise checks the environment itself with the settings object, keeping the result for as long as the
@@ -75,8 +75,8 @@ def _snapshot(environ: Mapping[str, str]) -> dict[str, str]:
             continue
 
 
-def _checked(snapshot: dict[str, str]) -> Checked:
-    key = digest(snapshot)
+def _checked(snapshot: dict[str, str], key: str) -> Checked:
+    """The settings of ``snapshot`` (whose digest is ``key``): kept, handed down, or checked now."""
     found = _kept.get(key)
     if found is None:
         found = Checked.from_json(snapshot.get(CHECKED, ""), key)
@@ -95,10 +95,18 @@ def value(name: str, environ: Mapping[str, str] | None = None) -> Any:
     """The checked value of ``GITMEM_<name>`` (None if unset and without a default); not for the
     variables in :data:`NOT_DIGESTED`."""
     snapshot = _snapshot(os.environ if environ is None else environ)
-    settings = _checked(snapshot)
+    settings = _checked(snapshot, digest(snapshot))
     if name in settings.secrets:
         return snapshot.get(PREFIX + name) or None
     return settings.values[name]
+
+
+def checked_for(environ: Mapping[str, str]) -> dict[str, str]:
+    """``GITMEM_CHECKED`` for a process started with ``environ``, which then need not load the settings
+    object; :class:`gitmem.settings.SettingsError` if a value is bad."""
+    snapshot = _snapshot(environ)
+    key = digest(snapshot)
+    return {CHECKED: _checked(snapshot, key).to_json(key)}
 
 
 def home() -> Path | None:

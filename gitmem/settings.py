@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from gitmem.checked_settings import CHECKED, NOT_DIGESTED, PREFIX, Checked, digest
+from gitmem.checked_settings import NOT_DIGESTED, PREFIX, Checked
 from gitmem.errors import GitmemError
 
 _ON = frozenset({"1", "on", "true", "yes"})
@@ -316,17 +316,6 @@ _SECRETS = frozenset(
     if SecretStr in (field.annotation, *typing.get_args(field.annotation))
 )
 _DIGESTED = frozenset(PREFIX + name for name in GitmemSettings.model_fields if name not in NOT_DIGESTED)
-_handed_down: dict[str, str] = {}  # digest -> GITMEM_CHECKED
-
-
-def checked_for(environ: Mapping[str, str]) -> dict[str, str]:
-    """``GITMEM_CHECKED`` for a process started with ``environ``, which then need not load this module
-    (:mod:`gitmem.checked_settings`); :class:`SettingsError` if a value is bad."""
-    key = digest(environ)
-    text = _handed_down.get(key)
-    if text is None:
-        text = _handed_down[key] = check(environ).to_json(key)
-    return {CHECKED: text}
 
 
 def _extra(name: str) -> dict[str, Any]:

@@ -11,11 +11,11 @@ import pytest
 
 from gitmem import checked_settings, settings
 from gitmem.api.git_http import push_environment
-from gitmem.checked_settings import Checked
+from gitmem.checked_settings import Checked, checked_for
 from gitmem.engine.catalog import Principal
 from gitmem.engine.home import Gitmem
 from gitmem.model import Actor
-from gitmem.settings import GitmemSettings, SettingsError, checked_for, load_settings
+from gitmem.settings import GitmemSettings, SettingsError, load_settings
 
 SERVER = {
     "GITMEM_HOME": "/srv/gitmem",

@@ -19,13 +19,14 @@ import pygit2
 import pytest
 
 from gitmem import ids
+from gitmem.checked_settings import checked_for
 from gitmem.engine import push_check, push_notes
 from gitmem.engine.home import Gitmem
 from gitmem.errors import NotFound
 from gitmem.git.commits import VersionRecord
 from gitmem.git.repository import HOOKS_DIR, NOTES_REF, read_tip
 from gitmem.model import Actor
-from gitmem.settings import checked_for
+from tests.git_client import client_environment
 
 API = Actor("api_actor", "apikey_01TESTTESTTESTTESTTESTTEST")
 
@@ -40,16 +41,9 @@ class Pusher:
         self.user_id = user_id
         self.repo_path = gm.repo_path(store_id)
         self.dir = root / f"clone-{store_id}"
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "GITMEM_"))}
-        name, email = push_check.pusher_identity(user_id, gm.catalog.credential(user_id).name)
+        self.env = client_environment(*push_check.pusher_identity(user_id, gm.catalog.credential(user_id).name))
         self.env.update(
             {
-                "GIT_CONFIG_GLOBAL": os.devnull,
-                "GIT_CONFIG_NOSYSTEM": "1",
-                "GIT_AUTHOR_NAME": name,
-                "GIT_AUTHOR_EMAIL": email,
-                "GIT_COMMITTER_NAME": name,
-                "GIT_COMMITTER_EMAIL": email,
                 # what the server passes to git http-backend for a push
                 "GITMEM_PYTHON": sys.executable,
                 "GITMEM_HOME": str(gm.home),
