@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,15 +27,48 @@ SERVER = {
 }
 
 
-def test_values_handed_down_are_the_settings_objects_values() -> None:
+Reader = Callable[[str, Mapping[str, str]], Any]
+
+
+@pytest.fixture
+def checks(monkeypatch: pytest.MonkeyPatch) -> list[Mapping[str, str]]:
+    """Every environment the settings object checks from here on."""
+    seen: list[Mapping[str, str]] = []
+    real_check = settings.check
+
+    def check(environ: Mapping[str, str]) -> Checked:
+        seen.append(environ)
+        return real_check(environ)
+
+    monkeypatch.setattr(settings, "check", check)
+    return seen
+
+
+@pytest.fixture
+def new_process(monkeypatch: pytest.MonkeyPatch) -> Reader:
+    """``checked_settings.value`` as a process just started with that environment reads it: with nothing
+    kept yet (this process's own hand-downs are kept, and would answer instead)."""
+
+    def read(name: str, environ: Mapping[str, str]) -> Any:
+        monkeypatch.setattr(checked_settings, "_kept", {})
+        return checked_settings.value(name, environ)
+
+    return read
+
+
+def test_values_handed_down_are_the_settings_objects_values(
+    new_process: Reader, checks: list[Mapping[str, str]]
+) -> None:
     child = SERVER | checked_for(SERVER)
+    checks.clear()
     settings = load_settings(SERVER)
-    assert checked_settings.value("FSYNC", child) == settings.FSYNC == "never"
-    assert checked_settings.value("HOME", child) == str(settings.HOME)
-    assert checked_settings.value("DREAM_TIMEOUT", child) == settings.DREAM_TIMEOUT == 90.0
-    assert checked_settings.value("SECRETS_ALLOW", child) == "jwt"
-    assert checked_settings.value("DATABASE", child) == SERVER["GITMEM_DATABASE"]
-    assert checked_settings.value("MASTER_KEY", child) is None
+    assert new_process("FSYNC", child) == settings.FSYNC == "never"
+    assert new_process("HOME", child) == str(settings.HOME)
+    assert new_process("DREAM_TIMEOUT", child) == settings.DREAM_TIMEOUT == 90.0
+    assert new_process("SECRETS_ALLOW", child) == "jwt"
+    assert new_process("DATABASE", child) == SERVER["GITMEM_DATABASE"]
+    assert new_process("MASTER_KEY", child) is None
+    assert checks == []  # the child used what was handed down, and checked nothing itself
 
 
 def test_secrets_are_not_handed_down() -> None:
@@ -44,14 +78,17 @@ def test_secrets_are_not_handed_down() -> None:
     assert not set(handed["secrets"]) & set(handed["values"])
 
 
-def test_a_hand_down_for_another_environment_is_not_used() -> None:
+def test_a_hand_down_for_another_environment_is_not_used(new_process: Reader, checks: list[Mapping[str, str]]) -> None:
+    """The digest says which environment the values were checked for: a child whose environment differs
+    checks its own. (It is not a signature: whoever sets a hook's GITMEM_CHECKED sets its other
+    variables too.)"""
     handed = checked_for(SERVER)
-    changed = SERVER | {"GITMEM_FSYNC": "always"} | handed
-    assert checked_settings.value("FSYNC", changed) == "always"
-    forged = json.loads(handed["GITMEM_CHECKED"])
-    forged["values"]["FSYNC"] = "always"
-    assert checked_settings.value("FSYNC", SERVER | {"GITMEM_CHECKED": json.dumps(forged)}) == "never"  # re-checked
-    assert checked_settings.value("FSYNC", SERVER | {"GITMEM_CHECKED": "not json"}) == "never"
+    assert new_process("FSYNC", SERVER | {"GITMEM_FSYNC": "always"} | handed) == "always"
+    for_another = checked_for(SERVER | {"GITMEM_FSYNC": "always"})
+    checks.clear()
+    assert new_process("FSYNC", SERVER | for_another) == "never"
+    assert new_process("FSYNC", SERVER | {"GITMEM_CHECKED": "not json"}) == "never"
+    assert len(checks) == 2  # each checked its own environment
 
 
 def test_a_bad_value_is_the_settings_objects_error_either_way() -> None:
@@ -83,6 +120,7 @@ def test_a_check_and_its_digest_see_one_environment_while_another_thread_changes
         os.environ["GITMEM_DREAM_TIMEOUT"] = "7"  # another thread, at the worst moment
         return real_check(environ)
 
+    monkeypatch.setattr(checked_settings, "_kept", {})  # nothing kept: the check runs
     monkeypatch.setenv("GITMEM_DREAM_TIMEOUT", "100")
     monkeypatch.setattr(settings, "check", check_while_it_changes)
     assert checked_settings.value("DREAM_TIMEOUT") == 100.0  # what the environment held when asked
