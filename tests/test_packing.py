@@ -1,6 +1,7 @@
 """The background packing policy (gitmem.git.packing): disk stays near the packed size while a big
 folder is written, a quiet store is consolidated into one pack with deltas, a packer racing writers
-loses no object, and a packer that runs out of disk leaves no temporary pack behind."""
+loses no object, a packer that runs out of disk leaves no temporary pack behind, and one that finds a
+pack a killed writer left without its index packs all the same."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from gitmem.engine import store as store_module
 from gitmem.engine.store import MemoryStore
 from gitmem.git import packing as maintenance
 from gitmem.git import repository
+from gitmem.git.pack import PackObject, write_pack
+from gitmem.git.trees import object_id
 from tests.conftest import assert_fsck_clean, git
 
 
@@ -163,3 +166,16 @@ def test_a_packer_out_of_disk_leaves_no_temporary_pack(fast_store: MemoryStore) 
     assert repository.pack(fast_store.path, full=True)  # with room again, packing works
     assert len(packs(fast_store.path)) == 1 and temporary_packs(fast_store.path) == []
     assert len(notes) == 300 and all(fast_store.get_by_path(p).content is not None for p in notes)
+
+
+def test_a_pack_left_without_its_index_does_not_stop_a_full_pack(fast_store: MemoryStore) -> None:
+    """A writer renames its pack into place, then the pack's index: killed between the two, it leaves a
+    pack git does not read but ``git repack --cruft`` lists ("could not find pack", test_crash's flake)."""
+    note = fast_store.create("/a.md", "kept")
+    body = b"a batch whose writer was killed before its index was in place"
+    lone = write_pack(fast_store.path / "objects", [PackObject(b"blob", body, object_id(b"blob", body))], fsync=False)
+    lone.with_suffix(".idx").unlink()
+    assert repository.pack(fast_store.path, full=True)
+    assert all(p.with_suffix(".idx").exists() for p in packs(fast_store.path))
+    assert_fsck_clean(fast_store.path)
+    assert fast_store.get(note.id).content == "kept"

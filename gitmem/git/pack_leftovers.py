@@ -1,16 +1,24 @@
-"""What a packer that failed or was killed leaves in ``objects/pack``, and its removal.
+"""What a writer or packer that failed or was killed leaves in ``objects/pack``, and its mending.
 
-A ``git repack`` that fails (a full disk) or is killed leaves temporary pack files; :func:`gitmem.git.packing.pack`
-removes those it made, under the store's pack lock. (An index left without its pack, by a repack killed
-while it deleted the packs it had replaced, needs nothing: git does not load an index whose pack is gone.)
+:func:`gitmem.git.packing.pack` mends it under the store's pack lock:
+
+- a ``git repack`` that fails (a full disk) leaves temporary pack files: removed after it;
+- a writer or a ``git repack`` killed between renaming a new pack into place and renaming its index
+  after it leaves a pack without an index: indexed before each ``git repack`` (:func:`index_lone_packs`);
+- a ``git repack -d`` killed while it deletes the packs it replaced leaves an index without its pack:
+  nothing to do, git does not load an index whose pack is gone.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import subprocess
 import time
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 TEMPORARY_PACK_GRACE = 2.0
 TEMPORARY_PACK_FILES = ("tmp_pack_*", "tmp_idx_*", "tmp_rev_*", "tmp_mtimes_*", ".tmp-*")
@@ -47,3 +55,16 @@ def remove_temporary_packs(pack_dir: Path, existing: set[Path]) -> None:
         with contextlib.suppress(FileNotFoundError):
             if str(path.resolve()) not in held:
                 path.unlink()
+
+
+def index_lone_packs(repo_path: Path) -> None:
+    """Give an index to each pack of the store that has none. Git reads packs through their index and
+    ignores such a pack, but ``git repack --cruft`` lists packs by their ``.pack`` file and stops on it
+    ("could not find pack"). Indexing it, not deleting it, is safe beside a writer that is between its
+    two renames: the writer's own index for the same pack then replaces this one."""
+    for pack in (repo_path / "objects" / "pack").glob("pack-*.pack"):
+        if pack.with_suffix(".idx").exists():
+            continue
+        proc = subprocess.run(["git", "-C", str(repo_path), "index-pack", str(pack)], capture_output=True)
+        if proc.returncode != 0 and not pack.with_suffix(".idx").exists():
+            log.warning("%s has no index and git cannot index it: %s", pack, proc.stderr.decode(errors="replace"))

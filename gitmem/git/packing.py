@@ -26,7 +26,8 @@ pack, so a packer never takes away an object a writer relies on; a writer that l
 ``objects/xx`` folder retries (see the store's write). Unreachable objects (a write that lost its
 compare-and-swap, a batch cut short by a crash) go to a cruft pack and are deleted only after
 :data:`UNREACHABLE_GRACE` (a writer may be about to reference them); purging on purpose is the history
-rewriter's job. A packer that fails (a full disk) removes its half-written ``tmp_pack_*`` files.
+rewriter's job. A packer that fails (a full disk) removes its half-written ``tmp_pack_*`` files, and a
+pack that a killed writer left without its index is indexed before git lists it (``pack_leftovers``).
 """
 
 from __future__ import annotations
@@ -121,6 +122,7 @@ def pack(repo_path: Path, mode: PackMode = "geometric") -> bool:
             return False
         pack_dir = repo_path / "objects" / "pack"
         before = leftovers.temporary_packs(pack_dir)
+        leftovers.index_lone_packs(repo_path)
         # git holds the lock too (an flock lasts while any copy of its descriptor is open): if this
         # process dies, no other packer starts until this git has finished deleting what it replaced.
         proc = subprocess.run(["git", "-C", str(repo_path), *repack_args(mode)], capture_output=True, pass_fds=(lock,))
