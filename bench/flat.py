@@ -3,21 +3,27 @@
     python -m bench.flat [--notes 10000] [--sample 100] [--quick] [--fsync always|never] [--profile]
                          [--dir DIR] [--keep]
 
-Three stores in one data home, written through the engine (``MemoryStore``), one commit per write:
+Four stores in one data home, written through the engine (``MemoryStore``), one commit per write:
 
-  small    100 notes in one folder (``/notes/note-00042.md``)
+  fresh    100 notes in one folder (``/notes/note-00042.md``), written first and then left alone
+  aged     100 notes in one folder, updated once for every note the big stores get: as many writes
+           as they have had, in a folder that stays small
   flat     N notes in one folder (``/notes/note-00042.md``)
   folders  the same N notes spread over 100 folders (``/topic-42/note-00042.md``)
 
 ``flat`` and ``folders`` get the same notes, written alternately, one real write each (so both grow at
-once under the same machine load). Then --sample rounds, each timing one create (then deleted again,
-so the folders keep their size), one update and one rename inside the folder in every store, one
-store after the other. Reported, as ratios in the same run:
+once under the same machine load), and ``aged`` one update beside each. Then --sample rounds, each
+timing one create (then deleted again, so the folders keep their size), one update and one rename
+inside the folder in every store, one store after the other. Reported, as ratios in the same run:
 
-  - create / update / rename p50 in the N-note folder against the 100-note folder (target <= 1.5x),
-    in wall time and in the writing thread's CPU time (steadier on a busy machine);
+  - create / update / rename p50 in the N-note folder against the 100-note folder of the same age
+    (target <= 1.5x), in wall time and in the writing thread's CPU time (steadier on a busy machine);
+    the fresh store's p50 is shown beside them;
   - disk of ``flat`` against ``folders`` (objects and index), 10 s after the last write (what the
     background packer left) and after maintenance (``repository.pack(full=True)``) (target <= 1.2x);
+  - the CPU that git's background packer spends a write (its roll-ups of the batch packs), over
+    256 more writes in each store once they are quiet: it is not in a write's own time, but it
+    shares the machine's cores with the writers;
   - ``git clone`` and ``git log -p`` of each store with the stock ``git`` client: they must work; their
     time is shown as a ratio too;
   - what creating a file costs in each store's pack folder right after the timed rounds. A write
@@ -25,7 +31,8 @@ store after the other. Reported, as ratios in the same run:
     new file's inode is searched for past every inode of its block group freed in the last one to six
     minutes (the kernel will not reuse them yet): a store that has just had thousands of writes, and
     so many packs rolled up, pays up to ~0.6 ms a file where a fresh one pays 0.03 ms, whatever the
-    size of its folders. That line tells how much of a gap is the file system's.
+    size of its folders. That is why the big folder is measured against a small one of the same age:
+    the fresh store's column shows the file system's share, and that line tells it in microseconds.
 
 Timings on a shared machine are noisy; the ratios are what to read.
 """
@@ -40,6 +47,7 @@ import io
 import os
 import pstats
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -60,6 +68,7 @@ from gitmem.git.commits import VersionRecord, format_message
 
 SMALL_FOLDER = 100
 QUIET_WAIT_SECONDS = 10.0
+PACKER_WRITES = 256  # a store packs at least every 256 writes (gitmem.engine.store.PACK_EVERY_WRITES)
 TARGET_LATENCY_RATIO = 1.5
 TARGET_DISK_RATIO = 1.2
 
@@ -253,6 +262,21 @@ def file_create_us(folder: Path, files: int = 50) -> float:
     return statistics.median(times) * 1e6
 
 
+def packer_ms_per_write(subject: Subject, text: str, writes: int = PACKER_WRITES) -> float:
+    """Git's CPU a write in the store's background packer (its roll-ups, a child process of this one),
+    over ``writes`` creates and deletes in the folder. Run on a quiet store, one store at a time; the
+    full pack that follows once it is quiet again is waited for and not counted."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    for i in range(writes // 2):
+        subject.store.delete(subject.store.create(subject.path_of(10**6 + i), text).id)
+    repository.wait_for_background_packer(subject.store.path)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    time.sleep(packing.QUIET_SECONDS + 0.5)
+    wait_for_packers([subject.store.path])
+    spent = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return spent * 1e3 / writes
+
+
 def wait_for_packers(paths: list[Path], timeout: float = 600.0) -> None:
     """Wait until no background packer holds a store's pack lock."""
     for path in paths:
@@ -289,19 +313,24 @@ def main(argv: list[str] | None = None) -> None:
         def make(name: str, path_of: Callable[[int], str]) -> Subject:
             return Subject(name, gm.store(workspace.id, gm.create_store(workspace.id, name).id), path_of)
 
-        small, flat, folders = make("small", flat_path), make("flat", flat_path), make("folders", folders_path)
+        fresh, aged = make("fresh", flat_path), make("aged", flat_path)
+        flat, folders = make("flat", flat_path), make("folders", folders_path)
+        stores = (fresh, aged, flat, folders)
         print(
             f"bench.flat: {n:,} notes in one folder vs {SMALL_FOLDER} notes, and vs 100 folders; fsync"
             f" {args.fsync}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs\n",
             flush=True,
         )
         for _ in range(SMALL_FOLDER):
-            small.create(text_of(small.next_number, rng), kind="bulk")
+            for small in (fresh, aged):
+                small.create(text_of(small.next_number, rng), kind="bulk")
         texts = [text_of(i, rng) for i in range(n)]
         started = time.perf_counter()
         for i, text in enumerate(texts):
             flat.create(text, kind="bulk")
             folders.create(text, kind="bulk")
+            memory_id = aged.ids[i % SMALL_FOLDER]
+            aged.timed("bulk", lambda: aged.store.update(memory_id, content=text))  # noqa: B023 - called at once
             if (i + 1) % 1000 == 0:
                 progress(
                     f"{i + 1:,} notes each; write p50 of the last 1,000: flat"
@@ -312,7 +341,8 @@ def main(argv: list[str] | None = None) -> None:
         profile = cProfile.Profile() if args.profile else None
         for _ in range(args.sample):
             text = text_of(rng.randrange(10**6), rng)
-            one_round(small, rng, text)
+            one_round(fresh, rng, text)
+            one_round(aged, rng, text)
             if profile:
                 profile.enable()
             one_round(flat, rng, text)
@@ -320,7 +350,7 @@ def main(argv: list[str] | None = None) -> None:
                 profile.disable()
             one_round(folders, rng, text)
         last_write = time.monotonic()
-        create_cost = {s.name: file_create_us(s.store.path / "objects" / "pack") for s in (small, flat, folders)}
+        create_cost = {s.name: file_create_us(s.store.path / "objects" / "pack") for s in stores}
         progress(f"waiting until {QUIET_WAIT_SECONDS:.0f} s after the last write")
         time.sleep(max(0.0, last_write + QUIET_WAIT_SECONDS - time.monotonic()))
         as_written = {s.name: disk(s.store) for s in (flat, folders)}
@@ -330,23 +360,29 @@ def main(argv: list[str] | None = None) -> None:
             s.store.index.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         maintained = {s.name: disk(s.store) for s in (flat, folders)}
         listing = {s.name: min(timed_listing(s.store) for _ in range(3)) for s in (flat, folders)}
+        progress(f"git's packer: {PACKER_WRITES} more writes in each store")
+        packer_ms = {s.name: packer_ms_per_write(s, text) for s in stores}
         progress("git clone and git log -p")
         git_times = {s.name: git_checks(s.store.path, root, n) for s in (flat, folders)}
 
-        lines = [
-            f"{'p50 (ms)':<34}{'100 in one':>12}{f'{n:,} in one':>14}{f'{n:,} in 100':>14}"
-            f"   one big folder / 100-note folder"
-        ]
+        columns = ("100, fresh", "100, aged", f"{n:,} in one", f"{n:,} in 100")
+        lines = [f"{'p50 (ms)':<34}" + "".join(f"{c:>14}" for c in columns) + "   one big folder / 100, aged"]
         for kind in ("create", "update", "rename", "create cpu", "update cpu", "rename cpu"):
-            a, b, c = (p50(s.times[kind]) * 1e3 for s in (small, flat, folders))
-            lines.append(f"{kind:<34}{a:12.2f}{b:14.2f}{c:14.2f}   {verdict(b / a, TARGET_LATENCY_RATIO)}")
+            values = [p50(s.times[kind]) * 1e3 for s in stores]
+            ratio = values[2] / values[1]
+            lines.append(
+                f"{kind:<34}" + "".join(f"{v:14.2f}" for v in values) + f"   {verdict(ratio, TARGET_LATENCY_RATIO)}"
+            )
         lines.append(
-            f"{'create a file in the pack folder, us':<34}{create_cost['small']:12.0f}"
-            f"{create_cost['flat']:14.0f}{create_cost['folders']:14.0f}   the file system's share (see above)"
+            f"{'create a file in the pack folder, us':<34}"
+            + "".join(f"{create_cost[s.name]:14.0f}" for s in stores)
+            + "   the file system's share (see above)"
         )
+        lines.append(f"{'bulk write, whole run':<34}" + "".join(f"{p50(s.times['bulk']) * 1e3:14.2f}" for s in stores))
         lines.append(
-            f"{'bulk write, whole run':<34}{p50(small.times['bulk']) * 1e3:12.2f}"
-            f"{p50(flat.times['bulk']) * 1e3:14.2f}{p50(folders.times['bulk']) * 1e3:14.2f}"
+            f"{'git packer CPU a write, ms':<34}"
+            + "".join(f"{packer_ms[s.name]:14.2f}" for s in stores)
+            + f"   {packer_ms['flat'] / max(packer_ms['aged'], 0.01):5.2f}x (background: roll-ups of batch packs)"
         )
         lines.append("")
         lines.append(f"{'disk (MiB)':<34}{'flat':>12}{'folders':>14}   flat / folders")
@@ -374,7 +410,7 @@ def main(argv: list[str] | None = None) -> None:
             out = io.StringIO()
             pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(15)
             print(f"\nprofile of {args.sample} rounds in the {n:,}-note folder (by own time):\n{out.getvalue()}")
-        for s in (small, flat, folders):
+        for s in stores:
             s.store.close()
     finally:
         if args.keep:
