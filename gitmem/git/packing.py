@@ -8,22 +8,23 @@ notes a loose tree is ~250 KB, so counting writes says little about disk. The po
   pack run (loose objects, or the small packs a batched writer leaves), the loose objects' count and
   the number of packs, but only every few writes (it predicts from the bytes per write when the limit
   will be near). Past :data:`UNPACKED_BYTES_LIMIT`, :data:`LOOSE_OBJECTS_LIMIT` or :data:`MAX_PACKS`
-  it starts a background ``geometric`` pack: loose objects into a new pack, small packs rolled up so
-  pack sizes grow geometrically (few packs, and little rewritten each time).
+  it starts a background ``geometric`` pack: loose objects and small packs rolled up into one so
+  pack sizes grow geometrically (few packs, and little rewritten each time; :mod:`gitmem.git.roll_up`).
 * **When quiet:** once ``main`` has not moved for :data:`QUIET_SECONDS` and enough was written since
   the last one, a ``full`` pack puts everything into one pack and searches deltas again, so
   successive versions of a big tree, each stored whole at the head of its small pack, become deltas of
   each other (a tree that differs by one entry is a delta of a few dozen bytes).
 
-The packer is a thread of the writing process that runs ``git repack`` and waits for it: git does the
-work in a process of its own, so a busy server is not slowed by it, and no Python process has to
-start for it (starting one cost about as much CPU as 30 writes). One packer per store at a time
+The packer is a thread of the writing process that runs git (``pack-objects`` to roll up, ``repack``
+for a full pack) and waits for it: git does the work in a process of its own, so a busy server is
+not slowed by it, and no Python process has to start for it (starting one cost about as much CPU as
+30 writes). One packer per store at a time
 (``gitmem/pack.lock``, handed to git so that it stays held if the writing process dies); history
 rewriting takes the same lock.
 
-Safety. Git's ``repack`` only deletes a loose object or an old pack once what it holds is in a new
-pack, so a packer never takes away an object a writer relies on; a writer that loses the race for an
-``objects/xx`` folder retries (see the store's write). Unreachable objects (a write that lost its
+Safety. A roll-up, like git's ``repack``, only deletes a loose object or an old pack once what it
+holds is in a new pack, so a packer never takes away an object a writer relies on; a writer that
+loses the race for an ``objects/xx`` folder retries (see the store's write). Unreachable objects (a write that lost its
 compare-and-swap, a batch cut short by a crash) go to a cruft pack and are deleted only after
 :data:`UNREACHABLE_GRACE` (a writer may be about to reference them); purging on purpose is the history
 rewriter's job. A packer that fails (a full disk) removes its half-written ``tmp_pack_*`` files, and a
@@ -45,6 +46,7 @@ from pathlib import Path
 from typing import Literal
 
 from gitmem.git import pack_leftovers as leftovers
+from gitmem.git.roll_up import roll_up
 
 log = logging.getLogger(__name__)
 
@@ -76,13 +78,13 @@ PACK_LOCK = "pack.lock"
 # -- the packer -------------------------------------------------------------------------------------
 
 
-def repack_args(mode: PackMode) -> list[str]:
-    """``git`` arguments for one pack run. Bitmaps are neither written nor used to copy a pack
-    verbatim: verbatim reuse would keep whole trees whole instead of finding deltas for them. A
-    ``full`` run searches every delta again (``-f``): git never compares two objects it finds whole
-    in the same pack, so the commits a roll-up stored whole side by side stayed whole (a quarter
-    more bytes for a store of small notes)."""
-    base = [
+def full_repack_args() -> list[str]:
+    """``git`` arguments for a full pack. Bitmaps are neither written nor used to copy a pack
+    verbatim: verbatim reuse would keep whole trees whole instead of finding deltas for them. It
+    searches every delta again (``-f``): git never compares two objects it finds whole in the same
+    pack, so the commits a roll-up stored whole side by side stayed whole (a quarter more bytes for a
+    store of small notes)."""
+    return [
         "-c",
         "pack.allowPackReuse=false",
         "-c",
@@ -91,10 +93,10 @@ def repack_args(mode: PackMode) -> list[str]:
         "-d",
         "-q",
         f"--depth={DELTA_DEPTH}",
+        "-f",
+        "--cruft",
+        f"--cruft-expiration={UNREACHABLE_GRACE}",
     ]
-    if mode == "geometric":
-        return [*base, "--geometric=2"]
-    return [*base, "-f", "--cruft", f"--cruft-expiration={UNREACHABLE_GRACE}"]
 
 
 @contextlib.contextmanager
@@ -115,7 +117,7 @@ def _pack_lock(repo_path: Path) -> Iterator[int | None]:
 def pack(repo_path: Path, mode: PackMode = "geometric") -> bool:
     """Pack the store's objects now. Returns False if another packer holds the lock (it does the work).
 
-    Raises :class:`subprocess.CalledProcessError` if ``git repack`` fails (after removing its
+    Raises :class:`subprocess.CalledProcessError` if git fails (after removing its
     temporary files); the store is then as it was."""
     with _pack_lock(repo_path) as lock:
         if lock is None:
@@ -125,13 +127,23 @@ def pack(repo_path: Path, mode: PackMode = "geometric") -> bool:
         leftovers.index_lone_packs(repo_path)
         # git holds the lock too (an flock lasts while any copy of its descriptor is open): if this
         # process dies, no other packer starts until this git has finished deleting what it replaced.
-        proc = subprocess.run(["git", "-C", str(repo_path), *repack_args(mode)], capture_output=True, pass_fds=(lock,))
-        if proc.returncode != 0:
-            leftovers.remove_temporary_packs(pack_dir, before)
-            log.warning(
-                "git repack (%s) failed for %s: %s", mode, repo_path.name, proc.stderr.decode(errors="replace").strip()
-            )
-            raise subprocess.CalledProcessError(proc.returncode, proc.args, proc.stdout, proc.stderr)
+        if mode == "geometric":
+            from gitmem.git import repository
+
+            try:
+                roll_up(repo_path, depth=DELTA_DEPTH, fsync=repository.fsync_enabled(), lock_fd=lock)
+            except subprocess.CalledProcessError:
+                leftovers.remove_temporary_packs(pack_dir, before)
+                raise
+        else:
+            args = ["git", "-C", str(repo_path), *full_repack_args()]
+            proc = subprocess.run(args, capture_output=True, pass_fds=(lock,))
+            if proc.returncode != 0:
+                leftovers.remove_temporary_packs(pack_dir, before)
+                log.warning(
+                    "git repack failed for %s: %s", repo_path.name, proc.stderr.decode(errors="replace").strip()
+                )
+                raise subprocess.CalledProcessError(proc.returncode, proc.args, proc.stdout, proc.stderr)
         size = objects_bytes(repo_path)
         _set_size_mark(repo_path, AFTER_ANY_PACK, size)
         if mode == "full":

@@ -1,0 +1,204 @@
+"""Rolling a store's small packs and loose objects up into one pack, without a walk of its history.
+
+This is the geometric half of packing (:mod:`gitmem.git.packing`): the packs that do not already form a
+geometric progression (each at least twice the objects of all smaller ones together) are rolled into
+one, with the loose objects, so a store keeps few packs and little is rewritten each time.
+
+``git repack --geometric`` does the same, but hands git the packs by name (``pack-objects
+--stdin-packs``), and git then walks every commit in them and every tree under those commits only to
+name the objects for its delta search. In a store with a 10,000-note folder each commit's tree is that
+folder, so the walk was most of a roll-up's CPU (measured: 49 of 82 ms for the packs of 16 writes,
+more than the writes themselves). Here the objects are read from the packs' indexes and handed to
+``git pack-objects`` as a list, each with its path where :func:`object_names` finds one: git searches
+deltas among objects of the same name first, so a folder's tree is compared with its own earlier
+versions, not with other folders' of a similar size (without names, a store of 100 folders packed to
+twice the size between full packs). The names come from the new commits' trees, read only where they
+are new themselves and small: a 10,000-note folder is named, not read.
+
+Safety is git's own: the new pack is complete, flushed and in place (its folder flushed too) before a
+rolled pack is deleted, and deleted ``.pack`` first, so a kill leaves at worst an index without its
+pack, which git ignores (see :mod:`gitmem.git.pack_leftovers`). Kept packs (``.keep``) and cruft packs
+(``.mtimes``: unreachable objects waiting out their grace) are never rolled.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import struct
+import subprocess
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pygit2
+
+from gitmem.durable import fsync_dir
+
+log = logging.getLogger(__name__)
+
+FACTOR = 2
+# What git keeps beside a pack; the .idx goes last (a pack without its index stops ``git repack``).
+PACK_FILES = (".pack", ".rev", ".bitmap", ".idx")
+_LOOSE_FOLDER = re.compile(r"[0-9a-f]{2}")
+_LOOSE_NAME = re.compile(r"[0-9a-f]{38}")
+# Each object is compared with the 3 before it in git's order (by name, then size) for a delta, not
+# git's 10: the versions of a folder's tree lie side by side, so a wider window found nothing smaller
+# (python -m bench.roll_up: the same bytes at twice the CPU; a window of 1 left a big tree whole).
+WINDOW = 3
+# Trees up to this size are read to name the new objects under them; a bigger one is named only.
+MAX_READ_TREE_BYTES = 64 << 10
+
+
+@dataclass(frozen=True)
+class Pack:
+    """A pack in ``objects/pack``, by its ``.pack`` path, and the objects its index lists."""
+
+    path: Path
+    objects: int
+
+
+def index_object_ids(index_path: Path) -> list[bytes]:
+    """The object ids a version 2 pack index lists."""
+    data = index_path.read_bytes()
+    if data[:8] != b"\xfftOc\x00\x00\x00\x02":
+        raise ValueError(f"{index_path.name} is not a version 2 pack index")
+    (count,) = struct.unpack_from(">I", data, 8 + 255 * 4)
+    start = 8 + 256 * 4
+    return [data[i : i + 20] for i in range(start, start + 20 * count, 20)]
+
+
+def _object_count(index_path: Path) -> int:
+    with open(index_path, "rb") as f:
+        f.seek(8 + 255 * 4)
+        (count,) = struct.unpack(">I", f.read(4))
+    return int(count)
+
+
+def rollable_packs(pack_dir: Path) -> list[Pack]:
+    """The packs a roll-up may take, fewest objects first: indexed, neither kept nor cruft."""
+    packs = []
+    for path in pack_dir.glob("pack-*.pack"):
+        if path.with_suffix(".keep").exists() or path.with_suffix(".mtimes").exists():
+            continue
+        try:
+            packs.append(Pack(path, _object_count(path.with_suffix(".idx"))))
+        except FileNotFoundError:  # no index yet (a writer between its renames), or just rolled up
+            continue
+    return sorted(packs, key=lambda pack: (pack.objects, pack.path.name))
+
+
+def geometric_split(packs: list[Pack], factor: int = FACTOR) -> list[Pack]:
+    """The packs (of ``packs``, fewest objects first) to roll into one so that the new pack and the
+    rest form a progression where each pack holds at least ``factor`` times the objects of all smaller
+    ones. The same choice as ``git repack --geometric``."""
+    if not packs:
+        return []
+    split = len(packs) - 1
+    while split > 0 and packs[split].objects >= factor * packs[split - 1].objects:
+        split -= 1
+    if split:
+        split += 1  # the heavier of the last pair compared is not in the progression
+    total = sum(pack.objects for pack in packs[:split])
+    while split < len(packs) and packs[split].objects < factor * total:
+        total += packs[split].objects
+        split += 1
+    return packs[:split]
+
+
+def loose_object_ids(objects_dir: Path) -> list[bytes]:
+    found = []
+    for folder in os.scandir(objects_dir):
+        if not _LOOSE_FOLDER.fullmatch(folder.name):
+            continue
+        try:
+            names = os.listdir(folder.path)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        found += [bytes.fromhex(folder.name + name) for name in names if _LOOSE_NAME.fullmatch(name)]
+    return found
+
+
+def object_names(repo_path: Path, ids: set[bytes]) -> dict[bytes, str]:
+    """Paths for the trees and blobs among ``ids`` that the commits among ``ids`` lead to through trees
+    also among ``ids`` (what those commits changed), as git's own walk would name them."""
+    repo = pygit2.Repository(str(repo_path))
+    names: dict[bytes, str] = {}
+
+    def walk(tree_id: pygit2.Oid, path: str) -> None:
+        names[tree_id.raw] = path
+        if repo.odb.read_header(tree_id)[1] > MAX_READ_TREE_BYTES:
+            return
+        tree = repo[tree_id]
+        assert isinstance(tree, pygit2.Tree)
+        for entry in tree:
+            if entry.id.raw in ids and entry.id.raw not in names:
+                entry_path = f"{path}/{entry.name}" if path else str(entry.name)
+                if entry.type == pygit2.GIT_OBJECT_TREE:
+                    walk(entry.id, entry_path)
+                else:
+                    names[entry.id.raw] = entry_path
+
+    for raw in ids:
+        oid = pygit2.Oid(raw=raw)
+        if repo.odb.read_header(oid)[0] == pygit2.GIT_OBJECT_COMMIT:
+            commit = repo[oid]
+            assert isinstance(commit, pygit2.Commit)
+            if commit.tree_id.raw in ids and commit.tree_id.raw not in names:
+                walk(commit.tree_id, "")
+    return names
+
+
+def _listing(ids: Iterable[bytes], names: dict[bytes, str]) -> bytes:
+    """``pack-objects``' input: an object id a line, with its path if it has one."""
+    lines = []
+    for oid in sorted(ids):
+        name = names.get(oid)
+        lines.append(f"{oid.hex()} {name}\n" if name and "\n" not in name else f"{oid.hex()}\n")
+    return "".join(lines).encode()
+
+
+def roll_up(repo_path: Path, *, depth: int, fsync: bool, lock_fd: int | None = None) -> bool:
+    """Roll the store's small packs and its loose objects into one pack, with delta chains up to
+    ``depth`` long; False if there was nothing to roll. ``lock_fd`` (the pack lock) is held by git too
+    while it runs. Raises :class:`subprocess.CalledProcessError` if git fails (nothing was deleted)."""
+    objects_dir = repo_path / "objects"
+    pack_dir = objects_dir / "pack"
+    rolled = geometric_split(rollable_packs(pack_dir))
+    loose = loose_object_ids(objects_dir)
+    if len(rolled) < 2 and not loose:
+        return False
+    ids = set(loose)
+    for pack in rolled:
+        ids.update(index_object_ids(pack.path.with_suffix(".idx")))
+    listing = _listing(ids, object_names(repo_path, ids))
+    proc = subprocess.run(
+        [
+            "git",
+            "-C",
+            str(repo_path),
+            "pack-objects",
+            "-q",
+            "--delta-base-offset",
+            f"--depth={depth}",
+            f"--window={WINDOW}",
+            str(pack_dir / "pack"),
+        ],
+        input=listing,
+        capture_output=True,
+        pass_fds=(lock_fd,) if lock_fd is not None else (),
+    )
+    if proc.returncode != 0:
+        log.warning("git pack-objects failed for %s: %s", repo_path.name, proc.stderr.decode(errors="replace").strip())
+        raise subprocess.CalledProcessError(proc.returncode, proc.args, proc.stdout, proc.stderr)
+    new_pack = pack_dir / f"pack-{proc.stdout.decode().strip()}.pack"
+    if fsync:
+        fsync_dir(pack_dir)  # the new pack's name is durable before the rolled ones' go
+    for pack in rolled:
+        if pack.path != new_pack:
+            for suffix in PACK_FILES:
+                pack.path.with_suffix(suffix).unlink(missing_ok=True)
+    if loose:
+        subprocess.run(["git", "-C", str(repo_path), "prune-packed", "-q"], capture_output=True, check=False)
+    return True
