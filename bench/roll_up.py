@@ -59,7 +59,9 @@ def store_with_batch_packs(home: Path, path_of: Callable[[int], str], notes: int
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.roll_up", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--notes", type=int, default=9_900, help="notes in each store before the writes (a store holds 10,000)")
+    parser.add_argument(
+        "--notes", type=int, default=9_900, help="notes in each store before the writes (a store holds 10,000)"
+    )
     parser.add_argument("--writes", type=int, default=64, help="writes, each leaving a pack, to roll up")
     parser.add_argument("--turns", type=int, default=3)
     args = parser.parse_args()
