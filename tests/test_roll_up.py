@@ -7,6 +7,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pygit2
 import pytest
 
 from gitmem.git import roll_up as roll_up_module
@@ -141,3 +142,16 @@ def test_nothing_to_roll_up_changes_nothing(tmp_path: Path) -> None:
     before = _pack_names(repo)
     assert not roll_up(repo, depth=50, fsync=False)
     assert _pack_names(repo) == before
+
+
+def test_objects_that_cannot_be_named_are_rolled_up_all_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo, ids = _repository(tmp_path / "r.git", (1, 1, 1))
+
+    def unreadable(repo_path: Path, ids: set[bytes]) -> dict[bytes, str]:
+        raise pygit2.GitError("object not found")
+
+    monkeypatch.setattr(roll_up_module, "object_names", unreadable)
+    assert roll_up(repo, depth=50, fsync=False)
+    assert len(_pack_names(repo)) == 1 and _readable(repo, ids) == ids

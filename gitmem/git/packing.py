@@ -18,17 +18,17 @@ notes a loose tree is ~250 KB, so counting writes says little about disk. The po
 The packer is a thread of the writing process that runs git (``pack-objects`` to roll up, ``repack``
 for a full pack) and waits for it: git does the work in a process of its own, so a busy server is
 not slowed by it, and no Python process has to start for it (starting one cost about as much CPU as
-30 writes). One packer per store at a time
-(``gitmem/pack.lock``, handed to git so that it stays held if the writing process dies); history
-rewriting takes the same lock.
+30 writes). One packer per store at a time (``gitmem/pack.lock``, handed to git so that it stays
+held if the writing process dies); history rewriting takes the same lock.
 
 Safety. A roll-up, like git's ``repack``, only deletes a loose object or an old pack once what it
 holds is in a new pack, so a packer never takes away an object a writer relies on; a writer that
-loses the race for an ``objects/xx`` folder retries (see the store's write). Unreachable objects (a write that lost its
-compare-and-swap, a batch cut short by a crash) go to a cruft pack and are deleted only after
-:data:`UNREACHABLE_GRACE` (a writer may be about to reference them); purging on purpose is the history
-rewriter's job. A packer that fails (a full disk) removes its half-written ``tmp_pack_*`` files, and a
-pack that a killed writer left without its index is indexed before git lists it (``pack_leftovers``).
+loses the race for an ``objects/xx`` folder retries (see the store's write). Unreachable objects (a
+write that lost its compare-and-swap, a batch cut short by a crash) go to a cruft pack at the next
+full pack and are deleted only after :data:`UNREACHABLE_GRACE` (a writer may be about to reference
+them); purging on purpose is the history rewriter's job. A packer that fails (a full disk) removes
+its half-written ``tmp_pack_*`` files, and a pack that a killed writer left without its index is
+indexed before git lists it (``pack_leftovers``).
 """
 
 from __future__ import annotations

@@ -172,7 +172,12 @@ def roll_up(repo_path: Path, *, depth: int, fsync: bool, lock_fd: int | None = N
     ids = set(loose)
     for pack in rolled:
         ids.update(index_object_ids(pack.path.with_suffix(".idx")))
-    listing = _listing(ids, object_names(repo_path, ids))
+    try:
+        names = object_names(repo_path, ids)
+    except (KeyError, ValueError, pygit2.GitError):  # names only guide git's delta search
+        log.debug("could not name the objects rolled up in %s", repo_path.name, exc_info=True)
+        names = {}
+    listing = _listing(ids, names)
     proc = subprocess.run(
         [
             "git",
