@@ -108,10 +108,10 @@ def test_new_objects_are_named_as_git_names_them(tmp_path: Path, monkeypatch: py
     _work_tree(work, {"a/deep/z.md": "z2", "c.md": "c"})
     listed = git(work, "rev-list", "--objects", "HEAD", "^HEAD^").splitlines()  # the commit, then "<id> <path>"
     ids = {bytes.fromhex(line[:40]) for line in listed}
-    by_git = {bytes.fromhex(line[:40]): line[41:] for line in listed if len(line) > 40}
+    by_git = {bytes.fromhex(line[:40]): line[41:].encode() for line in listed if len(line) > 40}
     assert roll_up_names(work, ids) == by_git
     monkeypatch.setattr(roll_up_module, "MAX_READ_TREE_BYTES", 0)  # a big folder: named, not read
-    assert roll_up_names(work, ids) == {oid: name for oid, name in by_git.items() if name == ""}
+    assert roll_up_names(work, ids) == {oid: name for oid, name in by_git.items() if name == b""}
 
 
 def test_loose_objects_are_packed_and_kept_and_cruft_packs_stay(tmp_path: Path) -> None:
@@ -149,7 +149,7 @@ def test_objects_that_cannot_be_named_are_rolled_up_all_the_same(
 ) -> None:
     repo, ids = _repository(tmp_path / "r.git", (1, 1, 1))
 
-    def unreadable(repo_path: Path, ids: set[bytes]) -> dict[bytes, str]:
+    def unreadable(repo_path: Path, ids: set[bytes]) -> dict[bytes, bytes]:
         raise pygit2.GitError("object not found")
 
     monkeypatch.setattr(roll_up_module, "object_names", unreadable)

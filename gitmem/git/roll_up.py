@@ -47,6 +47,7 @@ _LOOSE_NAME = re.compile(r"[0-9a-f]{38}")
 # git's 10: the versions of a folder's tree lie side by side, so a wider window found nothing smaller
 # (python -m bench.roll_up: the same bytes at twice the CPU; a window of 1 left a big tree whole).
 WINDOW = 3
+_TREE_ENTRY = re.compile(rb"(\d+) ([^\0]+)\0(.{20})", re.DOTALL)  # mode, name, object id
 # Trees up to this size are read to name the new objects under them; a bigger one is named only.
 MAX_READ_TREE_BYTES = 64 << 10
 
@@ -120,43 +121,43 @@ def loose_object_ids(objects_dir: Path) -> list[bytes]:
     return found
 
 
-def object_names(repo_path: Path, ids: set[bytes]) -> dict[bytes, str]:
+def object_names(repo_path: Path, ids: set[bytes]) -> dict[bytes, bytes]:
     """Paths for the trees and blobs among ``ids`` that the commits among ``ids`` lead to through trees
-    also among ``ids`` (what those commits changed), as git's own walk would name them."""
-    repo = pygit2.Repository(str(repo_path))
-    names: dict[bytes, str] = {}
+    also among ``ids`` (what those commits changed), as git's own walk would name them. Trees are
+    parsed from their raw bytes: this runs in the writing process, beside its writers."""
+    odb = pygit2.Repository(str(repo_path)).odb
+    names: dict[bytes, bytes] = {}
 
-    def walk(tree_id: pygit2.Oid, path: str) -> None:
-        names[tree_id.raw] = path
-        if repo.odb.read_header(tree_id)[1] > MAX_READ_TREE_BYTES:
+    def walk(tree_id: bytes, path: bytes) -> None:
+        names[tree_id] = path
+        oid = pygit2.Oid(raw=tree_id)
+        if odb.read_header(oid)[1] > MAX_READ_TREE_BYTES:
             return
-        tree = repo[tree_id]
-        assert isinstance(tree, pygit2.Tree)
-        for entry in tree:
-            if entry.id.raw in ids and entry.id.raw not in names:
-                entry_path = f"{path}/{entry.name}" if path else str(entry.name)
-                if entry.type == pygit2.GIT_OBJECT_TREE:
-                    walk(entry.id, entry_path)
+        for mode, name, entry_id in _TREE_ENTRY.findall(odb.read(oid)[1]):
+            if entry_id in ids and entry_id not in names:
+                entry_path = path + b"/" + name if path else name
+                if mode == b"40000":
+                    walk(entry_id, entry_path)
                 else:
-                    names[entry.id.raw] = entry_path
+                    names[entry_id] = entry_path
 
     for raw in ids:
         oid = pygit2.Oid(raw=raw)
-        if repo.odb.read_header(oid)[0] == pygit2.GIT_OBJECT_COMMIT:
-            commit = repo[oid]
-            assert isinstance(commit, pygit2.Commit)
-            if commit.tree_id.raw in ids and commit.tree_id.raw not in names:
-                walk(commit.tree_id, "")
+        if odb.read_header(oid)[0] == pygit2.GIT_OBJECT_COMMIT:
+            tree_id = bytes.fromhex(odb.read(oid)[1][5:45].decode())  # a commit starts "tree <id>\n"
+            if tree_id in ids and tree_id not in names:
+                walk(tree_id, b"")
     return names
 
 
-def _listing(ids: Iterable[bytes], names: dict[bytes, str]) -> bytes:
+def _listing(ids: Iterable[bytes], names: dict[bytes, bytes]) -> bytes:
     """``pack-objects``' input: an object id a line, with its path if it has one."""
     lines = []
     for oid in sorted(ids):
         name = names.get(oid)
-        lines.append(f"{oid.hex()} {name}\n" if name and "\n" not in name else f"{oid.hex()}\n")
-    return "".join(lines).encode()
+        line = oid.hex().encode()
+        lines.append(line + b" " + name + b"\n" if name and b"\n" not in name else line + b"\n")
+    return b"".join(lines)
 
 
 def roll_up(repo_path: Path, *, depth: int, fsync: bool, lock_fd: int | None = None) -> bool:
@@ -174,7 +175,7 @@ def roll_up(repo_path: Path, *, depth: int, fsync: bool, lock_fd: int | None = N
         ids.update(index_object_ids(pack.path.with_suffix(".idx")))
     try:
         names = object_names(repo_path, ids)
-    except (KeyError, ValueError, pygit2.GitError):  # names only guide git's delta search
+    except (KeyError, ValueError, UnicodeDecodeError, pygit2.GitError):  # names only guide git's delta search
         log.debug("could not name the objects rolled up in %s", repo_path.name, exc_info=True)
         names = {}
     listing = _listing(ids, names)
