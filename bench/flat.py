@@ -280,7 +280,7 @@ def packer_ms_per_write(subject: Subject, text: str, writes: int = PACKER_WRITES
 def wait_for_packers(paths: list[Path], timeout: float = 600.0) -> None:
     """Wait until no background packer holds a store's pack lock."""
     for path in paths:
-        with repository.file_lock(path / "gitmem" / "pack.lock", timeout=timeout, busy="a packer never finished"):
+        with repository.packers_held_off(path, timeout=timeout):
             pass
 
 

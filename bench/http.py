@@ -251,7 +251,7 @@ def list_all(server: Server, store: str) -> tuple[float, int]:
 @dataclass(frozen=True)
 class Cpu:
     """CPU seconds (user + system) of a server: its own (its ``--workers`` processes included), and
-    that of the ``git`` processes it ran (the packer's ``git repack``), which work in the background."""
+    that of the ``git`` processes it ran (the packer's), which work in the background."""
 
     own: float
     git: float

@@ -155,3 +155,22 @@ def test_objects_that_cannot_be_named_are_rolled_up_all_the_same(
     monkeypatch.setattr(roll_up_module, "object_names", unreadable)
     assert roll_up(repo, depth=50, fsync=False)
     assert len(_pack_names(repo)) == 1 and _readable(repo, ids) == ids
+
+
+def test_the_new_pack_is_flushed_into_its_folder_before_a_rolled_pack_goes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo, ids = _repository(tmp_path / "r.git", (1, 1, 1))
+    rolled = _pack_names(repo)
+    flushed: list[set[str]] = []
+
+    def flush(folder: Path) -> None:  # what the folder holds when its names are made durable
+        flushed.append({p.name for p in folder.glob("pack-*.pack")})
+
+    monkeypatch.setattr(roll_up_module, "fsync_dir", flush)
+    assert roll_up(repo, depth=50, fsync=True)
+    (new,) = _pack_names(repo)
+    assert flushed == [rolled | {new}]  # once, with the new pack named and every rolled one still there
+    assert _readable(repo, ids) == ids
+    unflushed, _ = _repository(tmp_path / "u.git", (1, 1))
+    assert roll_up(unflushed, depth=50, fsync=False) and len(flushed) == 1  # GITMEM_FSYNC=never

@@ -2,11 +2,12 @@
 
 :func:`gitmem.git.packing.pack` mends it under the store's pack lock:
 
-- a ``git repack`` that fails (a full disk) leaves temporary pack files: removed after it;
-- a writer or a ``git repack`` killed between renaming a new pack into place and renaming its index
-  after it leaves a pack without an index: indexed before each ``git repack`` (:func:`index_lone_packs`);
-- a ``git repack -d`` killed while it deletes the packs it replaced leaves an index without its pack:
-  nothing to do, git does not load an index whose pack is gone.
+- a packer's git (a roll-up's ``pack-objects``, a full ``repack``) that fails (a full disk) leaves
+  temporary pack files: removed after it;
+- a writer or a packer killed between renaming a new pack into place and renaming its index after it
+  leaves a pack without an index: indexed before each pack run (:func:`index_lone_packs`);
+- a packer killed while it deletes the packs it replaced leaves an index without its pack: nothing to
+  do, git does not load an index whose pack is gone.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def _open_by_any_process(folder: Path) -> set[str]:
 
 
 def remove_temporary_packs(pack_dir: Path, existing: set[Path]) -> None:
-    """Remove what a failed ``git repack`` left (a full disk, a kill): temporary pack files that were not
+    """Remove what a packer's failed git left (a full disk, a kill): temporary pack files that were not
     there before it ran and that no process has open or renames within :data:`TEMPORARY_PACK_GRACE`
     seconds (the write path and a history rewrite write their own ``tmp_pack_*`` next to ours)."""
     candidates = temporary_packs(pack_dir) - existing

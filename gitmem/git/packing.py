@@ -99,6 +99,13 @@ def full_repack_args() -> list[str]:
     ]
 
 
+def _full_repack(repo_path: Path, lock: int) -> None:
+    proc = subprocess.run(["git", "-C", str(repo_path), *full_repack_args()], capture_output=True, pass_fds=(lock,))
+    if proc.returncode != 0:
+        log.warning("git repack failed for %s: %s", repo_path.name, proc.stderr.decode(errors="replace").strip())
+        raise subprocess.CalledProcessError(proc.returncode, proc.args, proc.stdout, proc.stderr)
+
+
 @contextlib.contextmanager
 def _pack_lock(repo_path: Path) -> Iterator[int | None]:
     """``gitmem/pack.lock``'s descriptor, locked, if the lock was free; else ``None``."""
@@ -114,11 +121,12 @@ def _pack_lock(repo_path: Path) -> Iterator[int | None]:
         os.close(fd)
 
 
-def pack(repo_path: Path, mode: PackMode = "geometric") -> bool:
-    """Pack the store's objects now. Returns False if another packer holds the lock (it does the work).
+def pack(repo_path: Path, mode: PackMode = "geometric", *, fsync: bool = True) -> bool:
+    """Pack the store's objects now (``fsync``: the roll-up flushes its new pack's name before it
+    deletes what it replaced). Returns False if another packer holds the lock (it does the work).
 
-    Raises :class:`subprocess.CalledProcessError` if git fails (after removing its
-    temporary files); the store is then as it was."""
+    Raises :class:`subprocess.CalledProcessError` if git fails (after removing its temporary files);
+    the store is then as it was."""
     with _pack_lock(repo_path) as lock:
         if lock is None:
             return False
@@ -127,23 +135,14 @@ def pack(repo_path: Path, mode: PackMode = "geometric") -> bool:
         leftovers.index_lone_packs(repo_path)
         # git holds the lock too (an flock lasts while any copy of its descriptor is open): if this
         # process dies, no other packer starts until this git has finished deleting what it replaced.
-        if mode == "geometric":
-            from gitmem.git import repository
-
-            try:
-                roll_up(repo_path, depth=DELTA_DEPTH, fsync=repository.fsync_enabled(), lock_fd=lock)
-            except subprocess.CalledProcessError:
-                leftovers.remove_temporary_packs(pack_dir, before)
-                raise
-        else:
-            args = ["git", "-C", str(repo_path), *full_repack_args()]
-            proc = subprocess.run(args, capture_output=True, pass_fds=(lock,))
-            if proc.returncode != 0:
-                leftovers.remove_temporary_packs(pack_dir, before)
-                log.warning(
-                    "git repack failed for %s: %s", repo_path.name, proc.stderr.decode(errors="replace").strip()
-                )
-                raise subprocess.CalledProcessError(proc.returncode, proc.args, proc.stdout, proc.stderr)
+        try:
+            if mode == "geometric":
+                roll_up(repo_path, depth=DELTA_DEPTH, fsync=fsync, lock_fd=lock)
+            else:
+                _full_repack(repo_path, lock)
+        except subprocess.CalledProcessError:
+            leftovers.remove_temporary_packs(pack_dir, before)
+            raise
         size = objects_bytes(repo_path)
         _set_size_mark(repo_path, AFTER_ANY_PACK, size)
         if mode == "full":

@@ -318,7 +318,7 @@ def pack(repo_path: Path, *, full: bool = False) -> bool:
     holds the lock."""
     from gitmem.git.packing import pack as run_packer  # the policy module imports this one
 
-    return run_packer(repo_path, "full" if full else "geometric")
+    return run_packer(repo_path, "full" if full else "geometric", fsync=fsync_enabled())
 
 
 def git(repo_path: Path, *args: str, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:

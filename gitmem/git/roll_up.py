@@ -52,6 +52,13 @@ _TREE_ENTRY = re.compile(rb"(\d+) ([^\0]+)\0(.{20})", re.DOTALL)  # mode, name, 
 MAX_READ_TREE_BYTES = 64 << 10
 
 
+# A version 2 pack index: a header, then 256 running counts of ids by first byte (the last is the
+# number of objects), then the ids.
+_INDEX_HEADER = b"\xfftOc\x00\x00\x00\x02"
+_OBJECT_COUNT_AT = len(_INDEX_HEADER) + 255 * 4
+_IDS_AT = _OBJECT_COUNT_AT + 4
+
+
 @dataclass(frozen=True)
 class Pack:
     """A pack in ``objects/pack``, by its ``.pack`` path, and the objects its index lists."""
@@ -63,16 +70,15 @@ class Pack:
 def index_object_ids(index_path: Path) -> list[bytes]:
     """The object ids a version 2 pack index lists."""
     data = index_path.read_bytes()
-    if data[:8] != b"\xfftOc\x00\x00\x00\x02":
+    if not data.startswith(_INDEX_HEADER):
         raise ValueError(f"{index_path.name} is not a version 2 pack index")
-    (count,) = struct.unpack_from(">I", data, 8 + 255 * 4)
-    start = 8 + 256 * 4
-    return [data[i : i + 20] for i in range(start, start + 20 * count, 20)]
+    (count,) = struct.unpack_from(">I", data, _OBJECT_COUNT_AT)
+    return [data[i : i + 20] for i in range(_IDS_AT, _IDS_AT + 20 * count, 20)]
 
 
 def _object_count(index_path: Path) -> int:
     with open(index_path, "rb") as f:
-        f.seek(8 + 255 * 4)
+        f.seek(_OBJECT_COUNT_AT)
         (count,) = struct.unpack(">I", f.read(4))
     return int(count)
 

@@ -12,6 +12,7 @@ first pass, slower.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -77,12 +78,8 @@ def regex_rule(
     costs more than everything else done for the trigger.
     """
     overlap = back + ahead if longest is None else longest
-    compiled: list[re.Pattern[str]] = []  # on first use: a hook or a command loads every rule, uses few
-
-    def regex() -> re.Pattern[str]:
-        if not compiled:
-            compiled.append(re.compile(pattern, flags))
-        return compiled[0]
+    # Compiled on first use: a hook or a command loads every rule and uses few.
+    regex = functools.cache(lambda: re.compile(pattern, flags))
 
     def locate_at_trigger(text: str, start: int, end: int, floor: int) -> tuple[int | None, int]:
         match = regex().match(text, start, min(len(text), end + ahead))
