@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -54,7 +55,7 @@ class ThreadConnections:
             # check_same_thread=False only so that close() may close it from another thread.
             db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False)
             db.row_factory = sqlite3.Row
-            db.execute("PRAGMA journal_mode=WAL")
+            self._use_wal(db)
             if self.durable:
                 db.execute("PRAGMA synchronous=FULL")
                 db.execute("PRAGMA foreign_keys=ON")
@@ -66,6 +67,24 @@ class ThreadConnections:
                 self._all.append(db)
             self._local.db = db
         return db
+
+    def _use_wal(self, db: sqlite3.Connection) -> None:
+        """WAL mode, which the file keeps once it is set. Setting it on a new file takes an exclusive
+        lock, and SQLite answers a second connection that tries at the same moment "database is locked"
+        at once, without its busy handler (a wait could deadlock): connections of this process take
+        turns, and one that meets another process's try goes on trying."""
+        if db.execute("PRAGMA journal_mode").fetchone()[0] == "wal":
+            return
+        deadline = time.monotonic() + BUSY_TIMEOUT_SECONDS
+        with self.write_lock:
+            while True:
+                try:
+                    db.execute("PRAGMA journal_mode=WAL")
+                    return
+                except sqlite3.OperationalError as exc:
+                    if "locked" not in str(exc) or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.005)
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
