@@ -65,6 +65,25 @@ def test_upserts_and_integrity_errors(db: Database) -> None:
     assert db.execute("SELECT n FROM t").fetchone()[0] == 1
 
 
+def test_a_deferred_write_that_fails_at_the_commit_fails_the_transaction(postgres_url: str) -> None:
+    """A deferred statement goes to PostgreSQL with the ``COMMIT``, in one round trip: its error is
+    raised there, nothing of the transaction stays, and the connection serves again."""
+    db = PostgresDatabase(postgres_url, max_size=2)
+    try:
+        db.executescript("CREATE TABLE deferred (k TEXT PRIMARY KEY, n BIGINT NOT NULL)")
+        db.execute("INSERT INTO deferred (k, n) VALUES ('a', 1)")
+        for _ in range(3):  # every pooled connection that took part is clean afterwards
+            with pytest.raises(integrity_errors()), db.transaction() as tx:
+                tx.execute("INSERT INTO deferred (k, n) VALUES ('b', 2)")
+                db.defer("INSERT INTO deferred (k, n) VALUES ('a', 3)")
+        assert dict(db.execute("SELECT k, n FROM deferred").fetchall()) == {"a": 1}
+        with db.transaction():
+            db.defer("INSERT INTO deferred (k, n) VALUES ('c', 4)")
+        assert dict(db.execute("SELECT k, n FROM deferred ORDER BY k").fetchall()) == {"a": 1, "c": 4}
+    finally:
+        db.close()
+
+
 def test_the_lock_makes_read_modify_write_exact_across_threads(db: Database) -> None:
     """Eight threads each add one 20 times, reading then writing: with the lock no increment is lost."""
     with db.transaction() as tx:

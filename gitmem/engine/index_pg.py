@@ -38,7 +38,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from gitmem.engine.database import PostgresDatabase, Rows, lock_id, to_postgres
-from gitmem.engine.database.postgres_db import begun, run_all
+from gitmem.engine.database.postgres_db import begun, returns_rows, run_all
 from gitmem.errors import StoreBusy
 
 log = logging.getLogger(__name__)
@@ -188,7 +188,7 @@ class PgIndexDb:
                 conn._gitmem_search_path = self.search_path  # type: ignore[attr-defined]
             if len(statements) == 1:
                 cursor = conn.execute(to_postgres(statements[0][0]), tuple(statements[0][1]))
-                return [Rows(cursor.fetchall() if cursor.description is not None else [], cursor.rowcount)]
+                return [Rows(cursor.fetchall() if returns_rows(cursor) else [], cursor.rowcount)]
             return run_all(conn, statements)
 
     def defer(self, sql: str, params: Any = ()) -> None:
