@@ -169,7 +169,8 @@ def begun(
         with conn.pipeline():
             for statement in deferred:
                 conn.execute(*statement)
-            conn.execute("COMMIT")  # conn.commit() waits for it, then leaving the pipeline again
+            # Not conn.commit(): in a pipeline it syncs and waits, and leaving the pipeline does it again.
+            conn.execute("COMMIT")
     except BaseException:
         deferred.clear()
         conn.rollback()
