@@ -3,53 +3,32 @@
 Authentication is the REST API's: ``Authorization: Bearer`` (or ``x-api-key``) with an API key, a user's
 token or a task's token, checked by the catalog on every HTTP request (401 in the error envelope before
 MCP sees it) and again for every tool call from that call's own headers, so a tool always runs as the
-credential that sent it. Access rules and the engine calls live in :mod:`gitmem.mcp_tools`.
+credential that sent it. Access rules and the engine calls live in :mod:`gitmem.mcp_tools`, the tools
+in :mod:`gitmem.api.mcp_server`.
 
-Stateless mode: every POST is answered on its own, so any server process can answer any request (no
-session pinned to one process) and nothing is kept between calls.
+The ``mcp`` package takes about 0.45 s of CPU to import, more than the rest of the app together, so
+the tools' module is imported and the session manager started on the first request to ``/mcp`` (in a
+task group the app's lifespan keeps): a server process that never answers MCP never pays for it.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import datetime as dt
-import json
-import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+import importlib
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Annotated, Any
+from typing import Any
 
+import anyio
 import anyio.to_thread
-from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import CallToolResult, TextContent
-from pydantic import Field
 from starlette.datastructures import Headers
 from starlette.types import Receive, Scope, Send
 
-from gitmem import mcp_tools
-from gitmem.access import visible_stores
 from gitmem.api.errors import error_response, request_id_of
-from gitmem.api.schemas import Memory, MemoryVersion
-from gitmem.api.schemas import MemoryStore as StoreOut
-from gitmem.api.schemas_find import MemoryVersionDiff, SearchResult, SearchResults
 from gitmem.engine.catalog import Principal
-from gitmem.engine.diff import VersionDiff
-from gitmem.engine.home import MAX_STORES_PAGE, Gitmem
-from gitmem.engine.search import SearchHit
+from gitmem.engine.home import Gitmem
 from gitmem.errors import GitmemError, PermissionDenied, RateLimited
-from gitmem.model import Note, Page, StoreInfo, Version
-
-log = logging.getLogger("gitmem.api.mcp")
 
 MCP_PATH = "/mcp"
-INSTRUCTIONS = (
-    "gitmem memory stores. Paths start with /memories. Every change is a version attributed to you. "
-    "Name a store by memory_store_id (list_stores shows them); a task's token defaults to its own store."
-)
-StoreArg = Annotated[
-    str | None,
-    Field(description="The memory store's id (memstore_...); a task's token may leave it out for its own store."),
-]
 
 
 def authenticate(gm: Gitmem, headers: Mapping[str, str]) -> Principal:
@@ -64,176 +43,30 @@ def authenticate(gm: Gitmem, headers: Mapping[str, str]) -> Principal:
     return principal
 
 
-def _text(text: str, *, error: bool = False) -> CallToolResult:
-    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=error)
-
-
-def _json(value: Any) -> str:
-    return json.dumps(_plain(value), ensure_ascii=False)
-
-
-def _plain(value: Any) -> Any:
-    """Engine values as JSON, as the REST API shows them; other dataclasses field by field."""
-    if hasattr(value, "model_dump"):
-        return value.model_dump(mode="json")
-    if isinstance(value, VersionDiff):
-        return _plain(MemoryVersionDiff.of(value))
-    if isinstance(value, Page) and value.items and isinstance(value.items[0], SearchHit):
-        return _plain(SearchResults(data=[SearchResult.of(hit) for hit in value.items], next_page=value.next_page))
-    if isinstance(value, Note):
-        return _plain(Memory.of(value, "basic"))
-    if isinstance(value, Version):
-        return _plain(MemoryVersion.of(value, "basic"))
-    if isinstance(value, StoreInfo):
-        return _plain(StoreOut.of(value))
-    if isinstance(value, Page):
-        return {"data": _plain(value.items), "next_page": value.next_page}
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, dt.datetime):
-        return value.isoformat()
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
-
-
-def build_server(gm: Gitmem) -> MCPServer:
-    """The tools. Each runs in a worker thread (sync tools) as the credential in its own request."""
-    server: MCPServer = MCPServer(name="gitmem", instructions=INSTRUCTIONS, version="0.1.0", log_level="WARNING")
-
-    def call(ctx: Context, fn: Callable[[Principal], str | CallToolResult]) -> CallToolResult:
-        """Run ``fn`` as the caller; access and input errors are the tool's answer (is_error), never a crash."""
-        try:
-            answer = fn(authenticate(gm, ctx.headers or {}))
-        except GitmemError as error:
-            return _text(f"{error.api_type}: {error.message}", error=True)
-        return answer if isinstance(answer, CallToolResult) else _text(answer)
-
-    def memory(ctx: Context, store_id: str | None, command: dict[str, Any]) -> CallToolResult:
-        def run(principal: Principal) -> CallToolResult:
-            result = mcp_tools.memory_command(gm, principal, store_id, command)
-            return _text(result.content, error=result.is_error)
-
-        return call(ctx, run)
-
-    @server.tool(description="View a folder listing or a file's numbered lines (optionally view_range [start, end]).")
-    def view(
-        ctx: Context, path: str, view_range: list[int] | None = None, memory_store_id: StoreArg = None
-    ) -> CallToolResult:
-        command: dict[str, Any] = {"command": "view", "path": path}
-        if view_range is not None:
-            command["view_range"] = view_range
-        return memory(ctx, memory_store_id, command)
-
-    @server.tool(description="Create a new file with file_text (a path already taken is refused).")
-    def create(ctx: Context, path: str, file_text: str, memory_store_id: StoreArg = None) -> CallToolResult:
-        return memory(ctx, memory_store_id, {"command": "create", "path": path, "file_text": file_text})
-
-    @server.tool(description="Replace the one occurrence of old_str in a file with new_str.")
-    def str_replace(
-        ctx: Context, path: str, old_str: str, new_str: str = "", memory_store_id: StoreArg = None
-    ) -> CallToolResult:
-        return memory(
-            ctx, memory_store_id, {"command": "str_replace", "path": path, "old_str": old_str, "new_str": new_str}
-        )
-
-    @server.tool(description="Insert insert_text after line insert_line (0 inserts at the top).")
-    def insert(
-        ctx: Context, path: str, insert_line: int, insert_text: str, memory_store_id: StoreArg = None
-    ) -> CallToolResult:
-        return memory(
-            ctx,
-            memory_store_id,
-            {"command": "insert", "path": path, "insert_line": insert_line, "insert_text": insert_text},
-        )
-
-    @server.tool(description="Delete a file or a folder.")
-    def delete(ctx: Context, path: str, memory_store_id: StoreArg = None) -> CallToolResult:
-        return memory(ctx, memory_store_id, {"command": "delete", "path": path})
-
-    @server.tool(description="Rename or move a file or folder.")
-    def rename(ctx: Context, old_path: str, new_path: str, memory_store_id: StoreArg = None) -> CallToolResult:
-        return memory(ctx, memory_store_id, {"command": "rename", "old_path": old_path, "new_path": new_path})
-
-    @server.tool(description="The memory stores you may use (id, name, description), newest first.")
-    def list_stores(
-        ctx: Context, include_archived: bool = False, limit: int = 20, page: str | None = None
-    ) -> CallToolResult:
-        return call(
-            ctx,
-            lambda p: _json(
-                visible_stores(gm, p, include_archived=include_archived, limit=min(limit, MAX_STORES_PAGE), page=page)
-            ),
-        )
-
-    @server.tool(description="A note's versions, newest first, by memory_id or by its path (/memories/...).")
-    def history(
-        ctx: Context,
-        memory_id: str | None = None,
-        path: str | None = None,
-        memory_store_id: StoreArg = None,
-        limit: int = 20,
-        page: str | None = None,
-    ) -> CallToolResult:
-        return call(
-            ctx,
-            lambda p: _json(
-                mcp_tools.history(gm, p, memory_store_id, memory_id=memory_id, path=path, limit=limit, page=page)
-            ),
-        )
-
-    @server.tool(description='Full-text search of a store\'s notes: words ANDed, "a phrase", prefix*, OR.')
-    def search(
-        ctx: Context,
-        query: str,
-        path_prefix: str | None = None,
-        limit: int = 20,
-        page: str | None = None,
-        memory_store_id: StoreArg = None,
-    ) -> CallToolResult:
-        return call(
-            ctx,
-            lambda p: _json(
-                mcp_tools.search(gm, p, memory_store_id, query, path_prefix=path_prefix, limit=limit, page=page)
-            ),
-        )
-
-    @server.tool(description="A unified diff of a version against another (default: the note's previous one).")
-    def diff(
-        ctx: Context, version_id: str, against: str | None = None, memory_store_id: StoreArg = None
-    ) -> CallToolResult:
-        return call(ctx, lambda p: _json(mcp_tools.diff(gm, p, memory_store_id, version_id, against)))
-
-    @server.tool(description="Bring back an old version of a note as a new version (a deleted note too).")
-    def restore(
-        ctx: Context,
-        memory_id: str,
-        version_id: str,
-        expected_sha256: str | None = None,
-        memory_store_id: StoreArg = None,
-    ) -> CallToolResult:
-        return call(
-            ctx, lambda p: _json(mcp_tools.restore(gm, p, memory_store_id, memory_id, version_id, expected_sha256))
-        )
-
-    return server
-
-
 @asynccontextmanager
 async def running(state: Any, gm: Gitmem) -> AsyncIterator[None]:
-    """Run by the app's lifespan: a fresh server and session manager each time the app starts."""
-    server = build_server(gm)
-    # The host is not a loopback name, so the SDK adds no DNS-rebinding check: every request must carry
-    # a credential a browser on another origin cannot have, which is what that check protects.
-    server.streamable_http_app(streamable_http_path=MCP_PATH, stateless_http=True, json_response=True, host="0.0.0.0")
-    async with server.session_manager.run():
-        state.mcp_server = server
+    """Run by the app's lifespan: the task group the MCP server will run in once it is first asked for
+    (a fresh server each time the app starts)."""
+    state.mcp_server = None
+    state.mcp_starting = anyio.Lock()
+    async with anyio.create_task_group() as tasks:
+        state.mcp_tasks = tasks
         try:
             yield
         finally:
-            state.mcp_server = None
+            tasks.cancel_scope.cancel()
+            state.mcp_server = state.mcp_tasks = None
+
+
+async def _server(state: Any) -> Any:
+    """The running MCP server, started on first use; None if the app was not started through its lifespan."""
+    if getattr(state, "mcp_tasks", None) is None:
+        return None
+    async with state.mcp_starting:
+        if state.mcp_server is None:
+            tools = await anyio.to_thread.run_sync(importlib.import_module, "gitmem.api.mcp_server")
+            state.mcp_server = await state.mcp_tasks.start(tools.serve, state.gm)
+    return state.mcp_server
 
 
 class MCPEndpoint:
@@ -262,7 +95,7 @@ class MCPEndpoint:
             )
             await response(scope, receive, send)
             return
-        server: MCPServer | None = getattr(app_state, "mcp_server", None)
+        server = await _server(app_state)
         if server is None:  # the app was not started through its lifespan
             response = error_response(503, "api_error", "the MCP server is not running", request_id, retryable=True)
             await response(scope, receive, send)
