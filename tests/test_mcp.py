@@ -363,3 +363,14 @@ def test_stdio_bridge_refuses_a_bad_key_at_start(live: Home) -> None:
     )
     assert proc.returncode == 1
     assert "refused the key (HTTP 401)" in proc.stderr and proc.stdout == ""
+
+
+def test_the_app_imports_the_mcp_package_only_when_mcp_is_first_asked_for() -> None:
+    """Importing it cost every server process 0.8 s of CPU, at start, for a protocol most never serve."""
+    probe = (
+        "import sys\n"
+        "import gitmem.api.app\n"
+        "print(sorted(m for m in sys.modules if m == 'mcp' or m.startswith('mcp.')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO_ROOT, check=True)
+    assert done.stdout.strip() == "[]"
