@@ -60,8 +60,9 @@ async def running(state: Any, gm: Gitmem) -> AsyncIterator[None]:
 
 async def _server(state: Any) -> Any:
     """The running MCP server, started on first use; None if the app was not started through its lifespan."""
-    if getattr(state, "mcp_tasks", None) is None:
-        return None
+    server = getattr(state, "mcp_server", None)
+    if server is not None or getattr(state, "mcp_tasks", None) is None:
+        return server
     async with state.mcp_starting:
         if state.mcp_server is None:
             tools = await anyio.to_thread.run_sync(importlib.import_module, "gitmem.api.mcp_server")
