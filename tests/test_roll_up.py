@@ -11,11 +11,11 @@ import pygit2
 import pytest
 
 from gitmem.git import roll_up as roll_up_module
-from gitmem.git.pack import PackObject, write_pack
-from gitmem.git.roll_up import Pack, geometric_split, index_object_ids, roll_up, rollable_packs
+from gitmem.git.pack import PackObject, index_object_ids, write_pack
+from gitmem.git.roll_up import Pack, geometric_split, roll_up, rollable_packs
 from gitmem.git.roll_up import object_names as roll_up_names
 from gitmem.git.trees import object_id
-from tests.conftest import git
+from tests.conftest import assert_fsck_clean, git
 
 
 def _git(repo: Path, *args: str, input: bytes) -> str:
@@ -37,14 +37,6 @@ def _repository(path: Path, counts: tuple[int, ...]) -> tuple[Path, set[str]]:
         write_pack(path / "objects", blobs, fsync=False)
         ids |= {blob.oid.hex() for blob in blobs}
     return path, ids
-
-
-def _fsck_clean(repo: Path) -> None:
-    """``git fsck --full`` passes (unreferenced blobs and no branch are all these repositories have)."""
-    proc = subprocess.run(["git", "-C", str(repo), "fsck", "--full", "--strict"], capture_output=True, text=True)
-    lines = (proc.stdout + proc.stderr).splitlines()
-    problems = [line for line in lines if not line.startswith(("dangling", "notice"))]
-    assert proc.returncode == 0 and not problems, problems
 
 
 def _pack_names(repo: Path) -> set[str]:
@@ -72,7 +64,7 @@ def test_the_packs_rolled_up_are_the_ones_git_rolls_up(tmp_path: Path, counts: t
     assert rolled == (kept_by_us != before)
     assert len(_pack_names(ours)) == len(_pack_names(theirs))
     assert _readable(ours, ids) == ids
-    _fsck_clean(ours)
+    assert_fsck_clean(ours)
 
 
 def test_a_pack_index_lists_what_git_reads_from_it(tmp_path: Path) -> None:
@@ -118,11 +110,7 @@ def test_loose_objects_are_packed_and_kept_and_cruft_packs_stay(tmp_path: Path) 
     repo, ids = _repository(tmp_path / "r.git", (1, 1))
     kept = next(iter(_pack_names(repo)))
     (repo / "objects" / "pack" / kept).with_suffix(".keep").touch()
-    work = tmp_path / "work"
-    subprocess.run(["git", "init", "-q", str(work)], check=True)
-    (work / "a.md").write_text("reachable")
-    for args in (["add", "a.md"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "a"]):
-        subprocess.run(["git", "-C", str(work), *args], check=True)
+    work = _work_tree(tmp_path / "work", {"a.md": "reachable"})
     subprocess.run(["git", "-C", str(work), "push", "-q", str(repo), "HEAD:refs/heads/main"], check=True)
     unreachable = _git(repo, "hash-object", "-w", "--stdin", input=b"waits out its grace").strip()
     git(repo, "repack", "-d", "-q", "--cruft")  # a cruft pack for the unreachable blob
@@ -134,7 +122,7 @@ def test_loose_objects_are_packed_and_kept_and_cruft_packs_stay(tmp_path: Path) 
     assert {kept} | cruft <= _pack_names(repo)
     assert {p.path.name for p in rollable_packs(repo / "objects" / "pack")}.isdisjoint({kept} | cruft)
     assert _readable(repo, ids | loose | {unreachable}) == ids | loose | {unreachable}
-    _fsck_clean(repo)
+    assert_fsck_clean(repo)
 
 
 def test_nothing_to_roll_up_changes_nothing(tmp_path: Path) -> None:

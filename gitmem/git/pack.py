@@ -29,6 +29,11 @@ OBJ_OFS_DELTA = 6
 KIND_CODES = {b"commit": OBJ_COMMIT, b"tree": OBJ_TREE, b"blob": OBJ_BLOB}
 # Fast compression: packs of a batch are small and the background packer recompresses them anyway.
 COMPRESSION_LEVEL = 1
+# A version 2 pack index: this header, then 256 running counts of ids by first byte (the last is the
+# number of objects), then the ids, their CRCs, their offsets and two checksums.
+INDEX_HEADER = b"\xfftOc" + struct.pack(">I", 2)
+_OBJECT_COUNT_AT = len(INDEX_HEADER) + 255 * 4
+_IDS_AT = _OBJECT_COUNT_AT + 4
 
 
 @dataclass(frozen=True)
@@ -243,7 +248,7 @@ def encode(objects: Sequence[PackObject]) -> tuple[bytes, bytes]:
     for oid, _, _ in located:
         per_first_byte[oid[0]] += 1
     fanout = list(itertools.accumulate(per_first_byte))
-    index = bytearray(b"\xfftOc" + struct.pack(">I", 2))
+    index = bytearray(INDEX_HEADER)
     index += struct.pack(">256I", *fanout)
     index += b"".join(oid for oid, _, _ in located)
     index += struct.pack(f">{len(located)}I", *(crc for _, crc, _ in located))
@@ -305,6 +310,23 @@ def write_pack(
     return pack_path
 
 
+def index_object_count(index_path: Path) -> int:
+    """How many objects a pack index lists (its header's last running count, read alone)."""
+    with open(index_path, "rb") as f:
+        f.seek(_OBJECT_COUNT_AT)
+        (count,) = struct.unpack(">I", f.read(4))
+    return int(count)
+
+
+def index_object_ids(index_path: Path) -> list[bytes]:
+    """The object ids a version 2 pack index lists."""
+    data = index_path.read_bytes()
+    if not data.startswith(INDEX_HEADER):
+        raise ValueError(f"{index_path.name} is not a version 2 pack index")
+    (count,) = struct.unpack_from(">I", data, _OBJECT_COUNT_AT)
+    return [data[i : i + 20] for i in range(_IDS_AT, _IDS_AT + 20 * count, 20)]
+
+
 def flush_folders(folders: Sequence[Path]) -> None:
     """Flush several folders' entries at once (on a journaling filesystem, in one journal commit)."""
     others = [_flusher.submit(fsync_dir, folder) for folder in folders[1:]]
@@ -323,6 +345,8 @@ __all__ = [
     "delta",
     "encode",
     "flush_folders",
+    "index_object_count",
+    "index_object_ids",
     "raw_deflate",
     "write_pack",
     "zlib_stream",

@@ -26,7 +26,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import struct
 import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from pathlib import Path
 import pygit2
 
 from gitmem.durable import fsync_dir
+from gitmem.git.pack import index_object_count, index_object_ids
 
 log = logging.getLogger(__name__)
 
@@ -52,35 +52,12 @@ _TREE_ENTRY = re.compile(rb"(\d+) ([^\0]+)\0(.{20})", re.DOTALL)  # mode, name, 
 MAX_READ_TREE_BYTES = 64 << 10
 
 
-# A version 2 pack index: a header, then 256 running counts of ids by first byte (the last is the
-# number of objects), then the ids.
-_INDEX_HEADER = b"\xfftOc\x00\x00\x00\x02"
-_OBJECT_COUNT_AT = len(_INDEX_HEADER) + 255 * 4
-_IDS_AT = _OBJECT_COUNT_AT + 4
-
-
 @dataclass(frozen=True)
 class Pack:
     """A pack in ``objects/pack``, by its ``.pack`` path, and the objects its index lists."""
 
     path: Path
     objects: int
-
-
-def index_object_ids(index_path: Path) -> list[bytes]:
-    """The object ids a version 2 pack index lists."""
-    data = index_path.read_bytes()
-    if not data.startswith(_INDEX_HEADER):
-        raise ValueError(f"{index_path.name} is not a version 2 pack index")
-    (count,) = struct.unpack_from(">I", data, _OBJECT_COUNT_AT)
-    return [data[i : i + 20] for i in range(_IDS_AT, _IDS_AT + 20 * count, 20)]
-
-
-def _object_count(index_path: Path) -> int:
-    with open(index_path, "rb") as f:
-        f.seek(_OBJECT_COUNT_AT)
-        (count,) = struct.unpack(">I", f.read(4))
-    return int(count)
 
 
 def rollable_packs(pack_dir: Path) -> list[Pack]:
@@ -90,7 +67,7 @@ def rollable_packs(pack_dir: Path) -> list[Pack]:
         if path.with_suffix(".keep").exists() or path.with_suffix(".mtimes").exists():
             continue
         try:
-            packs.append(Pack(path, _object_count(path.with_suffix(".idx"))))
+            packs.append(Pack(path, index_object_count(path.with_suffix(".idx"))))
         except FileNotFoundError:  # no index yet (a writer between its renames), or just rolled up
             continue
     return sorted(packs, key=lambda pack: (pack.objects, pack.path.name))
