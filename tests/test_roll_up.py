@@ -106,6 +106,26 @@ def test_new_objects_are_named_as_git_names_them(tmp_path: Path, monkeypatch: py
     assert roll_up_names(work, ids) == {oid: name for oid, name in by_git.items() if name == b""}
 
 
+def test_only_new_commits_are_walked_and_older_trees_they_list_are_named_unread(tmp_path: Path) -> None:
+    work = _work_tree(tmp_path / "w", {"a/x.md": "x", "b/y.md": "y"})
+    _work_tree(work, {"a/x.md": "x2"})
+    listed = git(work, "rev-list", "--objects", "HEAD").splitlines()
+    ids = {bytes.fromhex(line[:40]) for line in listed}
+    new = {bytes.fromhex(line[:40]) for line in git(work, "rev-list", "--objects", "HEAD", "^HEAD^").splitlines()}
+
+    def object_at(spec: str) -> bytes:
+        return bytes.fromhex(git(work, "rev-parse", spec).strip())
+
+    names = roll_up_names(work, ids, new)
+    assert names == {
+        object_at("HEAD^{tree}"): b"",
+        object_at("HEAD:a"): b"a",
+        object_at("HEAD:a/x.md"): b"a/x.md",
+        object_at("HEAD:b"): b"b",  # an older tree the new root lists: named, not read (b/y.md is not)
+    }
+    assert object_at("HEAD~1^{tree}") in ids and object_at("HEAD:b/y.md") in ids
+
+
 def test_loose_objects_are_packed_and_kept_and_cruft_packs_stay(tmp_path: Path) -> None:
     repo, ids = _repository(tmp_path / "r.git", (1, 1))
     kept = next(iter(_pack_names(repo)))
@@ -137,7 +157,7 @@ def test_objects_that_cannot_be_named_are_rolled_up_all_the_same(
 ) -> None:
     repo, ids = _repository(tmp_path / "r.git", (1, 1, 1))
 
-    def unreadable(repo_path: Path, ids: set[bytes]) -> dict[bytes, bytes]:
+    def unreadable(repo_path: Path, ids: set[bytes], new: set[bytes] | None = None) -> dict[bytes, bytes]:
         raise pygit2.GitError("object not found")
 
     monkeypatch.setattr(roll_up_module, "object_names", unreadable)
