@@ -4,7 +4,9 @@ For each N (2,000 and 10,000 by default): ``gitmem serve`` on loopback, N notes 
 folders posted to one store by 1, 8 and then 32 clients (bench.http's mix), the store's folder sampled
 twice a second while it is written (the peak) and measured ``--settle`` seconds after the last write;
 then what the folder holds: index, write-ahead log, packs, loose objects, the rest. The target (issue
-10): at most 2x the raw content + 2 MB, at every moment.
+10): at most 2x the raw content + 2 MB, at every moment. Beside it, the floor: a bare clone of the
+store's history alone, packed as tightly as git can (``git repack -adf --window=250 --depth=1000``), and
+what of the target that leaves for the index, per note.
 
     python -m bench.disk                      # 2,000 and 10,000 notes
     python -m bench.disk --notes 2000 --json disk.json
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import tempfile
 import threading
 import time
@@ -70,7 +73,16 @@ class Sampler:
         self._thread.join()
 
 
-def measure(gitmem: Server, notes: int, settle: float) -> dict[str, object]:
+def history_floor(folder: Path, scratch: Path) -> int:
+    """Bytes of the store's history alone (no index), packed as tightly as git can."""
+    copy = scratch / "floor.git"
+    subprocess.run(["git", "clone", "-q", "--bare", "--no-local", str(folder), str(copy)], check=True)
+    tightest = ["repack", "-adf", "-q", "--window=250", "--depth=1000"]
+    subprocess.run(["git", "-C", str(copy), *tightest], check=True)
+    return sum(usage(copy / "objects").values())
+
+
+def measure(gitmem: Server, notes: int, settle: float, scratch: Path) -> dict[str, object]:
     store = create_store(gitmem, f"disk-{notes}")
     folder, writer = gitmem.store_dir(store), Writer()
     share = {1: notes // 5, 8: 2 * notes // 5, 32: notes - notes // 5 - 2 * notes // 5}
@@ -89,6 +101,7 @@ def measure(gitmem: Server, notes: int, settle: float) -> dict[str, object]:
         "settled": sum(after.values()),
         "peak": max(sampler.peak, sum(after.values())),
         "by_kind": after,
+        "history_floor": history_floor(folder, scratch),
         "at_peak": sampler.at_peak,
     }
 
@@ -102,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for notes in options.notes:  # a fresh server per size: one store's packer does not slow the next
         with tempfile.TemporaryDirectory(prefix="gitmem-bench-disk-") as tmp, servers(Path(tmp)) as (gitmem, _):
-            results.append(measure(gitmem, notes, options.settle))
+            results.append(measure(gitmem, notes, options.settle, Path(tmp)))
     mb = 1e6
     print(f"disk of one store, {options.settle:g} s after the last write (settled) and while written (peak), MB")
     print(f"{'notes':>7} {'raw':>6} {'target':>7} {'settled':>8} {'ratio':>6} {'peak':>6}  within target")
@@ -113,6 +126,15 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{r['notes']:>7} {raw / mb:>6.2f} {target / mb:>7.2f} {settled / mb:>8.2f} {settled / raw:>5.1f}x"
             f" {peak / mb:>6.2f}  {verdict}"
+        )
+    print("the floor: the history alone, packed as tightly as git can, and what the target leaves for the index")
+    for r in results:
+        floor, target, notes_ = r["history_floor"], r["target"], r["notes"]
+        assert isinstance(floor, int) and isinstance(target, float) and isinstance(notes_, int)
+        left = target - floor
+        print(
+            f"  {notes_} notes: history {floor / mb:.2f} MB; left for the index {left / mb:.2f} MB,"
+            f" {left / notes_:.0f} B a note"
         )
     for r in results:
         for moment in ("by_kind", "at_peak"):
