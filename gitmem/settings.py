@@ -63,8 +63,9 @@ class GitmemSettings(BaseSettings):
     )
     FSYNC: Literal["always", "never"] = _setting(
         "always",
-        "`always`: objects, the ref and its folder are fsynced before a write returns, so an"
-        " acknowledged write survives a power cut (costs a few fsyncs per write). `never`: faster (the OS"
+        "`always`: objects, the ref and its folder are on disk before a write returns, so an"
+        " acknowledged write survives a power cut (costs two `syncfs` a batch of writes on Linux, a few"
+        " fsyncs elsewhere). `never`: faster (the OS"
         " decides when data reaches the disk); a crash of the process loses nothing, a power cut may lose the"
         " last writes.",
         "'always' or 'never'",

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from gitmem import durable
 from gitmem.engine.fsck import check_store
 from gitmem.engine.group_commit import committer_for
 from gitmem.engine.store import MemoryStore
@@ -146,6 +147,31 @@ def test_writes_to_other_stores_do_not_wait(gm, workspace) -> None:  # type: ign
         assert "stuck" not in writers.results
     writers.join()
     assert first.get_by_path("/waits.md").content == "for the lock"
+
+
+@pytest.mark.skipif(not durable.CAN_FLUSH_FILE_SYSTEM, reason="syncfs(2) is Linux's")
+def test_a_batch_is_flushed_once_with_its_pack_in_place_and_once_after_main_moved(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = store.create("/a.md", "a")
+    seen: list[tuple[str | None, set[str], bool]] = []  # main, the packs, main's lock file there
+    flush = durable.flush_file_system
+
+    def watched(path: Path) -> None:
+        tip = repository.read_tip(store.repo)
+        seen.append((str(tip) if tip else None, packs(store), (store.path / f"{repository.MAIN}.lock").exists()))
+        flush(path)
+
+    monkeypatch.setattr(durable, "flush_file_system", watched)
+    packs_before = packs(store)
+    store.create("/b.md", "b")
+    (new_pack,) = packs(store) - packs_before
+    tip_before = next(v.commit_id for v in store.versions(memory_id=before.id).items)
+    main_after = str(repository.read_tip(store.repo))
+    assert seen == [
+        (tip_before, packs_before | {new_pack}, True),  # the pack in place and main's lock written
+        (main_after, packs_before | {new_pack}, False),  # then main moved
+    ]
 
 
 def test_the_pack_of_a_batch_is_valid_for_stock_git(store: MemoryStore, tmp_path: Path) -> None:
