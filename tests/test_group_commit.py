@@ -4,6 +4,7 @@ its own commit; a write that fails its own checks fails alone and the others lan
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 import threading
 import time
@@ -172,6 +173,17 @@ def test_a_batch_is_flushed_once_with_its_pack_in_place_and_once_after_main_move
         (tip_before, packs_before | {new_pack}, True),  # the pack in place and main's lock written
         (main_after, packs_before | {new_pack}, False),  # then main moved
     ]
+
+
+def test_without_syncfs_a_batch_is_flushed_file_by_file(store: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    flushed: list[int] = []
+    monkeypatch.setattr(durable, "CAN_FLUSH_FILE_SYSTEM", False)  # as on a platform without syncfs(2)
+    monkeypatch.setattr(durable, "flush_file_system", lambda path: pytest.fail("syncfs called"))
+    monkeypatch.setattr(os, "fsync", lambda fd: flushed.append(fd))
+    note = store.create("/a.md", "a")
+    assert len(flushed) == 5  # the pack, its index, main's lock file, and their two folders
+    assert store.get(note.id).content == "a"
+    assert_fsck_clean(store.path)
 
 
 def test_the_pack_of_a_batch_is_valid_for_stock_git(store: MemoryStore, tmp_path: Path) -> None:
