@@ -116,8 +116,15 @@ def home() -> Path | None:
 
 
 def fsync() -> bool:
-    """``GITMEM_FSYNC``: ``always`` (default: a write is on disk when the call returns) or ``never``."""
-    return bool(value("FSYNC") == "always")
+    """``GITMEM_FSYNC``: ``always`` (default) or ``files``: a write is on disk when the call returns;
+    ``never``: the OS decides."""
+    return bool(value("FSYNC") != "never")
+
+
+def flush_file_systems() -> bool:
+    """Unless ``GITMEM_FSYNC=files``, a flushed batch is flushed with ``syncfs`` on Linux, not file by
+    file."""
+    return bool(value("FSYNC") != "files")
 
 
 def database_url() -> str | None:

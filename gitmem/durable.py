@@ -10,6 +10,18 @@ from pathlib import Path
 _libc = ctypes.CDLL(None, use_errno=True)  # the os module has no syncfs
 # syncfs(2) is Linux's; elsewhere writers flush file by file and folder by folder.
 CAN_FLUSH_FILE_SYSTEM = hasattr(_libc, "syncfs")
+_flush_file_systems = CAN_FLUSH_FILE_SYSTEM
+
+
+def use_file_system_flushes(wanted: bool) -> None:
+    """Whether writers that can flush a whole file system at once do (``GITMEM_FSYNC=always``) or
+    flush file by file (``files``): process-wide, like libgit2's fsync switch."""
+    global _flush_file_systems
+    _flush_file_systems = wanted and CAN_FLUSH_FILE_SYSTEM
+
+
+def flushes_file_systems() -> bool:
+    return _flush_file_systems
 
 
 def fsync_dir(path: Path) -> None:

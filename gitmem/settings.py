@@ -61,14 +61,15 @@ class GitmemSettings(BaseSettings):
         "a postgresql:// URL (user, host and database name)",
         shown_default="SQLite in the home",
     )
-    FSYNC: Literal["always", "never"] = _setting(
+    FSYNC: Literal["always", "files", "never"] = _setting(
         "always",
         "`always`: objects, the ref and its folder are on disk before a write returns, so an"
-        " acknowledged write survives a power cut (costs two `syncfs` a batch of writes on Linux, a few"
-        " fsyncs elsewhere). `never`: faster (the OS"
-        " decides when data reaches the disk); a crash of the process loses nothing, a power cut may lose the"
-        " last writes.",
-        "'always' or 'never'",
+        " acknowledged write survives a power cut (costs two `syncfs` a batch of writes on Linux, which"
+        " also flush what else was written to that file system; a few fsyncs elsewhere). `files`: the"
+        " same promise kept with an fsync a file and a folder, for a home that shares its file system"
+        " with heavy writers. `never`: faster (the OS decides when data reaches the disk); a crash of the"
+        " process loses nothing, a power cut may lose the last writes.",
+        "'always', 'files' or 'never'",
     )
     FILTERS: str = _setting(
         "",

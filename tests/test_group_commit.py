@@ -16,6 +16,7 @@ import pytest
 from gitmem import durable
 from gitmem.engine.fsck import check_store
 from gitmem.engine.group_commit import committer_for
+from gitmem.engine.home import Gitmem
 from gitmem.engine.store import MemoryStore
 from gitmem.errors import GitmemError, PathConflict, PreconditionFailed
 from gitmem.git import packing as maintenance
@@ -175,15 +176,23 @@ def test_a_batch_is_flushed_once_with_its_pack_in_place_and_once_after_main_move
     ]
 
 
-def test_without_syncfs_a_batch_is_flushed_file_by_file(store: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_with_fsync_files_a_batch_is_flushed_file_by_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``GITMEM_FSYNC=files``, and every platform without syncfs(2)."""
+    monkeypatch.setattr(durable, "_flush_file_systems", durable.flushes_file_systems())  # restored after
+    monkeypatch.setenv("GITMEM_FSYNC", "files")
+    gm = Gitmem.open(tmp_path / "home")
+    workspace = gm.catalog.create_workspace("w")
+    store = gm.store(workspace.id, gm.create_store(workspace.id, "s").id)
+    assert repository.fsync_enabled() and not durable.flushes_file_systems()
     flushed: list[int] = []
-    monkeypatch.setattr(durable, "CAN_FLUSH_FILE_SYSTEM", False)  # as on a platform without syncfs(2)
     monkeypatch.setattr(durable, "flush_file_system", lambda path: pytest.fail("syncfs called"))
     monkeypatch.setattr(os, "fsync", lambda fd: flushed.append(fd))
     note = store.create("/a.md", "a")
     assert len(flushed) == 5  # the pack, its index, main's lock file, and their two folders
     assert store.get(note.id).content == "a"
     assert_fsck_clean(store.path)
+    store.close()
+    gm.close()
 
 
 def test_the_pack_of_a_batch_is_valid_for_stock_git(store: MemoryStore, tmp_path: Path) -> None:

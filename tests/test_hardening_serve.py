@@ -35,7 +35,7 @@ def _serve(home: Path, port: int, **env: str) -> subprocess.Popen[str]:
 BAD_SETTINGS = {
     "GITMEM_MASTER_KEY": ("not-a-key!", "hex"),
     "GITMEM_MASTER_KEY_FILE": ("/nonexistent/master.key", "readable file"),
-    "GITMEM_FSYNC": ("sometimes", "'always' or 'never'"),
+    "GITMEM_FSYNC": ("sometimes", "'always', 'files' or 'never'"),
     "GITMEM_FILTERS": ("no_such_module:factory", "module:factory"),
     "GITMEM_RATE_LIMIT_RPS": ("fast", "a number >= 0"),
     "GITMEM_RATE_LIMIT_BURST": ("0", "a whole number >= 1"),
@@ -76,7 +76,10 @@ def test_every_bad_setting_stops_the_cli_with_one_line(tmp_path: Path, variable:
 def test_a_bad_setting_stops_a_real_cli_process(tmp_path: Path) -> None:
     result = _cli(tmp_path / "home", "store", "ls", GITMEM_FSYNC="sometimes")
     assert result.returncode == 2
-    assert result.stderr == "gitmem: GITMEM_FSYNC: should be 'always' or 'never'; expected 'always' or 'never'\n"
+    assert (
+        result.stderr
+        == "gitmem: GITMEM_FSYNC: should be 'always', 'files' or 'never'; expected 'always', 'files' or 'never'\n"
+    )
 
 
 def test_serve_with_a_bad_master_key_exits_2_before_binding(tmp_path: Path) -> None:

@@ -273,7 +273,7 @@ class GroupCommitter:
     ) -> bool:
         """Write the batch's pack and move ``main`` from ``tip`` to ``parent`` (compare-and-swap)."""
         fsync = repository.fsync_enabled()
-        if fsync and durable.CAN_FLUSH_FILE_SYSTEM:
+        if fsync and durable.flushes_file_systems():
             return self._swap_flushing_file_system(repo, tip, parent, objects)
 
         def write_objects(flush_ref: Callable[[], None]) -> None:

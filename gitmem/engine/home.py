@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Self
 
-from gitmem import checked_settings, ids
+from gitmem import checked_settings, durable, ids
 from gitmem.clock import Clock, system_clock, to_micros
 from gitmem.crypto.codec import ContentCodec, PlainCodec
 from gitmem.crypto.keyring import KeyRing
@@ -99,6 +99,7 @@ class Gitmem:
         home.mkdir(parents=True, exist_ok=True)
         (home / "stores").mkdir(exist_ok=True)
         repository.set_fsync(checked_settings.fsync() if fsync is None else fsync)
+        durable.use_file_system_flushes(checked_settings.flush_file_systems())
         self.catalog = Catalog.for_home(
             home, checked_settings.database_url() if database is None else database or None, clock
         )
