@@ -152,16 +152,19 @@ def test_writes_to_other_stores_do_not_wait(gm, workspace) -> None:  # type: ign
 
 
 @pytest.mark.skipif(not durable.CAN_FLUSH_FILE_SYSTEM, reason="syncfs(2) is Linux's")
-def test_a_batch_is_flushed_once_with_its_pack_in_place_and_once_after_main_moved(
+def test_a_batch_is_flushed_once_before_its_files_are_named_and_once_after_main_moved(
     store: MemoryStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     before = store.create("/a.md", "a")
-    seen: list[tuple[str | None, set[str], bool]] = []  # main, the packs, main's lock file there
+    # At each flush: main, the packs, main's lock file there, how many temporary pack files there are.
+    seen: list[tuple[str | None, set[str], bool, int]] = []
     flush = durable.flush_file_system
 
     def watched(path: Path) -> None:
         tip = repository.read_tip(store.repo)
-        seen.append((str(tip) if tip else None, packs(store), (store.path / f"{repository.MAIN}.lock").exists()))
+        lock = (store.path / f"{repository.MAIN}.lock").exists()
+        temporary = len(list((store.path / "objects" / "pack").glob("tmp_pack_*")))
+        seen.append((str(tip) if tip else None, packs(store), lock, temporary))
         flush(path)
 
     monkeypatch.setattr(durable, "flush_file_system", watched)
@@ -171,8 +174,8 @@ def test_a_batch_is_flushed_once_with_its_pack_in_place_and_once_after_main_move
     tip_before = next(v.commit_id for v in store.versions(memory_id=before.id).items)
     main_after = str(repository.read_tip(store.repo))
     assert seen == [
-        (tip_before, packs_before | {new_pack}, True),  # the pack in place and main's lock written
-        (main_after, packs_before | {new_pack}, False),  # then main moved
+        (tip_before, packs_before, True, 2),  # the pack and its index written, not named; main's lock written
+        (main_after, packs_before | {new_pack}, False, 0),  # then both named and main moved: their names
     ]
 
 

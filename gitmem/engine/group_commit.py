@@ -9,9 +9,9 @@ so preconditions and path collisions stay exact. A plan that fails (precondition
 rolls back to its savepoint and fails alone.
 
 The batch's objects (blobs, trees, commits) are built in memory (``gitmem.git.trees``) and written into
-one pack (``gitmem.git.pack``) while holding ``main``'s lock. On Linux one ``syncfs`` flushes the pack,
-its index, their names and the lock file together, and a second one ``main``'s move; elsewhere each file
-and folder is fsynced, the pack's beside the ref's. ``main`` moves once, by compare-and-swap, under the
+one pack (``gitmem.git.pack``) while holding ``main``'s lock, so that the pack files and the lock file
+are flushed at the same time (on Linux by one ``syncfs``), and so are the new names afterwards. ``main``
+moves once, by compare-and-swap, under the
 store's writer lock that serialises writers across processes: a ``flock`` beside a SQLite index, an
 advisory lock in the index transaction itself on PostgreSQL (across nodes). Every request is
 answered after that: with fsync on, its commit is durable. Once ``main`` has moved nothing turns an
@@ -31,7 +31,6 @@ from pathlib import Path
 
 import pygit2
 
-from gitmem import durable
 from gitmem.engine.store_index import StoreIndex
 from gitmem.errors import StoreBusy
 from gitmem.git import repository
@@ -273,8 +272,6 @@ class GroupCommitter:
     ) -> bool:
         """Write the batch's pack and move ``main`` from ``tip`` to ``parent`` (compare-and-swap)."""
         fsync = repository.fsync_enabled()
-        if fsync and durable.flushes_file_systems():
-            return self._swap_flushing_file_system(repo, tip, parent, objects)
 
         def write_objects(flush_ref: Callable[[], None]) -> None:
             write_pack(self._objects_dir, list(objects.values()), fsync=fsync, flush_with=flush_ref, flush_folder=False)
@@ -288,27 +285,6 @@ class GroupCommitter:
             # were made first, so a journal that commits in order (ext4, xfs) never keeps the moved ref
             # without them.
             flush_folders(self._flushed_folders)
-        return True
-
-    def _swap_flushing_file_system(
-        self, repo: pygit2.Repository, tip: pygit2.Oid | None, parent: bytes, objects: dict[bytes, PackObject]
-    ) -> bool:
-        """:meth:`_swap` with two ``syncfs`` rather than five fsyncs on three threads: one once the pack,
-        its index and their names are in place and ``main``'s lock file written, one once ``main`` has
-        moved. The pack is on disk before the ref that needs it on any file system, journaled or not,
-        and no flush waits on a thread hand-off (with 8 stores written at once, 17% more writes a
-        second and 1.3 ms less CPU a write). The price: a syncfs also flushes what others wrote to that
-        file system meanwhile."""
-
-        def write_objects(_flush_ref: Callable[[], None]) -> None:
-            write_pack(self._objects_dir, list(objects.values()), fsync=False, flush_folder=False)
-            durable.flush_file_system(self._objects_dir)
-
-        if not repository.compare_and_swap(
-            repo, tip, pygit2.Oid(raw=parent), before_swap=write_objects, flush_folder=False
-        ):
-            return False
-        durable.flush_file_system(self._objects_dir)
         return True
 
     def _tree_of(self, repo: pygit2.Repository, commit: pygit2.Oid | None) -> bytes | None:

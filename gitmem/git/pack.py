@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from gitmem import durable
 from gitmem.git.repository import fsync_dir
 
 OBJ_COMMIT = 1
@@ -96,7 +97,8 @@ def _entry_header(code: int, size: int) -> bytes:
 
 
 # Flushes the .idx while the caller flushes the .pack: the filesystem's journal takes both in one commit.
-# Each batch hands it two flushes: 32 threads (made only when needed) let 16 stores flush at once.
+# Where the process flushes whole file systems (Linux, GITMEM_FSYNC=always) it is not used. Otherwise
+# each batch hands it two flushes: 32 threads (made only when needed) let 16 stores flush at once.
 _flusher = ThreadPoolExecutor(max_workers=32, thread_name_prefix="gitmem-fsync")  # stores never queue behind one
 
 
@@ -268,8 +270,10 @@ def write_pack(
 ) -> Path:
     """Write ``objects`` as one pack into ``objects_dir/pack``; return the ``.pack`` path.
 
-    ``flush_with`` (another file's flush, such as the ref's lock file) runs beside the pack's own.
-    With ``flush_folder=False`` the caller flushes the pack's folder (see :func:`flush_folders`)."""
+    ``fsync``: both files are on disk before they are renamed into place, by one ``syncfs`` where the
+    process flushes whole file systems (it takes ``flush_with``'s file too), else by an fsync each, with
+    ``flush_with`` (another file's flush, such as the ref's lock file) beside them. With
+    ``flush_folder=False`` the caller flushes the pack's folder (see :func:`flush_folders`)."""
     unique = list({obj.oid: obj for obj in objects}.values())
     pack, index = encode(unique)
     folder = objects_dir / "pack"
@@ -283,7 +287,9 @@ def write_pack(
     try:
         index_tmp, index_fd = _write_temp(folder, index)
         try:
-            if fsync:
+            if fsync and durable.flushes_file_systems():
+                durable.flush_file_system(folder)  # both files, and what ``flush_with`` would flush
+            elif fsync:
                 others = [_flusher.submit(os.fsync, index_fd)]
                 if flush_with is not None:
                     others.append(_flusher.submit(flush_with))
@@ -306,7 +312,7 @@ def write_pack(
     os.replace(pack_tmp, pack_path)
     os.replace(index_tmp, folder / f"{name}.idx")
     if fsync and flush_folder:
-        fsync_dir(folder)
+        flush_folders([folder])
     return pack_path
 
 
@@ -328,7 +334,12 @@ def index_object_ids(index_path: Path) -> list[bytes]:
 
 
 def flush_folders(folders: Sequence[Path]) -> None:
-    """Flush several folders' entries at once (on a journaling filesystem, in one journal commit)."""
+    """Flush several folders' entries at once (on a journaling filesystem, in one journal commit); where
+    the process flushes whole file systems, one ``syncfs`` for each file system they are on."""
+    if durable.flushes_file_systems():
+        for folder in {os.stat(folder).st_dev: folder for folder in folders}.values():
+            durable.flush_file_system(folder)
+        return
     others = [_flusher.submit(fsync_dir, folder) for folder in folders[1:]]
     if folders:
         fsync_dir(folders[0])
