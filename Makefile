@@ -24,17 +24,17 @@ serve: $(STAMP)
 WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 PYCACHE := PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(CURDIR)/$(VENV)/pycache
 test: $(STAMP)
-	$(BIN)/ruff format --check gitmem api tests bench
-	$(BIN)/ruff check gitmem api hooks tests bench
-	$(BIN)/mypy gitmem  # gitmem/api is api/
-	$(BIN)/lint-imports
+	$(BIN)/ruff format --check gitmem api tests bench tools
+	$(BIN)/ruff check gitmem api hooks tests bench tools
+	$(BIN)/python -m tools.typecheck  # mypy over the package as it installs (api/ as gitmem.api)
+	$(BIN)/python -m tools.importcheck  # the layers and no cycles (pyproject.toml)
 	$(PYCACHE) $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 
 lint: $(STAMP)
-	$(BIN)/ruff format --check gitmem api tests bench docs
-	$(BIN)/ruff check gitmem api hooks tests bench docs
-	$(BIN)/lint-imports
-	$(BIN)/mypy gitmem  # gitmem/api is api/
+	$(BIN)/ruff format --check gitmem api tests bench tools docs
+	$(BIN)/ruff check gitmem api hooks tests bench tools docs
+	$(BIN)/python -m tools.importcheck
+	$(BIN)/python -m tools.typecheck
 	$(BIN)/cog --check -I docs README.md  # the README's CLI examples are real output (refresh: cog -r -I docs README.md)
 
 # The browser tests (tests/test_ui_browser.py) drive Debian's chromium with Playwright; CI installs it

@@ -14,11 +14,8 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
-
-from gitmem.agents.dream_runner import DreamRunner
 from gitmem.api import errors, mcp
 from gitmem.api.deps import PUBLIC_PATHS, SECURITY_SCHEMES
-from gitmem.api.git_http import GitEndpoint
 from gitmem.api.middleware import RequestContextMiddleware
 from gitmem.api.ratelimit import TokenBucketLimiter
 from gitmem.api.routers import (
@@ -36,12 +33,15 @@ from gitmem.api.routers import (
     webhooks,
     workers,
 )
+from gitmem.api.routers.git import GitEndpoint
 from gitmem.api.settings import Settings
 from gitmem.api.ui import router as ui_router
-from gitmem.engine.home import Gitmem
-from gitmem.engine.retention import PruneScheduler
-from gitmem.engine.webhook_delivery import Dispatcher
-from gitmem.settings import SettingsError, load_settings
+
+from gitmem.agents.dreams.runner import DreamRunner
+from gitmem.config.settings import SettingsError, load_settings
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.rewrite.retention import PruneScheduler
+from gitmem.webhooks.delivery import Dispatcher
 
 log = logging.getLogger("gitmem.api")
 

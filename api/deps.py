@@ -11,10 +11,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 
 from gitmem.access import require_store
-from gitmem.agents.review import Reviews, check_reviewer
-from gitmem.engine.catalog import CatalogBusy, Principal
-from gitmem.engine.home import Gitmem
-from gitmem.engine.store import MemoryStore
+from gitmem.agents.review.review import Reviews, check_reviewer
+from gitmem.engine.catalog.catalog import CatalogBusy, Principal
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import AuthenticationFailed, PermissionDenied, RateLimited
 from gitmem.model import StoreInfo
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from gitmem.engine.webhook_delivery import DeliveryPolicy
-from gitmem.settings import load_settings
+from gitmem.config.settings import load_settings
+from gitmem.webhooks.delivery import DeliveryPolicy
 
 MIB = 1 << 20
 
@@ -37,7 +37,7 @@ class Settings:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
-        """From the one settings object (:mod:`gitmem.settings`), which checks every value."""
+        """From the one settings object (:mod:`gitmem.config.settings`), which checks every value."""
         settings = load_settings(environ)
         return cls(
             max_body_bytes=settings.MAX_BODY_BYTES,

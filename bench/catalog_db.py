@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from gitmem.engine.home import Gitmem
+from gitmem.engine.gitmem import Gitmem
 
 
 def _rate(op: Callable[[int], object], ops: int) -> float:

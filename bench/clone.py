@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from bench.prune import build
-from gitmem.engine.home import Gitmem
+from gitmem.engine.gitmem import Gitmem
 from gitmem.git import repository
 from tests.server import serve
 

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from bench._together import run_together
-from gitmem.engine.home import Gitmem
+from gitmem.engine.gitmem import Gitmem
 from gitmem.model import Actor
 from tests import postgres
 from tests.server import _start, _stop, _wait_healthy, free_port

@@ -23,8 +23,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from gitmem.engine.home import Gitmem
-from gitmem.engine.store import MemoryStore
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.store.store import MemoryStore
 from gitmem.model import Actor
 
 ACTOR = Actor("api_actor", "apikey_bench")
@@ -49,7 +49,7 @@ def _packed_bytes(repo: Path) -> int:
 def _codec_rows(bodies: list[str]) -> list[tuple[str, float, float, str]]:
     """The codec alone (no Git, no index): what AES-SIV adds to each blob write and read."""
     from gitmem.crypto.codec import PlainCodec, SivCodec
-    from gitmem.crypto.keys import DataKey
+    from gitmem.crypto.master_key import DataKey
 
     plain, codec = PlainCodec(), SivCodec(DataKey.generate(), "memstore_bench")
     data = [b.encode() for b in bodies]

@@ -45,7 +45,7 @@ import pygit2
 
 from bench.words import WORDS
 from gitmem import ids
-from gitmem.engine.home import Gitmem
+from gitmem.engine.gitmem import Gitmem
 from gitmem.git import packing, repository
 from gitmem.git.repository import fsync_dir
 from gitmem.model import Actor

@@ -61,14 +61,14 @@ from pathlib import Path
 from bench.engine import du
 from gitmem import ids
 from gitmem.clock import system_clock
-from gitmem.engine.home import Gitmem
-from gitmem.engine.store import MemoryStore
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.store.store import MemoryStore
 from gitmem.git import packing, repository
 from gitmem.git.commits import VersionRecord, format_message
 
 SMALL_FOLDER = 100
 QUIET_WAIT_SECONDS = 10.0
-PACKER_WRITES = 256  # a store packs at least every 256 writes (gitmem.engine.store.PACK_EVERY_WRITES)
+PACKER_WRITES = 256  # a store packs at least every 256 writes (gitmem.engine.store.store.PACK_EVERY_WRITES)
 TARGET_LATENCY_RATIO = 1.5
 TARGET_DISK_RATIO = 1.2
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from bench._together import run_together
 from bench.engine import FilesStore
-from gitmem.engine.home import Gitmem
+from gitmem.engine.gitmem import Gitmem
 from gitmem.model import Actor
 
 ACTOR = Actor("api_actor", "apikey_bench")

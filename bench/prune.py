@@ -146,8 +146,8 @@ def run_prune(repo_path: Path, traced: bool) -> dict[str, object]:
     import threading
     import tracemalloc
 
-    from gitmem.engine.retention import prune_store
-    from gitmem.engine.store import MemoryStore
+    from gitmem.engine.rewrite.retention import prune_store
+    from gitmem.engine.store.store import MemoryStore
 
     repository.set_fsync(True)
     store = MemoryStore(repo_path, "memstore_bench", clock=lambda: END)
@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         build_s = time.perf_counter() - t
         import pygit2
 
-        from gitmem.engine.store_index import StoreIndex
+        from gitmem.engine.index.store_index import StoreIndex
 
         t = time.perf_counter()
         index = StoreIndex(pygit2.Repository(str(repo_path)))

@@ -25,10 +25,11 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from gitmem.api.git_http import push_environment
-from gitmem.engine.catalog import Principal
-from gitmem.engine.home import Gitmem
-from gitmem.engine.push_check import pusher_identity
+from gitmem.api.routers.git import push_environment
+
+from gitmem.engine.catalog.catalog import Principal
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.push.check import pusher_identity
 from gitmem.model import Actor
 from tests.git_client import client_environment
 

@@ -25,8 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench.flat import flat_path, folders_path, seed_notes, text_of
-from gitmem.engine import store as store_module
-from gitmem.engine.home import Gitmem
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.store import store as store_module
 from gitmem.git import packing
 from gitmem.git.roll_up import roll_up
 

@@ -28,9 +28,9 @@ import httpx
 
 from gitmem import ids
 from gitmem.clock import system_clock
-from gitmem.engine import search_index
-from gitmem.engine.home import Gitmem
-from gitmem.engine.store import MemoryStore
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.index import search_table as search_index
+from gitmem.engine.store.store import MemoryStore
 from gitmem.git import repository
 from gitmem.git.commits import VersionRecord, author_for, format_message
 from gitmem.model import Note

@@ -18,10 +18,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from gitmem.engine.home import Gitmem
-from gitmem.engine.store import MemoryStore
-from gitmem.engine.webhooks import EVENT_TYPES, webhooks_for
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.store.store import MemoryStore
 from gitmem.rules.policy import policy_for
+from gitmem.webhooks.outbox import EVENT_TYPES, webhooks_for
 
 
 def _rate(write: Callable[[int], object], writes: int) -> float:

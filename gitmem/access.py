@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import datetime as dt
 
-from gitmem.agents.task_access import store_access as _role_or_task_access
-from gitmem.agents.task_access import visible_store_ids
-from gitmem.agents.task_model import Access
+from gitmem.agents.tasks.scope import store_access as _role_or_task_access
+from gitmem.agents.tasks.scope import visible_store_ids
+from gitmem.agents.tasks.values import Access
 from gitmem.banks.profiles import check_bank_access
-from gitmem.engine.catalog import Principal
-from gitmem.engine.home import Gitmem
+from gitmem.engine.catalog.catalog import Principal
+from gitmem.engine.gitmem import Gitmem
 from gitmem.errors import PermissionDenied
 from gitmem.model import Page, StoreInfo
 

@@ -29,14 +29,14 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import httpx2
 import pytest
+from gitmem.api.settings import Settings
 from hypothesis import HealthCheck, settings
 
-from gitmem.api.settings import Settings
 from gitmem.clock import FrozenClock
-from gitmem.engine.catalog import Workspace
-from gitmem.engine.home import Gitmem
-from gitmem.engine.store import MemoryStore
-from gitmem.engine.store_index import NoteRow, VersionRow
+from gitmem.engine.catalog.catalog import Workspace
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.index.store_index import NoteRow, VersionRow
+from gitmem.engine.store.store import MemoryStore
 from gitmem.git import repository
 from gitmem.git.packing import loose_objects
 from gitmem.git.repository import MAIN, set_fsync
@@ -427,7 +427,6 @@ def in_process(home: Path | Gitmem, settings: Settings = QUIET) -> Iterator[InPr
     """Serve ``home`` from this process until the block ends (the app's lifespan runs around it).
     ``QUIET`` (the default) runs no background job and no rate limit; pass ``Settings()`` for a server's."""
     from fastapi.testclient import TestClient
-
     from gitmem.api.app import create_app
 
     gm = home if isinstance(home, Gitmem) else Gitmem.open(home)

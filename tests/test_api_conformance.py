@@ -19,8 +19,8 @@ from anthropic.types.beta.memory_stores import (
     BetaManagedAgentsUserActor,
 )
 
-from gitmem.agents.tasks import tasks_for
-from gitmem.engine.home import Gitmem
+from gitmem.agents.tasks.tasks import tasks_for
+from gitmem.engine.gitmem import Gitmem
 from tests.conftest import InProcess, TestHome, in_process
 
 

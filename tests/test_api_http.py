@@ -13,11 +13,11 @@ import httpx
 import pytest
 from fastapi import APIRouter
 from fastapi.testclient import TestClient
-
 from gitmem.api.app import create_app
 from gitmem.api.ratelimit import TokenBucketLimiter
 from gitmem.api.settings import Settings
-from gitmem.engine.home import Gitmem
+
+from gitmem.engine.gitmem import Gitmem
 from tests.conftest import InProcess, TestHome, in_process, make_test_home
 
 REQUEST_ID = re.compile(r"^req_[0-9A-Z]{26}$")

@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from gitmem.cli import main
-from gitmem.engine import audit
-from gitmem.engine.home import Gitmem
+from gitmem.engine.audit import log as audit
+from gitmem.engine.gitmem import Gitmem
 from gitmem.errors import InvalidRequest
 from gitmem.model import Actor
 from tests.test_receive import API, Pusher

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from gitmem.clock import FrozenClock
-from gitmem.engine import home as home_module
-from gitmem.engine.catalog import Catalog, Workspace, hash_secret
-from gitmem.engine.database import PostgresDatabase
-from gitmem.engine.home import Gitmem
+from gitmem.db import PostgresDatabase
+from gitmem.engine import gitmem as home_module
+from gitmem.engine.catalog.catalog import Catalog, Workspace, hash_secret
+from gitmem.engine.gitmem import Gitmem
 from gitmem.errors import AuthenticationFailed, InvalidRequest, LimitExceeded, NotFound
 from gitmem.model import Actor
 from gitmem.rules.policy import MAX_SHARED_STORES

@@ -9,17 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from gitmem.agents.dreams import Dreams
-from gitmem.agents.review import Reviews
-from gitmem.agents.tasks import tasks_for
+from gitmem.agents.dreams.dreams import Dreams
+from gitmem.agents.review.review import Reviews
+from gitmem.agents.tasks.tasks import tasks_for
 from gitmem.banks.profiles import profiles_for
 from gitmem.clock import FrozenClock
-from gitmem.engine.database import integrity_errors
-from gitmem.engine.home import Gitmem
-from gitmem.engine.web_sessions import WebSessions
-from gitmem.engine.webhooks import webhooks_for
+from gitmem.db import integrity_errors
+from gitmem.engine.catalog.web_sessions import WebSessions
+from gitmem.engine.gitmem import Gitmem
 from gitmem.errors import NotFound
 from gitmem.model import Actor
+from gitmem.webhooks.outbox import webhooks_for
 from tests.test_webhooks import Receiver, one_round
 
 

@@ -9,14 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gitmem.api.routers.git import push_environment
 
-from gitmem import checked_settings, settings
-from gitmem.api.git_http import push_environment
-from gitmem.checked_settings import Checked, checked_for
-from gitmem.engine.catalog import Principal
-from gitmem.engine.home import Gitmem
+from gitmem.config import handoff as checked_settings
+from gitmem.config import settings
+from gitmem.config.handoff import Checked, checked_for
+from gitmem.config.settings import GitmemSettings, SettingsError, load_settings
+from gitmem.engine.catalog.catalog import Principal
+from gitmem.engine.gitmem import Gitmem
 from gitmem.model import Actor
-from gitmem.settings import GitmemSettings, SettingsError, load_settings
 
 SERVER = {
     "GITMEM_HOME": "/srv/gitmem",

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from gitmem.cli import main
-from gitmem.engine.home import Gitmem
+from gitmem.engine.gitmem import Gitmem
 
 
 @pytest.fixture
@@ -119,7 +119,6 @@ def test_several_workspaces_need_a_name(run) -> None:
 def test_a_cli_redaction_names_its_actor(run, tmp_path: Path) -> None:
     from anthropic.types.beta.memory_stores import BetaManagedAgentsMemoryVersion
     from fastapi.testclient import TestClient
-
     from gitmem.api.app import Settings, create_app
 
     sid = store_id(run)

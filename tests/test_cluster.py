@@ -22,8 +22,8 @@ import anthropic
 import httpx
 import pytest
 
-from gitmem.engine.home import Gitmem
-from gitmem.engine.index_pg import STORE_LOCK_TIMEOUT_SECONDS
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.index.postgres_schema import STORE_LOCK_TIMEOUT_SECONDS
 from tests import postgres
 from tests.conftest import git
 from tests.server import REPO_ROOT, _start, _stop, _wait_healthy, free_port

@@ -16,13 +16,13 @@ import psycopg
 import pytest
 
 from gitmem.access import require_access
-from gitmem.agents.dreams import Dreams
-from gitmem.agents.tasks import tasks_for
-from gitmem.engine.home import Gitmem
-from gitmem.engine.retention import PruneScheduler, retention_days
-from gitmem.engine.webhook_delivery import Dispatcher
-from gitmem.engine.webhooks import webhooks_for
+from gitmem.agents.dreams.dreams import Dreams
+from gitmem.agents.tasks.tasks import tasks_for
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.rewrite.retention import PruneScheduler, retention_days
 from gitmem.errors import ArchivedStore, AuthenticationFailed, NotFound
+from gitmem.webhooks.delivery import Dispatcher
+from gitmem.webhooks.outbox import webhooks_for
 from tests.test_webhooks import POLICY
 
 

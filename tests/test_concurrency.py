@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from gitmem.engine.catalog import Workspace
-from gitmem.engine.home import Gitmem
-from gitmem.engine.store import MemoryStore
+from gitmem.engine.catalog.catalog import Workspace
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.store.store import MemoryStore
 from tests.conftest import assert_fsck_clean, index_snapshot, start_together
 
 # Several writer processes at once.
@@ -26,7 +26,7 @@ WORKER = """
 import sys
 import time
 from gitmem.errors import PreconditionFailed
-from gitmem.engine.home import Gitmem
+from gitmem.engine.gitmem import Gitmem
 
 home, workspace_id, store_id, shared_id, me, writes, every = sys.argv[1:]
 me, writes, every = int(me), int(writes), int(every)

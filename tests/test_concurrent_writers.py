@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from gitmem.engine.catalog import Workspace
+from gitmem.engine.catalog.catalog import Workspace
 from gitmem.engine.fsck import check_store
-from gitmem.engine.home import Gitmem
+from gitmem.engine.gitmem import Gitmem
 from tests.conftest import assert_fsck_clean, index_snapshot, start_together
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -28,7 +28,7 @@ WORKER = """
 import sys, threading
 from gitmem.git import packing as maintenance
 from gitmem.errors import PreconditionFailed
-from gitmem.engine.home import Gitmem
+from gitmem.engine.gitmem import Gitmem
 
 maintenance.after_write = lambda *args, **kwargs: None  # no background repack under the checks' git fsck
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from gitmem.engine.catalog import Workspace
-from gitmem.engine.home import Gitmem
-from gitmem.engine.store import MemoryStore
+from gitmem.engine.catalog.catalog import Workspace
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import StoreBusy
 from gitmem.git import repository
 from tests.conftest import assert_fsck_clean, index_snapshot, store_state
@@ -29,8 +29,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 WRITER = """
 import sys
-from gitmem.engine import store as store_module
-from gitmem.engine.home import Gitmem
+from gitmem.engine.store import store as store_module
+from gitmem.engine.gitmem import Gitmem
 
 home, workspace_id, store_id, counter_id, start, pack_every = sys.argv[1:]
 store_module.PACK_EVERY_WRITES = int(pack_every)  # pack often, so kills land mid-pack too

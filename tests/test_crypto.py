@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from gitmem.config.settings import SettingsError
 from gitmem.crypto.codec import ContentCodec, PlainCodec, SivCodec, is_encrypted, parse_header
 from gitmem.crypto.keyring import KeyRing
-from gitmem.crypto.keys import (
+from gitmem.crypto.master_key import (
     MASTER_KEY_ENV,
     MASTER_KEY_FILE_ENV,
     DataKey,
@@ -28,7 +29,6 @@ from gitmem.crypto.keys import (
 )
 from gitmem.errors import GitmemError
 from gitmem.git.crypt_filter import ATTRIBUTES_LINE, configure_clone
-from gitmem.settings import SettingsError
 
 STORE = "memstore_01TEST"
 ROOT = Path(__file__).resolve().parent.parent
@@ -179,7 +179,7 @@ def test_export_import_round_trip() -> None:
 
 def test_master_key_generated_once_with_mode_0600(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     home = tmp_path / "gitmem-home"
-    with caplog.at_level(logging.INFO, logger="gitmem.crypto.keys"):
+    with caplog.at_level(logging.INFO, logger="gitmem.crypto.master_key"):
         first = load_master_key(home)
     path = home / "master.key"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600

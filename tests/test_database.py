@@ -1,4 +1,4 @@
-"""The storage interface (gitmem/engine/database.py) on SQLite and on a throwaway PostgreSQL."""
+"""The storage interface (gitmem/db.py) on SQLite and on a throwaway PostgreSQL."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gitmem.engine.database import (
+from gitmem.db import (
     Database,
     PostgresDatabase,
     SQLiteDatabase,

@@ -7,11 +7,11 @@ from pathlib import Path
 import psycopg
 from click.testing import CliRunner
 
-from gitmem.agents.home_schema import home_migrations
-from gitmem.agents.tasks import tasks_for
+from gitmem.agents.tasks.tasks import tasks_for
 from gitmem.cli import main
-from gitmem.engine.home import Gitmem
-from gitmem.engine.webhooks import webhooks_for
+from gitmem.engine.gitmem import Gitmem
+from gitmem.home_tables import home_migrations
+from gitmem.webhooks.outbox import webhooks_for
 
 
 def run(*args: str, database: str | None = None) -> tuple[int, str]:

@@ -16,13 +16,9 @@ import httpx2
 import pytest
 from click.testing import CliRunner
 
-import gitmem.agents.dreams as dreams_module
+import gitmem.agents.dreams.dreams as dreams_module
 import gitmem.rules.policy as policy_module
-from gitmem.agents.dream_model import Dream
-from gitmem.agents.dream_runner import DreamRunner
-from gitmem.agents.dreams import Dreams, dreams_for
-from gitmem.agents.tasks import tasks_for
-from gitmem.agents.tidier import (
+from gitmem.agents.dreams.dreamers import (
     DreamRequest,
     DreamResult,
     InputNote,
@@ -32,13 +28,17 @@ from gitmem.agents.tidier import (
     dreamer_from_env,
     normalise,
 )
+from gitmem.agents.dreams.dreams import Dreams, dreams_for
+from gitmem.agents.dreams.runner import DreamRunner
+from gitmem.agents.dreams.values import Dream
+from gitmem.agents.tasks.tasks import tasks_for
 from gitmem.cli import main
-from gitmem.engine.catalog import Workspace
-from gitmem.engine.home import Gitmem
-from gitmem.engine.store import MemoryStore
+from gitmem.config.settings import SettingsError
+from gitmem.engine.catalog.catalog import Workspace
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import ArchivedStore, Conflict, InvalidRequest, NotFound
 from gitmem.model import Actor, Note, StoreInfo
-from gitmem.settings import SettingsError
 
 MODEL = "claude-opus-4-7"
 

@@ -16,10 +16,10 @@ from pathlib import Path
 import anthropic
 import pytest
 from anthropic.types.beta import BetaDream
-
-from gitmem.agents.tasks import tasks_for
 from gitmem.api.settings import Settings
-from gitmem.engine.home import Gitmem
+
+from gitmem.agents.tasks.tasks import tasks_for
+from gitmem.engine.gitmem import Gitmem
 from gitmem.model import Note
 from tests.conftest import InProcess, in_process, make_test_home
 

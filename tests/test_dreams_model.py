@@ -15,14 +15,14 @@ import anthropic
 import httpx2
 import pytest
 
-from gitmem.agents.dream_model import Dream
-from gitmem.agents.dream_runner import DreamRunner
-from gitmem.agents.dreams import dreams_for
-from gitmem.agents.tasks import tasks_for
-from gitmem.agents.tidier import ModelDreamer
-from gitmem.engine.catalog import Workspace
-from gitmem.engine.home import Gitmem
-from gitmem.engine.store import MemoryStore
+from gitmem.agents.dreams.dreamers import ModelDreamer
+from gitmem.agents.dreams.dreams import dreams_for
+from gitmem.agents.dreams.runner import DreamRunner
+from gitmem.agents.dreams.values import Dream
+from gitmem.agents.tasks.tasks import tasks_for
+from gitmem.engine.catalog.catalog import Workspace
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.store.store import MemoryStore
 from gitmem.model import Note, StoreInfo
 
 MODEL = "claude-opus-4-7"

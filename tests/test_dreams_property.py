@@ -13,11 +13,11 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gitmem.agents.dream_runner import DreamRunner
-from gitmem.agents.dreams import dreams_for
-from gitmem.agents.tidier import DreamRequest, InputNote, OfflineTidier
-from gitmem.engine.home import Gitmem
-from gitmem.engine.store import MemoryStore
+from gitmem.agents.dreams.dreamers import DreamRequest, InputNote, OfflineTidier
+from gitmem.agents.dreams.dreams import dreams_for
+from gitmem.agents.dreams.runner import DreamRunner
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.store.store import MemoryStore
 from gitmem.model import Note
 
 MODEL = "claude-opus-4-7"

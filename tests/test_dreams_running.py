@@ -24,10 +24,10 @@ import httpx2
 import pytest
 from anthropic.types.beta import BetaDream
 from fastapi.testclient import TestClient
-
 from gitmem.api.app import Settings, create_app
-from gitmem.engine.catalog import Workspace
-from gitmem.engine.home import Gitmem
+
+from gitmem.engine.catalog.catalog import Workspace
+from gitmem.engine.gitmem import Gitmem
 from gitmem.model import Note
 from tests.conftest import Httpx2ToApp, assert_fsck_clean, store_state
 from tests.server import REPO_ROOT
@@ -228,7 +228,7 @@ def test_cancel_stops_a_running_dream(server: Server) -> None:
 
 
 RUNNER = (
-    "import sys; from gitmem.engine.home import Gitmem; from gitmem.agents.dream_runner import DreamRunner;"
+    "import sys; from gitmem.engine.gitmem import Gitmem; from gitmem.agents.dreams.runner import DreamRunner;"
     " DreamRunner(Gitmem.open(sys.argv[1])).run_pending()"
 )
 

@@ -21,11 +21,11 @@ from gitmem.banks.profiles import profiles_for
 from gitmem.cli import main as cli
 from gitmem.cli.clone import TOKEN_FILE, clone_store
 from gitmem.crypto.codec import SivCodec, parse_header
-from gitmem.crypto.keys import DecryptionFailed, export_key
-from gitmem.engine.catalog import Workspace
-from gitmem.engine.home import Gitmem
-from gitmem.engine.rotation import blob_key_ids, rotate_store_key
-from gitmem.engine.store import MemoryStore
+from gitmem.crypto.master_key import DecryptionFailed, export_key
+from gitmem.engine.catalog.catalog import Workspace
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.rewrite.rotation import blob_key_ids, rotate_store_key
+from gitmem.engine.store.store import MemoryStore
 from gitmem.model import Actor, StoreInfo
 from tests.conftest import RealServer, assert_fsck_clean, git
 

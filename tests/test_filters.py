@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from gitmem.engine.home import Gitmem
-from gitmem.engine.store import MemoryStore
+from gitmem.config.settings import SettingsError
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import InvalidRequest, SecretRefused
 from gitmem.rules.filters import DEFAULT_FILTERS, FilterChain, load_filters, regex_filter
-from gitmem.settings import SettingsError
 from tests.conftest import store_state
 
 # A body that looks like a real key's (random base64); a header alone, or around "...", is no secret.

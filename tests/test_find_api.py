@@ -10,10 +10,10 @@ from typing import Any
 import anthropic
 import pytest
 from fastapi.testclient import TestClient
-
-from gitmem.agents.tasks import tasks_for
 from gitmem.api.app import create_app
-from gitmem.engine.home import Gitmem
+
+from gitmem.agents.tasks.tasks import tasks_for
+from gitmem.engine.gitmem import Gitmem
 
 
 @dataclass(frozen=True)

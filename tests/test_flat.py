@@ -21,11 +21,11 @@ from hypothesis import strategies as st
 
 from bench.flat import seed_notes
 from gitmem.clock import FrozenClock
-from gitmem.engine.group_commit import committer_for
-from gitmem.engine.home import Gitmem
-from gitmem.engine.redaction import redact
-from gitmem.engine.retention import prune_store
-from gitmem.engine.store import MemoryStore
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.rewrite.redaction import redact
+from gitmem.engine.rewrite.retention import prune_store
+from gitmem.engine.store.group_commit import committer_for
+from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import NotFound, PathConflict
 from gitmem.git import repository, trees
 from gitmem.model import MemoryPrefix, Note

@@ -16,9 +16,9 @@ import anthropic
 import pytest
 from click.testing import CliRunner
 
-from gitmem.agents.tasks import tasks_for
+from gitmem.agents.tasks.tasks import tasks_for
 from gitmem.cli import main
-from gitmem.engine.home import Gitmem
+from gitmem.engine.gitmem import Gitmem
 from tests.conftest import RealServer, make_test_home
 
 # The real git client against a real uvicorn: the network is the point.

@@ -15,9 +15,9 @@ import pytest
 
 from gitmem import durable
 from gitmem.engine.fsck import check_store
-from gitmem.engine.group_commit import committer_for
-from gitmem.engine.home import Gitmem
-from gitmem.engine.store import MemoryStore
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.store.group_commit import committer_for
+from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import GitmemError, PathConflict, PreconditionFailed
 from gitmem.git import packing as maintenance
 from gitmem.git import repository
@@ -123,7 +123,7 @@ def test_a_landed_write_is_answered_even_if_the_index_cannot_follow(
 ) -> None:
     """Once main has moved the write succeeded: an index failure after that is no error for the
     caller, and the next request catches the index up."""
-    from gitmem.engine.store_index import StoreIndex
+    from gitmem.engine.index.store_index import StoreIndex
 
     def broken(self: StoreIndex, tip_hex: str | None) -> None:
         raise OSError("disk full")

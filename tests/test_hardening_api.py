@@ -10,10 +10,10 @@ from dataclasses import dataclass
 
 import pytest
 from fastapi.testclient import TestClient
-
 from gitmem.api.app import create_app
 from gitmem.api.settings import Settings
-from gitmem.engine.home import Gitmem
+
+from gitmem.engine.gitmem import Gitmem
 
 
 @dataclass

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-
 from gitmem.api.app import create_app
 from gitmem.api.settings import Settings
+
 from gitmem.engine.fsck import check_store
-from gitmem.engine.home import Gitmem
+from gitmem.engine.gitmem import Gitmem
 from gitmem.model import StoreInfo
 
 

@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from gitmem.cli import main
-from gitmem.crypto.keys import DecryptionFailed
-from gitmem.engine.home import Gitmem
+from gitmem.crypto.master_key import DecryptionFailed
+from gitmem.engine.gitmem import Gitmem
 
 
 def _encrypted_home(home: Path) -> tuple[str, str]:

@@ -115,7 +115,7 @@ def test_the_app_factory_refuses_a_bad_setting_too(tmp_path: Path) -> None:
 
 
 def test_the_readme_table_of_settings_is_the_generated_one() -> None:
-    from gitmem.settings import GitmemSettings, markdown_table
+    from gitmem.config.settings import GitmemSettings, markdown_table
 
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     assert markdown_table() in readme

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-
 from gitmem.api.app import create_app
 from gitmem.api.settings import Settings
-from gitmem.engine.catalog import CatalogBusy
-from gitmem.engine.home import Gitmem
+
+from gitmem.engine.catalog.catalog import CatalogBusy
+from gitmem.engine.gitmem import Gitmem
 
 
 def test_a_key_revoked_elsewhere_fails_on_the_next_request(tmp_path: Path) -> None:

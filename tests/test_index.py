@@ -12,10 +12,10 @@ import pytest
 
 from gitmem import ids
 from gitmem.clock import FrozenClock
-from gitmem.engine.catalog import Workspace
-from gitmem.engine.home import Gitmem
-from gitmem.engine.store import MemoryStore
-from gitmem.engine.store_index import StoreIndex
+from gitmem.engine.catalog.catalog import Workspace
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.index.store_index import StoreIndex
+from gitmem.engine.store.store import MemoryStore
 from gitmem.git import repository
 from gitmem.git.commits import VersionRecord, author_for, format_message
 from gitmem.model import Actor

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from gitmem.clock import FrozenClock
-from gitmem.engine import index_pg
 from gitmem.engine.fsck import check_store
-from gitmem.engine.redaction import redact
-from gitmem.engine.retention import prune_store
-from gitmem.engine.store import MemoryStore
-from gitmem.engine.store_index import StoreIndex
+from gitmem.engine.index import postgres_schema as index_pg
+from gitmem.engine.index.store_index import StoreIndex
+from gitmem.engine.rewrite.redaction import redact
+from gitmem.engine.rewrite.retention import prune_store
+from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import StoreBusy
 from gitmem.git import repository
 from tests.conftest import assert_fsck_clean, index_snapshot, run_threads
@@ -197,7 +197,7 @@ def test_fsck_finds_a_damaged_postgres_index_and_reindex_repairs_it(
     from click.testing import CliRunner
 
     from gitmem.cli import main
-    from gitmem.engine.home import Gitmem
+    from gitmem.engine.gitmem import Gitmem
 
     gm = Gitmem.open(tmp_path, database=postgres_url)
     workspace = gm.catalog.create_workspace("w")
@@ -229,7 +229,7 @@ def test_db_copy_builds_every_stores_index_in_postgres(tmp_path: Path, postgres_
     from click.testing import CliRunner
 
     from gitmem.cli import main
-    from gitmem.engine.home import Gitmem
+    from gitmem.engine.gitmem import Gitmem
 
     gm = Gitmem.open(tmp_path, database="")  # a single node's home on SQLite
     workspace = gm.catalog.create_workspace("w")

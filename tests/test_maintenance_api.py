@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 
 from gitmem.api.settings import Settings
-from gitmem.engine.home import Gitmem
+
+from gitmem.engine.gitmem import Gitmem
 from tests.conftest import in_process
 
 

@@ -20,13 +20,13 @@ import httpx
 import httpx2
 import pytest
 from fastapi.testclient import TestClient
+from gitmem.api.app import create_app
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from gitmem.agents.tasks import tasks_for
-from gitmem.api.app import create_app
-from gitmem.engine.home import Gitmem
+from gitmem.agents.tasks.tasks import tasks_for
+from gitmem.engine.gitmem import Gitmem
 from tests.conftest import RealServer, make_test_home
 from tests.server import REPO_ROOT
 

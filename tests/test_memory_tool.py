@@ -19,11 +19,11 @@ from anthropic import Anthropic
 from anthropic.tools import BetaAbstractMemoryTool, BetaLocalFilesystemMemoryTool, ToolError
 from anthropic.types.beta import BetaMemoryTool20250818ViewCommand
 
-from gitmem.agents.memory_text import format_size
-from gitmem.agents.memory_tool import MemoryToolHandler, ToolResult, printable
-from gitmem.agents.memory_tool_sdk import GitmemMemoryTool
-from gitmem.engine.home import Gitmem
-from gitmem.engine.store import MemoryStore
+from gitmem.agents.memory_tool.sdk import GitmemMemoryTool
+from gitmem.agents.memory_tool.text import format_size
+from gitmem.agents.memory_tool.tool import MemoryToolHandler, ToolResult, printable
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import NotFound
 from gitmem.model import Actor, Note
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from gitmem.engine.home import Gitmem
+from gitmem.engine.gitmem import Gitmem
 from tests.conftest import InProcess, in_process
 
 

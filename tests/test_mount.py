@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from gitmem.cli import main as cli_main
-from gitmem.engine.home import Gitmem
+from gitmem.engine.gitmem import Gitmem
 from gitmem.sync.merge import merge3, merge3_git, merge3_python
 from gitmem.sync.mount import Mount, MountSpec, conflict_path, is_ignored, task_mount_specs
 from gitmem.sync.remote import MemoryStoreRemote, RemoteEntry
@@ -527,7 +527,7 @@ def test_the_mount_is_client_side() -> None:
         "gitmem.sync",
         "gitmem.errors",
         "gitmem.model",
-        "gitmem.settings",
+        "gitmem.config.settings",
         "gitmem.rules",
         "gitmem.rules.paths",
         "gitmem.rules.policy",

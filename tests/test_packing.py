@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from bench.flat import seed_notes
-from gitmem.engine import store as store_module
-from gitmem.engine.store import MemoryStore
+from gitmem.engine.store import store as store_module
+from gitmem.engine.store.store import MemoryStore
 from gitmem.git import packing as maintenance
 from gitmem.git import repository
 from gitmem.git.pack import PackObject, write_pack

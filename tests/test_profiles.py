@@ -12,9 +12,9 @@ from click.testing import CliRunner
 from gitmem.agents.prompt import HEADING, render_section
 from gitmem.banks.profiles import Bank, Profile, profiles_for, require_user
 from gitmem.cli import main as cli
-from gitmem.crypto.keys import export_key
-from gitmem.engine.catalog import Workspace
-from gitmem.engine.home import Gitmem
+from gitmem.crypto.master_key import export_key
+from gitmem.engine.catalog.catalog import Workspace
+from gitmem.engine.gitmem import Gitmem
 from gitmem.errors import InvalidRequest, LimitExceeded, NotFound, PathConflict, PermissionDenied, TooLarge
 from gitmem.model import Actor
 from tests.conftest import store_state

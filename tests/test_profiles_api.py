@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from gitmem.banks.profiles import profiles_for
-from gitmem.engine.home import Gitmem
+from gitmem.engine.gitmem import Gitmem
 from tests.conftest import InProcess, in_process
 from tests.server import REPO_ROOT, serve
 

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-
 from gitmem.api.app import create_app
 from gitmem.api.settings import Settings
-from gitmem.engine.home import Gitmem
-from gitmem.engine.store import MemoryStore
+
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.store.store import MemoryStore
 
 
 @pytest.fixture

@@ -19,9 +19,10 @@ import pygit2
 import pytest
 
 from gitmem import ids
-from gitmem.checked_settings import checked_for
-from gitmem.engine import push_check, push_notes
-from gitmem.engine.home import Gitmem
+from gitmem.config.handoff import checked_for
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.push import check as push_check
+from gitmem.engine.push import notes as push_notes
 from gitmem.errors import NotFound
 from gitmem.git.commits import VersionRecord
 from gitmem.git.repository import HOOKS_DIR, NOTES_REF, read_tip
@@ -382,7 +383,7 @@ def test_a_collision_in_the_pushed_tree_is_refused(unchanged: Pusher) -> None:
 def test_a_note_under_another_note_is_refused() -> None:
     """The collision rule against the store's notes, checked on the state the push would make: a
     pushed note that would displace another (at, above or below its path) is a collision."""
-    from gitmem.engine.push_check import NoteState
+    from gitmem.engine.push.check import NoteState
 
     when = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
@@ -602,7 +603,7 @@ def test_the_first_push_to_an_empty_store(gm: Gitmem, tmp_path: Path) -> None:
 
 
 def test_an_encrypted_store_takes_pushes_from_a_keyed_clone(gm: Gitmem, tmp_path: Path) -> None:
-    from gitmem.crypto.keys import export_key
+    from gitmem.crypto.master_key import export_key
     from gitmem.git.crypt_filter import configure_clone
 
     ws = gm.catalog.create_workspace("secret")
@@ -673,7 +674,7 @@ def test_the_hooks_run_on_the_settings_the_server_checked(world: Pusher, tmp_pat
     assert world.push(env={"GITMEM_PYTHON": python}).returncode == 0
     assert world.store.get_by_path("/people/sam.md").content == "Sam likes green tea.\n"
     log = imports.read_text()
-    assert log.count("gitmem.engine.receive") == 2  # both hooks ran
+    assert log.count("gitmem.engine.push.receive") == 2  # both hooks ran
     assert "pydantic" not in log  # neither loaded the settings object: they were handed down checked
 
 

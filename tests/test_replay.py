@@ -15,9 +15,9 @@ import pygit2
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gitmem.engine import audit
-from gitmem.engine.home import Gitmem
-from gitmem.engine.redaction import redact
+from gitmem.engine.audit import log as audit
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.rewrite.redaction import redact
 from gitmem.git.commits import VersionRecord
 from gitmem.git.pushes import PushRecord
 from gitmem.git.replay import Notes, Placed, move

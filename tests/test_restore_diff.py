@@ -11,11 +11,11 @@ from click.testing import CliRunner
 
 from gitmem.cli import main
 from gitmem.clock import FrozenClock
-from gitmem.engine.catalog import Workspace
-from gitmem.engine.diff import diff_versions, hunks
-from gitmem.engine.home import Gitmem
-from gitmem.engine.redaction import redact
-from gitmem.engine.store import MemoryStore
+from gitmem.engine.catalog.catalog import Workspace
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.rewrite.redaction import redact
+from gitmem.engine.store.diff import diff_versions, hunks
+from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import ArchivedStore, InvalidRequest, NotFound, PathConflict, PreconditionFailed, TooLarge
 from gitmem.model import Actor
 

@@ -17,9 +17,9 @@ import pytest
 from click.testing import CliRunner
 
 from gitmem.clock import FrozenClock
-from gitmem.engine.home import Gitmem
-from gitmem.engine.redaction import redact
-from gitmem.engine.retention import KEEP_ALL, PruneScheduler, prune_all, prune_store, retention_days
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.rewrite.redaction import redact
+from gitmem.engine.rewrite.retention import KEEP_ALL, PruneScheduler, prune_all, prune_store, retention_days
 from gitmem.errors import InvalidRequest
 from gitmem.git import repository
 from gitmem.model import Actor

@@ -7,13 +7,13 @@ import datetime as dt
 
 import pytest
 
-from gitmem.agents.review import REVIEW_REF, Reviews, current_mark, review_history
-from gitmem.agents.review_view import ApprovedView
+from gitmem.agents.review.approved_view import ApprovedView
+from gitmem.agents.review.review import REVIEW_REF, Reviews, current_mark, review_history
 from gitmem.clock import FrozenClock
-from gitmem.engine import redaction
-from gitmem.engine.catalog import Workspace
-from gitmem.engine.home import Gitmem
-from gitmem.engine.store import MemoryStore
+from gitmem.engine.catalog.catalog import Workspace
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.rewrite import redaction
+from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import InvalidRequest, NotFound
 from gitmem.model import Actor, Note
 from tests.conftest import assert_fsck_clean, git
@@ -142,7 +142,7 @@ def test_the_approved_view_shows_the_store_at_the_mark(
 def test_a_person_reads_everything_and_a_task_reads_the_approved_state(
     gm: Gitmem, workspace: Workspace, store: MemoryStore, reviews: Reviews
 ) -> None:
-    from gitmem.engine.catalog import Principal
+    from gitmem.engine.catalog.catalog import Principal
 
     reviews.configure(workspace.id, store.id, enabled=True, read_approved_only=True)
     store.create("/x.md", "pending", actor=AGENT)

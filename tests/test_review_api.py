@@ -11,12 +11,12 @@ import anthropic
 import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
-
-from gitmem import mcp_tools
-from gitmem.agents.tasks import tasks_for
 from gitmem.api.app import create_app
+from gitmem.api.mcp import tools as mcp_tools
+
+from gitmem.agents.tasks.tasks import tasks_for
 from gitmem.cli import main
-from gitmem.engine.home import Gitmem
+from gitmem.engine.gitmem import Gitmem
 
 
 @dataclass(frozen=True)

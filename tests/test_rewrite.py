@@ -24,12 +24,12 @@ import pygit2
 import pytest
 
 from gitmem.clock import FrozenClock
-from gitmem.engine.fast_import import REWRITE_REF
-from gitmem.engine.home import Gitmem
-from gitmem.engine.locked_git import CRASH_ENV
-from gitmem.engine.redaction import redact, redact_version
-from gitmem.engine.retention import prune_all, prune_store
-from gitmem.engine.store import MemoryStore
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.rewrite.fast_import import REWRITE_REF
+from gitmem.engine.rewrite.locked_git import CRASH_ENV
+from gitmem.engine.rewrite.redaction import redact, redact_version
+from gitmem.engine.rewrite.retention import prune_all, prune_store
+from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import Conflict, NotFound
 from gitmem.git import packing, repository
 from gitmem.model import Actor
@@ -349,8 +349,8 @@ PRUNER = """
 import datetime as dt, sys
 from pathlib import Path
 from gitmem.clock import FrozenClock
-from gitmem.engine.home import Gitmem
-from gitmem.engine.retention import prune_all
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.rewrite.retention import prune_all
 gm = Gitmem(Path(sys.argv[1]), clock=FrozenClock(dt.datetime.fromisoformat(sys.argv[2])), fsync=True)
 print("start", flush=True)
 reports = prune_all(gm)
@@ -465,7 +465,7 @@ def test_sigkill_at_any_point_leaves_the_old_or_the_new_history(
 WRITER = """
 import sys, time
 from pathlib import Path
-from gitmem.engine.home import Gitmem
+from gitmem.engine.gitmem import Gitmem
 gm = Gitmem(Path(sys.argv[1]), fsync=False)
 store = gm.store(sys.argv[2], sys.argv[3])
 for i in range(100):

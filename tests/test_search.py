@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from gitmem.clock import FrozenClock
-from gitmem.engine.catalog import Workspace
-from gitmem.engine.home import Gitmem
-from gitmem.engine.redaction import redact
-from gitmem.engine.retention import prune_store
-from gitmem.engine.search import _fingerprint as search_fingerprint
-from gitmem.engine.store import MemoryStore
+from gitmem.engine.catalog.catalog import Workspace
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.index.search import _fingerprint as search_fingerprint
+from gitmem.engine.rewrite.redaction import redact
+from gitmem.engine.rewrite.retention import prune_store
+from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import InvalidRequest
 from tests.test_receive import Pusher
 

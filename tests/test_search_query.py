@@ -8,7 +8,7 @@ import sqlite3
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gitmem.engine.search_query import MAX_TERMS, groups, to_fts
+from gitmem.engine.index.search_query import MAX_TERMS, groups, to_fts
 
 WORDS = ["cat", "dog", "fox", "owl", "yak", "emu", "cow", "ant"]  # words porter leaves as they are
 PUNCTUATION = "-:/()^+,.!?;{}[]#@&|~<>='"

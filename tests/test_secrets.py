@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gitmem.engine.home import Gitmem
+from gitmem.engine.gitmem import Gitmem
 from gitmem.errors import SecretRefused
 from gitmem.rules.filters import FilterChain, load_filters
 from gitmem.rules.secrets import RULE_IDS, RULES, Finding, SecretDetector, allowed_rules, engine, find_secrets

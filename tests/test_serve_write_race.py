@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from gitmem.engine.fsck import check_store
-from gitmem.engine.home import Gitmem
+from gitmem.engine.gitmem import Gitmem
 from tests.server import free_port, start_gitmem_serve, wait_healthy
 from tests.test_crash import wait_for_packers
 

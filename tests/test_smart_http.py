@@ -23,8 +23,8 @@ from typing import Any
 
 import httpx
 import pytest
+from gitmem.api.routers.git import AsgiBody, send_git_response
 
-from gitmem.api.git_http import AsgiBody, send_git_response
 from gitmem.git.smart_http import (
     PUSH_REFUSED_MESSAGE,
     GitResponse,

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from gitmem.clock import FrozenClock, iso
-from gitmem.engine.catalog import Workspace
-from gitmem.engine.home import Gitmem
-from gitmem.engine.store import MemoryStore
+from gitmem.engine.catalog.catalog import Workspace
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import (
     ArchivedStore,
     Conflict,

@@ -1,4 +1,4 @@
-"""Workers and tasks in the engine (gitmem/agents/tasks.py) and the CLI: which stores a task reads,
+"""Workers and tasks in the engine (gitmem/agents/tasks/tasks.py) and the CLI: which stores a task reads,
 the frozen list, the access check, the memory section, and the append-only event log."""
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from gitmem.agents.task_access import check_task_access, refuse_task, store_access, visible_store_ids
-from gitmem.agents.task_model import MOUNT_ROOT, slugify, unique_slugs
-from gitmem.agents.tasks import Tasks, tasks_for
-from gitmem.engine import home as home_module
-from gitmem.engine.catalog import Workspace
-from gitmem.engine.database import integrity_errors
-from gitmem.engine.home import Gitmem
+from gitmem.agents.tasks.scope import check_task_access, refuse_task, store_access, visible_store_ids
+from gitmem.agents.tasks.tasks import Tasks, tasks_for
+from gitmem.agents.tasks.values import MOUNT_ROOT, slugify, unique_slugs
+from gitmem.db import integrity_errors
+from gitmem.engine import gitmem as home_module
+from gitmem.engine.catalog.catalog import Workspace
+from gitmem.engine.gitmem import Gitmem
 from gitmem.errors import (
     ArchivedStore,
     AuthenticationFailed,

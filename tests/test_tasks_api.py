@@ -13,10 +13,10 @@ from typing import Any
 import httpx
 import pytest
 from fastapi.testclient import TestClient
-
-from gitmem.agents.tasks import tasks_for
 from gitmem.api.app import Settings, create_app
-from gitmem.engine.home import Gitmem
+
+from gitmem.agents.tasks.tasks import tasks_for
+from gitmem.engine.gitmem import Gitmem
 from tests.conftest import InProcess, TestHome, in_process
 
 # -- fixtures --------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""SQLite files shared by threads (gitmem.engine.thread_db)."""
+"""SQLite files shared by threads (gitmem.db.thread_connections)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from gitmem.engine.thread_db import ThreadConnections
+from gitmem.db.thread_connections import ThreadConnections
 
 THREADS = 8
 

@@ -9,13 +9,13 @@ from dataclasses import dataclass
 
 import pytest
 from fastapi.testclient import TestClient
-
-from gitmem.agents.review import Reviews, current_mark
-from gitmem.agents.tasks import tasks_for
 from gitmem.api.app import create_app
-from gitmem.engine import redaction
-from gitmem.engine.home import Gitmem
-from gitmem.engine.store import MemoryStore
+
+from gitmem.agents.review.review import Reviews, current_mark
+from gitmem.agents.tasks.tasks import tasks_for
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.rewrite import redaction
+from gitmem.engine.store.store import MemoryStore
 from gitmem.model import Actor
 
 EVIL_NOTE = """# Sam

@@ -18,8 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gitmem.agents.review import Reviews
-from gitmem.engine.home import Gitmem
+from gitmem.agents.review.review import Reviews
+from gitmem.engine.gitmem import Gitmem
 from gitmem.model import Actor
 from tests.server import REPO_ROOT, free_port
 

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from gitmem.engine.store import MemoryStore
+from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import PathConflict, PreconditionFailed
 from gitmem.model import Actor
 from tests.conftest import store_state

@@ -19,15 +19,15 @@ from typing import Any
 import anthropic
 import pytest
 from fastapi.testclient import TestClient
-
 from gitmem.api.app import create_app
 from gitmem.api.settings import Settings
+
 from gitmem.clock import FrozenClock
-from gitmem.engine.home import Gitmem
-from gitmem.engine.redaction import redact
-from gitmem.engine.store import MemoryStore
-from gitmem.engine.webhook_delivery import DeliveryPolicy, Dispatcher
-from gitmem.engine.webhooks import EVENT_TYPES, webhooks_for
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.rewrite.redaction import redact
+from gitmem.engine.store.store import MemoryStore
+from gitmem.webhooks.delivery import DeliveryPolicy, Dispatcher
+from gitmem.webhooks.outbox import EVENT_TYPES, webhooks_for
 from tests.server import free_port
 from tests.test_receive import Pusher
 

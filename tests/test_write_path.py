@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from gitmem.engine import store_index as index_module
-from gitmem.engine.store import MemoryStore
+from gitmem.engine.index import store_index as index_module
+from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import PreconditionFailed
 from gitmem.git import packing as maintenance
 from gitmem.git import repository
@@ -86,7 +86,7 @@ def test_one_store_object_shared_by_many_threads(
                 except PreconditionFailed:
                     continue
 
-    with caplog.at_level(logging.INFO, logger="gitmem.engine.store_index"):
+    with caplog.at_level(logging.INFO, logger="gitmem.engine.index.store_index"):
         errors = run_threads(THREADS, work)
     assert errors == []
     assert not [r for r in caplog.records if "rebuilding" in r.getMessage()]
@@ -117,7 +117,7 @@ def test_a_stale_view_of_main_never_rebuilds_the_index(
     reads = iter([stale])
     real_read_tip = index_module.read_tip
     monkeypatch.setattr(index_module, "read_tip", lambda repo: next(reads, None) or real_read_tip(repo))
-    with caplog.at_level(logging.INFO, logger="gitmem.engine.store_index"):
+    with caplog.at_level(logging.INFO, logger="gitmem.engine.index.store_index"):
         store.index.catch_up()
     assert store.index.indexed_tip() == fresh
     assert not [r for r in caplog.records if "rebuilding" in r.getMessage()]

@@ -1,6 +1,6 @@
 """``/v1/dreams``: create, list, retrieve, cancel, archive (the SDK's ``client.beta.dreams``).
 
-Dreams run in a :class:`gitmem.agents.dream_runner.DreamRunner`: a background thread of each server process,
+Dreams run in a :class:`gitmem.agents.dreams.runner.DreamRunner`: a background thread of each server process,
 started and stopped with the app and woken when a dream is made. Its poll interval is
 ``GITMEM_DREAM_POLL`` seconds (default 1); a dream's time limit is ``GITMEM_DREAM_TIMEOUT``.
 ``GITMEM_DREAM_RUNNER=off`` starts no runner in this process (dreams then wait for another process's).
@@ -12,14 +12,14 @@ import datetime as dt
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
-
-from gitmem.agents.dream_model import MAX_PAGE
-from gitmem.agents.dream_runner import DreamRunner
-from gitmem.agents.dreams import dreams_for
-from gitmem.agents.task_access import refuse_task
 from gitmem.api.deps import Caller, Engine
-from gitmem.api.schemas import ERROR_RESPONSES, as_utc
-from gitmem.api.schemas_dreams import Dream, DreamCreate, DreamList, Status
+from gitmem.api.schemas.dreams import Dream, DreamCreate, DreamList, Status
+from gitmem.api.schemas.memory_stores import ERROR_RESPONSES, as_utc
+
+from gitmem.agents.dreams.dreams import dreams_for
+from gitmem.agents.dreams.runner import DreamRunner
+from gitmem.agents.dreams.values import MAX_PAGE
+from gitmem.agents.tasks.scope import refuse_task
 
 
 def get_runner(request: Request) -> DreamRunner | None:

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
-
-from gitmem.api.schemas import Health
+from gitmem.api.schemas.memory_stores import Health
 
 router = APIRouter(tags=["health"])
 

@@ -6,11 +6,11 @@ import datetime as dt
 import threading
 
 from fastapi import APIRouter, Request
+from gitmem.api.deps import Caller
+from gitmem.api.schemas.memory_stores import ERROR_RESPONSES
 from pydantic import BaseModel
 
-from gitmem.api.deps import Caller
-from gitmem.api.schemas import ERROR_RESPONSES
-from gitmem.engine.retention import PruneReport
+from gitmem.engine.rewrite.retention import PruneReport
 from gitmem.errors import PermissionDenied
 
 router = APIRouter(prefix="/v1/maintenance", tags=["maintenance"], responses=ERROR_RESPONSES)

@@ -11,10 +11,9 @@ import logging
 import re
 
 from fastapi import APIRouter, Header, Query, Response
-
 from gitmem.api.deps import OpenStore
 from gitmem.api.responses import json_response
-from gitmem.api.schemas import (
+from gitmem.api.schemas.memory_stores import (
     ERROR_RESPONSES,
     DeletedMemory,
     Memory,
@@ -25,9 +24,10 @@ from gitmem.api.schemas import (
     View,
     memory_item,
 )
-from gitmem.api.schemas_find import MemoryRestore
-from gitmem.engine.store import MAX_FULL_PAGE, MemoryStore
-from gitmem.engine.store import MAX_NOTES_PAGE as MAX_PAGE
+from gitmem.api.schemas.search import MemoryRestore
+
+from gitmem.engine.store.store import MAX_FULL_PAGE, MemoryStore
+from gitmem.engine.store.store import MAX_NOTES_PAGE as MAX_PAGE
 from gitmem.errors import InvalidRequest
 from gitmem.model import Note
 

@@ -5,12 +5,8 @@ from __future__ import annotations
 import datetime as dt
 
 from fastapi import APIRouter, Query
-
-from gitmem.access import require_access, store_access, visible_stores
-from gitmem.agents.review import Reviews
-from gitmem.agents.task_access import refuse_task
 from gitmem.api.deps import Caller, Engine
-from gitmem.api.schemas import (
+from gitmem.api.schemas.memory_stores import (
     ERROR_RESPONSES,
     DeletedMemoryStore,
     MemoryStore,
@@ -19,7 +15,11 @@ from gitmem.api.schemas import (
     MemoryStoreUpdate,
     as_utc,
 )
-from gitmem.engine.home import MAX_STORES_PAGE
+
+from gitmem.access import require_access, store_access, visible_stores
+from gitmem.agents.review.review import Reviews
+from gitmem.agents.tasks.scope import refuse_task
+from gitmem.engine.gitmem import MAX_STORES_PAGE
 from gitmem.model import StoreInfo
 
 router = APIRouter(prefix="/v1/memory_stores", tags=["memory_stores"], responses=ERROR_RESPONSES)

@@ -5,14 +5,14 @@ from __future__ import annotations
 import datetime as dt
 
 from fastapi import APIRouter, Query
-
 from gitmem.api.deps import Caller, Store
-from gitmem.api.schemas import ERROR_RESPONSES, MemoryVersion, MemoryVersionList, Operation, View, as_utc
-from gitmem.api.schemas_find import MemoryVersionDiff
-from gitmem.engine.diff import diff_versions
-from gitmem.engine.redaction import redact
-from gitmem.engine.store import MAX_FULL_PAGE
-from gitmem.engine.store import MAX_VERSIONS_PAGE as MAX_PAGE
+from gitmem.api.schemas.memory_stores import ERROR_RESPONSES, MemoryVersion, MemoryVersionList, Operation, View, as_utc
+from gitmem.api.schemas.search import MemoryVersionDiff
+
+from gitmem.engine.rewrite.redaction import redact
+from gitmem.engine.store.diff import diff_versions
+from gitmem.engine.store.store import MAX_FULL_PAGE
+from gitmem.engine.store.store import MAX_VERSIONS_PAGE as MAX_PAGE
 from gitmem.errors import InvalidRequest
 
 router = APIRouter(

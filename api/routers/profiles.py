@@ -19,11 +19,9 @@ from __future__ import annotations
 import re
 
 from fastapi import APIRouter, Header, Query, Response
-
-from gitmem.agents.prompt import bank_section
 from gitmem.api.deps import Caller, Engine
-from gitmem.api.schemas import ERROR_RESPONSES
-from gitmem.api.schemas_profiles import (
+from gitmem.api.schemas.memory_stores import ERROR_RESPONSES
+from gitmem.api.schemas.profiles import (
     BankMemory,
     BankMemoryContent,
     BankMemoryDeleted,
@@ -36,9 +34,11 @@ from gitmem.api.schemas_profiles import (
     ProfileOut,
     ProfileUpdate,
 )
+
+from gitmem.agents.prompt import bank_section
 from gitmem.banks.profiles import Bank, profiles_for, require_user
-from gitmem.engine.catalog import Principal
-from gitmem.engine.home import Gitmem
+from gitmem.engine.catalog.catalog import Principal
+from gitmem.engine.gitmem import Gitmem
 from gitmem.errors import InvalidRequest
 
 router = APIRouter(prefix="/v1/profiles", tags=["profiles"], responses=ERROR_RESPONSES)

@@ -8,13 +8,9 @@ It may end its own task (its token then stops working).
 from __future__ import annotations
 
 from fastapi import APIRouter, Query
-
-from gitmem.agents.task_access import refuse_task
-from gitmem.agents.task_model import MAX_CONTEXT_PATHS, MAX_INT, MAX_PAGE
-from gitmem.agents.tasks import tasks_for
 from gitmem.api.deps import Caller, Engine
-from gitmem.api.schemas import ERROR_RESPONSES
-from gitmem.api.schemas_tasks import (
+from gitmem.api.schemas.memory_stores import ERROR_RESPONSES
+from gitmem.api.schemas.tasks import (
     DeletedTask,
     Task,
     TaskCreate,
@@ -24,8 +20,12 @@ from gitmem.api.schemas_tasks import (
     TaskList,
     TaskMemory,
 )
-from gitmem.engine.catalog import Principal, principal_task_id
-from gitmem.engine.home import Gitmem
+
+from gitmem.agents.tasks.scope import refuse_task
+from gitmem.agents.tasks.tasks import tasks_for
+from gitmem.agents.tasks.values import MAX_CONTEXT_PATHS, MAX_INT, MAX_PAGE
+from gitmem.engine.catalog.catalog import Principal, principal_task_id
+from gitmem.engine.gitmem import Gitmem
 from gitmem.errors import NotFound
 
 router = APIRouter(prefix="/v1/tasks", tags=["tasks"], responses=ERROR_RESPONSES)

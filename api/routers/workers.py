@@ -7,14 +7,14 @@ counted among the workspace's shared stores). A task's token may read its own wo
 from __future__ import annotations
 
 from fastapi import APIRouter, Query
-
-from gitmem.agents.task_access import refuse_task
-from gitmem.agents.task_model import MAX_PAGE
-from gitmem.agents.tasks import tasks_for
 from gitmem.api.deps import Caller, Engine
-from gitmem.api.schemas import ERROR_RESPONSES
-from gitmem.api.schemas_tasks import Worker, WorkerCreate, WorkerList, WorkerUpdate
-from gitmem.engine.catalog import principal_task_id
+from gitmem.api.schemas.memory_stores import ERROR_RESPONSES
+from gitmem.api.schemas.tasks import Worker, WorkerCreate, WorkerList, WorkerUpdate
+
+from gitmem.agents.tasks.scope import refuse_task
+from gitmem.agents.tasks.tasks import tasks_for
+from gitmem.agents.tasks.values import MAX_PAGE
+from gitmem.engine.catalog.catalog import principal_task_id
 from gitmem.errors import NotFound
 
 router = APIRouter(prefix="/v1/workers", tags=["workers"], responses=ERROR_RESPONSES)

@@ -8,15 +8,15 @@ from typing import Any
 
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
-
-from gitmem.access import require_access
-from gitmem.agents.review import Reviews, check_reviewer, current_mark
-from gitmem.agents.task_access import visible_store_ids
 from gitmem.api.deps import Engine
 from gitmem.api.ui.session import COOKIE, SIGN_IN, Session, UiRoute, page, set_session_cookie
-from gitmem.engine.home import Gitmem
-from gitmem.engine.store import MemoryStore
-from gitmem.engine.web_sessions import WebSession, WebSessions
+
+from gitmem.access import require_access
+from gitmem.agents.review.review import Reviews, check_reviewer, current_mark
+from gitmem.agents.tasks.scope import visible_store_ids
+from gitmem.engine.catalog.web_sessions import WebSession, WebSessions
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import AuthenticationFailed, InvalidRequest, NotFound
 from gitmem.model import MemoryPrefix, Note
 from gitmem.rules.paths import validate_prefix

@@ -13,9 +13,9 @@ from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 from markupsafe import Markup, escape
 
-from gitmem.agents.tasks import tasks_for
-from gitmem.engine.diff import Hunk
-from gitmem.engine.home import Gitmem
+from gitmem.agents.tasks.tasks import tasks_for
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.store.diff import Hunk
 from gitmem.errors import NotFound
 from gitmem.model import Actor
 

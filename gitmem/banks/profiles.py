@@ -24,17 +24,17 @@ from typing import TYPE_CHECKING, Any
 
 from gitmem import ids
 from gitmem.clock import from_micros
-from gitmem.engine.home import HomeTables
-from gitmem.engine.migrations import Migration
+from gitmem.db.migrations import Migration
+from gitmem.engine.gitmem import HomeTables
 from gitmem.errors import InvalidRequest, LimitExceeded, NotFound, PathConflict, PermissionDenied, PreconditionFailed
 from gitmem.model import Actor, Note, StoreInfo
 from gitmem.rules import paths
 from gitmem.rules.policy import check_store_fields
 
 if TYPE_CHECKING:
-    from gitmem.engine.catalog import Principal
-    from gitmem.engine.home import Gitmem
-    from gitmem.engine.store import MemoryStore
+    from gitmem.engine.catalog.catalog import Principal
+    from gitmem.engine.gitmem import Gitmem
+    from gitmem.engine.store.store import MemoryStore
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS profiles (

@@ -9,7 +9,7 @@ import click
 
 from gitmem.cli.base import Context, main, pass_context, refusals, table, workspace_option
 from gitmem.clock import iso
-from gitmem.engine.catalog import ROLES
+from gitmem.engine.catalog.catalog import ROLES
 
 
 @main.group("keys")

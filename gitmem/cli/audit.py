@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from gitmem.cli.base import emit_json, main, pass_context, refusals, table, workspace_option
-from gitmem.engine import audit
+from gitmem.engine.audit import log as audit
 from gitmem.errors import InvalidRequest, NotFound
 
 
@@ -69,7 +69,7 @@ def log_command(  # type: ignore[no-untyped-def]
         )
     except InvalidRequest as exc:
         raise click.UsageError(exc.message) from None
-    from gitmem.agents.review import with_reviews  # review records join the log as `reviewed` entries
+    from gitmem.agents.review.review import with_reviews  # review records join the log as `reviewed` entries
 
     unattributed = 0
     if repo_dir is not None:

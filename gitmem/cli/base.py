@@ -17,8 +17,8 @@ import click
 from gitmem.errors import GitmemError, NotFound
 
 if TYPE_CHECKING:
-    from gitmem.engine.database import Database
-    from gitmem.engine.home import Gitmem
+    from gitmem.db import Database
+    from gitmem.engine.gitmem import Gitmem
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_WORKSPACE = "default"
@@ -32,7 +32,7 @@ class Context:
     @property
     def home(self) -> Path:
         if self._home is None:
-            from gitmem.engine.home import default_home
+            from gitmem.engine.gitmem import default_home
 
             self._home = default_home()
         return self._home
@@ -40,13 +40,13 @@ class Context:
     @property
     def gm(self) -> Gitmem:
         if self._gm is None:
-            from gitmem.engine.database import database_errors
-            from gitmem.engine.home import Gitmem
+            from gitmem.db import database_errors
+            from gitmem.engine.gitmem import Gitmem
 
             try:
                 self._gm = Gitmem.open(self.home)
             except database_errors() as exc:  # e.g. PostgreSQL unreachable: one line, not a traceback
-                from gitmem.settings import load_settings
+                from gitmem.config.settings import load_settings
 
                 url = load_settings().DATABASE
                 unusable_database(url.get_secret_value() if url is not None else None, self.home, exc)
@@ -78,7 +78,7 @@ class Context:
 
 def unusable_database(url: str | None, home: Path, exc: Exception) -> NoReturn:
     """Exit 2 with one line: which database (never its password) and the driver's first line of why."""
-    from gitmem.engine.database import redact_url
+    from gitmem.db import redact_url
 
     shown = redact_url(url) if url else str(home / "catalog.sqlite3")
     reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
@@ -88,8 +88,8 @@ def unusable_database(url: str | None, home: Path, exc: Exception) -> NoReturn:
 
 def connect(url: str | None, home: Path, what: str) -> Database:
     """The database at ``url`` (else the home's SQLite catalog), or exit 2 with one line saying why not."""
-    from gitmem.engine.database import database_errors, open_database
-    from gitmem.settings import SettingsError, check_database_url
+    from gitmem.config.settings import SettingsError, check_database_url
+    from gitmem.db import database_errors, open_database
 
     if url is not None:
         try:
@@ -146,7 +146,7 @@ def main(ctx: click.Context, home: Path | None, verbose: bool) -> None:
         stream=sys.stderr,
     )
     if ctx.invoked_subcommand not in UNCHECKED_COMMANDS:
-        from gitmem.settings import SettingsError, load_settings  # pydantic: not for a hook's every start
+        from gitmem.config.settings import SettingsError, load_settings  # pydantic: not for a hook's every start
 
         try:  # every setting, before any command runs: a bad one is one line and exit 2
             load_settings()

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import click
 
-from gitmem.agents.home_schema import catch_up_index, copy_catalog, count_rows, migrate_home, pending_steps
 from gitmem.cli.base import Context, connect, main, pass_context, refusals
-from gitmem.engine.database import SQLiteDatabase
-from gitmem.engine.home import Gitmem
-from gitmem.engine.migrations import Migration
+from gitmem.db import SQLiteDatabase
+from gitmem.db.migrations import Migration
+from gitmem.engine.gitmem import Gitmem
+from gitmem.home_tables import catch_up_index, copy_catalog, count_rows, migrate_home, pending_steps
 
 
 @main.command("migrate")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from gitmem.agents.dream_model import MAX_PAGE, STATUSES, Dream
-from gitmem.agents.dreams import dreams_for, runner_id
-from gitmem.agents.tidier import dreamer_from_env
+from gitmem.agents.dreams.dreamers import dreamer_from_env
+from gitmem.agents.dreams.dreams import dreams_for, runner_id
+from gitmem.agents.dreams.values import MAX_PAGE, STATUSES, Dream
 from gitmem.cli.base import Context, emit_json, main, pass_context, refusals, table, workspace_option
 from gitmem.clock import iso
 

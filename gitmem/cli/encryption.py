@@ -19,7 +19,7 @@ from gitmem.errors import InvalidRequest
 @refusals
 def keys_export(ctx: Context, store_id: str) -> None:
     """Print an encrypted store's current data key (for ``gitmem clone --key``). Treat it as a secret."""
-    from gitmem.crypto.keys import export_key
+    from gitmem.crypto.master_key import export_key
 
     info = ctx.gm.catalog.store(store_id)
     if not info.encrypted:
@@ -33,7 +33,7 @@ def keys_export(ctx: Context, store_id: str) -> None:
 @refusals
 def keys_rotate(ctx: Context, store_id: str) -> None:
     """New data key for an encrypted store; its whole history is re-encrypted and the old key destroyed."""
-    from gitmem.engine.rotation import rotate_store_key
+    from gitmem.engine.rewrite.rotation import rotate_store_key
 
     report = rotate_store_key(ctx.gm, store_id)
     click.echo(
@@ -56,7 +56,7 @@ def keys_rotate(ctx: Context, store_id: str) -> None:
 def keys_rewrap(ctx: Context, new_key_file: Path | None) -> None:
     """Wrap every data key under a new master key; the old master key then opens nothing. Stop the
     server first (it holds the old master key) and restart it with the new one."""
-    from gitmem.engine.rotation import rewrap_master_key
+    from gitmem.engine.rewrite.rotation import rewrap_master_key
 
     text = new_key_file.read_text("ascii").strip() if new_key_file is not None else None
     report = rewrap_master_key(ctx.gm, text)

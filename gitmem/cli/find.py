@@ -8,9 +8,9 @@ import click
 
 from gitmem.cli.base import Context, emit_json, main, pass_context, refusals, workspace_option
 from gitmem.clock import iso
-from gitmem.engine.audit import actor_name
-from gitmem.engine.diff import diff_versions, unified_lines
-from gitmem.engine.search import MARK, MAX_SEARCH_PAGE
+from gitmem.engine.audit.log import actor_name
+from gitmem.engine.index.search import MARK, MAX_SEARCH_PAGE
+from gitmem.engine.store.diff import diff_versions, unified_lines
 from gitmem.model import Version
 
 _MARKED = re.compile(re.escape(MARK) + "(.+?)" + re.escape(MARK))

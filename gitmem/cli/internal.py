@@ -40,7 +40,7 @@ def post_receive() -> None:
 
 
 def _push_hook(name: Literal["pre-receive", "post-receive"]) -> None:
-    from gitmem.engine.receive import run_hook
+    from gitmem.engine.push.receive import run_hook
 
     sys.exit(run_hook(name, sys.stdin, sys.stderr))
 
@@ -86,7 +86,7 @@ def session_end(
 
 def _session_hook(run: Callable[[], int]) -> None:
     # The hook's standard error reaches the agent runner: warnings only, unless GITMEM_LOG_LEVEL says more.
-    from gitmem.settings import SettingsError, load_settings
+    from gitmem.config.settings import SettingsError, load_settings
 
     try:
         level = load_settings().LOG_LEVEL or "WARNING"

@@ -9,8 +9,8 @@ import click
 
 from gitmem.cli.base import Context, emit_json, main, pass_context, refusals, table, workspace_option
 from gitmem.clock import iso
-from gitmem.engine import redaction
-from gitmem.engine.audit import actor_name
+from gitmem.engine.audit.log import actor_name
+from gitmem.engine.rewrite import redaction
 from gitmem.errors import NotFound
 from gitmem.model import SERVICE_ACCOUNT, Actor, MemoryPrefix
 

@@ -8,7 +8,7 @@ import sys
 import click
 
 from gitmem.cli.base import Context, main, pass_context, refusals, table, workspace_option
-from gitmem.engine.retention import KEEP_ALL, SETTING, PruneReport, prune_info, retention_days
+from gitmem.engine.rewrite.retention import KEEP_ALL, SETTING, PruneReport, prune_info, retention_days
 from gitmem.errors import NotFound
 from gitmem.model import StoreInfo
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import click
 
-from gitmem.agents.review import MAX_PENDING_PAGE, Reviews, current_mark, describe_mark
+from gitmem.agents.review.review import MAX_PENDING_PAGE, Reviews, current_mark, describe_mark
 from gitmem.cli.base import Context, emit_json, main, pass_context, refusals, workspace_option
 from gitmem.cli.find import _styled
 from gitmem.clock import iso
-from gitmem.engine.diff import unified_lines
-from gitmem.engine.store import MemoryStore
+from gitmem.engine.store.diff import unified_lines
+from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import NotFound
 from gitmem.model import Actor
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import click
 
-from gitmem.agents.home_schema import migrate_home
 from gitmem.cli.base import Context, connect, main, pass_context, refusals
-from gitmem.engine.first_run import ensure_admin_key
+from gitmem.engine.catalog.first_run import ensure_admin_key
+from gitmem.home_tables import migrate_home
 
 log = logging.getLogger(__name__)
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -72,7 +72,7 @@ def serve(ctx: Context, host: str, port: int, workers: int, database: str | None
         connect(database, ctx.home, "--database").close()  # one line and exit 2 if it is unusable
         os.environ["GITMEM_DATABASE"] = database  # for the workers and the push hooks they run
     if ctx.gm.database.dialect == "postgresql":
-        # Under the migration lock: nodes started together apply each step once (gitmem/engine/migrations.py).
+        # Under the migration lock: nodes started together apply each step once (gitmem/db/migrations.py).
         migrate_home(ctx.gm.database)
 
     created = ensure_admin_key(ctx.gm)

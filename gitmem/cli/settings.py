@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from gitmem.cli.base import main
-from gitmem.settings import PREFIX, load_settings, markdown_table
+from gitmem.config.settings import PREFIX, load_settings, markdown_table
 
 
 @main.command("settings", hidden=True)

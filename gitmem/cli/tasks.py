@@ -6,11 +6,11 @@ import json
 
 import click
 
-from gitmem.agents.task_model import ACCESS_VALUES, MAX_PAGE, Event, Task, Worker
-from gitmem.agents.tasks import tasks_for
+from gitmem.agents.tasks.tasks import tasks_for
+from gitmem.agents.tasks.values import ACCESS_VALUES, MAX_PAGE, Event, Task, Worker
 from gitmem.cli.base import Context, emit_json, main, pass_context, refusals, table, workspace_option
 from gitmem.clock import iso
-from gitmem.engine.audit import actor_name
+from gitmem.engine.audit.log import actor_name
 from gitmem.errors import InvalidRequest
 
 

@@ -22,7 +22,7 @@ from typing import Protocol, runtime_checkable
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 
-from gitmem.crypto.keys import DataKey, DecryptionFailed
+from gitmem.crypto.master_key import DataKey, DecryptionFailed
 
 MAGIC = b"GITMEM-SIV1 "
 _MAX_HEADER = 4096  # a header never exceeds this: key id + a quoted path of <= 1,024 UTF-8 bytes

@@ -20,7 +20,7 @@ from typing import Any
 
 from gitmem.clock import Clock, iso, system_clock
 from gitmem.crypto.codec import SivCodec
-from gitmem.crypto.keys import DataKey, KeyMissing, MasterKey
+from gitmem.crypto.master_key import DataKey, KeyMissing, MasterKey
 from gitmem.durable import fsync_dir
 
 log = logging.getLogger(__name__)

@@ -7,9 +7,9 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gitmem.engine.home import Gitmem
-from gitmem.engine.store import MemoryStore
-from gitmem.engine.store_index import StoreIndex
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.index.store_index import StoreIndex
+from gitmem.engine.store.store import MemoryStore
 from gitmem.git.repository import git, packers_held_off
 from gitmem.model import StoreInfo
 

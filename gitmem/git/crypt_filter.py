@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import BinaryIO, Literal
 
 from gitmem.crypto.codec import SivCodec, parse_header
-from gitmem.crypto.keys import DataKey, DecryptionFailed, InvalidKey, export_key, import_key
+from gitmem.crypto.master_key import DataKey, DecryptionFailed, InvalidKey, export_key, import_key
 from gitmem.errors import GitmemError
 
 log = logging.getLogger("gitmem.git.crypt_filter")
@@ -202,7 +202,7 @@ def _filter_command(*args: str) -> str:
     # filter works even where gitmem is not installed into the interpreter (a checkout, tests).
     root = Path(__file__).resolve().parents[2]
     python = shlex.quote(sys.executable)
-    return " ".join(["env", shlex.quote(f"PYTHONPATH={root}"), python, "-m", "gitmem", "git-filter", *args])
+    return " ".join(["env", shlex.quote(f"PYTHONPATH={root}"), python, "-P", "-m", "gitmem", "git-filter", *args])
 
 
 def _is_clean_worktree(repo_dir: Path) -> bool:

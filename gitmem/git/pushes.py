@@ -4,7 +4,7 @@ A pushed commit keeps its id and may change several notes; each changed path is 
 ids derive from the commit and the path, so ``reindex`` finds them again. A note moved unchanged to a
 new path keeps its id (one ``modified`` version, as a rename through the API).
 
-The push hook (:mod:`gitmem.engine.receive`) records, for every pushed commit, the pusher, the time the push
+The push hook (:mod:`gitmem.engine.push.receive`) records, for every pushed commit, the pusher, the time the push
 was accepted and the versions it derived, as a Git note on ``refs/notes/gitmem`` (JSON)::
 
     {"user_id": "user_...", "created_at": "2026-01-01T12:00:00.000001Z",

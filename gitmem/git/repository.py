@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import importlib.resources
 import logging
 import os
 import subprocess
@@ -29,7 +30,8 @@ NOTES_REF = "refs/notes/gitmem"
 COMMITTER = pygit2.Signature("gitmem", "gitmem@localhost", 0, 0)
 # A ref lock is held for the time it takes to write 41 bytes; one this old was left by a crash.
 STALE_REF_LOCK_SECONDS = 5.0
-HOOKS_DIR = Path(__file__).resolve().parents[1] / "hooks"
+# Installed beside the package (hooks/ in the repository, mapped to gitmem/hooks: pyproject.toml).
+HOOKS_DIR = Path(str(importlib.resources.files("gitmem.hooks")))
 
 _fsync_enabled: bool | None = None
 

@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from gitmem import checked_settings
+from gitmem.config import handoff as checked_settings
 from gitmem.errors import SecretRefused
 from gitmem.rules.secrets import SecretDetector, detector_for
 

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gitmem.settings import load_settings
+from gitmem.config.settings import load_settings
 from gitmem.sync.bank_remote import BankRemote
 from gitmem.sync.mount import Mount
 from gitmem.sync.remote import RemoteError, RemoteRefused

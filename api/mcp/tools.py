@@ -1,0 +1,110 @@
+"""What the MCP tools do, as small engine calls: the one adapter between the MCP server and the engine.
+
+Every function takes the caller (a :class:`~gitmem.engine.catalog.catalog.Principal`) and a store id and asks
+:mod:`gitmem.access` exactly as the REST routes do, so MCP has the REST API's access rules: another
+workspace's store is not found, a read-only key only reads, a task sees only its own stores (and, when
+it names none, its worker's own store). Writes are versions attributed to ``principal.actor``.
+
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gitmem.access import require_access, store_access
+from gitmem.agents.memory_tool.paths import resolve_memory_path
+from gitmem.agents.memory_tool.tool import MemoryToolHandler, ToolResult
+from gitmem.agents.review.review import Reviews
+from gitmem.engine.catalog.catalog import Principal, principal_task_id
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.index.search import SearchHit
+from gitmem.engine.store.diff import VersionDiff
+from gitmem.engine.store.store import MAX_VERSIONS_PAGE, MemoryStore
+from gitmem.errors import InvalidRequest, NotFound
+from gitmem.model import Note, Page, Version
+
+
+def resolve_store_id(gm: Gitmem, principal: Principal, store_id: str | None) -> str:
+    """The store a tool call means: the one named, or for a task's token its worker's own store."""
+    if store_id:
+        return store_id
+    task_id = principal_task_id(principal)
+    if task_id is None:
+        raise InvalidRequest("memory_store_id is required (only a task's token has a default store)")
+    from gitmem.agents.tasks.tasks import tasks_for
+
+    own = [s.store_id for s in tasks_for(gm).get_task(principal.workspace_id, task_id).stores if s.own]
+    if not own:
+        raise NotFound(f"task {task_id} has no store of its own")
+    return own[0]
+
+
+def open_store(gm: Gitmem, principal: Principal, store_id: str | None, *, write: bool) -> MemoryStore:
+    """The store, if the caller may see it (else ``NotFound``) and, for a write, change it (else 403)."""
+    resolved = resolve_store_id(gm, principal, store_id)
+    require_access(gm, principal, resolved, write=write)
+    # A task reads a store under read_approved_only at its review mark, as over REST.
+    return Reviews.of(gm).reader(gm.store(principal.workspace_id, resolved), principal)
+
+
+def memory_command(gm: Gitmem, principal: Principal, store_id: str | None, command: dict[str, Any]) -> ToolResult:
+    """One memory-tool command, answered string for string as ``POST .../memory_tool`` answers it."""
+    store = open_store(gm, principal, store_id, write=False)
+    read_only = store_access(gm, principal, store.id) == "read_only"
+    return MemoryToolHandler(store, principal.actor, read_only=read_only).execute(command)
+
+
+def history(
+    gm: Gitmem,
+    principal: Principal,
+    store_id: str | None,
+    *,
+    memory_id: str | None = None,
+    path: str | None = None,
+    limit: int = 20,
+    page: str | None = None,
+) -> Page[Version]:
+    """A note's versions, newest first, by id or by its current memory-tool path (``/memories/...``)."""
+    store = open_store(gm, principal, store_id, write=False)
+    if not memory_id:
+        if not path:
+            raise InvalidRequest("name the note by memory_id or path")
+        try:
+            note_path = resolve_memory_path(path).note_path
+        except Exception as refusal:  # the memory tool's refusal of a bad path: its text says why
+            raise InvalidRequest(str(refusal)) from None
+        memory_id = store.get_by_path(note_path, with_content=False).id
+    return store.versions(memory_id=memory_id, limit=min(limit, MAX_VERSIONS_PAGE), page=page or None)
+
+
+def search(
+    gm: Gitmem,
+    principal: Principal,
+    store_id: str | None,
+    query: str,
+    *,
+    path_prefix: str | None = None,
+    limit: int = 20,
+    page: str | None = None,
+) -> Page[SearchHit]:
+    store = open_store(gm, principal, store_id, write=False)
+    return store.search(query, path_prefix=path_prefix, limit=limit, page=page)
+
+
+def diff(
+    gm: Gitmem, principal: Principal, store_id: str | None, version_id: str, against: str | None = None
+) -> VersionDiff:
+    store = open_store(gm, principal, store_id, write=False)
+    return store.diff(version_id, against=against)
+
+
+def restore(
+    gm: Gitmem,
+    principal: Principal,
+    store_id: str | None,
+    memory_id: str,
+    version_id: str,
+    expected_sha256: str | None = None,
+) -> Note:
+    store = open_store(gm, principal, store_id, write=True)
+    return store.restore(memory_id, version_id, actor=principal.actor, expected_sha256=expected_sha256)

@@ -1,0 +1,3 @@
+"""The wire's models (pydantic, at the HTTP edge only): one module for each router of
+:mod:`gitmem.api.routers`.
+"""

@@ -1,0 +1,77 @@
+"""The background runner of dreams in each server process."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING
+
+from gitmem.agents.dreams.dreamers import (
+    Dreamer,
+)
+
+if TYPE_CHECKING:
+    from gitmem.engine.gitmem import Gitmem
+from gitmem.agents.dreams.dreams import dreams_for, runner_id
+
+log = logging.getLogger(__name__)
+
+
+class DreamRunner:
+    """Runs pending dreams in a background thread of this process, one at a time. Several runners
+    (processes) share the work safely: each dream is claimed under a transaction."""
+
+    def __init__(
+        self,
+        gm: Gitmem,
+        dreamer: Dreamer | None = None,
+        *,
+        poll_interval: float = 1.0,
+        timeout_seconds: float | None = None,
+    ) -> None:
+        self.gm = gm
+        self.dreams = dreams_for(gm)
+        self.dreamer = dreamer
+        self.poll_interval = poll_interval
+        self.timeout_seconds = timeout_seconds
+        self.runner_id = runner_id()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> DreamRunner:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="gitmem-dreams", daemon=True)
+            self._thread.start()
+        return self
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def stop(self, timeout: float | None = None) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def run_pending(self) -> int:
+        """Run every pending dream now (in this thread); how many ran."""
+        self.dreams.reap()
+        self.dreams.expire(self.timeout_seconds)
+        count = 0
+        while not self._stop.is_set():
+            dream_id = self.dreams.claim_next(self.runner_id)
+            if dream_id is None:
+                return count
+            self.dreams.run(dream_id, self.dreamer, timeout_seconds=self.timeout_seconds)
+            count += 1
+        return count
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.run_pending()
+            except Exception:
+                log.exception("the dream runner failed a round")
+            self._wake.wait(self.poll_interval)
+            self._wake.clear()

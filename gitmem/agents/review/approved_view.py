@@ -1,0 +1,174 @@
+"""A store as it stood at its review mark: what tasks read under ``read_approved_only``.
+
+Built from the index's versions: each note's newest unredacted version at or before the mark, left
+out if that version deleted it. The rows go into a small in-memory SQLite table shaped like the
+index's ``notes`` table, so listing, paging and path lookups are the index's own queries (one rule).
+Built once per (mark, tip) and shared by every thread; a new tip or a new mark builds it again.
+
+Versions after the mark are not there for the view (neither listed, nor read, nor diffed): their
+content is what the review has not seen. Writes go to the store itself: a task's own writes are
+pending until a reviewer approves them, so it does not read them back.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from typing import Any
+
+from gitmem.agents.review.review import ReviewMark, mark_seq
+from gitmem.engine.index.store_index import NoteRow, StoreIndex
+from gitmem.engine.store.diff import VersionDiff
+from gitmem.engine.store.store import MemoryStore, check_listing
+from gitmem.errors import NotFound
+from gitmem.model import MemoryPrefix, Note, Page, Version
+
+_NOTES_TABLE = """CREATE TABLE notes (
+    memory_id TEXT PRIMARY KEY, path TEXT NOT NULL UNIQUE, blob_id TEXT NOT NULL, sha256 TEXT NOT NULL,
+    size INTEGER NOT NULL, version_id TEXT NOT NULL, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL)"""
+
+# At or before the mark: each note's newest version that says what it holds (redacted ones do not).
+_APPROVED = """
+SELECT v.memory_id, v.path, v.blob_id, v.sha256, v.size, v.version_id,
+       (SELECT min(f.created_at) FROM versions f WHERE f.memory_id = v.memory_id) AS created_at,
+       v.created_at AS updated_at, v.operation
+FROM versions v JOIN (SELECT memory_id, max(seq) AS seq FROM versions
+                      WHERE seq <= ? AND redacted_at IS NULL GROUP BY memory_id) last ON v.seq = last.seq
+"""
+
+
+class ApprovedNotes:
+    """The approved notes in memory, queried with :class:`StoreIndex`'s own methods."""
+
+    def __init__(self, store: MemoryStore, upto_seq: int) -> None:
+        self.db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+        self.db.row_factory = sqlite3.Row
+        self.db.execute(_NOTES_TABLE)
+        rows = store.index.db.execute(_APPROVED, (upto_seq,)).fetchall()
+        self.db.execute("BEGIN")
+        for r in rows:
+            if r["operation"] == "deleted" or r["blob_id"] is None or r["path"] is None:
+                continue
+            # Two notes could claim one path only if retention dropped the version that moved one
+            # away; the later claim wins, as the replay of history does.
+            self.db.execute("INSERT OR REPLACE INTO notes VALUES (?,?,?,?,?,?,?,?)", tuple(r)[:8])
+        self.db.execute("COMMIT")
+        self.lock = threading.Lock()
+        self.upto_seq = upto_seq
+        self.tokens = store.index.tokens  # list_notes signs its page tokens as the store's index does
+
+    def note(self, memory_id: str) -> NoteRow | None:
+        with self.lock:
+            return StoreIndex.note(self, memory_id)  # type: ignore[arg-type]
+
+    def note_at(self, path: str) -> NoteRow | None:
+        with self.lock:
+            return StoreIndex.note_at(self, path)  # type: ignore[arg-type]
+
+    def list_notes(
+        self, prefix: str, depth: int, limit: int, page: str | None
+    ) -> tuple[list[NoteRow | MemoryPrefix], str | None]:
+        with self.lock:
+            return StoreIndex.list_notes(self, prefix, depth, limit, page)  # type: ignore[arg-type]
+
+    def totals(self) -> tuple[int, int]:
+        with self.lock:
+            count, size = self.db.execute("SELECT count(*), coalesce(sum(size), 0) FROM notes").fetchone()
+        return int(count), int(size)
+
+
+_cache: dict[tuple[str, str | None, str | None], ApprovedNotes] = {}
+_cache_lock = threading.Lock()
+
+
+def approved_notes(store: MemoryStore, mark: ReviewMark | None) -> ApprovedNotes:
+    tip = store.index.catch_up()
+    key = (str(store.path), mark.record_id if mark else None, str(tip) if tip else None)
+    with _cache_lock:
+        found = _cache.get(key)
+    if found is None:
+        found = ApprovedNotes(store, mark_seq(store, mark))
+        with _cache_lock:
+            for old in [k for k in _cache if k[0] == key[0]]:
+                del _cache[old]  # one view a store: an older mark or tip is not read again
+            _cache[key] = found
+    return found
+
+
+class ApprovedView:
+    """Reads like a :class:`MemoryStore` (``get``, ``get_by_path``, ``list``, ``search``); the rest is
+    the store's."""
+
+    def __init__(self, store: MemoryStore, notes: ApprovedNotes, mark: ReviewMark | None) -> None:
+        self._store = store
+        self._notes = notes
+        self.mark = mark
+        self.approved_only = True
+
+    @classmethod
+    def of(cls, store: MemoryStore, mark: ReviewMark | None) -> ApprovedView:
+        return cls(store, approved_notes(store, mark), mark)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def _note(self, row: NoteRow, with_content: bool) -> Note:
+        return self._store._note(row, with_content)
+
+    def get(self, memory_id: str, with_content: bool = True) -> Note:
+        row = self._notes.note(memory_id)
+        if row is None:
+            raise NotFound(f"memory {memory_id} not found")
+        return self._note(row, with_content)
+
+    def get_by_path(self, path: str, with_content: bool = True) -> Note:
+        row = self._notes.note_at(path)
+        if row is None:
+            raise NotFound(f"no memory at {path}")
+        return self._note(row, with_content)
+
+    def list(
+        self,
+        path_prefix: str | None = None,
+        depth: int = 0,
+        limit: int = 20,
+        page: str | None = None,
+        with_content: bool = False,
+    ) -> Page[Note | MemoryPrefix]:
+        prefix = check_listing(path_prefix, depth, limit, with_content=with_content)
+        rows, token = self._notes.list_notes(prefix, depth, limit, page)
+        return Page([r if isinstance(r, MemoryPrefix) else self._note(r, with_content) for r in rows], token)
+
+    def totals(self) -> tuple[int, int]:
+        return self._notes.totals()
+
+    def _approved(self, version_id: str) -> bool:
+        row = self._store.index.version(version_id)
+        return row is not None and row.seq <= self._notes.upto_seq
+
+    def version(self, version_id: str, with_content: bool = True) -> Version:
+        if not self._approved(version_id):
+            raise NotFound(f"memory version {version_id} not found")
+        return self._store.version(version_id, with_content)
+
+    def versions(self, **filters: Any) -> Page[Version]:
+        """The store's listing without the versions after the mark (a page may hold fewer)."""
+        found = self._store.versions(**filters)
+        return Page([v for v in found.items if self._approved(v.id)], found.next_page)
+
+    def diff(self, version_id: str, against: str | None = None) -> VersionDiff:
+        for wanted in (version_id, against):
+            if wanted is not None and not self._approved(wanted):
+                raise NotFound(f"memory version {wanted} not found")
+        return self._store.diff(version_id, against)
+
+    def search(self, query: str, path_prefix: str | None = None, limit: int = 20, page: str | None = None) -> Page[Any]:
+        """The store's search, keeping only hits whose approved content is what was matched (a page
+        may hold fewer than ``limit`` hits)."""
+        found = self._store.search(query, path_prefix, limit, page)
+        kept = []
+        for hit in found.items:
+            row = self._notes.note(hit.note.id)
+            if row is not None and row.blob_id == hit.note.blob_id:
+                kept.append(hit)
+        return Page(kept, found.next_page)

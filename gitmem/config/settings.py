@@ -1,0 +1,355 @@
+"""Every ``GITMEM_*`` environment variable, in one settings object, checked at start.
+
+:func:`load_settings` reads the environment once into :class:`GitmemSettings`; a bad value is a
+:class:`SettingsError` whose one line names the variable, what is wrong and the form expected (never the
+value: it may be a key). ``gitmem`` (every command, ``serve`` included) and the app factory check them
+before doing anything, so a bad setting stops the program (exit 2) instead of failing each request.
+The README's table of settings is :func:`markdown_table` (``gitmem settings --markdown``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from gitmem.config.handoff import NOT_DIGESTED, PREFIX, Checked
+from gitmem.errors import GitmemError
+
+_ON = frozenset({"1", "on", "true", "yes"})
+_OFF = frozenset({"0", "off", "false", "no"})
+
+
+def _setting(
+    default: Any, description: str, expected: str, *, group: str = "server", shown_default: str | None = None
+) -> Any:
+    """A field with what the README says about it (in the table's ``group``, with ``shown_default`` when the
+    default is not a plain value) and the form an error message asks for."""
+    extra: dict[str, Any] = {"expected": expected, "group": group, "shown_default": shown_default}
+    return Field(default, description=description, json_schema_extra=extra)
+
+
+class SettingsError(GitmemError):
+    """A setting with a value the program cannot run with (a fault of the deployment, not the request)."""
+
+    def __init__(self, variable: str, problem: str, expected: str) -> None:
+        super().__init__(f"{variable}: {problem}; expected {expected}")
+        self.variable = variable
+
+
+class GitmemSettings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix=PREFIX, env_ignore_empty=True, extra="ignore", frozen=True, case_sensitive=True
+    )
+
+    # -- the server and every command ------------------------------------------------------------
+    HOME: Path | None = _setting(
+        None,
+        "The data home for every command and the server.",
+        "a folder path",
+        shown_default="`./.gitmem` under `make serve`, else `$XDG_DATA_HOME/gitmem`",
+    )
+    DATABASE: SecretStr | None = _setting(
+        None,
+        "Where the catalog lives: unset for SQLite in the home (`catalog.sqlite3`), or a PostgreSQL URL"
+        " (`postgresql://user:password@host:5432/gitmem`) shared by every node of a cluster.",
+        "a postgresql:// URL (user, host and database name)",
+        shown_default="SQLite in the home",
+    )
+    FSYNC: Literal["always", "files", "never"] = _setting(
+        "always",
+        "`always`: objects, the ref and its folder are on disk before a write returns, so an"
+        " acknowledged write survives a power cut (costs two `syncfs` a batch of writes on Linux, which"
+        " also flush what else was written to that file system; a few fsyncs elsewhere). `files`: the"
+        " same promise kept with an fsync a file and a folder, for a home that shares its file system"
+        " with heavy writers. `never`: faster (the OS decides when data reaches the disk); a crash of the"
+        " process loses nothing, a power cut may lose the last writes.",
+        "'always', 'files' or 'never'",
+    )
+    FILTERS: str = _setting(
+        "",
+        "Extra write filters, `module:factory` comma-separated, each returning `(path, text) -> reason or None`.",
+        "comma-separated module:factory names that can be imported",
+    )
+    MASTER_KEY: SecretStr | None = _setting(
+        None,
+        "The master key that wraps encrypted stores' data keys (takes precedence over the file).",
+        "64 hex digits or the base64 of 32 bytes (e.g. `openssl rand -base64 32`)",
+    )
+    MASTER_KEY_FILE: Path | None = _setting(
+        None,
+        "A file holding the master key (hex, base64 or 32 raw bytes); else `$GITMEM_HOME/master.key`,"
+        " made on first use.",
+        "a readable file holding 32 bytes as hex, base64 or raw",
+    )
+    RATE_LIMIT_RPS: Annotated[float, Field(ge=0)] = _setting(
+        200.0, "Per-key token bucket: requests a second (0 turns rate limiting off).", "a number >= 0"
+    )
+    RATE_LIMIT_BURST: Annotated[int, Field(ge=1)] = _setting(
+        400, "Per-key token bucket: the burst a key may spend at once.", "a whole number >= 1"
+    )
+    MAX_BODY_BYTES: Annotated[int, Field(ge=1024)] = _setting(
+        1 << 20,
+        "Request bodies above this are 413 (Git's smart HTTP streams past it).",
+        "a whole number of bytes >= 1024",
+    )
+    PRUNE_INTERVAL: Annotated[float, Field(ge=0)] = _setting(
+        3600.0, "Seconds between the server's retention rounds; 0 turns the schedule off.", "a number of seconds >= 0"
+    )
+    DREAMER: Literal["offline", "anthropic", "offline-hold"] = _setting(
+        "offline",
+        "`offline` (a deterministic tidier, no network), `anthropic` (the SDK against a real"
+        " model, configured by `ANTHROPIC_API_KEY`/`ANTHROPIC_BASE_URL`) or `offline-hold` (tests: the"
+        " offline tidier holding each dream `GITMEM_DREAM_HOLD` seconds).",
+        "'offline', 'anthropic' or 'offline-hold'",
+    )
+    DREAM_RUNNER: bool = _setting(
+        True, "Run dreams in this server process (`off` leaves them to other processes).", "'on' or 'off'"
+    )
+    DREAM_POLL: Annotated[float, Field(gt=0)] = _setting(
+        1.0, "Seconds between the dream runner's looks for pending dreams.", "a number of seconds > 0"
+    )
+    DREAM_TIMEOUT: Annotated[float, Field(gt=0)] = _setting(
+        12 * 3600.0, "Seconds a dream may run.", "a number of seconds > 0"
+    )
+    DREAM_HOLD: Annotated[float, Field(ge=0)] = _setting(
+        30.0, "Tests only: seconds the `offline-hold` dreamer holds a dream.", "a number of seconds >= 0"
+    )
+    SECRETS_ALLOW: str = _setting(
+        "",
+        "Secret-detector rule ids a deployment does not enforce, comma-separated (e.g. `jwt,url-credentials`).",
+        "comma-separated rule ids",
+    )
+    WEBHOOKS: bool = _setting(
+        True,
+        "Deliver webhooks from this server process (one process at a time holds the lease; `off`"
+        " leaves delivery to others).",
+        "'on' or 'off'",
+    )
+    WEBHOOK_POLL: Annotated[float, Field(gt=0)] = _setting(
+        1.0, "Seconds between the webhook deliverer's looks at the outbox.", "a number of seconds > 0"
+    )
+    WEBHOOK_FIRST_RETRY: Annotated[float, Field(gt=0)] = _setting(
+        5.0, "Seconds before a failed webhook delivery is first retried.", "a number of seconds > 0"
+    )
+    WEBHOOK_MAX_RETRY: Annotated[float, Field(gt=0)] = _setting(
+        3600.0, "The longest wait between webhook retries, in seconds.", "a number of seconds > 0"
+    )
+    WEBHOOK_GIVE_UP_AFTER: Annotated[float, Field(gt=0)] = _setting(
+        3 * 86400.0, "Seconds after which an undelivered webhook is given up.", "a number of seconds > 0"
+    )
+    WEBHOOK_TIMEOUT: Annotated[float, Field(gt=0)] = _setting(
+        10.0, "Seconds a webhook delivery may take.", "a number of seconds > 0"
+    )
+    LOG_LEVEL: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] | None = _setting(
+        None,
+        "Log level of the server app (default INFO) and of the agent hooks' bank mount (default WARNING).",
+        "DEBUG, INFO, WARNING, ERROR or CRITICAL",
+    )
+
+    # -- clients (the CLI's --url/--token/--key options read these) --------------------------------
+    URL: str | None = _setting(
+        None, "The server, for `gitmem mount`, `clone`, `prompt` and the agent hooks.", "an http(s) URL", group="client"
+    )
+    TOKEN: SecretStr | None = _setting(
+        None, "A user's token (or an API key) for the client commands.", "a token", group="client"
+    )
+    API_KEY: SecretStr | None = _setting(None, "The API key `gitmem mount` uses.", "an API key", group="client")
+    PROFILE: str | None = _setting(
+        None,
+        "The profile whose bank the agent hooks mount at `.memory/`.",
+        "a profile id (profile_...)",
+        group="client",
+    )
+    STATE_DIR: Path | None = _setting(
+        None,
+        "Where the agent hooks keep their mount's state (else `$XDG_RUNTIME_DIR`, else the temp dir).",
+        "a folder path",
+        group="client",
+    )
+
+    # -- set by the server for its Git hooks, not by people ----------------------------------------
+    USER_ID: str | None = _setting(None, "The pushing user (`user_...`).", "a user id", group="hook")
+    ACCESS: str | None = _setting(None, "The pusher's access (`read_write` may push).", "an access level", group="hook")
+    STORE_ID: str | None = _setting(
+        None, "The store pushed to (default: the repository's folder name).", "a store id", group="hook"
+    )
+    PYTHON: str | None = _setting(
+        None, "The interpreter the hook scripts run gitmem with.", "an executable path", group="hook"
+    )
+    CHECKED: str | None = _setting(
+        None,
+        "The settings above as the server checked them, so that a hook need not check them again"
+        " (`gitmem/config/handoff.py`).",
+        "what the server sets",
+        group="hook",
+    )
+    REWRITE_CRASH_AT: str | None = _setting(
+        None, "Tests only: the rewrite step at which to simulate a crash.", "a step name", group="hook"
+    )
+
+    @field_validator("DREAM_RUNNER", "WEBHOOKS", mode="before")
+    @classmethod
+    def _on_off(cls, value: object) -> object:
+        if isinstance(value, str):
+            word = value.strip().lower()
+            if word in _ON or word in _OFF:
+                return word in _ON
+            raise ValueError("not on or off")
+        return value
+
+    @field_validator("LOG_LEVEL", mode="before")
+    @classmethod
+    def _upper(cls, value: object) -> object:
+        return value.strip().upper() if isinstance(value, str) else value
+
+    @field_validator("FSYNC", "DREAMER", mode="before")
+    @classmethod
+    def _lower(cls, value: object) -> object:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("SECRETS_ALLOW")
+    @classmethod
+    def _known_rules(cls, value: str) -> str:
+        from gitmem.rules.secrets import allowed_rules
+
+        allowed_rules(value)  # ValueError names an unknown rule
+        return value
+
+    @field_validator("DATABASE")
+    @classmethod
+    def _database(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            check_database_url(value.get_secret_value())
+        return value
+
+    @field_validator("MASTER_KEY")
+    @classmethod
+    def _master_key(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            from gitmem.crypto.master_key import check_master_key_text
+
+            check_master_key_text(value.get_secret_value())
+        return value
+
+    @field_validator("MASTER_KEY_FILE")
+    @classmethod
+    def _master_key_file(cls, value: Path | None) -> Path | None:
+        if value is not None:
+            from gitmem.crypto.master_key import check_master_key_file
+
+            check_master_key_file(value)
+        return value
+
+    @field_validator("FILTERS")
+    @classmethod
+    def _filters(cls, value: str) -> str:
+        for name in filter(None, (s.strip() for s in value.split(","))):
+            module_name, _, attr = name.partition(":")
+            if not module_name or not attr:
+                raise ValueError(f"{name!r} is not module:factory")
+            try:
+                factory = getattr(importlib.import_module(module_name), attr)
+            except (ImportError, AttributeError) as exc:
+                raise ValueError(f"{name!r} cannot be loaded ({exc})") from None
+            if not callable(factory):
+                raise ValueError(f"{name!r} is not callable")
+        return value
+
+    @property
+    def filter_names(self) -> list[str]:
+        return [s.strip() for s in self.FILTERS.split(",") if s.strip()]
+
+
+def check_database_url(url: str) -> None:
+    """``ValueError`` naming what is wrong with a database URL, never repeating it (it may hold a password)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url.strip())
+        parts.port  # noqa: B018  # a port that is not a number raises here
+    except ValueError:
+        raise ValueError("is not a URL") from None
+    if parts.scheme.lower() not in ("postgresql", "postgres"):
+        raise ValueError("is not a postgresql:// URL (leave it unset for SQLite in the home)")
+    if not parts.hostname and "host=" not in parts.query:
+        raise ValueError("names no host")
+    if not parts.path.strip("/"):
+        raise ValueError("names no database")
+
+
+def _problem(error: Mapping[str, Any]) -> str:
+    # pydantic's message without the input (it may be a key): "Input should be ..." reads as "should be ...".
+    message = str(error.get("msg", "invalid"))
+    message = message.removeprefix("Value error, ").removeprefix("Input ")
+    return message[:1].lower() + message[1:]
+
+
+def load_settings(environ: Mapping[str, str] | None = None) -> GitmemSettings:
+    """The settings from ``environ`` (default: the process environment), or :class:`SettingsError`
+    for the first bad one."""
+    try:
+        if environ is None:
+            return GitmemSettings()  # pydantic-settings reads the process environment
+        values = {name: environ[PREFIX + name] for name in GitmemSettings.model_fields if environ.get(PREFIX + name)}
+        return GitmemSettings.model_validate(values)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        name = str(error["loc"][0]) if error.get("loc") else "?"
+        expected = _extra(name).get("expected", "a valid value") if name in GitmemSettings.model_fields else "?"
+        raise SettingsError(PREFIX + name, _problem(error), str(expected)) from None
+
+
+def check(environ: Mapping[str, str]) -> Checked:
+    """``environ``'s settings checked, as plain values (what :mod:`gitmem.config.handoff` keeps), the
+    per-push variables aside."""
+    settings = load_settings({k: v for k, v in environ.items() if k in _DIGESTED})
+    return Checked(settings.model_dump(mode="json", exclude=set(_SECRETS | NOT_DIGESTED)), _SECRETS)
+
+
+_SECRETS = frozenset(
+    name
+    for name, field in GitmemSettings.model_fields.items()
+    if SecretStr in (field.annotation, *typing.get_args(field.annotation))
+)
+_DIGESTED = frozenset(PREFIX + name for name in GitmemSettings.model_fields if name not in NOT_DIGESTED)
+
+
+def _extra(name: str) -> dict[str, Any]:
+    extra = GitmemSettings.model_fields[name].json_schema_extra
+    return extra if isinstance(extra, dict) else {}
+
+
+def _default_text(name: str) -> str:
+    shown = _extra(name).get("shown_default")
+    if shown:
+        return str(shown)
+    default = GitmemSettings.model_fields[name].default
+    if default is None or default == "":
+        return "none"
+    if isinstance(default, bool):
+        return "on" if default else "off"
+    if isinstance(default, float) and default.is_integer():
+        return str(int(default))
+    return str(default)
+
+
+def markdown_table() -> str:
+    """The README's table of settings, generated from :class:`GitmemSettings`."""
+    sections = {
+        "server": "the server and every command",
+        "client": "client commands (`mount`, `clone`, `prompt`, the agent hooks)",
+        "hook": "set by the server for its Git hooks; not for you to set",
+    }
+    lines = ["| variable | meaning | default |", "| --- | --- | --- |"]
+    for group, title in sections.items():
+        lines.append(f"| **{title}** | | |")
+        for name, field in GitmemSettings.model_fields.items():
+            if _extra(name).get("group") == group:
+                lines.append(f"| `{PREFIX}{name}` | {field.description} | {_default_text(name)} |")
+    return "\n".join(lines) + "\n"

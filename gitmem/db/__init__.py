@@ -1,0 +1,109 @@
+"""One storage interface for everything that is not a Git object: SQLite beside the repositories, or PostgreSQL.
+
+The engine writes its SQL once, in SQLite's dialect as it always has (``?`` placeholders, ``count(*)``,
+``coalesce``, ``ON CONFLICT ... DO UPDATE``), and talks to a :class:`Database`:
+
+- ``db.execute(sql, params)`` / ``db.executemany(sql, rows)``: one statement; the result has
+  ``fetchone()``, ``fetchall()``, iteration and ``rowcount``, and every row reads by position and by
+  column name (``row[0]``, ``row["id"]``, ``dict(...)`` of pairs, tuple unpacking).
+- ``with db.transaction() as tx:`` a write transaction, committed on success, rolled back on any
+  exception. Inside it, ``db.execute`` on the same thread runs in that transaction too (as SQLite's
+  per-thread connection always did), so code that reads through a helper mid-transaction sees its own
+  writes and never asks the pool for a second connection.
+- ``tx.lock(key)``: a lock held until the transaction ends, whatever ends it (a crashed process's lock
+  dies with its connection). PostgreSQL: ``pg_advisory_xact_lock`` on a 64-bit hash of the key. SQLite:
+  nothing more to take, since ``BEGIN IMMEDIATE`` already holds the file's one write lock.
+- ``tx.notify(channel, payload)``: sent to every listener when the transaction commits (PostgreSQL's
+  ``NOTIFY``; SQLite has no other node to tell: listeners in this process are called after the commit).
+- ``db.dialect`` (``"sqlite"`` or ``"postgresql"``) for the few statements that differ: schemas
+  (``BIGINT`` and identity keys, triggers as PL/pgSQL functions: :mod:`gitmem.db.migrations`) and
+  JSON functions. ``INSERT OR IGNORE``/``OR REPLACE`` are written ``INSERT ... ON CONFLICT DO NOTHING``
+  / ``DO UPDATE SET``, which both engines read (qualify the table's own columns in its ``WHERE``).
+
+Why SQLite's dialect as the written form: every existing statement is already in it, both engines read
+it with one mechanical change (``?`` becomes ``%s``, a literal ``%`` becomes ``%%``), and the statements
+that truly differ are few enough to branch on ``dialect`` where they are.
+
+**SQLite** (:class:`SQLiteDatabase`) keeps what :mod:`gitmem.db.thread_connections` guarantees: one
+connection per thread (a transaction belongs to a connection; a shared one let one thread's rollback
+end another's transaction), writers of a process taking turns on one lock per file, other processes
+meeting SQLite's own lock. ``durable=False`` is for what is rebuildable (indexes): ``synchronous=NORMAL``.
+
+**PostgreSQL** (:class:`PostgresDatabase`) uses psycopg 3 with a :class:`psycopg_pool.ConnectionPool`:
+a read outside a transaction borrows a connection for one autocommit statement and returns it with the
+rows fetched; a transaction keeps one connection until it ends. Transactions run at READ COMMITTED,
+so code that must not race (a count before an insert) takes a :meth:`Transaction.lock` first: the
+catalog takes one lock for every write (:data:`CATALOG_LOCK`), which is what SQLite's file lock gave.
+Listening (:meth:`PostgresDatabase.listen`) uses one dedicated connection a process, outside the pool.
+
+See docs/architecture.md ("Where the rows live").
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+
+from gitmem.db.interface import (
+    CATALOG_LOCK,
+    LOCK_TIMEOUT_SECONDS,
+    Database,
+    Dialect,
+    Params,
+    Result,
+    Transaction,
+    sqlite_statements,
+)
+from gitmem.db.postgres import PostgresDatabase, Row, Rows, lock_id, redact_url, to_postgres
+from gitmem.db.sqlite import SQLiteDatabase
+
+_URL = re.compile(r"^postgres(ql)?://", re.IGNORECASE)
+
+
+def is_postgres_url(value: str) -> bool:
+    return bool(_URL.match(value))
+
+
+def open_database(url: str | None, sqlite_path: Path) -> Database:
+    """PostgreSQL at ``url`` if one is given, else the SQLite file ``sqlite_path``."""
+    if url:
+        return PostgresDatabase(url)
+    return SQLiteDatabase(sqlite_path)
+
+
+def database_errors() -> tuple[type[Exception], ...]:
+    """Errors of either engine that mean the storage failed (not the request)."""
+    import psycopg
+
+    return (sqlite3.Error, psycopg.Error)
+
+
+def integrity_errors() -> tuple[type[Exception], ...]:
+    """A unique key or another constraint refused the change, on either engine."""
+    import psycopg
+
+    return (sqlite3.IntegrityError, psycopg.IntegrityError)
+
+
+__all__ = [
+    "CATALOG_LOCK",
+    "LOCK_TIMEOUT_SECONDS",
+    "Database",
+    "Dialect",
+    "Params",
+    "PostgresDatabase",
+    "Result",
+    "Row",
+    "Rows",
+    "SQLiteDatabase",
+    "Transaction",
+    "database_errors",
+    "integrity_errors",
+    "is_postgres_url",
+    "lock_id",
+    "open_database",
+    "redact_url",
+    "sqlite_statements",
+    "to_postgres",
+]

@@ -1,0 +1,4 @@
+"""A store's derived index: notes and versions (:mod:`.store_index`, asked by :mod:`.queries`) in a
+SQLite file (:mod:`.sqlite_file`) or a PostgreSQL schema (:mod:`.postgres_schema`), and full-text search
+(:mod:`.search`, its table :mod:`.search_table`, its query language :mod:`.search_query`).
+"""

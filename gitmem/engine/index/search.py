@@ -1,0 +1,165 @@
+"""Full-text search over a store's current notes: BM25 (SQLite FTS5, ``porter unicode61``), the path
+weighted above the body, snippets with the matched words in ``**``.
+
+Plain stores keep their text table in the store's index file, kept by the index itself in the step
+that applies each version (:mod:`gitmem.engine.index.search_table`): a note is findable once its write returns.
+
+Encrypted stores put no text on disk: each process keeps an in-memory FTS table per store, filled
+from decrypted notes on the first search and brought up to date, note by note, whenever ``main`` has
+moved since the last one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+from gitmem.crypto.codec import PlainCodec
+from gitmem.engine.index import postgres_schema as index_pg
+from gitmem.engine.index.search_query import groups, to_fts
+from gitmem.engine.index.search_table import ensure_schema, forget, put
+from gitmem.engine.index.store_index import StoreIndex, upper_bound
+from gitmem.engine.store.store import MemoryStore, check_limit
+from gitmem.errors import InvalidRequest
+from gitmem.git.repository import blob_at
+from gitmem.model import Note, Page
+from gitmem.rules import paths
+
+MAX_SEARCH_PAGE = 100
+MAX_OFFSET = 1_000_000  # a page token deeper than this is not one we made
+PATH_WEIGHT, BODY_WEIGHT = 5.0, 1.0
+MARK = "**"  # around each matched word in a snippet
+SNIPPET_TOKENS = 24
+MEMORY_INDEXES_PER_PROCESS = 32  # encrypted stores whose text a process keeps in memory
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    note: Note  # the basic view: no content
+    score: float  # higher is better
+    snippets: tuple[str, ...]
+
+
+# -- encrypted stores: in memory -----------------------------------------------------------------
+
+
+class _MemoryText:
+    """One encrypted store's text in an in-memory SQLite database, shared by the process's threads."""
+
+    def __init__(self) -> None:
+        self.db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+        self.db.execute("PRAGMA temp_store=MEMORY")  # sorts and temporary tables never spill to disk
+        ensure_schema(self.db)
+        self.lock = threading.Lock()
+        self.tip: str | None = None
+        self.seen: dict[str, tuple[str, str]] = {}  # memory_id -> (path, blob_id)
+
+    def sync(self, store: MemoryStore) -> None:
+        """Bring the table to the store's (caught-up) index: only the notes that changed."""
+        tip = store.index.indexed_tip()
+        if tip == self.tip:
+            return
+        current = {row.memory_id: (row.path, row.blob_id) for row in store.index.all_notes()}
+        self.db.execute("BEGIN")
+        try:
+            for memory_id in self.seen.keys() - current.keys():
+                forget(self.db, memory_id)
+            for memory_id, (path, blob_id) in current.items():
+                if self.seen.get(memory_id) != (path, blob_id):
+                    body = store.codec.decode(path, blob_at(store.repo, blob_id).read_raw()).decode("utf-8", "replace")
+                    put(self.db, memory_id, path, body)
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+        self.tip, self.seen = tip, current
+
+
+_memory_texts: OrderedDict[str, _MemoryText] = OrderedDict()
+_memory_texts_lock = threading.Lock()
+
+
+def _memory_text(store: MemoryStore) -> _MemoryText:
+    key = str(store.path.resolve())
+    with _memory_texts_lock:
+        text = _memory_texts.get(key)
+        if text is None:
+            text = _memory_texts[key] = _MemoryText()
+            while len(_memory_texts) > MEMORY_INDEXES_PER_PROCESS:
+                _memory_texts.popitem(last=False)[1].db.close()
+        _memory_texts.move_to_end(key)
+        return text
+
+
+def forget_store(store_path: Path) -> None:
+    """Drop a deleted store's in-memory text (if this process holds any)."""
+    with _memory_texts_lock:
+        text = _memory_texts.pop(str(store_path.resolve()), None)
+    if text is not None:
+        text.db.close()
+
+
+# -- searching ------------------------------------------------------------------------------------
+
+_QUERY = (
+    f"SELECT d.memory_id, -rank, snippet(search_text, 1, '{MARK}', '{MARK}', '…', {SNIPPET_TOKENS})"
+    " FROM search_text JOIN search_docs d ON d.docid = search_text.rowid"
+    f" WHERE search_text MATCH ? AND rank MATCH 'bm25({PATH_WEIGHT}, {BODY_WEIGHT})'"
+    " AND d.path >= ? AND d.path < ? ORDER BY rank LIMIT ? OFFSET ?"
+)
+
+
+def _fingerprint(query: str, prefix: str) -> str:
+    return hashlib.sha256(f"{prefix}\x00{query}".encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _offset(index: StoreIndex, page: str | None, fingerprint: str) -> int:
+    if page is None:
+        return 0
+    offset, found = index.tokens.decode(page, "search", int, str)
+    if not 0 <= offset <= MAX_OFFSET:
+        raise InvalidRequest("invalid page token")
+    if found != fingerprint:
+        raise InvalidRequest("invalid page token: it belongs to another search")
+    return int(offset)
+
+
+def search(
+    store: MemoryStore, query: str, path_prefix: str | None = None, limit: int = 20, page: str | None = None
+) -> Page[SearchHit]:
+    """The store's current notes that match ``query`` (see :mod:`gitmem.engine.index.search_query`), best first."""
+    check_limit(limit, MAX_SEARCH_PAGE, full=False)
+    prefix = paths.validate_prefix(path_prefix or "/")
+    fingerprint = _fingerprint(query, prefix)
+    offset = _offset(store.index, page, fingerprint)
+    expression = to_fts(query)
+    store.index.catch_up()
+    if expression is None:
+        return Page([], None)
+    upper = upper_bound(prefix) if prefix != "/" else "0"
+    args = (prefix, upper, limit + 1, offset)
+    if not isinstance(store.codec, PlainCodec):
+        text = _memory_text(store)
+        with text.lock:
+            text.sync(store)
+            rows = text.db.execute(_QUERY, (expression, *args)).fetchall()
+    elif store.index.dialect == "postgresql":
+        statement = index_pg.search_sql(SNIPPET_TOKENS)
+        rows = store.index.db.execute(statement, (index_pg.to_tsquery(groups(query)), *args)).fetchall()
+    else:
+        rows = store.index.db.execute(_QUERY, (expression, *args)).fetchall()
+    hits = []
+    for memory_id, score, snippet in rows[:limit]:
+        row = store.index.note(memory_id)
+        if row is not None:  # deleted by another process since
+            snippets = (snippet.strip(),) if snippet and snippet.strip() else ()
+            hits.append(SearchHit(store._note(row, with_content=False), float(score), snippets))
+    more = len(rows) > limit
+    return Page(hits, store.index.tokens.encode("search", offset + limit, fingerprint) if more else None)
+
+
+__all__ = ["MAX_SEARCH_PAGE", "SearchHit", "forget_store", "search"]

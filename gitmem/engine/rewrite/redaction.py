@@ -1,0 +1,60 @@
+"""Redaction: one version blanked everywhere, with the history rewrite of :mod:`gitmem.engine.rewrite.rewrite`.
+
+A redacted version keeps its id, author and time and gains ``Redacted-At`` and ``Redacted-By``; its path
+and content leave every commit, the index and the object store. The newest version of a note that still
+exists cannot be redacted (409): that would change the note. Redacting again changes nothing. Allowed on
+archived stores (no note changes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gitmem.engine.rewrite.history import Entry
+from gitmem.engine.rewrite.purge import finish_pending_purge
+from gitmem.engine.rewrite.report import RewriteReport
+from gitmem.engine.rewrite.rewrite import rewrite_history
+from gitmem.engine.store.store import MemoryStore
+from gitmem.errors import Conflict, NotFound
+from gitmem.model import Actor, Version
+
+__all__ = ["redact", "redact_version"]
+
+_NEWEST = "the newest version of a memory that still exists cannot be redacted"
+
+
+def redact_version(store: MemoryStore, version_id: str, actor: Actor | None) -> RewriteReport:
+    """Blank one version of ``store`` everywhere; what the rewrite did."""
+    store.index.catch_up()
+    row = store.index.version(version_id)
+    if row is None:
+        raise NotFound(f"memory version {version_id} not found")
+    if row.record.redacted_at is not None:
+        return finish_pending_purge(store)  # already redacted; make sure a crashed purge is finished
+    note = store.index.note(row.record.memory_id)
+    if note is not None and note.version_id == version_id:
+        raise Conflict(_NEWEST)
+    when = store.clock()
+
+    def plan(entries: Sequence[Entry], live: frozenset[str]) -> list[Entry | None]:
+        # Decided again on the snapshot the rewrite reads: the index may have been behind a push.
+        found = [e for e in entries if e.record.version_id == version_id]
+        if not found:
+            raise NotFound(f"memory version {version_id} not found")
+        target = found[0]
+        if target.redacted:
+            return list(entries)
+        newest = max(e.seq for e in entries if e.record.memory_id == target.record.memory_id)
+        if target.record.memory_id in live and target.seq == newest:
+            raise Conflict(_NEWEST)
+        return [target.redact(when, actor) if e is target else e for e in entries]
+
+    return rewrite_history(store, plan)
+
+
+def redact(store: MemoryStore, version_id: str, actor: Actor | None = None) -> Version:
+    """Blank one version of ``store`` everywhere; the version as it reads now (without content)."""
+    redact_version(store, version_id, actor)
+    version = store.version(version_id, with_content=False)
+    store.announce_redaction(version)
+    return version

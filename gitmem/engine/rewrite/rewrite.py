@@ -1,0 +1,247 @@
+"""History rewriting: the one mechanism behind retention, redaction and key rotation (docs/architecture.md).
+
+``main``'s versions are read in order (:mod:`gitmem.engine.rewrite.history`), a plan says what becomes of each
+(kept, dropped, blanked, re-encoded), and the kept ones are written onto a new root, one commit per
+version with its trailers, author and times (:mod:`gitmem.engine.rewrite.fast_import`); both sides replay
+versions by the one rule of :mod:`gitmem.git.replay`.
+
+Safety, in order (each step a function below):
+
+1. Under ``gitmem/rewrite.lock`` (one rewrite at a time per store), take a snapshot of the tip, plan,
+   and build the new history without holding the writer lock (``git fast-import`` into a temporary
+   ref, one pack, no loose-object storm). Check that it ends with exactly the notes the snapshot has.
+2. Take the writer lock, replay the commits that landed since the snapshot on top of the new
+   history, write the purge marker, and :func:`repository.compare_and_swap` ``main``.
+3. Still under the writer lock, physically delete what is unreachable (:mod:`gitmem.engine.rewrite.purge`).
+4. Rebuild the index (``catch_up`` sees a ``main`` that does not descend from what it indexed) and
+   ``VACUUM`` it; verify that every blob only the old history used is unreadable, and report it.
+
+A crash anywhere leaves the old history or the new one: before the swap only unreferenced objects
+were written; after it, ``gitmem/purge-pending.json`` makes the next rewrite (or
+:func:`gitmem.engine.rewrite.purge.finish_pending_purge`) finish the deletion.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pygit2
+
+from gitmem.engine.rewrite.fast_import import REWRITE_REF, NewHistory, Progress, check_same_notes
+from gitmem.engine.rewrite.history import Diverged, Entry, History
+from gitmem.engine.rewrite.locked_git import checkpoint, delete_ref, rewrite_lock, writer_lock
+from gitmem.engine.rewrite.purge import (
+    finish_purge_locked,
+    marker,
+    objects_size,
+    purge_locked,
+    read_marker,
+    scrub_index,
+    verify,
+    write_marker,
+)
+from gitmem.engine.rewrite.report import RewriteReport
+from gitmem.errors import RewriteFailed, StoreBusy
+from gitmem.git import repository
+from gitmem.git.repository import read_tip
+
+if TYPE_CHECKING:
+    from gitmem.engine.store.store import MemoryStore
+
+log = logging.getLogger(__name__)
+
+MAX_SWAP_ATTEMPTS = 20
+
+# A plan sees every version (oldest first) and the ids of the notes that exist at the tip, and says
+# what each becomes: the same Entry (kept as is), another Entry (blanked, or a new blob) or None (dropped).
+Plan = Callable[[Sequence[Entry], frozenset[str]], list["Entry | None"]]
+
+
+@dataclass
+class _Planned:
+    """What the plan made of the snapshot: the new history's versions and where each old blob went."""
+
+    snapshot: pygit2.Oid | None
+    history: History
+    kept: list[Entry]
+    kept_blobs: set[str]  # blobs the new history's trees use
+    gone: set[str]  # blobs of old versions that were dropped or changed: to purge unless still used
+    blob_map: dict[str, str]  # old blob -> its replacement (a re-encryption)
+
+
+@contextlib.contextmanager
+def _timed(report: RewriteReport, step: str) -> Iterator[None]:
+    clock = time.monotonic()
+    yield
+    report.timings[step] = time.monotonic() - clock
+
+
+def rewrite_history(
+    store: MemoryStore,
+    plan: Plan,
+    *,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+    lock_timeout: float = 60.0,
+    landed: Callable[[Entry], Entry] | None = None,
+) -> RewriteReport:
+    """Replay ``main`` through ``plan``, swap it in, and purge what the old history alone held.
+
+    Versions that land while the rewrite runs are replayed on top as they are, or through ``landed``
+    (a key rotation re-encrypts them too)."""
+    repo_path = store.path
+    report = RewriteReport(store.id, dry_run=dry_run)
+    with contextlib.nullcontext() if dry_run else rewrite_lock(repo_path, lock_timeout):
+        repo = pygit2.Repository(str(repo_path))
+        with _timed(report, "read"):
+            report.bytes_before = objects_size(repo_path)
+            if not dry_run:
+                delete_ref(repo_path, REWRITE_REF)
+            planned = _snapshot_and_plan(repo, plan, report)
+        if dry_run:
+            report.blobs_shared = sorted(planned.gone & planned.kept_blobs)
+            report.blobs_purged = sorted(planned.gone - planned.kept_blobs)  # would be
+            report.bytes_after = report.bytes_before
+            return report
+        if not report.changed:
+            with _timed(report, "purge"):
+                finish_purge_locked(store, report)
+                report.bytes_after = objects_size(repo_path)
+            return report
+        with _timed(report, "rebuild"):
+            new_history, new_tip = _rebuild(repo_path, repo, planned, progress)
+        try:
+            _swap_and_purge(store, repo, planned, new_history, new_tip, landed, report)
+        except BaseException:
+            if report.new_tip is None:  # nothing swapped: forget the new history (the marker stays
+                delete_ref(repo_path, REWRITE_REF)  # harmless; it only asks for a purge)
+            raise
+        with _timed(report, "index"):
+            scrub_index(store)
+        with _timed(report, "verify"):
+            _verify_purged(repo_path, planned.gone & new_history.blobs, report)
+        return report
+
+
+def _snapshot_and_plan(repo: pygit2.Repository, plan: Plan, report: RewriteReport) -> _Planned:
+    """Read ``main``'s history at its tip now and ask the plan what becomes of every version."""
+    snapshot = read_tip(repo)
+    history = History(repo)
+    entries = history.read(snapshot, None) if snapshot is not None else []
+    decided = plan(entries, history.live())
+    if len(decided) != len(entries):
+        raise ValueError("a rewrite plan must say what becomes of every version")
+    pairs = list(zip(entries, decided, strict=True))
+    report.old_tip = str(snapshot) if snapshot is not None else None
+    report.versions_before = len(entries)
+    report.versions_after = sum(d is not None for d in decided)
+    report.dropped = [e.record.version_id for e, d in pairs if d is None]
+    report.redacted = [e.record.version_id for e, d in pairs if d is not None and d.redacted and not e.redacted]
+    report.changed = any(d is not e for e, d in pairs)
+    return _Planned(
+        snapshot,
+        history,
+        [d for d in decided if d is not None],
+        kept_blobs={d.blob for d in decided if d is not None and d.blob is not None and d.changes_state},
+        gone={e.blob for e, d in pairs if e.blob is not None and (d is None or d.blob != e.blob)},
+        blob_map={
+            e.blob: d.blob
+            for e, d in pairs
+            if e.blob is not None and d is not None and d.blob is not None and d.blob != e.blob
+        },
+    )
+
+
+def _rebuild(
+    repo_path: Path, repo: pygit2.Repository, planned: _Planned, progress: Progress | None
+) -> tuple[NewHistory, str]:
+    """Write the new history with ``git fast-import`` (no lock held) and check it ends with the same notes."""
+    assert planned.snapshot is not None
+    new_history = NewHistory(repo_path)
+    new_tip = new_history.run(planned.kept, None, progress)
+    check_same_notes(repo, planned.snapshot, new_tip, planned.blob_map)
+    checkpoint("built")
+    return new_history, new_tip
+
+
+def _swap_and_purge(
+    store: MemoryStore,
+    repo: pygit2.Repository,
+    planned: _Planned,
+    new_history: NewHistory,
+    new_tip: str,
+    landed: Callable[[Entry], Entry] | None,
+    report: RewriteReport,
+) -> None:
+    """Under the writer lock: replay what landed since the snapshot, mark what to purge, swap ``main``, purge."""
+    repo_path = store.path
+    clock = time.monotonic()
+    with writer_lock(store):
+        base = planned.snapshot
+        for _attempt in range(MAX_SWAP_ATTEMPTS):
+            current = read_tip(repo)
+            if current is None:
+                raise RewriteFailed("main disappeared during the rewrite; nothing was changed")
+            if current != base:
+                assert base is not None
+                new_tip = _replay_landed(repo, planned, new_history, base, current, new_tip, landed, report)
+                base = current
+            previous = read_marker(repo_path) or set()
+            write_marker(repo_path, (planned.gone | previous) - new_history.blobs)
+            checkpoint("before-swap")
+            if repository.compare_and_swap(repo, base, pygit2.Oid(hex=new_tip)):
+                break
+        else:
+            raise StoreBusy(f"store {store.id} kept changing; its history was not rewritten")
+        checkpoint("after-swap")
+        report.new_tip = new_tip
+        report.timings["swap"] = time.monotonic() - clock
+        clock = time.monotonic()
+        purge_locked(repo_path)
+    report.timings["purge"] = time.monotonic() - clock
+
+
+def _replay_landed(
+    repo: pygit2.Repository,
+    planned: _Planned,
+    new_history: NewHistory,
+    base: pygit2.Oid,
+    current: pygit2.Oid,
+    new_tip: str,
+    landed: Callable[[Entry], Entry] | None,
+    report: RewriteReport,
+) -> str:
+    """Put the versions written between ``base`` and ``current`` on top of the new history; its new tip."""
+    try:
+        arrived = planned.history.read(current, base)
+    except Diverged:
+        raise RewriteFailed("main was rewritten by someone else meanwhile; nothing was changed") from None
+    replayed = [landed(e) for e in arrived] if landed is not None else arrived
+    for old, new in zip(arrived, replayed, strict=True):
+        if old.blob is not None and new.blob is not None and new.blob != old.blob:
+            planned.blob_map[old.blob] = new.blob
+            planned.gone.add(old.blob)
+    new_tip = new_history.run(replayed, new_tip)
+    check_same_notes(repo, current, new_tip, planned.blob_map)
+    report.replayed += len(arrived)
+    report.versions_before += len(arrived)
+    report.versions_after += len(arrived)
+    return new_tip
+
+
+def _verify_purged(repo_path: Path, shared: set[str], report: RewriteReport) -> None:
+    """Check that every blob the marker names is unreadable now, then drop the marker."""
+    pending = read_marker(repo_path) or set()
+    report.blobs_shared = sorted(shared)
+    verify(repo_path, pending, report)
+    marker(repo_path).unlink(missing_ok=True)
+    report.bytes_after = objects_size(repo_path)
+
+
+__all__ = ["Plan", "rewrite_history"]

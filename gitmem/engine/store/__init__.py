@@ -1,0 +1,4 @@
+"""One memory store: its notes and versions (:mod:`.store`), the group commit that writes them
+(:mod:`.group_commit`, planned by :mod:`.write_plans`), and what reads a version against another
+(:mod:`.diff`, :mod:`.restore`).
+"""

@@ -1,0 +1,377 @@
+"""A memory store (porcelain): notes and versions over one bare repository.
+
+Every change is one commit on ``main`` made under the store's writer lock and swapped in with a
+compare-and-swap; the index follows. Writes that arrive together are committed together
+(:mod:`gitmem.engine.store.group_commit`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pygit2
+
+from gitmem.clock import Clock, from_micros, system_clock, to_micros
+from gitmem.crypto.codec import ContentCodec, PlainCodec
+from gitmem.engine.index.store_index import NoteRow, StoreIndex, VersionRow
+from gitmem.engine.store.group_commit import BatchView, Change, Landed, Plan, committer_for
+from gitmem.engine.store.write_plans import WritePlanner
+from gitmem.errors import InvalidRequest, NotFound, PreconditionFailed
+from gitmem.git import packing as maintenance
+from gitmem.git.repository import blob_at, read_tip
+from gitmem.model import Actor, ActorType, MemoryPrefix, Note, Operation, Page, Version
+from gitmem.rules import paths
+from gitmem.rules.policy import MEMORY_STORE, StorePolicy
+
+if TYPE_CHECKING:
+    from gitmem.engine.index.search import SearchHit
+    from gitmem.engine.store.diff import VersionDiff
+
+log = logging.getLogger(__name__)
+
+PACK_EVERY_WRITES = 256  # at most, between background packs (gitmem.git.packing decides sooner)
+MAX_NOTES_PAGE = 1000
+MAX_VERSIONS_PAGE = 100
+MAX_FULL_PAGE = 20
+
+
+def _stored_time(when: dt.datetime) -> dt.datetime:
+    """A time as the index gives it back (microseconds, UTC)."""
+    return from_micros(to_micros(when))
+
+
+def check_limit(limit: int, maximum: int, *, full: bool) -> int:
+    cap = min(maximum, MAX_FULL_PAGE) if full else maximum
+    if not isinstance(limit, int) or not 1 <= limit <= cap:
+        view = " with view=full" if full else ""
+        raise InvalidRequest(f"limit must be between 1 and {cap}{view}")
+    return limit
+
+
+def check_listing(path_prefix: str | None, depth: int, limit: int, *, with_content: bool) -> str:
+    """The arguments of a notes listing, checked; returns the folder prefix."""
+    prefix = paths.validate_prefix(path_prefix or "/")
+    if depth not in (0, 1):
+        raise InvalidRequest("depth must be 0 or 1")
+    check_limit(limit, MAX_NOTES_PAGE, full=with_content)
+    return prefix
+
+
+class MemoryStore:
+    def __init__(
+        self,
+        repo_path: Path,
+        store_id: str,
+        *,
+        policy: StorePolicy = MEMORY_STORE,
+        codec: ContentCodec | None = None,
+        clock: Clock = system_clock,
+        write_guard: Callable[[], None] | None = None,
+        on_commit: Callable[[MemoryStore], object] | None = None,
+        on_redact: Callable[[MemoryStore, Version], None] | None = None,
+        database_url: str | None = None,
+    ) -> None:
+        self.path = repo_path
+        self.id = store_id
+        self.policy = policy
+        self.codec: ContentCodec = codec or PlainCodec()
+        self.clock = clock
+        self.planner = WritePlanner(policy, self.codec, clock)
+        self._write_guard = write_guard or (lambda: None)
+        # Told right after a change lands (webhooks' outbox); a failure there never fails the write.
+        self._on_commit = on_commit
+        self._on_redact = on_redact
+        # database_url: the index in PostgreSQL rather than in a SQLite file beside the repository.
+        self.index = StoreIndex(pygit2.Repository(str(repo_path)), database_url=database_url, store_id=store_id)
+
+    @property
+    def repo(self) -> pygit2.Repository:
+        """This thread's repository: a store object may be shared by threads, libgit2 objects not."""
+        return self.index.repo
+
+    def close(self) -> None:
+        self.index.close()
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    def _content(self, path: str, blob_id: str) -> str:
+        return self.codec.decode(path, blob_at(self.repo, blob_id).data).decode("utf-8")
+
+    def _note(self, row: NoteRow, with_content: bool) -> Note:
+        return Note(
+            id=row.memory_id,
+            store_id=self.id,
+            path=row.path,
+            content_sha256=row.sha256,
+            content_size_bytes=row.size,
+            blob_id=row.blob_id,
+            version_id=row.version_id,
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+            content=self._content(row.path, row.blob_id) if with_content else None,
+        )
+
+    def _version(self, row: VersionRow, with_content: bool) -> Version:
+        r = row.record
+        content = None
+        if with_content and row.blob_id is not None and r.path is not None and r.redacted_at is None:
+            content = self._content(r.path, row.blob_id)
+        return Version(
+            id=r.version_id,
+            store_id=self.id,
+            memory_id=r.memory_id,
+            operation=r.operation,
+            created_at=r.created_at,
+            created_by=r.created_by,
+            path=r.path,
+            content_sha256=r.content_sha256,
+            content_size_bytes=r.content_size,
+            commit_id=row.commit_id,
+            content=content,
+            redacted_at=r.redacted_at,
+            redacted_by=r.redacted_by,
+        )
+
+    def caught_up(self) -> bool:
+        """Whether the index reflects ``main`` now, so that a read may skip :meth:`StoreIndex.catch_up`
+        (which can wait for the writer's transaction). A writer records its commits in the index before
+        it answers, so a read that follows an answered write still sees it."""
+        tip = read_tip(self.repo)
+        return (str(tip) if tip is not None else None) == self.index.indexed_tip()
+
+    def get(self, memory_id: str, with_content: bool = True, *, catch_up: bool = True) -> Note:
+        """The note; ``catch_up=False`` reads the index as it is (after :meth:`caught_up`)."""
+        if catch_up:
+            self.index.catch_up()
+        row = self.index.note(memory_id)
+        if row is None:
+            raise NotFound(f"memory {memory_id} not found")
+        return self._note(row, with_content)
+
+    def get_by_path(self, path: str, with_content: bool = True) -> Note:
+        self.index.catch_up()
+        row = self.index.note_at(path)
+        if row is None:
+            raise NotFound(f"no memory at {path}")
+        return self._note(row, with_content)
+
+    def list(
+        self,
+        path_prefix: str | None = None,
+        depth: int = 0,
+        limit: int = 20,
+        page: str | None = None,
+        with_content: bool = False,
+    ) -> Page[Note | MemoryPrefix]:
+        prefix = check_listing(path_prefix, depth, limit, with_content=with_content)
+        self.index.catch_up()
+        rows, token = self.index.list_notes(prefix, depth, limit, page)
+        items = [r if isinstance(r, MemoryPrefix) else self._note(r, with_content) for r in rows]
+        return Page(items, token)
+
+    def versions(
+        self,
+        *,
+        memory_id: str | None = None,
+        operation: Operation | None = None,
+        task_id: str | None = None,
+        api_key_id: str | None = None,
+        user_id: str | None = None,
+        created_gte: dt.datetime | None = None,
+        created_lte: dt.datetime | None = None,
+        limit: int = 20,
+        page: str | None = None,
+        with_content: bool = False,
+    ) -> Page[Version]:
+        if operation is not None and operation not in ("created", "modified", "deleted"):
+            raise InvalidRequest("operation must be created, modified or deleted")
+        filters: tuple[tuple[ActorType, str | None], ...] = (
+            ("task_actor", task_id),
+            ("api_actor", api_key_id),
+            ("user_actor", user_id),
+        )
+        actors = [Actor(kind, value) for kind, value in filters if value]
+        if len(actors) > 1:
+            raise InvalidRequest("filter by at most one of task_id, api_key_id and user_id")
+        check_limit(limit, MAX_VERSIONS_PAGE, full=with_content)
+        self.index.catch_up()
+        rows, token = self.index.list_versions(
+            memory_id=memory_id,
+            operation=operation,
+            actor=actors[0] if actors else None,
+            created_gte=created_gte,
+            created_lte=created_lte,
+            limit=limit,
+            page=page,
+        )
+        return Page([self._version(r, with_content) for r in rows], token)
+
+    def version(self, version_id: str, with_content: bool = True) -> Version:
+        self.index.catch_up()
+        row = self.index.version(version_id)
+        if row is None:
+            raise NotFound(f"memory version {version_id} not found")
+        return self._version(row, with_content)
+
+    # -- writing ----------------------------------------------------------------------------------
+
+    def create(self, path: str, content: str, actor: Actor | None = None) -> Note:
+        self.policy.validate_path(path)
+        data = self.policy.check_content(path, content)
+
+        landed = self._write(lambda view: self.planner.create(view, path, data, actor))
+        assert landed is not None
+        return self._landed_note(landed)
+
+    def upsert(
+        self, path: str, content: str, actor: Actor | None = None, expected_sha256: str | None = None
+    ) -> tuple[Note, bool]:
+        """Create the note at ``path``, or replace its content if there is one: decided inside the write,
+        against the tip, so two writers never both create. With ``expected_sha256``, only if a note is
+        there with that content. Returns the note and whether it was created."""
+        self.policy.validate_path(path)
+        data = self.policy.check_content(path, content)
+        decided: list[tuple[str, bool]] = []  # (memory id, created) as planned by the attempt that ran last
+
+        def plan(view: BatchView) -> Change | None:
+            existing = view.index.note_at(path)
+            if existing is None:
+                if expected_sha256 is not None:
+                    raise PreconditionFailed(f"there is no memory at {path} with content_sha256 {expected_sha256}")
+                change = self.planner.create(view, path, data, actor)
+                decided.append((change.record.memory_id, True))
+                return change
+            decided.append((existing.memory_id, False))
+            return self.planner.update(view, existing.memory_id, None, data, expected_sha256, None, actor)
+
+        self._write(plan)
+        memory_id, created = decided[-1]
+        return self.get(memory_id, with_content=False), created
+
+    def update(
+        self,
+        memory_id: str,
+        content: str | None = None,
+        path: str | None = None,
+        *,
+        expected_sha256: str | None = None,
+        expected_blob_id: str | None = None,
+        actor: Actor | None = None,
+    ) -> Note:
+        if path is not None:
+            self.policy.validate_path(path)
+        data = None
+        if content is not None:
+            current = self.index.note(memory_id)  # only to name the note in a refusal
+            data = self.policy.check_content(path or (current.path if current else memory_id), content)
+
+        landed = self._write(
+            lambda view: self.planner.update(view, memory_id, path, data, expected_sha256, expected_blob_id, actor)
+        )
+        if landed is None:
+            return self.get(memory_id, with_content=False)
+        return self._landed_note(landed)
+
+    def delete(
+        self,
+        memory_id: str,
+        *,
+        expected_sha256: str | None = None,
+        expected_blob_id: str | None = None,
+        actor: Actor | None = None,
+    ) -> Version:
+        landed = self._write(
+            lambda view: self.planner.delete(view, memory_id, expected_sha256, expected_blob_id, actor),
+            archived_ok=True,
+        )
+        assert landed is not None
+        r = landed.change.record
+        return Version(
+            id=r.version_id,
+            store_id=self.id,
+            memory_id=r.memory_id,
+            operation=r.operation,
+            created_at=_stored_time(r.created_at),
+            created_by=r.created_by,
+            path=r.path,
+            content_sha256=None,
+            content_size_bytes=None,
+            commit_id=landed.commit_id,
+        )
+
+    def _landed_note(self, landed: Landed) -> Note:
+        """The answer to a write, from what was committed: the index may not have caught up."""
+        r = landed.change.record
+        blob_id = landed.change.blob_id
+        assert r.path is not None and r.content_sha256 is not None and r.content_size is not None and blob_id
+        return Note(
+            id=r.memory_id,
+            store_id=self.id,
+            path=r.path,
+            content_sha256=r.content_sha256,
+            content_size_bytes=r.content_size,
+            blob_id=blob_id,
+            version_id=r.version_id,
+            created_at=_stored_time(r.note_created_at),
+            updated_at=_stored_time(r.created_at),
+        )
+
+    def restore(
+        self,
+        memory_id: str,
+        version_id: str,
+        *,
+        expected_sha256: str | None = None,
+        expected_blob_id: str | None = None,
+        actor: Actor | None = None,
+    ) -> Note:
+        """One new version with ``version_id``'s content at its path; a deleted note comes back with
+        its id. Every rule of a write applies."""
+        from gitmem.engine.store.restore import restore_plan  # the plan keeps its own module
+
+        self._write(restore_plan(self, memory_id, version_id, expected_sha256, expected_blob_id, actor))
+        return self.get(memory_id, with_content=False)
+
+    def search(
+        self, query: str, path_prefix: str | None = None, limit: int = 20, page: str | None = None
+    ) -> Page[SearchHit]:
+        from gitmem.engine.index.search import search  # search keeps its own module
+
+        return search(self, query, path_prefix, limit, page)
+
+    def diff(self, version_id: str, against: str | None = None) -> VersionDiff:
+        """What ``version_id`` changed against ``against`` (default: its note's version before it)."""
+        from gitmem.engine.store.diff import diff_versions  # the diff engine keeps its own module
+
+        return diff_versions(self, version_id, against)
+
+    def _write(self, plan: Plan, *, archived_ok: bool = False) -> Landed | None:
+        """Commit ``plan``'s change in the store's next batch (see :mod:`gitmem.engine.store.group_commit`)."""
+        if not archived_ok:
+            self._write_guard()
+        landed = committer_for(self.path).submit(self.index, plan, self._after_write)
+        if landed is not None:
+            self._tell(self._on_commit, self)
+        return landed
+
+    def _after_write(self) -> None:
+        """After each batch that wrote a pack (run by its leader)."""
+        maintenance.after_write(self.path, max_writes=PACK_EVERY_WRITES, when_quiet=self.index.checkpoint)
+
+    def announce_redaction(self, version: Version) -> None:
+        """Tell the store's listener (the webhooks' outbox) that ``version`` was redacted
+        (:func:`gitmem.engine.rewrite.redaction.redact` calls it once the rewrite has landed)."""
+        self._tell(self._on_redact, self, version)
+
+    @staticmethod
+    def _tell(listener: Callable[..., object] | None, *args: object) -> None:
+        if listener is None:
+            return
+        try:
+            listener(*args)
+        except Exception:  # the change has landed; the outbox's catch-up scan reports it later
+            log.exception("a change listener failed; the change itself was made")

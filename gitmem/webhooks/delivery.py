@@ -1,0 +1,238 @@
+"""Delivering the outbox: signed POSTs, retried with exponential backoff, in order per store.
+
+Each pending ``webhook_deliveries`` row is one event for one subscription. A store's events reach a
+subscription in outbox order: only the oldest undelivered event of each (subscription, store) is tried,
+so a failing receiver holds that store's later events back until the earlier one is delivered or given
+up (after ``give_up_after_seconds``, a day or more by default: a receiver down for an hour loses
+nothing). Retries wait ``first_retry_seconds`` doubling up to ``max_retry_seconds``.
+
+One worker across all server processes: a lease row in the catalog, taken and renewed under
+``BEGIN IMMEDIATE``; a process whose lease lapses (it died) is replaced after ``lease_seconds``.
+Scheduling uses the home's clock (tests move it); the lease and signatures use the wall clock.
+
+Signatures are Standard Webhooks: ``webhook-id`` (the event id, the same on every retry),
+``webhook-timestamp`` (seconds) and ``webhook-signature: v1,<base64 HMAC-SHA256 of "id.timestamp.body">``
+keyed by the base64-decoded part of the ``whsec_`` secret, which the ``anthropic`` SDK's
+``client.beta.webhooks.unwrap`` verifies.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from gitmem.clock import from_micros, to_micros
+from gitmem.engine.gitmem import Gitmem
+from gitmem.webhooks.outbox import SECRET_PREFIX, webhooks_for
+
+log = logging.getLogger(__name__)
+
+LEASE_NAME = "delivery"
+KEEP_DONE_SECONDS = 7 * 86400  # delivered or abandoned events stay this long, then are pruned
+
+
+@dataclass(frozen=True)
+class DeliveryPolicy:
+    first_retry_seconds: float = 5.0
+    max_retry_seconds: float = 3600.0
+    give_up_after_seconds: float = 3 * 86400.0
+    timeout_seconds: float = 10.0
+    lease_seconds: float = 30.0
+    catch_up_seconds: float = 60.0
+    batch: int = 100
+
+    def retry_delay(self, attempts: int) -> float:
+        """The wait after the ``attempts``-th failed attempt (1, 2, ...)."""
+        return min(self.first_retry_seconds * 2 ** min(attempts - 1, 40), self.max_retry_seconds)
+
+
+def sign(secret: str, message_id: str, timestamp: int, body: str) -> str:
+    key = base64.b64decode(secret.removeprefix(SECRET_PREFIX))
+    digest = hmac.new(key, f"{message_id}.{timestamp}.{body}".encode(), hashlib.sha256).digest()
+    return "v1," + base64.b64encode(digest).decode()
+
+
+def envelope(event_id: str, created_at_micros: int, data: str) -> str:
+    """The body: the SDK's ``BetaWebhookEvent`` (``{"id", "created_at", "type": "event", "data"}``)."""
+    created = from_micros(created_at_micros).isoformat().replace("+00:00", "Z")
+    return json.dumps(
+        {"id": event_id, "created_at": created, "type": "event", "data": json.loads(data)},
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+
+
+_DUE = """
+SELECT d.webhook_id, d.seq, d.attempts, d.first_attempt_at, d.next_attempt_at, o.event_id, o.data,
+       o.created_at, w.url, w.secret
+FROM webhook_deliveries d JOIN webhook_outbox o ON o.seq = d.seq JOIN webhooks w ON w.id = d.webhook_id
+WHERE d.delivered_at IS NULL AND d.given_up_at IS NULL
+  AND d.seq = (SELECT min(seq) FROM webhook_deliveries q WHERE q.webhook_id = d.webhook_id
+               AND q.store_key = d.store_key AND q.delivered_at IS NULL AND q.given_up_at IS NULL)
+  AND d.next_attempt_at <= ?
+ORDER BY d.seq LIMIT ?
+"""
+
+
+class Dispatcher:
+    """Delivers due events when this process holds the lease. :meth:`run_once` for a round (tests),
+    :meth:`start` for a background thread (the server)."""
+
+    def __init__(
+        self,
+        gm: Gitmem,
+        policy: DeliveryPolicy | None = None,
+        *,
+        client: httpx.Client | None = None,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.gm = gm
+        self.policy = policy or DeliveryPolicy()
+        self.webhooks = webhooks_for(gm)
+        self.owner = f"{os.getpid()}:{id(self):x}"
+        self.wall_clock = wall_clock
+        self._client = client or httpx.Client(timeout=self.policy.timeout_seconds, follow_redirects=False)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last_catch_up = float("-inf")
+
+    # -- the lease --------------------------------------------------------------------------------
+
+    def claim(self) -> bool:
+        """Take or renew the delivery lease; ``False`` if another live process holds it."""
+        now = self.wall_clock()
+        if self._held_by_another(self.gm.catalog.db, now):  # a plain read first: no write lock for the others
+            return False
+        with self.gm.catalog.transaction() as db:
+            if self._held_by_another(db, now):
+                return False
+            db.execute(
+                "INSERT INTO webhook_lease VALUES (?,?,?) ON CONFLICT (name) DO UPDATE"
+                " SET owner=excluded.owner, expires_at=excluded.expires_at",
+                (LEASE_NAME, self.owner, int((now + self.policy.lease_seconds) * 1e6)),
+            )
+        return True
+
+    def _held_by_another(self, db: Any, now: float) -> bool:
+        row = db.execute("SELECT owner, expires_at FROM webhook_lease WHERE name=?", (LEASE_NAME,)).fetchone()
+        return row is not None and row["owner"] != self.owner and row["expires_at"] > now * 1e6
+
+    def release(self) -> None:
+        with self.gm.catalog.transaction() as db:
+            db.execute("DELETE FROM webhook_lease WHERE name=? AND owner=?", (LEASE_NAME, self.owner))
+
+    # -- a round ----------------------------------------------------------------------------------
+
+    def run_once(self) -> int:
+        """Deliver everything due (each store's next event after the one delivered); the number delivered."""
+        if self.gm.catalog.db.execute("SELECT 1 FROM webhooks LIMIT 1").fetchone() is None:
+            return 0  # nobody subscribed: no lease to take, nothing to write
+        if not self.claim():
+            return 0
+        if self.wall_clock() - self._last_catch_up >= self.policy.catch_up_seconds:
+            self._last_catch_up = self.wall_clock()
+            self.webhooks.catch_up()
+            self._prune()
+        delivered = 0
+        while not self._stop.is_set():
+            due = self.gm.catalog.db.execute(_DUE, (to_micros(self.gm.clock()), self.policy.batch)).fetchall()
+            if not due:
+                break
+            succeeded = sum(self._attempt(row) for row in due)
+            delivered += succeeded
+            if not succeeded:
+                break  # every head failed and waits for its retry
+        return delivered
+
+    def _attempt(self, row: Any) -> bool:
+        body = envelope(row["event_id"], row["created_at"], row["data"])
+        timestamp = int(self.wall_clock())
+        headers = {
+            "content-type": "application/json",
+            "user-agent": "gitmem-webhooks/0.1",
+            "webhook-id": row["event_id"],
+            "webhook-timestamp": str(timestamp),
+            "webhook-signature": sign(row["secret"], row["event_id"], timestamp, body),
+        }
+        error: str | None = None
+        try:
+            response = self._client.post(row["url"], content=body.encode(), headers=headers)
+            if not 200 <= response.status_code < 300:
+                error = f"HTTP {response.status_code}"
+        except httpx.HTTPError as exc:
+            error = type(exc).__name__
+        self._record(row, error)
+        return error is None
+
+    def _record(self, row: Any, error: str | None) -> None:
+        now = to_micros(self.gm.clock())
+        attempts = row["attempts"] + 1
+        first = row["first_attempt_at"] or now
+        key = (row["webhook_id"], row["seq"])
+        with self.gm.catalog.transaction() as db:
+            if error is None:
+                db.execute(
+                    "UPDATE webhook_deliveries SET delivered_at=?, attempts=?, first_attempt_at=?,"
+                    " last_error=NULL WHERE webhook_id=? AND seq=?",
+                    (now, attempts, first, *key),
+                )
+                return
+            give_up = (now - first) / 1e6 >= self.policy.give_up_after_seconds
+            next_at = now + int(self.policy.retry_delay(attempts) * 1e6)
+            db.execute(
+                "UPDATE webhook_deliveries SET attempts=?, first_attempt_at=?, next_attempt_at=?,"
+                " last_error=?, given_up_at=? WHERE webhook_id=? AND seq=?",
+                (attempts, first, next_at, error, now if give_up else None, *key),
+            )
+        log.info(
+            "webhook %s: event %s failed (%s), attempt %d%s",
+            row["webhook_id"],
+            row["event_id"],
+            error,
+            attempts,
+            "; given up" if give_up else "",
+        )
+
+    def _prune(self) -> None:
+        cutoff = to_micros(self.gm.clock()) - int(KEEP_DONE_SECONDS * 1e6)
+        with self.gm.catalog.transaction() as db:
+            db.execute("DELETE FROM webhook_deliveries WHERE coalesce(delivered_at, given_up_at) < ?", (cutoff,))
+            db.execute(
+                "DELETE FROM webhook_outbox WHERE created_at < ? AND seq NOT IN (SELECT seq FROM webhook_deliveries)",
+                (cutoff,),
+            )
+
+    # -- the background thread --------------------------------------------------------------------
+
+    def start(self, poll_seconds: float = 1.0) -> Dispatcher:
+        self._thread = threading.Thread(target=self._loop, args=(poll_seconds,), name="gitmem-webhooks", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float | None = None) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        try:
+            self.release()
+        finally:
+            self._client.close()
+
+    def _loop(self, poll_seconds: float) -> None:
+        while not self._stop.is_set():
+            try:
+                self.run_once()
+            except Exception:
+                log.exception("a webhook delivery round failed")
+            self._stop.wait(poll_seconds)

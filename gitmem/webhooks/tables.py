@@ -1,0 +1,156 @@
+"""The webhooks' tables and triggers, in SQLite's form and in PostgreSQL's (see :mod:`gitmem.webhooks.outbox`).
+
+The triggers do the same on both engines: a ``webhook_outbox`` row fans out to one delivery a
+subscription wanting its type; a store made, archived or deleted and a dream completed or failed write
+their outbox row in the very transaction that makes the change. PostgreSQL's triggers run functions;
+its event ids come from ``gen_random_uuid()`` where SQLite's come from ``randomblob``: both 32 hex digits.
+"""
+
+from __future__ import annotations
+
+from gitmem.db.migrations import Migration, postgres_ddl
+
+ORGANIZATION_ID = ""  # gitmem has no organizations; the SDK's event data has the field
+
+_NOW_MICROS = "CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)"
+# A catalog event's data, as SQL: the SDK's memory_store.* shape (id, type, workspace_id, organization_id).
+_STORE_EVENT = """
+CREATE TRIGGER IF NOT EXISTS webhook_store_{name} AFTER {when} ON stores
+    WHEN {condition} AND EXISTS (SELECT 1 FROM webhooks WHERE workspace_id = {row}.workspace_id)
+    BEGIN INSERT INTO webhook_outbox (event_id, event_key, workspace_id, store_id, type, data, created_at)
+          VALUES ('evt_' || lower(hex(randomblob(16))), NULL, {row}.workspace_id, {row}.id,
+                  'memory_store.{name}',
+                  json_object('id', {row}.id, 'type', 'memory_store.{name}', 'workspace_id', {row}.workspace_id,
+                              'organization_id', '{org}'),
+                  {time}); END;
+"""
+_DREAM_EVENT = """
+CREATE TRIGGER IF NOT EXISTS webhook_dream_ended AFTER UPDATE OF status ON dreams
+    WHEN NEW.status IN ('completed', 'failed') AND OLD.status <> NEW.status
+         AND EXISTS (SELECT 1 FROM webhooks WHERE workspace_id = NEW.workspace_id)
+    BEGIN INSERT INTO webhook_outbox (event_id, event_key, workspace_id, store_id, type, data, created_at)
+          VALUES ('evt_' || lower(hex(randomblob(16))), NULL, NEW.workspace_id,
+                  coalesce(NEW.output_store_id, NEW.input_store_id), 'dream.' || NEW.status,
+                  json_object('id', NEW.id, 'type', 'dream.' || NEW.status, 'workspace_id', NEW.workspace_id,
+                              'organization_id', '{org}', 'input_memory_store_id', NEW.input_store_id,
+                              'output_memory_store_id', NEW.output_store_id, 'error_type', NEW.error_type),
+                  coalesce(NEW.ended_at, NEW.created_at)); END;
+"""
+_DREAM_FAILED_AT_ONCE = _DREAM_EVENT.replace(
+    "webhook_dream_ended AFTER UPDATE OF status ON dreams", "webhook_dream_failed_at_once AFTER INSERT ON dreams"
+).replace("AND OLD.status <> NEW.status", "")
+
+TABLES = """
+CREATE TABLE IF NOT EXISTS webhooks (
+    id TEXT PRIMARY KEY, workspace_id TEXT NOT NULL, url TEXT NOT NULL, event_types TEXT NOT NULL,
+    secret TEXT NOT NULL, description TEXT NOT NULL DEFAULT '', created_at INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS webhooks_workspace ON webhooks (workspace_id, created_at);
+CREATE TABLE IF NOT EXISTS webhook_outbox (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, event_id TEXT NOT NULL UNIQUE, event_key TEXT UNIQUE,
+    workspace_id TEXT NOT NULL, store_id TEXT, type TEXT NOT NULL, data TEXT NOT NULL,
+    created_at INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS webhook_deliveries (
+    webhook_id TEXT NOT NULL, seq INTEGER NOT NULL, store_key TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
+    first_attempt_at INTEGER, next_attempt_at INTEGER NOT NULL, delivered_at INTEGER, given_up_at INTEGER,
+    last_error TEXT, PRIMARY KEY (webhook_id, seq));
+CREATE INDEX IF NOT EXISTS webhook_deliveries_pending ON webhook_deliveries (given_up_at, delivered_at, seq);
+CREATE INDEX IF NOT EXISTS webhook_deliveries_queue ON webhook_deliveries (webhook_id, store_key, seq)
+    WHERE delivered_at IS NULL AND given_up_at IS NULL;
+CREATE TABLE IF NOT EXISTS webhook_watermarks (
+    store_id TEXT PRIMARY KEY, tip TEXT, landed_at INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS webhook_lease (
+    name TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at INTEGER NOT NULL);
+"""
+SQLITE_TRIGGERS = f"""
+CREATE TRIGGER IF NOT EXISTS webhook_fan_out AFTER INSERT ON webhook_outbox
+    BEGIN INSERT INTO webhook_deliveries (webhook_id, seq, store_key, next_attempt_at)
+          SELECT w.id, NEW.seq, coalesce(NEW.store_id, ''), 0 FROM webhooks w
+          WHERE w.workspace_id = NEW.workspace_id
+            AND EXISTS (SELECT 1 FROM json_each(w.event_types) WHERE value = NEW.type); END;
+{
+    _STORE_EVENT.format(
+        name="created", when="INSERT", condition="1", row="NEW", org=ORGANIZATION_ID, time="NEW.created_at"
+    )
+}
+{
+    _STORE_EVENT.format(
+        name="archived",
+        when="UPDATE OF archived_at",
+        condition="OLD.archived_at IS NULL AND NEW.archived_at IS NOT NULL",
+        row="NEW",
+        org=ORGANIZATION_ID,
+        time="NEW.archived_at",
+    )
+}
+{_STORE_EVENT.format(name="deleted", when="DELETE", condition="1", row="OLD", org=ORGANIZATION_ID, time=_NOW_MICROS)}
+{_DREAM_EVENT.format(org=ORGANIZATION_ID)}
+{_DREAM_FAILED_AT_ONCE.format(org=ORGANIZATION_ID)}
+"""
+
+
+def event_types_of(dialect: str, webhook: str) -> str:
+    """A subscription's event types as rows of a column ``t.value`` (they are kept as a JSON list)."""
+    if dialect == "sqlite":
+        return f"json_each({webhook}.event_types) t"
+    return f"json_array_elements_text({webhook}.event_types::json) AS t(value)"
+
+
+_NEW_EVENT_ID = "'evt_' || replace(gen_random_uuid()::text, '-', '')"
+_OUTBOX = "INSERT INTO webhook_outbox (event_id, event_key, workspace_id, store_id, type, data, created_at)"
+POSTGRES_TRIGGERS = f"""
+CREATE OR REPLACE FUNCTION gitmem_webhook_fan_out() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO webhook_deliveries (webhook_id, seq, store_key, next_attempt_at)
+    SELECT w.id, NEW.seq, coalesce(NEW.store_id, ''), 0 FROM webhooks w
+    WHERE w.workspace_id = NEW.workspace_id AND EXISTS (SELECT 1 FROM {event_types_of("postgresql", "w")}
+                                                        WHERE t.value = NEW.type);
+    RETURN NULL;
+END $$;
+CREATE OR REPLACE TRIGGER webhook_fan_out AFTER INSERT ON webhook_outbox FOR EACH ROW
+    EXECUTE FUNCTION gitmem_webhook_fan_out();
+
+CREATE OR REPLACE FUNCTION gitmem_webhook_store_event() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    r stores%ROWTYPE;
+    what text;
+    at bigint;
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        r := NEW; what := 'created'; at := NEW.created_at;
+    ELSIF TG_OP = 'DELETE' THEN
+        r := OLD; what := 'deleted'; at := (extract(epoch FROM clock_timestamp()) * 1000000)::bigint;
+    ELSIF OLD.archived_at IS NULL AND NEW.archived_at IS NOT NULL THEN
+        r := NEW; what := 'archived'; at := NEW.archived_at;
+    ELSE
+        RETURN NULL;
+    END IF;
+    IF EXISTS (SELECT 1 FROM webhooks WHERE workspace_id = r.workspace_id) THEN
+        {_OUTBOX}
+        VALUES ({_NEW_EVENT_ID}, NULL, r.workspace_id, r.id, 'memory_store.' || what,
+                json_build_object('id', r.id, 'type', 'memory_store.' || what, 'workspace_id', r.workspace_id,
+                                  'organization_id', '{ORGANIZATION_ID}')::text, at);
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE OR REPLACE TRIGGER webhook_store_event AFTER INSERT OR DELETE OR UPDATE OF archived_at ON stores
+    FOR EACH ROW EXECUTE FUNCTION gitmem_webhook_store_event();
+
+CREATE OR REPLACE FUNCTION gitmem_webhook_dream_ended() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.status IN ('completed', 'failed') AND (TG_OP = 'INSERT' OR OLD.status <> NEW.status)
+       AND EXISTS (SELECT 1 FROM webhooks WHERE workspace_id = NEW.workspace_id) THEN
+        {_OUTBOX}
+        VALUES ({_NEW_EVENT_ID}, NULL, NEW.workspace_id, coalesce(NEW.output_store_id, NEW.input_store_id),
+                'dream.' || NEW.status,
+                json_build_object('id', NEW.id, 'type', 'dream.' || NEW.status, 'workspace_id', NEW.workspace_id,
+                                  'organization_id', '{ORGANIZATION_ID}', 'input_memory_store_id', NEW.input_store_id,
+                                  'output_memory_store_id', NEW.output_store_id, 'error_type', NEW.error_type)::text,
+                coalesce(NEW.ended_at, NEW.created_at));
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE OR REPLACE TRIGGER webhook_dream_ended AFTER INSERT OR UPDATE OF status ON dreams
+    FOR EACH ROW EXECUTE FUNCTION gitmem_webhook_dream_ended();
+"""
+
+MIGRATIONS = (Migration("webhooks", 1, TABLES + SQLITE_TRIGGERS, postgres_ddl(TABLES) + POSTGRES_TRIGGERS),)

@@ -1,0 +1,3 @@
+"""Git's hooks, installed as data beside the package (``gitmem/hooks``): the push hooks ``pre-receive``
+and ``post-receive``, which run ``gitmem hook ...``, and an agent runtime's session hooks (``agent/``).
+"""

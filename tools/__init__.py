@@ -1,0 +1,1 @@
+"""The project's own development tools (``make test`` runs them); not installed with gitmem."""
