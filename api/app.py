@@ -38,10 +38,13 @@ from gitmem.api.settings import Settings
 from gitmem.api.ui import router as ui_router
 
 from gitmem.agents.dreams.runner import DreamRunner
+from gitmem.config.home import open_home
 from gitmem.config.settings import SettingsError, load_settings
+from gitmem.config.values import from_settings
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.rewrite.retention import PruneScheduler
 from gitmem.webhooks.delivery import Dispatcher
+from gitmem.webhooks.outbox import webhooks_for
 
 log = logging.getLogger("gitmem.api")
 
@@ -51,6 +54,7 @@ __all__ = ["Settings", "create_app", "create_app_from_env"]
 def create_app(gm: Gitmem, settings: Settings | None = None, *, close_on_shutdown: bool = False) -> FastAPI:
     """An app serving ``gm``. The caller owns ``gm`` unless ``close_on_shutdown`` is set."""
     settings = settings or Settings()
+    gm.listen(webhooks_for(gm))  # every change the app makes reaches the outbox
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -58,7 +62,12 @@ def create_app(gm: Gitmem, settings: Settings | None = None, *, close_on_shutdow
         if settings.prune_interval_seconds > 0:
             pruner = PruneScheduler(gm, settings.prune_interval_seconds, on_reports=app.state.retention.record).start()
         if settings.dream_runner:
-            app.state.dream_runner = DreamRunner(gm, poll_interval=settings.dream_poll_seconds).start()
+            app.state.dream_runner = DreamRunner(
+                gm,
+                settings.dreamer,
+                poll_interval=settings.dream_poll_seconds,
+                timeout_seconds=settings.dream_timeout_seconds,
+            ).start()
         dispatcher = None
         if settings.webhook_delivery:
             dispatcher = Dispatcher(gm, settings.webhook_policy).start(settings.webhook_poll_seconds)
@@ -155,6 +164,7 @@ def create_app_from_env() -> FastAPI:
         sys.stderr.write(f"gitmem: {exc.message}\n")
         raise SystemExit(2) from None
     logging.basicConfig(level=settings.LOG_LEVEL or "INFO")
-    gm = Gitmem.open(settings.HOME)
+    values = from_settings(settings)
+    gm = open_home(values)
     log.info("serving gitmem home %s", gm.home)
-    return create_app(gm, Settings.from_env(), close_on_shutdown=True)
+    return create_app(gm, Settings.from_values(settings, values), close_on_shutdown=True)

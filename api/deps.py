@@ -10,8 +10,8 @@ from fastapi import Depends, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 
-from gitmem.access import require_store
-from gitmem.agents.review.review import Reviews, check_reviewer
+from gitmem.access import check_reviewer, require_store
+from gitmem.agents.review.review import Reviews
 from gitmem.engine.catalog.catalog import CatalogBusy, Principal
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.store.store import MemoryStore

@@ -5,7 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from gitmem.config.settings import load_settings
+from gitmem.agents.dreams.dreamers import Dreamer
+from gitmem.agents.dreams.ledger import DEFAULT_DREAM_TIMEOUT
+from gitmem.config.home import dream_timeout, dreamer
+from gitmem.config.settings import GitmemSettings, load_settings
+from gitmem.config.values import Values, from_settings
 from gitmem.webhooks.delivery import DeliveryPolicy
 
 MIB = 1 << 20
@@ -30,6 +34,8 @@ class Settings:
     # processes off one dream); off leaves them to other processes.
     dream_runner: bool = True
     dream_poll_seconds: float = 1.0
+    dreamer: Dreamer | None = None  # None: the offline tidier
+    dream_timeout_seconds: float = DEFAULT_DREAM_TIMEOUT
     # Webhook delivery: one process at a time (a lease in the catalog) delivers the outbox.
     webhook_delivery: bool = True
     webhook_poll_seconds: float = 1.0
@@ -39,6 +45,10 @@ class Settings:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """From the one settings object (:mod:`gitmem.config.settings`), which checks every value."""
         settings = load_settings(environ)
+        return cls.from_values(settings, from_settings(settings))
+
+    @classmethod
+    def from_values(cls, settings: GitmemSettings, values: Values) -> Settings:
         return cls(
             max_body_bytes=settings.MAX_BODY_BYTES,
             rate_limit_per_second=settings.RATE_LIMIT_RPS,
@@ -46,6 +56,8 @@ class Settings:
             prune_interval_seconds=settings.PRUNE_INTERVAL,
             dream_runner=settings.DREAM_RUNNER,
             dream_poll_seconds=settings.DREAM_POLL,
+            dreamer=dreamer(values),
+            dream_timeout_seconds=dream_timeout(values),
             webhook_delivery=settings.WEBHOOKS,
             webhook_poll_seconds=settings.WEBHOOK_POLL,
             webhook_policy=DeliveryPolicy(

@@ -61,8 +61,8 @@ def main(argv: list[str] | None = None) -> int:
         url = cluster.fresh_database()
     with tempfile.TemporaryDirectory() as tmp:
         engines = {
-            "sqlite": Gitmem.open(Path(tmp) / "a", fsync=False, database=""),
-            "postgresql": Gitmem.open(Path(tmp) / "b", fsync=False, database=url),
+            "sqlite": Gitmem.open(Path(tmp) / "a", fsync="never", database=""),
+            "postgresql": Gitmem.open(Path(tmp) / "b", fsync="never", database=url),
         }
         ops = {name: _operations(gm) for name, gm in engines.items()}
         rates: dict[tuple[str, str], list[float]] = {}

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from bench.prune import build
 from gitmem.engine.gitmem import Gitmem
-from gitmem.git import repository
+from gitmem.git import packing
 from tests.server import serve
 
 
@@ -42,14 +42,14 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp) / "home"
-        gm = Gitmem.open(home, fsync=False)
+        gm = Gitmem.open(home, fsync="never")
         ws = gm.catalog.create_workspace("bench")
         _, secret = gm.catalog.create_api_key(ws.id, "bench", "read-only")
         store = gm.create_store(ws.id, "bench")
         repo = gm.repo_path(store.id)
         shutil.rmtree(repo)
         build(repo, options.notes, options.notes)
-        repository.pack(repo, full=True)
+        packing.pack(repo, "full")
         pack_bytes = sum(p.stat().st_size for p in (repo / "objects" / "pack").glob("*.pack"))
 
         with serve(home, env={"GITMEM_PRUNE_INTERVAL": "0"}) as base:

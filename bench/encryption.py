@@ -79,7 +79,7 @@ def run(notes: int, size: int, rounds: int, fsync: bool) -> list[tuple[str, floa
     sizes: dict[str, int] = {}
     with tempfile.TemporaryDirectory(prefix="gitmem-bench-enc-") as tmp:
         os.environ.setdefault("GITMEM_MASTER_KEY", "bench-master-key-0123456789abcdefghijklmnop")
-        gm = Gitmem.open(Path(tmp) / "home", fsync=fsync)
+        gm = Gitmem.open(Path(tmp) / "home", fsync="always" if fsync else "never")
         ws = gm.catalog.create_workspace("bench")
         for r in range(rounds):
             kinds = ["plain", "encrypted"] if r % 2 == 0 else ["encrypted", "plain"]  # alternate who goes first

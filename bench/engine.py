@@ -16,7 +16,7 @@ with pygit2, plus its SQLite index) against
 
 Measured: write latency (p50, p99), update latency, read by id with content (p50), a full listing
 paged 1,000 at a time, version queries filtered by memory_id and by actor, and disk use after
-maintenance (``repository.pack(path, full=True)``) against the raw bytes of the notes. Also: whether
+maintenance (``packing.pack(path, "full")``) against the raw bytes of the notes. Also: whether
 background packing ran during the bulk write (packs and loose objects at its end) and what the same
 objects take on disk loose, to show packing keeps disk near the packed size.
 """
@@ -125,19 +125,19 @@ class Run:
 
 @contextlib.contextmanager
 def counting_packers() -> Iterator[list[float]]:
-    """Count the engine's calls to ``repository.pack_in_background`` (it still packs)."""
+    """Count the engine's calls to ``packing.pack_in_background`` (it still packs)."""
     calls: list[float] = []
-    original = repository.pack_in_background
+    original = packing.pack_in_background
 
     def counted(repo_path: Path) -> None:
         calls.append(time.perf_counter())
         original(repo_path)
 
-    repository.pack_in_background = counted  # type: ignore[assignment]
+    packing.pack_in_background = counted  # type: ignore[assignment]
     try:
         yield calls
     finally:
-        repository.pack_in_background = original  # type: ignore[assignment]
+        packing.pack_in_background = original  # type: ignore[assignment]
 
 
 def wait_for_packers(repo_path: Path) -> None:
@@ -164,7 +164,7 @@ def loose_equivalent(repo_path: Path, scratch: Path) -> int:
 def run_gitmem(root: Path, layout: str, texts: list[str], fsync: bool, seed: int) -> Run:
     run = Run()
     path_of = LAYOUTS[layout][1]
-    gm = Gitmem.open(root / f"gitmem-{layout}", fsync=fsync)
+    gm = Gitmem.open(root / f"gitmem-{layout}", fsync="always" if fsync else "never")
     workspace = gm.catalog.create_workspace("bench")
     store = gm.store(workspace.id, gm.create_store(workspace.id, f"bench {layout}").id)
     repo_path = store.path
@@ -225,7 +225,7 @@ def run_gitmem(root: Path, layout: str, texts: list[str], fsync: bool, seed: int
     run.by_actor_count = by_actor_all()
     run.by_actor_all = min(timed(by_actor_all) for _ in range(3))
 
-    run.extra["full pack seconds"] = timed(lambda: repository.pack(repo_path, full=True))
+    run.extra["full pack seconds"] = timed(lambda: packing.pack(repo_path, "full"))
     store.index.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # as for the baseline's SQLite
     run.disk = du(repo_path)
     run.extra["objects after maintenance"] = du(repo_path / "objects")
@@ -504,7 +504,7 @@ def report(layout: str, n: int, sample: int, texts: list[str], gitmem: Run, file
         f"  gitmem as written (packers finished): objects {mib(e['disk as written']):.1f} MiB in"
         f" {e['packs as written']} packs + {e['loose as written']:,} loose ="  # type: ignore[arg-type]
         f" {e['disk as written'] / e['objects after maintenance']:.1f}x the fully packed objects",  # type: ignore[operator]
-        f"  gitmem after repository.pack(full=True) ({e['full pack seconds']:.1f} s): {mib(gitmem.disk):.1f} MiB"
+        f"  gitmem after packing.pack(full=True) ({e['full pack seconds']:.1f} s): {mib(gitmem.disk):.1f} MiB"
         f" (objects {mib(e['objects after maintenance']):.1f}, index {mib(e['index after maintenance']):.1f})",  # type: ignore[arg-type]
         f"  the same objects all loose (git unpack-objects): {mib(e['loose equivalent']):.1f} MiB"  # type: ignore[arg-type]
         f" = {e['loose equivalent'] / e['objects after maintenance']:.0f}x the packed objects",  # type: ignore[operator]

@@ -20,7 +20,7 @@ inside the folder in every store, one store after the other. Reported, as ratios
     (target <= 1.5x), in wall time and in the writing thread's CPU time (steadier on a busy machine);
     the fresh store's p50 is shown beside them;
   - disk of ``flat`` against ``folders`` (objects and index), 10 s after the last write (what the
-    background packer left) and after maintenance (``repository.pack(full=True)``) (target <= 1.2x);
+    background packer left) and after maintenance (``packing.pack(full=True)``) (target <= 1.2x);
   - the CPU that git's background packer spends a write (its roll-ups of the batch packs), over
     256 more writes in each store once they are quiet: it is not in a write's own time, but it
     shares the machine's cores with the writers;
@@ -269,7 +269,7 @@ def packer_ms_per_write(subject: Subject, text: str, writes: int = PACKER_WRITES
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     for i in range(writes // 2):
         subject.store.delete(subject.store.create(subject.path_of(10**6 + i), text).id)
-    repository.wait_for_background_packer(subject.store.path)
+    packing.wait_for_background_packer(subject.store.path)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     time.sleep(packing.QUIET_SECONDS + 0.5)
     wait_for_packers([subject.store.path])
@@ -307,7 +307,7 @@ def main(argv: list[str] | None = None) -> None:
     root = Path(tempfile.mkdtemp(prefix="gitmem-bench-flat-", dir=args.dir))
     rng = random.Random(17)
     try:
-        gm = Gitmem.open(root / "home", fsync=args.fsync == "always")
+        gm = Gitmem.open(root / "home", fsync=args.fsync)
         workspace = gm.catalog.create_workspace("bench")
 
         def make(name: str, path_of: Callable[[int], str]) -> Subject:
@@ -356,7 +356,7 @@ def main(argv: list[str] | None = None) -> None:
         as_written = {s.name: disk(s.store) for s in (flat, folders)}
         wait_for_packers([flat.store.path, folders.store.path])
         for s in (flat, folders):
-            repository.pack(s.store.path, full=True)
+            packing.pack(s.store.path, "full")
             s.store.index.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         maintained = {s.name: disk(s.store) for s in (flat, folders)}
         listing = {s.name: min(timed_listing(s.store) for _ in range(3)) for s in (flat, folders)}

@@ -65,7 +65,7 @@ def run_threads(threads: int, writes: int, write: Callable[[int, int], None]) ->
 
 
 def gitmem_run(root: Path, threads: int, stores: int, writes: int, fsync: bool) -> Result:
-    gm = Gitmem.open(root / "gitmem", fsync=fsync)
+    gm = Gitmem.open(root / "gitmem", fsync="always" if fsync else "never")
     workspace = gm.catalog.create_workspace("bench")
     store_ids = [gm.create_store(workspace.id, f"s{s}").id for s in range(stores)]
 
@@ -91,7 +91,7 @@ def naive_run(root: Path, threads: int, writes: int, fsync: bool) -> Result:
 def interleaved(root: Path, writes: int, fsync: bool, flat: bool) -> tuple[float, float]:
     """One writer, gitmem and the baseline taking turns write by write (load from elsewhere on the
     machine hits both alike): the two write p50s in ms."""
-    gm = Gitmem.open(root / "gitmem", fsync=fsync)
+    gm = Gitmem.open(root / "gitmem", fsync="always" if fsync else "never")
     workspace = gm.catalog.create_workspace("bench")
     store = gm.store(workspace.id, gm.create_store(workspace.id, "s").id)
     files = FilesStore(root / "files", fsync)

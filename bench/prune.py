@@ -149,7 +149,6 @@ def run_prune(repo_path: Path, traced: bool) -> dict[str, object]:
     from gitmem.engine.rewrite.retention import prune_store
     from gitmem.engine.store.store import MemoryStore
 
-    repository.set_fsync(True)
     store = MemoryStore(repo_path, "memstore_bench", clock=lambda: END)
     if traced:
         tracemalloc.start()

@@ -70,7 +70,7 @@ def main() -> None:
     os.environ["GITMEM_FSYNC"] = "never"  # the "server's" setting, handed to its hooks like the others
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        gm = Gitmem.open(root / "home", fsync=False)
+        gm = Gitmem.open(root / "home", fsync="never")
         workspace = gm.catalog.create_workspace("bench")
         user, _ = gm.catalog.create_user(workspace.id, "sam")
         info = gm.create_store(workspace.id, "notes")

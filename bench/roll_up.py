@@ -43,7 +43,7 @@ def cpu_ms(run: Callable[[], object]) -> float:
 def store_with_batch_packs(home: Path, path_of: Callable[[int], str], notes: int, writes: int) -> Path:
     """A store of ``notes`` notes in one pack, then ``writes`` writes each leaving a pack of its own."""
     rng = random.Random(5)
-    gm = Gitmem.open(home, fsync=False)
+    gm = Gitmem.open(home, fsync="never")
     try:
         workspace = gm.catalog.create_workspace("bench")
         store = gm.store(workspace.id, gm.create_store(workspace.id, "s").id)

@@ -194,7 +194,7 @@ def main() -> None:
 
 
 def run(home: Path, notes: int, queries: int, writes: int, fsync: bool) -> None:
-    gm = Gitmem.open(home, fsync=fsync)
+    gm = Gitmem.open(home, fsync="always" if fsync else "never")
     ws = gm.catalog.create_workspace("bench")
     _, key = gm.catalog.create_api_key(ws.id, "bench")
     store, index_seconds = build_store(gm, ws.id, notes)

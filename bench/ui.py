@@ -48,7 +48,7 @@ def main() -> None:
     if args.quick:
         args.notes, args.versions, args.rounds = 1_000, 100, 5
     with tempfile.TemporaryDirectory() as tmp:
-        gm = Gitmem.open(Path(tmp) / "home", fsync=False)
+        gm = Gitmem.open(Path(tmp) / "home", fsync="never")
         ws = gm.catalog.create_workspace("bench")
         _, admin = gm.catalog.create_api_key(ws.id, "admin")
         store, _ = build_store(gm, ws.id, args.notes - 1)  # and the busy note: a store holds at most 10,000

@@ -1,9 +1,71 @@
 """gitmem: a memory store for AI agents in which every store is a bare Git repository.
 
-The engine. It knows nothing of HTTP; ``api/`` puts it on the network.
+The library; it knows nothing of HTTP (``gitmem.api`` puts it on the network). Start here::
+
+    from gitmem import Gitmem
+
+    gm = Gitmem.open("/var/lib/gitmem")
+    workspace = gm.catalog.create_workspace("notes")
+    info = gm.create_store(workspace.id, "team")
+    store = gm.store(workspace.id, info.id)
+    note = store.create("/people/sam.md", "Sam prefers async reviews.")
+
+docs/architecture.md says where each part lives and why; docs/engine-api.md walks the library.
+
+``Gitmem`` and ``MemoryStore`` are imported on first use: Git starts processes of this package per push
+and per file (hooks, a clone's filter) that need neither.
 """
 
-from gitmem.errors import GitmemError
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from gitmem.errors import (
+    ArchivedStore,
+    Conflict,
+    GitmemError,
+    InvalidRequest,
+    NotFound,
+    PermissionDenied,
+    PreconditionFailed,
+    SecretRefused,
+    TooLarge,
+)
 from gitmem.model import Actor, MemoryPrefix, Note, Page, StoreInfo, Version
 
-__all__ = ["Actor", "GitmemError", "MemoryPrefix", "Note", "Page", "StoreInfo", "Version"]
+if TYPE_CHECKING:
+    from gitmem.engine.gitmem import Gitmem
+    from gitmem.engine.store.store import MemoryStore
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Gitmem":
+        from gitmem.engine.gitmem import Gitmem
+
+        return Gitmem
+    if name == "MemoryStore":
+        from gitmem.engine.store.store import MemoryStore
+
+        return MemoryStore
+    raise AttributeError(f"module 'gitmem' has no attribute {name!r}")
+
+
+__all__ = [
+    "Actor",
+    "ArchivedStore",
+    "Conflict",
+    "Gitmem",
+    "GitmemError",
+    "InvalidRequest",
+    "MemoryPrefix",
+    "MemoryStore",
+    "Note",
+    "NotFound",
+    "Page",
+    "PermissionDenied",
+    "PreconditionFailed",
+    "SecretRefused",
+    "StoreInfo",
+    "TooLarge",
+    "Version",
+]

@@ -1,7 +1,8 @@
 """Who may read and write which store: the one place the HTTP API and Git access ask.
 
 A store of another workspace is not found; a bank is its profile owner's alone; a task sees only its
-frozen list, with the access it was given; a read-only key or user only reads.
+frozen list, with the access it was given; a read-only key or user only reads; only a person with write
+access (or an admin key) reviews.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from gitmem.agents.tasks.scope import store_access as _role_or_task_access
 from gitmem.agents.tasks.scope import visible_store_ids
 from gitmem.agents.tasks.values import Access
 from gitmem.banks.profiles import check_bank_access
-from gitmem.engine.catalog.catalog import Principal
+from gitmem.engine.catalog.catalog import Principal, principal_task_id
 from gitmem.engine.gitmem import Gitmem
 from gitmem.errors import PermissionDenied
 from gitmem.model import Page, StoreInfo
@@ -33,6 +34,15 @@ def require_store(gm: Gitmem, principal: Principal, store_id: str, *, write: boo
     if write and access != "read_write":
         raise PermissionDenied(f"read-only access to memory store {store_id}")
     return info, access
+
+
+def check_reviewer(gm: Gitmem, principal: Principal, store_id: str) -> None:
+    """A reviewer is a user with write access to the store, or an admin key; a read-write key (what
+    agents and scripts are given) and a task never review. The API and the web view both ask this."""
+    person = principal.actor.type == "user_actor" or (principal.actor.type == "api_actor" and principal.role == "admin")
+    if not person or principal_task_id(principal) is not None:
+        raise PermissionDenied("only a user with write access or an admin key may review a store")
+    require_access(gm, principal, store_id, write=True)
 
 
 def _checked(gm: Gitmem, principal: Principal, store_id: str) -> tuple[StoreInfo, Access]:

@@ -1,27 +1,43 @@
 """Making writes durable: a file's name reaches the disk only with its folder; a whole file system's
-writes reach it with one ``syncfs(2)``."""
+writes reach it with one ``syncfs(2)``. How far a home goes (``GITMEM_FSYNC``) is its own
+:class:`Durability`, handed to what writes for it: never a switch of the process."""
 
 from __future__ import annotations
 
 import ctypes
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 _libc = ctypes.CDLL(None, use_errno=True)  # the os module has no syncfs
 # syncfs(2) is Linux's; elsewhere writers flush file by file and folder by folder.
 CAN_FLUSH_FILE_SYSTEM = hasattr(_libc, "syncfs")
-_flush_file_systems = CAN_FLUSH_FILE_SYSTEM
+
+FsyncMode = Literal["always", "files", "never"]
 
 
-def use_file_system_flushes(wanted: bool) -> None:
-    """Whether writers that can flush a whole file system at once do (``GITMEM_FSYNC=always``) or
-    flush file by file (``files``): process-wide, like libgit2's fsync switch."""
-    global _flush_file_systems
-    _flush_file_systems = wanted and CAN_FLUSH_FILE_SYSTEM
+@dataclass(frozen=True)
+class Durability:
+    """``always``: a write is on disk before it is answered, flushed with ``syncfs`` where the platform
+    has it; ``files``: the same promise with an fsync a file and a folder (for a file system that heavy
+    writers share, whose writes each ``syncfs`` would flush too); ``never``: the OS decides."""
+
+    mode: FsyncMode = "always"
+
+    @property
+    def flushes(self) -> bool:
+        """Whether anything is flushed before a write is answered."""
+        return self.mode != "never"
+
+    @property
+    def whole_file_system(self) -> bool:
+        """Whether a flush of many files is one ``syncfs`` of their file system."""
+        return self.mode == "always" and CAN_FLUSH_FILE_SYSTEM
 
 
-def flushes_file_systems() -> bool:
-    return _flush_file_systems
+DURABLE = Durability("always")
+NOT_FLUSHED = Durability("never")
 
 
 def fsync_dir(path: Path) -> None:

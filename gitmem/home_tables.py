@@ -26,8 +26,8 @@ from gitmem.db.jobs import MIGRATIONS as JOBS
 from gitmem.db.migrations import Migration, migrate, pending
 from gitmem.engine.catalog.catalog import MIGRATIONS as CATALOG
 from gitmem.engine.catalog.catalog import store_info
-from gitmem.engine.catalog.web_sessions import WebSessions
 from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.web_sessions import WebSessions
 from gitmem.errors import Conflict
 from gitmem.model import StoreInfo
 from gitmem.webhooks.tables import MIGRATIONS as WEBHOOKS

@@ -33,13 +33,14 @@ from gitmem.api.settings import Settings
 from hypothesis import HealthCheck, settings
 
 from gitmem.clock import FrozenClock
+from gitmem.durable import FsyncMode
 from gitmem.engine.catalog.catalog import Workspace
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.index.store_index import NoteRow, VersionRow
 from gitmem.engine.store.store import MemoryStore
 from gitmem.git import repository
 from gitmem.git.packing import loose_objects
-from gitmem.git.repository import MAIN, set_fsync
+from gitmem.git.repository import MAIN
 from gitmem.model import StoreInfo
 from tests import postgres
 
@@ -117,14 +118,12 @@ def clock() -> FrozenClock:
 
 @pytest.fixture
 def gm(tmp_path: Path, clock: FrozenClock) -> Iterator[Gitmem]:
-    yield Gitmem.open(tmp_path / "home", clock=clock, fsync=True)
+    yield Gitmem.open(tmp_path / "home", clock=clock, fsync="always")
 
 
 @pytest.fixture
 def fast_gm(tmp_path: Path, clock: FrozenClock) -> Iterator[Gitmem]:
-    gm = Gitmem.open(tmp_path / "fast-home", clock=clock, fsync=False)
-    yield gm
-    set_fsync(True)  # fsync is process-wide in libgit2: restore the default for the next test
+    yield Gitmem.open(tmp_path / "fast-home", clock=clock, fsync="never")
 
 
 @pytest.fixture(scope="session")
@@ -145,12 +144,18 @@ def postgres_url(pg_cluster: postgres.Cluster) -> str:
 @pytest.fixture(autouse=True)
 def _catalog_on_postgres(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """``GITMEM_TEST_CATALOG=postgresql``: every home a test opens keeps its catalog in a fresh
-    PostgreSQL database of its own (``GITMEM_DATABASE``), to run part of the suite on PostgreSQL. Homes
+    PostgreSQL database of its own (given to every Gitmem made), to run part of the suite on PostgreSQL. Homes
     made by module- or session-scoped fixtures are made before it and stay on SQLite, so tests that
     mix the two (e.g. tests/test_tasks_api.py's shared server) are not meaningful in this mode."""
     if os.environ.get("GITMEM_TEST_CATALOG") == "postgresql":
         cluster: postgres.Cluster = request.getfixturevalue("pg_cluster")
-        monkeypatch.setenv("GITMEM_DATABASE", cluster.fresh_database())
+        url = cluster.fresh_database()
+        made = Gitmem.__init__
+
+        def on_postgres(self: Gitmem, home: Path, *, database: str | None = None, **options: Any) -> None:
+            made(self, home, database=database or url, **options)
+
+        monkeypatch.setattr(Gitmem, "__init__", on_postgres)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -182,6 +187,14 @@ def fast_store(fast_gm: Gitmem) -> MemoryStore:
     ws = fast_gm.catalog.create_workspace("bulk")
     info = fast_gm.create_store(ws.id, "bulk")
     return fast_gm.store(ws.id, info.id)
+
+
+def with_outbox(gm: Gitmem) -> Gitmem:
+    """``gm`` with its changes told to the webhooks' outbox, as every program opens a home."""
+    from gitmem.webhooks.outbox import webhooks_for
+
+    gm.listen(webhooks_for(gm))
+    return gm
 
 
 # -- checks -------------------------------------------------------------------------------------------
@@ -292,7 +305,7 @@ class TestHome:
 
 
 def make_test_home(
-    path: Path, *, workspace: str = "alpha", other_workspace: str = "beta", fsync: bool = True
+    path: Path, *, workspace: str = "alpha", other_workspace: str = "beta", fsync: FsyncMode = "always"
 ) -> TestHome:
     gm = Gitmem.open(path, fsync=fsync)
     ws = gm.catalog.create_workspace(workspace)
@@ -341,7 +354,7 @@ def real_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealServer
     from tests.server import serve
 
     home = tmp_path_factory.mktemp("served") / "home"
-    Gitmem.open(home, fsync=False)
+    Gitmem.open(home, fsync="never")
     with serve(home, env=REAL_SERVER_ENV) as base_url:
         yield RealServer(home, base_url)
 

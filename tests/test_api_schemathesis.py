@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import httpx
 import pytest
 import schemathesis
+from gitmem.api.app import create_app
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
@@ -23,7 +24,6 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from gitmem.api.app import create_app
 from tests.conftest import QUIET, InProcess, in_process, make_test_home
 
 # Per operation and generation mode. Every operation still sees both modes; a longer hunt is one
@@ -49,7 +49,7 @@ class Live:
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
-    home = make_test_home(tmp_path_factory.mktemp("gitmem-home"), workspace="fuzz", fsync=False)
+    home = make_test_home(tmp_path_factory.mktemp("gitmem-home"), workspace="fuzz", fsync="never")
     with in_process(home.path) as server, server.http(home.admin) as http:
         store = http.post("/v1/memory_stores", json={"name": "fuzzed"}).json()
         yield Live(server, home.admin, store["id"])

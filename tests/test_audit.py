@@ -25,7 +25,7 @@ class Story:
 
     def __init__(self, root: Path) -> None:
         self.home = root / "home"
-        self.gm = Gitmem.open(self.home, fsync=False)
+        self.gm = Gitmem.open(self.home, fsync="never")
         ws = self.gm.catalog.create_workspace("acme")
         user, _ = self.gm.catalog.create_user(ws.id, "sam")
         self.user_id = user.id

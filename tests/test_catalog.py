@@ -22,7 +22,7 @@ from gitmem.rules.policy import MAX_SHARED_STORES
 
 @pytest.fixture
 def gm(tmp_path: Path, clock: FrozenClock, database_url: str | None) -> Iterator[Gitmem]:
-    home = Gitmem.open(tmp_path / "home", clock=clock, fsync=True, database=database_url or "")
+    home = Gitmem.open(tmp_path / "home", clock=clock, fsync="always", database=database_url or "")
     yield home
     home.close()
 

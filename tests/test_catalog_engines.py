@@ -15,17 +15,18 @@ from gitmem.agents.tasks.tasks import tasks_for
 from gitmem.banks.profiles import profiles_for
 from gitmem.clock import FrozenClock
 from gitmem.db import integrity_errors
-from gitmem.engine.catalog.web_sessions import WebSessions
 from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.web_sessions import WebSessions
 from gitmem.errors import NotFound
 from gitmem.model import Actor
 from gitmem.webhooks.outbox import webhooks_for
+from tests.conftest import with_outbox
 from tests.test_webhooks import Receiver, one_round
 
 
 @pytest.fixture
 def home(tmp_path: Path, database_url: str | None) -> Iterator[Gitmem]:
-    gm = Gitmem.open(tmp_path / "home", clock=FrozenClock(), fsync=False, database=database_url or "")
+    gm = with_outbox(Gitmem.open(tmp_path / "home", clock=FrozenClock(), fsync="never", database=database_url or ""))
     yield gm
     gm.close()
 

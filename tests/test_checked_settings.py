@@ -12,8 +12,8 @@ import pytest
 from gitmem.api.routers.git import push_environment
 
 from gitmem.config import handoff as checked_settings
-from gitmem.config import settings
 from gitmem.config.handoff import Checked, checked_for
+from gitmem.config.names import PER_PUSH
 from gitmem.config.settings import GitmemSettings, SettingsError, load_settings
 from gitmem.engine.catalog.catalog import Principal
 from gitmem.engine.gitmem import Gitmem
@@ -35,13 +35,13 @@ Reader = Callable[[str, Mapping[str, str]], Any]
 def checks(monkeypatch: pytest.MonkeyPatch) -> list[Mapping[str, str]]:
     """Every environment the settings object checks from here on."""
     seen: list[Mapping[str, str]] = []
-    real_check = settings.check
+    real_check = checked_settings.check
 
     def check(environ: Mapping[str, str]) -> Checked:
         seen.append(environ)
         return real_check(environ)
 
-    monkeypatch.setattr(settings, "check", check)
+    monkeypatch.setattr(checked_settings, "check", check)
     return seen
 
 
@@ -104,10 +104,10 @@ def test_one_check_serves_every_push() -> None:
     push = {"GITMEM_USER_ID": "user_1", "GITMEM_ACCESS": "read_write", "GITMEM_STORE_ID": "memstore_1"}
     assert checked_settings.digest(SERVER | push) == checked_settings.digest(SERVER)
     assert checked_for(SERVER | push) == checked_for(SERVER)
-    assert not checked_settings.PER_PUSH & set(json.loads(checked_for(SERVER)["GITMEM_CHECKED"])["values"])
+    assert not PER_PUSH & set(json.loads(checked_for(SERVER)["GITMEM_CHECKED"])["values"])
     fields = GitmemSettings.model_fields.items()
     hook_group = {name for name, field in fields if (field.json_schema_extra or {}).get("group") == "hook"}  # type: ignore[union-attr]
-    assert hook_group >= checked_settings.PER_PUSH
+    assert hook_group >= PER_PUSH
 
 
 def test_a_check_and_its_digest_see_one_environment_while_another_thread_changes_it(
@@ -115,7 +115,7 @@ def test_a_check_and_its_digest_see_one_environment_while_another_thread_changes
 ) -> None:
     """A value kept for one environment is never the value of another: here the environment changes
     between the digest and the check (tests change it while the server's threads read settings)."""
-    real_check = settings.check
+    real_check = checked_settings.check
 
     def check_while_it_changes(environ: Mapping[str, str]) -> Checked:
         os.environ["GITMEM_DREAM_TIMEOUT"] = "7"  # another thread, at the worst moment
@@ -123,7 +123,7 @@ def test_a_check_and_its_digest_see_one_environment_while_another_thread_changes
 
     monkeypatch.setattr(checked_settings, "_kept", {})  # nothing kept: the check runs
     monkeypatch.setenv("GITMEM_DREAM_TIMEOUT", "100")
-    monkeypatch.setattr(settings, "check", check_while_it_changes)
+    monkeypatch.setattr(checked_settings, "check", check_while_it_changes)
     assert checked_settings.value("DREAM_TIMEOUT") == 100.0  # what the environment held when asked
     assert checked_settings.value("DREAM_TIMEOUT") == 7.0
     os.environ["GITMEM_DREAM_TIMEOUT"] = "100"
@@ -133,7 +133,7 @@ def test_a_check_and_its_digest_see_one_environment_while_another_thread_changes
 def test_the_server_hands_its_hooks_the_rules_it_writes_by(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A push must be held to the rules an API write is: the secret rules a deployment turned off too."""
     monkeypatch.setenv("GITMEM_SECRETS_ALLOW", "jwt")
-    gm = Gitmem.open(tmp_path / "home", fsync=False)
+    gm = Gitmem.open(tmp_path / "home", fsync="never")
     pusher = Principal("wrkspc_1", Actor("user_actor", "user_1"), "read-write", "user_1")
     environment = push_environment(gm, pusher, "memstore_1", "read_write")
     assert environment["GITMEM_SECRETS_ALLOW"] == "jwt"

@@ -23,13 +23,14 @@ from gitmem.engine.rewrite.retention import PruneScheduler, retention_days
 from gitmem.errors import ArchivedStore, AuthenticationFailed, NotFound
 from gitmem.webhooks.delivery import Dispatcher
 from gitmem.webhooks.outbox import webhooks_for
+from tests.conftest import with_outbox
 from tests.test_webhooks import POLICY
 
 
 @pytest.fixture
 def nodes(tmp_path: Path, postgres_url: str) -> Iterator[tuple[Gitmem, Gitmem]]:
-    one = Gitmem.open(tmp_path / "home", fsync=False, database=postgres_url)
-    two = Gitmem.open(tmp_path / "home", fsync=False, database=postgres_url)
+    one = with_outbox(Gitmem.open(tmp_path / "home", fsync="never", database=postgres_url))
+    two = with_outbox(Gitmem.open(tmp_path / "home", fsync="never", database=postgres_url))
     yield one, two
     one.close()
     two.close()
@@ -138,7 +139,7 @@ def test_a_node_keeps_what_every_write_asks_until_it_is_told_of_a_change(
 
 def test_without_notifications_nothing_is_kept(tmp_path: Path) -> None:
     """On SQLite another process announces nothing here: every write reads the catalog."""
-    gm = Gitmem.open(tmp_path / "home", fsync=False)
+    gm = with_outbox(Gitmem.open(tmp_path / "home", fsync="never"))
     ws = gm.catalog.create_workspace("w")
     info = gm.create_store(ws.id, "notes")
     store = gm.store(ws.id, info.id)

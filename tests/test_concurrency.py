@@ -30,7 +30,7 @@ from gitmem.engine.gitmem import Gitmem
 
 home, workspace_id, store_id, shared_id, me, writes, every = sys.argv[1:]
 me, writes, every = int(me), int(writes), int(every)
-store = Gitmem.open(home, fsync=False).store(workspace_id, store_id)
+store = Gitmem.open(home, fsync="never").store(workspace_id, store_id)
 print("ready", flush=True)
 sys.stdin.readline()  # everyone starts together
 conflicts = 0

@@ -34,7 +34,7 @@ maintenance.after_write = lambda *args, **kwargs: None  # no background repack u
 
 home, workspace_id, fsync, me, rounds, threads, *store_ids = sys.argv[1:]
 me, rounds, threads = int(me), int(rounds), int(threads)
-gm = Gitmem.open(home, fsync=fsync == "1")
+gm = Gitmem.open(home, fsync="always" if fsync == "1" else "never")
 out = threading.Lock()
 
 def say(line):

@@ -19,7 +19,7 @@ from gitmem.engine.catalog.catalog import Workspace
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import StoreBusy
-from gitmem.git import repository
+from gitmem.git import packing, repository
 from tests.conftest import assert_fsck_clean, index_snapshot, store_state
 
 # Writers and packers killed with SIGKILL in subprocesses: slow by nature.
@@ -34,7 +34,7 @@ from gitmem.engine.gitmem import Gitmem
 
 home, workspace_id, store_id, counter_id, start, pack_every = sys.argv[1:]
 store_module.PACK_EVERY_WRITES = int(pack_every)  # pack often, so kills land mid-pack too
-store = Gitmem.open(home, fsync=True).store(workspace_id, store_id)
+store = Gitmem.open(home, fsync="always").store(workspace_id, store_id)
 n = int(start)
 while True:
     note = store.create(f"/w/{n // 50}/{n}.md", f"note {n} " + "x" * (n % 300))
@@ -48,9 +48,9 @@ while True:
 PACKER = """
 import sys
 from pathlib import Path
-from gitmem.git.repository import pack
+from gitmem.git.packing import pack
 print("packing", flush=True)
-pack(Path(sys.argv[1]), full=True)
+pack(Path(sys.argv[1]), "full")
 """
 
 
@@ -155,7 +155,7 @@ def test_sigkill_loses_no_acknowledged_write(gm: Gitmem, workspace: Workspace, s
     fresh.index.rebuild()
     assert index_snapshot(fresh) == incremental
     assert fresh.create("/after/the/crashes.md", "still writable").path == "/after/the/crashes.md"
-    assert repository.pack(repo_path, full=True)  # a full pack after the crashes completes...
+    assert packing.pack(repo_path, "full")  # a full pack after the crashes completes...
     assert_fsck_clean(repo_path)
     assert all(fresh.get(m).content_sha256 == digest for m, digest in acked_notes.items())  # ...losing nothing
 

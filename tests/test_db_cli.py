@@ -47,7 +47,7 @@ def test_a_bad_database_setting_is_one_line_without_the_password(tmp_path: Path)
 
 def test_db_copy_moves_a_homes_catalog_into_postgres(tmp_path: Path, postgres_url: str) -> None:
     home = tmp_path / "home"
-    local = Gitmem.open(home, fsync=False, database="")
+    local = Gitmem.open(home, fsync="never", database="")
     ws = local.catalog.create_workspace("team")
     _, secret = local.catalog.create_api_key(ws.id, "agent")
     info = local.create_store(ws.id, "notes")
@@ -63,7 +63,7 @@ def test_db_copy_moves_a_homes_catalog_into_postgres(tmp_path: Path, postgres_ur
     assert code == 0, out
     assert "stores: 3 rows" in out and "webhook_outbox: 1 rows" in out and "3 stores indexed" in out
 
-    node = Gitmem.open(home, fsync=False, database=postgres_url)
+    node = Gitmem.open(home, fsync="never", database=postgres_url)
     try:
         assert node.catalog.authenticate(secret).workspace_id == ws.id
         assert node.store(ws.id, info.id).get_by_path("/a.md").content == "alpha"

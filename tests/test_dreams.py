@@ -25,7 +25,6 @@ from gitmem.agents.dreams.dreamers import (
     ModelDreamer,
     OfflineTidier,
     Usage,
-    dreamer_from_env,
     normalise,
 )
 from gitmem.agents.dreams.dreams import Dreams, dreams_for
@@ -33,7 +32,9 @@ from gitmem.agents.dreams.runner import DreamRunner
 from gitmem.agents.dreams.values import Dream
 from gitmem.agents.tasks.tasks import tasks_for
 from gitmem.cli import main
+from gitmem.config.home import dreamer
 from gitmem.config.settings import SettingsError
+from gitmem.config.values import from_environment
 from gitmem.engine.catalog.catalog import Workspace
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.store.store import MemoryStore
@@ -120,11 +121,11 @@ def test_tidier_is_deterministic_and_exact() -> None:
     assert normalise(" \n\n") == ""
 
 
-def test_dreamer_from_env() -> None:
-    assert isinstance(dreamer_from_env({}), OfflineTidier)
-    assert isinstance(dreamer_from_env({"GITMEM_DREAMER": "offline"}), OfflineTidier)
+def test_the_dreamer_setting_picks_the_dreamer() -> None:
+    assert isinstance(dreamer(from_environment({})), OfflineTidier)
+    assert isinstance(dreamer(from_environment({"GITMEM_DREAMER": "offline"})), OfflineTidier)
     with pytest.raises(SettingsError, match="GITMEM_DREAMER"):
-        dreamer_from_env({"GITMEM_DREAMER": "nope"})
+        dreamer(from_environment({"GITMEM_DREAMER": "nope"}))
 
 
 # -- create_new ------------------------------------------------------------------------------------
@@ -595,6 +596,6 @@ def test_a_dreamer_that_cannot_start_fails_the_dream_not_the_runner(
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
     dream = make(gm, workspace, store_info.id)
-    assert DreamRunner(gm).run_pending() == 1  # no dream is left "running" by a runner that gave up
+    assert DreamRunner(gm, dreamer(from_environment())).run_pending() == 1  # no dream is left "running"
     done = dreams_for(gm).get(workspace.id, dream.id)
     assert done.status == "failed" and done.error_type == "internal_error"

@@ -104,7 +104,7 @@ def store_notes(store: MemoryStore) -> dict[str, str]:
 @given(STORE_NOTES)
 def test_a_dream_through_the_engine_loses_nothing(notes: dict[str, str]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        gm = Gitmem.open(Path(tmp) / "home", fsync=False)
+        gm = Gitmem.open(Path(tmp) / "home", fsync="never")
         ws = gm.catalog.create_workspace("prop")
         info = gm.create_store(ws.id, "input")
         store = gm.store(ws.id, info.id)

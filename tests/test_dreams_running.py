@@ -26,6 +26,8 @@ from anthropic.types.beta import BetaDream
 from fastapi.testclient import TestClient
 from gitmem.api.app import Settings, create_app
 
+from gitmem.config.home import dream_timeout, dreamer
+from gitmem.config.values import from_environment
 from gitmem.engine.catalog.catalog import Workspace
 from gitmem.engine.gitmem import Gitmem
 from gitmem.model import Note
@@ -53,9 +55,15 @@ def in_process(home: Path, admin: str | None = None, *, runner: bool = True) -> 
         _, admin = gm.catalog.create_api_key(ws.id, "admin")
     else:
         ws = gm.catalog.workspace(gm.catalog.authenticate(admin).workspace_id)
-    app = create_app(
-        gm, Settings(dream_runner=runner, dream_poll_seconds=0.05, rate_limit_per_second=0, prune_interval_seconds=0)
+    settings = Settings(
+        dream_runner=runner,
+        dream_poll_seconds=0.05,
+        dreamer=dreamer(from_environment()),  # GITMEM_DREAMER and GITMEM_DREAM_TIMEOUT, as a server reads them
+        dream_timeout_seconds=dream_timeout(from_environment()),
+        rate_limit_per_second=0,
+        prune_interval_seconds=0,
     )
+    app = create_app(gm, settings)
     with TestClient(app, base_url="http://gitmem.test", headers={"x-api-key": admin}) as http:
         sdk = anthropic.Anthropic(
             api_key=admin,
@@ -227,9 +235,10 @@ def test_cancel_stops_a_running_dream(server: Server) -> None:
 # -- the runner's process dies ---------------------------------------------------------------------
 
 
-RUNNER = (
+RUNNER = (  # a runner process started with the settings of its environment (the holding dreamer)
     "import sys; from gitmem.engine.gitmem import Gitmem; from gitmem.agents.dreams.runner import DreamRunner;"
-    " DreamRunner(Gitmem.open(sys.argv[1])).run_pending()"
+    " from gitmem.config.home import dreamer; from gitmem.config.values import from_environment;"
+    " DreamRunner(Gitmem.open(sys.argv[1]), dreamer(from_environment())).run_pending()"
 )
 
 

@@ -8,11 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from gitmem.config.home import filters
 from gitmem.config.settings import SettingsError
+from gitmem.config.values import from_environment
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import InvalidRequest, SecretRefused
-from gitmem.rules.filters import DEFAULT_FILTERS, FilterChain, load_filters, regex_filter
+from gitmem.rules.filters import DEFAULT_FILTERS, FilterChain, regex_filter
 from tests.conftest import store_state
 
 # A body that looks like a real key's (random base64); a header alone, or around "...", is no secret.
@@ -160,8 +162,9 @@ def filter_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 def test_gitmem_filters_extends_the_chain(tmp_path: Path, filter_module: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GITMEM_FILTERS", f"{filter_module}:employee_ids, {filter_module}:no_drafts")
-    assert len(load_filters().filters) == len(DEFAULT_FILTERS) + 2
-    gm = Gitmem.open(tmp_path / "home", fsync=False)
+    chain = filters(from_environment())
+    assert len(chain.filters) == len(DEFAULT_FILTERS) + 2
+    gm = Gitmem.open(tmp_path / "home", fsync="never", filters=chain)
     ws = gm.catalog.create_workspace("ws")
     store = gm.store(ws.id, gm.create_store(ws.id, "s").id)
     ok = store.create("/people/sam.md", "Sam's id is in the HR system.")
@@ -180,12 +183,12 @@ def test_gitmem_filters_extends_the_chain(tmp_path: Path, filter_module: str, mo
 
 def test_gitmem_filters_empty_means_the_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GITMEM_FILTERS", " , ")
-    assert tuple(load_filters().filters) == DEFAULT_FILTERS
+    assert tuple(filters(from_environment()).filters) == DEFAULT_FILTERS
     monkeypatch.delenv("GITMEM_FILTERS")
-    assert tuple(load_filters().filters) == DEFAULT_FILTERS
+    assert tuple(filters(from_environment()).filters) == DEFAULT_FILTERS
 
 
 def test_gitmem_filters_naming_a_missing_module_fails_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GITMEM_FILTERS", "no_such_module_for_gitmem:factory")
     with pytest.raises(SettingsError, match="no_such_module_for_gitmem"):
-        load_filters()
+        filters(from_environment())

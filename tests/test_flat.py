@@ -27,7 +27,7 @@ from gitmem.engine.rewrite.retention import prune_store
 from gitmem.engine.store.group_commit import committer_for
 from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import NotFound, PathConflict
-from gitmem.git import repository, trees
+from gitmem.git import packing, repository, trees
 from gitmem.model import MemoryPrefix, Note
 from tests.conftest import assert_fsck_clean, git, run_threads
 
@@ -52,11 +52,10 @@ def new_store(gm: Gitmem) -> MemoryStore:
 
 @pytest.fixture(scope="module")
 def big(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MemoryStore]:
-    gm = Gitmem.open(tmp_path_factory.mktemp("flat") / "home", clock=FrozenClock(), fsync=False)
+    gm = Gitmem.open(tmp_path_factory.mktemp("flat") / "home", clock=FrozenClock(), fsync="never")
     store = new_store(gm)
     seed_notes(store.path, {big_path(i): text(i) for i in range(BIG)})
     yield store
-    repository.set_fsync(True)  # process-wide in libgit2: the default for the next tests
 
 
 def tree_size(store: MemoryStore, folder: str) -> int:
@@ -190,7 +189,7 @@ def test_redaction_and_pruning_with_a_big_folder(fast_gm: Gitmem, clock: FrozenC
     first, _second = reversed(store.versions(memory_id=secret.id).items)
     gone = store.create("/notes/gone.md", "short-lived")
     store.delete(gone.id)
-    repository.pack(store.path, full=True)  # the old blobs are in a pack, as after a quiet spell
+    packing.pack(store.path, "full")  # the old blobs are in a pack, as after a quiet spell
 
     redact(store, first.id)
     assert store.version(first.id).content is None

@@ -44,7 +44,7 @@ class Site:
 
 @pytest.fixture(scope="module")
 def site(real_server: RealServer) -> Site:
-    home = make_test_home(real_server.home, workspace="git-access", other_workspace="git-access-other", fsync=False)
+    home = make_test_home(real_server.home, workspace="git-access", other_workspace="git-access-other", fsync="never")
     return Site(real_server.base_url, home.path, home.admin, home.reader, home.user_id, home.user, home.other)
 
 

@@ -181,12 +181,10 @@ def test_a_batch_is_flushed_once_before_its_files_are_named_and_once_after_main_
 
 def test_with_fsync_files_a_batch_is_flushed_file_by_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``GITMEM_FSYNC=files``, and every platform without syncfs(2)."""
-    monkeypatch.setattr(durable, "_flush_file_systems", durable.flushes_file_systems())  # restored after
-    monkeypatch.setenv("GITMEM_FSYNC", "files")
-    gm = Gitmem.open(tmp_path / "home")
+    gm = Gitmem.open(tmp_path / "home", fsync="files")
     workspace = gm.catalog.create_workspace("w")
     store = gm.store(workspace.id, gm.create_store(workspace.id, "s").id)
-    assert repository.fsync_enabled() and not durable.flushes_file_systems()
+    assert store.durability.flushes and not store.durability.whole_file_system
     flushed: list[int] = []
     monkeypatch.setattr(durable, "flush_file_system", lambda path: pytest.fail("syncfs called"))
     monkeypatch.setattr(os, "fsync", lambda fd: flushed.append(fd))

@@ -31,7 +31,7 @@ def _damage(index: Path, how: str) -> None:
 
 
 def _home_with_stores(home: Path, count: int, notes: int) -> tuple[Gitmem, list[StoreInfo]]:
-    gm = Gitmem.open(home, fsync=False)
+    gm = Gitmem.open(home, fsync="never")
     ws = gm.catalog.create_workspace("alpha")
     infos = []
     for s in range(count):
@@ -62,7 +62,7 @@ def test_a_damaged_index_is_set_aside_and_rebuilt(tmp_path: Path, how: str) -> N
     gm._forget(info.id)
     _damage(_index(gm, info), how)
 
-    fresh = Gitmem.open(tmp_path / "home", fsync=False)
+    fresh = Gitmem.open(tmp_path / "home", fsync="never")
     _, admin = fresh.catalog.create_api_key(info.workspace_id, "admin")
     with TestClient(
         create_app(fresh, Settings(dream_runner=False, prune_interval_seconds=0)), headers={"x-api-key": admin}
@@ -143,7 +143,7 @@ def _disk_filled(folder: Path) -> Iterator[None]:
 
 def test_a_full_disk_is_a_retryable_507_and_writes_resume(small_disk: Path) -> None:
     home = small_disk / "home"
-    gm = Gitmem.open(home, fsync=False)
+    gm = Gitmem.open(home, fsync="never")
     ws = gm.catalog.create_workspace("alpha")
     _, admin = gm.catalog.create_api_key(ws.id, "admin")
     with TestClient(

@@ -11,12 +11,19 @@ import pytest
 from click.testing import CliRunner
 
 from gitmem.cli import main
+from gitmem.config.home import master_key
+from gitmem.config.values import from_environment
 from gitmem.crypto.master_key import DecryptionFailed
 from gitmem.engine.gitmem import Gitmem
 
 
+def _opened(home: Path) -> Gitmem:
+    """The home with the master key the settings name now (``GITMEM_MASTER_KEY``, else ``master.key``)."""
+    return Gitmem.open(home, fsync="never", master_key=master_key(from_environment()))
+
+
 def _encrypted_home(home: Path) -> tuple[str, str]:
-    gm = Gitmem.open(home, fsync=False)
+    gm = _opened(home)
     ws = gm.catalog.create_workspace("alpha")
     info = gm.create_store(ws.id, "secret notes", encrypted=True)
     gm.store(ws.id, info.id).create("/plan.md", "the secret plan")
@@ -24,7 +31,7 @@ def _encrypted_home(home: Path) -> tuple[str, str]:
 
 
 def _read(home: Path, ws_id: str, store_id: str) -> str:
-    gm = Gitmem.open(home, fsync=False)
+    gm = _opened(home)
     return gm.store(ws_id, store_id).get_by_path("/plan.md").content or ""
 
 

@@ -68,9 +68,9 @@ class Home:
 
 @pytest.fixture(scope="module")
 def live(real_server: RealServer) -> Home:
-    made = make_test_home(real_server.home, workspace="mcp", other_workspace="elsewhere", fsync=False)
+    made = make_test_home(real_server.home, workspace="mcp", other_workspace="elsewhere", fsync="never")
     home, ws_id = made.path, made.workspace_id
-    gm = Gitmem.open(home, fsync=False)
+    gm = Gitmem.open(home, fsync="never")
     store = gm.create_store(ws_id, "notes")
     other = gm.create_store(made.other_workspace_id, "theirs")
     attached = gm.create_store(ws_id, "team")
@@ -308,7 +308,7 @@ def test_a_request_without_a_valid_credential_is_401(live: Home, token: str | No
 
 def test_the_app_serves_mcp_in_process(tmp_path: Path) -> None:
     """The lifespan starts the session manager each time the app starts (twice here)."""
-    gm = Gitmem.open(tmp_path / "home", fsync=False)
+    gm = Gitmem.open(tmp_path / "home", fsync="never")
     ws = gm.catalog.create_workspace("w")
     _, key = gm.catalog.create_api_key(ws.id, "k")
     app = create_app(gm)

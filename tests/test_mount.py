@@ -40,7 +40,7 @@ class Live:
 
 @pytest.fixture(scope="module")
 def live(real_server: RealServer) -> Live:
-    gm = Gitmem.open(real_server.home, fsync=False)
+    gm = Gitmem.open(real_server.home, fsync="never")
     ws = gm.catalog.create_workspace("mount")
     _, admin = gm.catalog.create_api_key(ws.id, "admin", role="admin")
     return Live(real_server.base_url, admin)

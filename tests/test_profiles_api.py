@@ -48,7 +48,7 @@ class Env:
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     home = tmp_path_factory.mktemp("profiles-api") / "home"
-    gm = Gitmem.open(home, fsync=False)
+    gm = Gitmem.open(home, fsync="never")
     ws = gm.catalog.create_workspace("people")
     sam, sam_token = gm.catalog.create_user(ws.id, "sam")
     _alex, alex_token = gm.catalog.create_user(ws.id, "alex")

@@ -105,7 +105,7 @@ class Pusher:
 
 @pytest.fixture
 def gm(tmp_path: Path) -> Gitmem:
-    return Gitmem.open(tmp_path / "home", fsync=False)
+    return Gitmem.open(tmp_path / "home", fsync="never")
 
 
 @pytest.fixture

@@ -201,7 +201,7 @@ def test_a_push_record_reads_back_what_it_writes_and_shrugs_off_what_is_not_one(
 def test_a_clone_without_the_push_notes_replays_a_redacted_deletion_as_the_server_does(tmp_path: Path) -> None:
     """A redacted deletion still removes its note: a note pushed later at the same path is a new note,
     for the server's index and for ``gitmem log`` in a clone that never fetched the push notes."""
-    gm = Gitmem.open(tmp_path / "home", fsync=False)
+    gm = Gitmem.open(tmp_path / "home", fsync="never")
     ws = gm.catalog.create_workspace("acme")
     user, _ = gm.catalog.create_user(ws.id, "sam")
     info = gm.create_store(ws.id, "notes")
@@ -238,7 +238,7 @@ def test_a_clone_without_the_push_notes_replays_a_redacted_deletion_as_the_serve
 def test_every_move_the_audit_shows_is_a_move_in_the_rewritten_trees(tmp_path: Path) -> None:
     """A redacted move leaves its note where it was; a note made below that path pushes it out of the
     rewritten tree, so its next version is no move: the index, the rewrite and the audit agree."""
-    gm = Gitmem.open(tmp_path / "home", fsync=False)
+    gm = Gitmem.open(tmp_path / "home", fsync="never")
     ws = gm.catalog.create_workspace("acme")
     info = gm.create_store(ws.id, "notes")
     store = gm.store(ws.id, info.id)

@@ -15,6 +15,7 @@ from gitmem.engine.catalog.catalog import Workspace
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.rewrite.redaction import redact
 from gitmem.engine.store.diff import diff_versions, hunks
+from gitmem.engine.store.restore import restore
 from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import ArchivedStore, InvalidRequest, NotFound, PathConflict, PreconditionFailed, TooLarge
 from gitmem.model import Actor
@@ -30,12 +31,12 @@ def test_restore_a_deleted_note_brings_back_its_id_path_and_creation_time(
     store.update(note.id, content="second", path="/b.md")
     store.delete(note.id)
     clock.advance(hours=1)
-    back = store.restore(note.id, note.version_id, actor=USER)
+    back = restore(store, note.id, note.version_id, actor=USER)
     assert (back.id, back.path, back.created_at) == (note.id, "/a.md", note.created_at)
     assert store.get(note.id).content == "first"
     newest = store.versions(memory_id=note.id, limit=1).items[0]
     assert (newest.operation, newest.created_by, newest.path) == ("created", USER, "/a.md")
-    assert store.restore(note.id, note.version_id).version_id == back.version_id  # already so: no new version
+    assert restore(store, note.id, note.version_id).version_id == back.version_id  # already so: no new version
 
 
 def test_restore_refusals_change_nothing(store: MemoryStore, gm: Gitmem, workspace: Workspace) -> None:
@@ -45,18 +46,18 @@ def test_restore_refusals_change_nothing(store: MemoryStore, gm: Gitmem, workspa
     deletion = store.delete(other.id)
     tip = store.index.indexed_tip()
     with pytest.raises(PreconditionFailed):
-        store.restore(note.id, note.version_id, expected_sha256="0" * 64)
+        restore(store, note.id, note.version_id, expected_sha256="0" * 64)
     with pytest.raises(NotFound):
-        store.restore(note.id, other.version_id)  # a version of another note
+        restore(store, note.id, other.version_id)  # a version of another note
     with pytest.raises(InvalidRequest):
-        store.restore(other.id, deletion.id)  # a deletion has no content
+        restore(store, other.id, deletion.id)  # a deletion has no content
     store.create("/a.md", "taken")
     with pytest.raises(PathConflict):
-        store.restore(note.id, note.version_id)
+        restore(store, note.id, note.version_id)
     assert store.index.indexed_tip() != tip  # (only the create above moved main)
     gm.archive_store(workspace.id, store.id)
     with pytest.raises(ArchivedStore):
-        store.restore(other.id, other.version_id)
+        restore(store, other.id, other.version_id)
 
 
 def test_restore_of_a_redacted_version_is_invalid(store: MemoryStore) -> None:
@@ -64,7 +65,7 @@ def test_restore_of_a_redacted_version_is_invalid(store: MemoryStore) -> None:
     store.update(note.id, content="second")
     redact(store, note.version_id)
     with pytest.raises(InvalidRequest, match="redacted"):
-        store.restore(note.id, note.version_id)
+        restore(store, note.id, note.version_id)
 
 
 def test_restore_applies_the_store_limits(store: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -72,7 +73,7 @@ def test_restore_applies_the_store_limits(store: MemoryStore, monkeypatch: pytes
     store.update(note.id, content="short")
     monkeypatch.setattr(store, "policy", dataclasses.replace(store.policy, max_content_bytes=10))
     with pytest.raises(TooLarge):
-        store.restore(note.id, note.version_id)
+        restore(store, note.id, note.version_id)
     assert store.get(note.id).content == "short"
 
 

@@ -21,7 +21,7 @@ from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.rewrite.redaction import redact
 from gitmem.engine.rewrite.retention import KEEP_ALL, PruneScheduler, prune_all, prune_store, retention_days
 from gitmem.errors import InvalidRequest
-from gitmem.git import repository
+from gitmem.git import packing, repository
 from gitmem.model import Actor
 from tests.test_rewrite import (
     API,
@@ -165,7 +165,7 @@ def test_ninety_days_then_prune_keeps_exactly_what_the_rule_keeps(gm: Gitmem, cl
 def test_dry_run_reports_and_changes_nothing(gm: Gitmem, clock: FrozenClock) -> None:  # noqa: F811
     store = new_store(gm)
     _ninety_days(store, clock, seed=3)
-    while not repository.pack(store.path, full=True):
+    while not packing.pack(store.path, "full"):
         time.sleep(0.05)
     before = all_versions(store)
     keep = expected_survivors(before, {n.id for n in notes_state(store)}, clock.now, 30)
@@ -257,7 +257,7 @@ def test_gitmem_prune_command(tmp_path: Path) -> None:
 
     real_now = dt.datetime.now(dt.UTC)
     home = tmp_path / "home"
-    cli_gm = Gitmem(home, clock=FrozenClock(real_now - dt.timedelta(days=60)), fsync=False)
+    cli_gm = Gitmem(home, clock=FrozenClock(real_now - dt.timedelta(days=60)), fsync="never")
     store = new_store(cli_gm)
     note = store.create("/a.md", f"first {token()}", actor=Actor("api_actor", "apikey_cli"))
     for i in range(3):

@@ -60,7 +60,7 @@ def clock() -> FrozenClock:
 
 @pytest.fixture
 def gm(tmp_path: Path, clock: FrozenClock) -> Gitmem:
-    return Gitmem(tmp_path / "home", clock=clock, fsync=False)
+    return Gitmem(tmp_path / "home", clock=clock, fsync="never")
 
 
 def new_store(gm: Gitmem, name: str = "notes") -> MemoryStore:
@@ -351,7 +351,7 @@ from pathlib import Path
 from gitmem.clock import FrozenClock
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.rewrite.retention import prune_all
-gm = Gitmem(Path(sys.argv[1]), clock=FrozenClock(dt.datetime.fromisoformat(sys.argv[2])), fsync=True)
+gm = Gitmem(Path(sys.argv[1]), clock=FrozenClock(dt.datetime.fromisoformat(sys.argv[2])), fsync="always")
 print("start", flush=True)
 reports = prune_all(gm)
 assert all(r.ok for r in reports), reports
@@ -374,7 +374,7 @@ def _build_big_store(gm: Gitmem, clock: FrozenClock, notes: int = 40, rounds: in
     for memory_id in ids[:3]:
         store.delete(memory_id)
     clock.advance(days=10)
-    while not repository.pack(store.path, full=True):  # wait for the engine's background packer
+    while not packing.pack(store.path, "full"):  # wait for the engine's background packer
         time.sleep(0.05)
     return store
 
@@ -421,7 +421,7 @@ def test_sigkill_at_any_point_leaves_the_old_or_the_new_history(
     # The history a finished prune leaves, computed once on a copy.
     reference = tmp_path / "reference"
     shutil.copytree(gm.home, reference)
-    ref_gm = Gitmem(reference, clock=FrozenClock(now), fsync=False)
+    ref_gm = Gitmem(reference, clock=FrozenClock(now), fsync="never")
     assert all(r.ok for r in prune_all(ref_gm))
     expected = [comparable(v) for v in all_versions(ref_gm.store(ws_id, store_id))]
     assert 0 < len(expected) < len(before)
@@ -441,7 +441,7 @@ def test_sigkill_at_any_point_leaves_the_old_or_the_new_history(
         _run_pruner(home, now, crash_at=point, kill_after=delay)
         repo_path = home / "stores" / f"{store_id}.git"
         assert_fsck_clean(repo_path)
-        trial_gm = Gitmem(home, clock=FrozenClock(now), fsync=False)
+        trial_gm = Gitmem(home, clock=FrozenClock(now), fsync="never")
         trial = trial_gm.store(ws_id, store_id)
         assert notes_state(trial) == notes_before, (point, delay)
         versions = [comparable(v) for v in all_versions(trial)]
@@ -466,7 +466,7 @@ WRITER = """
 import sys, time
 from pathlib import Path
 from gitmem.engine.gitmem import Gitmem
-gm = Gitmem(Path(sys.argv[1]), fsync=False)
+gm = Gitmem(Path(sys.argv[1]), fsync="never")
 store = gm.store(sys.argv[2], sys.argv[3])
 for i in range(100):
     store.create(f"/written/note-{i}.md", f"written while pruning {i}")
@@ -479,7 +479,7 @@ for i in range(100):
 def test_writes_that_land_during_rewrites_are_kept(tmp_path: Path) -> None:
     real_now = dt.datetime.now(dt.UTC)
     clock = FrozenClock(real_now - dt.timedelta(days=100))
-    gm = Gitmem(tmp_path / "home", clock=clock, fsync=False)
+    gm = Gitmem(tmp_path / "home", clock=clock, fsync="never")
     store = new_store(gm)
     ids = [store.create(f"/old/note-{i}.md", f"old {i} v0 {token()}").id for i in range(30)]
     for r in range(1, 4):

@@ -10,6 +10,7 @@ from pathlib import Path
 import pygit2
 import pytest
 
+from gitmem.durable import NOT_FLUSHED
 from gitmem.git import roll_up as roll_up_module
 from gitmem.git.pack import PackObject, index_object_ids, write_pack
 from gitmem.git.roll_up import Pack, geometric_split, roll_up, rollable_packs
@@ -34,7 +35,7 @@ def _repository(path: Path, counts: tuple[int, ...]) -> tuple[Path, set[str]]:
     ids: set[str] = set()
     for i, count in enumerate(counts):
         blobs = [_blob(f"pack {i} blob {j}") for j in range(count)]
-        write_pack(path / "objects", blobs, fsync=False)
+        write_pack(path / "objects", blobs, durability=NOT_FLUSHED)
         ids |= {blob.oid.hex() for blob in blobs}
     return path, ids
 

@@ -15,6 +15,7 @@ from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.index.search import _fingerprint as search_fingerprint
 from gitmem.engine.rewrite.redaction import redact
 from gitmem.engine.rewrite.retention import prune_store
+from gitmem.engine.store.restore import restore
 from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import InvalidRequest
 from tests.test_receive import Pusher
@@ -47,7 +48,7 @@ def test_every_write_is_searchable_at_once(any_store: MemoryStore) -> None:
     assert found(store, "samantha") == ["/people/samantha.md"] and found(store, "sam") == []
     store.delete(acme.id)
     assert found(store, "terraform") == [] and found(store, "acme") == []
-    store.restore(acme.id, acme.version_id)
+    restore(store, acme.id, acme.version_id)
     assert found(store, "terraform") == ["/projects/acme.md"]
     hit = store.search("nightly").items[0]
     assert hit.note.content is None and hit.snippets == ("Acme runs terraform **nightly**.",)
@@ -55,7 +56,7 @@ def test_every_write_is_searchable_at_once(any_store: MemoryStore) -> None:
 
 def test_another_process_writes_and_this_one_finds_it(any_store: MemoryStore, gm: Gitmem, workspace: Workspace) -> None:
     assert found(any_store, "elsewhere") == []  # the encrypted store's memory index is built now
-    other = Gitmem.open(gm.home, fsync=False)  # what another process opens
+    other = Gitmem.open(gm.home, fsync="never")  # what another process opens
     other.store(workspace.id, any_store.id).create("/x.md", "written elsewhere")
     assert found(any_store, "elsewhere") == ["/x.md"]
 
@@ -82,7 +83,7 @@ def test_rebuilds_and_old_indexes_are_searchable(store: MemoryStore, gm: Gitmem,
         db.execute("DROP TRIGGER notes_unsearchable")
         db.execute("DROP TABLE search_text")
         db.execute("DROP TABLE search_docs")
-    again = Gitmem.open(gm.home, fsync=False).store(workspace.id, store.id)
+    again = Gitmem.open(gm.home, fsync="never").store(workspace.id, store.id)
     assert found(again, "aardvark") == ["/a.md"]
 
 

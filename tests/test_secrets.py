@@ -10,9 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gitmem.config.home import filters
+from gitmem.config.values import from_environment
 from gitmem.engine.gitmem import Gitmem
 from gitmem.errors import SecretRefused
-from gitmem.rules.filters import FilterChain, load_filters
+from gitmem.rules.filters import FilterChain
 from gitmem.rules.secrets import RULE_IDS, RULES, Finding, SecretDetector, allowed_rules, engine, find_secrets
 from tests.secrets_corpus import load
 
@@ -121,11 +123,11 @@ def test_allowed_rules_reads_the_setting() -> None:
 
 def test_an_allowed_rule_no_longer_refuses_but_the_others_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GITMEM_SECRETS_ALLOW", "jwt")
-    chain = load_filters()
+    chain = filters(from_environment())
     chain.check("/x", JWT_NOTE)
     with pytest.raises(SecretRefused):
         chain.check("/x", "password: Tr0ub4dor&3")
-    gm = Gitmem.open(tmp_path / "home", fsync=False)
+    gm = Gitmem.open(tmp_path / "home", fsync="never", filters=chain)
     ws = gm.catalog.create_workspace("ws")
     store = gm.store(ws.id, gm.create_store(ws.id, "s").id)
     store.create("/session.md", JWT_NOTE)

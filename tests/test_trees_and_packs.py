@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gitmem.durable import DURABLE, NOT_FLUSHED
 from gitmem.git import repository, trees
 from gitmem.git.pack import PackObject, adler32_combine, write_pack
 from gitmem.git.trees import (
@@ -196,7 +197,7 @@ def test_a_written_pack_verifies_and_reads_back(tmp_path: Path) -> None:
         editor.insert(f"n{i}".encode(), MODE_BLOB, obj.oid)
     tree_body = editor.tree().body()
     objects.append(PackObject(b"tree", tree_body, object_id(b"tree", tree_body)))
-    pack = write_pack(tmp_path / "repo.git" / "objects", objects + objects[:1], fsync=True)
+    pack = write_pack(tmp_path / "repo.git" / "objects", objects + objects[:1], durability=DURABLE)
     verify = subprocess.run(["git", "verify-pack", "-v", str(pack.with_suffix(".idx"))], capture_output=True, text=True)
     assert verify.returncode == 0, verify.stderr
     assert f"non delta: {len(objects)} objects" in verify.stdout
@@ -219,7 +220,7 @@ def test_a_big_tree_is_packed_from_its_pieces(tmp_path: Path, monkeypatch: pytes
         objects = store.pack_objects()
         big = [obj for obj in objects if obj.compressed is not None]
         assert len(big) == 1 and len(big[0].compressed or ()) >= 3 + 3  # the folder, pieces and frame
-        pack = write_pack(tmp_path / "repo.git" / "objects", objects, fsync=False)
+        pack = write_pack(tmp_path / "repo.git" / "objects", objects, durability=NOT_FLUSHED)
         verify = subprocess.run(["git", "verify-pack", str(pack.with_suffix(".idx"))], capture_output=True, text=True)
         assert verify.returncode == 0, verify.stderr
         for obj in objects:
@@ -246,7 +247,7 @@ def test_a_folders_next_version_is_stored_as_a_delta(tmp_path: Path) -> None:
         oid = object_id(b"tree", tree.body())
         objects.append(PackObject(b"tree", tree.body(), oid, delta_base=previous))
         previous = oid
-    pack = write_pack(tmp_path / "repo.git" / "objects", objects, fsync=False)
+    pack = write_pack(tmp_path / "repo.git" / "objects", objects, durability=NOT_FLUSHED)
     verify = subprocess.run(["git", "verify-pack", "-v", str(pack.with_suffix(".idx"))], capture_output=True, text=True)
     assert verify.returncode == 0, verify.stderr
     assert "non delta: 1 object" in verify.stdout and f"chain length = {len(versions) - 1}" in verify.stdout

@@ -53,7 +53,7 @@ Sam prefers **terraform plans** against staging first.
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     home = tmp_path_factory.mktemp("browser") / "home"
-    gm = Gitmem.open(home, fsync=False)
+    gm = Gitmem.open(home, fsync="never")
     ws = gm.catalog.create_workspace("default")
     user, secret = gm.catalog.create_user(ws.id, "dana")
     info = gm.create_store(ws.id, "team-notes", description="What the team learned")

@@ -28,6 +28,7 @@ from gitmem.engine.rewrite.redaction import redact
 from gitmem.engine.store.store import MemoryStore
 from gitmem.webhooks.delivery import DeliveryPolicy, Dispatcher
 from gitmem.webhooks.outbox import EVENT_TYPES, webhooks_for
+from tests.conftest import with_outbox
 from tests.server import free_port
 from tests.test_receive import Pusher
 
@@ -95,7 +96,7 @@ def receiver() -> Iterator[Receiver]:
 
 @pytest.fixture
 def home(tmp_path: Path) -> Gitmem:
-    return Gitmem.open(tmp_path / "home", clock=FrozenClock(), fsync=False)
+    return with_outbox(Gitmem.open(tmp_path / "home", clock=FrozenClock(), fsync="never"))
 
 
 def one_round(home: Gitmem) -> int:
@@ -208,7 +209,7 @@ def test_retries_back_off_and_give_up_after_the_window(home: Gitmem, receiver: R
 
 def test_pending_events_survive_a_restart_and_one_process_delivers(tmp_path: Path, receiver: Receiver) -> None:
     clock = FrozenClock()
-    first_home = Gitmem.open(tmp_path / "home", clock=clock, fsync=False)
+    first_home = with_outbox(Gitmem.open(tmp_path / "home", clock=clock, fsync="never"))
     ws = first_home.catalog.create_workspace("w")
     hook = webhooks_for(first_home).create(ws.id, receiver.url, ["memory_store.created", "memory.created"])
     store = first_home.store(ws.id, first_home.create_store(ws.id, "notes").id)
@@ -216,7 +217,7 @@ def test_pending_events_survive_a_restart_and_one_process_delivers(tmp_path: Pat
     first = Dispatcher(first_home, POLICY)
     assert first.run_once() == 0  # the receiver is down
     # Another process while the first holds the lease: it delivers nothing.
-    second_home = Gitmem.open(tmp_path / "home", clock=clock, fsync=False)
+    second_home = with_outbox(Gitmem.open(tmp_path / "home", clock=clock, fsync="never"))
     second = Dispatcher(second_home, POLICY)
     receiver.up()
     assert not second.claim()
@@ -351,7 +352,7 @@ def test_another_workspaces_webhook_is_not_found(api: tuple[TestClient, dict, di
 
 
 def test_the_server_delivers_in_the_background(tmp_path: Path, receiver: Receiver) -> None:
-    home = Gitmem.open(tmp_path / "home", fsync=False)
+    home = with_outbox(Gitmem.open(tmp_path / "home", fsync="never"))
     ws = home.catalog.create_workspace("w")
     _, admin = home.catalog.create_api_key(ws.id, "admin")
     receiver.up()
@@ -400,7 +401,7 @@ def test_an_encrypted_stores_events_carry_no_path(home: Gitmem, receiver: Receiv
 def test_a_push_is_reported_when_it_lands(tmp_path: Path, receiver: Receiver) -> None:
     """post-receive writes the outbox rows (the server's own delivery and catch-up are off here). The
     push runs the store's hooks as the server's git http-backend would (tests/test_receive.py)."""
-    home = Gitmem.open(tmp_path / "home", fsync=False)
+    home = with_outbox(Gitmem.open(tmp_path / "home", fsync="never"))
     ws = home.catalog.create_workspace("w")
     user, _token = home.catalog.create_user(ws.id, "ana")
     info = home.create_store(ws.id, "team")

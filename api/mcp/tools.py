@@ -19,6 +19,7 @@ from gitmem.engine.catalog.catalog import Principal, principal_task_id
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.index.search import SearchHit
 from gitmem.engine.store.diff import VersionDiff
+from gitmem.engine.store.restore import restore as restore_version
 from gitmem.engine.store.store import MAX_VERSIONS_PAGE, MemoryStore
 from gitmem.errors import InvalidRequest, NotFound
 from gitmem.model import Note, Page, Version
@@ -107,4 +108,4 @@ def restore(
     expected_sha256: str | None = None,
 ) -> Note:
     store = open_store(gm, principal, store_id, write=True)
-    return store.restore(memory_id, version_id, actor=principal.actor, expected_sha256=expected_sha256)
+    return restore_version(store, memory_id, version_id, actor=principal.actor, expected_sha256=expected_sha256)

@@ -26,10 +26,12 @@ from gitmem.api.schemas.memory_stores import (
 )
 from gitmem.api.schemas.search import MemoryRestore
 
-from gitmem.engine.store.store import MAX_FULL_PAGE, MemoryStore
+from gitmem.engine.store.restore import restore
 from gitmem.engine.store.store import MAX_NOTES_PAGE as MAX_PAGE
+from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import InvalidRequest
 from gitmem.model import Note
+from gitmem.rules.paging import MAX_FULL_PAGE
 
 log = logging.getLogger("gitmem.api")
 _BLOB_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
@@ -138,7 +140,8 @@ def restore_memory(
     if_match: str | None = IfMatch,
 ) -> Response:
     store = ref.open()
-    note = store.restore(
+    note = restore(
+        store,
         memory_id,
         body.version_id,
         expected_sha256=body.precondition.content_sha256 if body.precondition else None,

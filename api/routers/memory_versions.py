@@ -11,9 +11,9 @@ from gitmem.api.schemas.search import MemoryVersionDiff
 
 from gitmem.engine.rewrite.redaction import redact
 from gitmem.engine.store.diff import diff_versions
-from gitmem.engine.store.store import MAX_FULL_PAGE
 from gitmem.engine.store.store import MAX_VERSIONS_PAGE as MAX_PAGE
 from gitmem.errors import InvalidRequest
+from gitmem.rules.paging import MAX_FULL_PAGE
 
 router = APIRouter(
     prefix="/v1/memory_stores/{memory_store_id}/memory_versions",

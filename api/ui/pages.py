@@ -11,12 +11,12 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Resp
 from gitmem.api.deps import Engine
 from gitmem.api.ui.session import COOKIE, SIGN_IN, Session, UiRoute, page, set_session_cookie
 
-from gitmem.access import require_access
-from gitmem.agents.review.review import Reviews, check_reviewer, current_mark
+from gitmem.access import check_reviewer, require_access
+from gitmem.agents.review.review import Reviews, current_mark
 from gitmem.agents.tasks.scope import visible_store_ids
-from gitmem.engine.catalog.web_sessions import WebSession, WebSessions
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.store.store import MemoryStore
+from gitmem.engine.web_sessions import WebSession, WebSessions
 from gitmem.errors import AuthenticationFailed, InvalidRequest, NotFound
 from gitmem.model import MemoryPrefix, Note
 from gitmem.rules.paths import validate_prefix

@@ -15,7 +15,7 @@ from fastapi.templating import Jinja2Templates
 from gitmem.api.deps import Engine
 from gitmem.api.ui.render import Names, template_globals
 
-from gitmem.engine.catalog.web_sessions import WebSession, WebSessions
+from gitmem.engine.web_sessions import WebSession, WebSessions
 from gitmem.errors import GitmemError
 
 COOKIE = "gitmem_session"

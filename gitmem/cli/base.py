@@ -17,6 +17,7 @@ import click
 from gitmem.errors import GitmemError, NotFound
 
 if TYPE_CHECKING:
+    from gitmem.config.values import Values
     from gitmem.db import Database
     from gitmem.engine.gitmem import Gitmem
 
@@ -25,31 +26,31 @@ DEFAULT_WORKSPACE = "default"
 
 
 class Context:
-    def __init__(self, home: Path | None) -> None:
+    """What every command shares: the settings as checked at start, and the home they open."""
+
+    def __init__(self, home: Path | None, values: Values) -> None:
         self._home = home
+        self.values = values
         self._gm: Gitmem | None = None
 
     @property
     def home(self) -> Path:
         if self._home is None:
-            from gitmem.engine.gitmem import default_home
+            from gitmem.config.home import home_path
 
-            self._home = default_home()
+            self._home = home_path(self.values)
         return self._home
 
     @property
     def gm(self) -> Gitmem:
         if self._gm is None:
+            from gitmem.config.home import open_home
             from gitmem.db import database_errors
-            from gitmem.engine.gitmem import Gitmem
 
             try:
-                self._gm = Gitmem.open(self.home)
+                self._gm = open_home(self.values, self.home)
             except database_errors() as exc:  # e.g. PostgreSQL unreachable: one line, not a traceback
-                from gitmem.config.settings import load_settings
-
-                url = load_settings().DATABASE
-                unusable_database(url.get_secret_value() if url is not None else None, self.home, exc)
+                unusable_database(self.values("DATABASE"), self.home, exc)
         return self._gm
 
     def workspace_id(self, name: str | None, *, create: bool = False) -> str:
@@ -145,15 +146,18 @@ def main(ctx: click.Context, home: Path | None, verbose: bool) -> None:
         format="%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    from gitmem.config.values import from_environment, from_settings
+
+    values = from_environment()  # for what Git runs: checked when first read, or as the server handed down
     if ctx.invoked_subcommand not in UNCHECKED_COMMANDS:
         from gitmem.config.settings import SettingsError, load_settings  # pydantic: not for a hook's every start
 
         try:  # every setting, before any command runs: a bad one is one line and exit 2
-            load_settings()
+            values = from_settings(load_settings())
         except SettingsError as exc:
             click.echo(f"gitmem: {exc.message}", err=True)
             sys.exit(2)
-    ctx.obj = Context(home)
+    ctx.obj = Context(home, values)
 
 
 pass_context = click.make_pass_decorator(Context)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import click
 
-from gitmem.agents.dreams.dreamers import dreamer_from_env
 from gitmem.agents.dreams.dreams import dreams_for, runner_id
 from gitmem.agents.dreams.values import MAX_PAGE, STATUSES, Dream
 from gitmem.cli.base import Context, emit_json, main, pass_context, refusals, table, workspace_option
 from gitmem.clock import iso
+from gitmem.config.home import dream_timeout, dreamer
 
 
 def dream_json(dream: Dream) -> dict[str, object]:
@@ -84,7 +84,7 @@ def dream_create(
         ctx.workspace_id(workspace), inputs, model, instructions=instructions, output_behavior=behavior
     )
     if run_now and dreams.claim(dream.id, runner_id()):
-        dream = dreams.run(dream.id, dreamer_from_env())
+        dream = dreams.run(dream.id, dreamer(ctx.values), timeout_seconds=dream_timeout(ctx.values))
     if as_json:
         emit_json(dream_json(dream))
     else:

@@ -11,6 +11,7 @@ from gitmem.clock import iso
 from gitmem.engine.audit.log import actor_name
 from gitmem.engine.index.search import MARK, MAX_SEARCH_PAGE
 from gitmem.engine.store.diff import diff_versions, unified_lines
+from gitmem.engine.store.restore import restore as restore_version
 from gitmem.model import Version
 
 _MARKED = re.compile(re.escape(MARK) + "(.+?)" + re.escape(MARK))
@@ -96,5 +97,5 @@ def restore(
 ) -> None:
     """Bring back VERSION's content and path as a new version of MEMORY (a deleted note comes back)."""
     store = ctx.gm.store(ctx.workspace_id(workspace), store_id)
-    note = store.restore(memory_id, version_id, expected_sha256=if_sha256)
+    note = restore_version(store, memory_id, version_id, expected_sha256=if_sha256)
     click.echo(f"restored {note.path} {note.id} {note.version_id}")

@@ -14,12 +14,15 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Callable
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import click
 
 from gitmem.cli.base import main, sync_timing
 from gitmem.errors import GitmemError
+
+if TYPE_CHECKING:
+    from gitmem.sync.bank_session import BankSession
 
 
 @main.group("hook", hidden=True)
@@ -40,9 +43,12 @@ def post_receive() -> None:
 
 
 def _push_hook(name: Literal["pre-receive", "post-receive"]) -> None:
+    from gitmem.config.home import push_options
+    from gitmem.config.values import from_environment
     from gitmem.engine.push.receive import run_hook
 
-    sys.exit(run_hook(name, sys.stdin, sys.stderr))
+    # The settings the server handed down (GITMEM_CHECKED), read here, where the hook starts.
+    sys.exit(run_hook(name, sys.stdin, sys.stderr, lambda: push_options(from_environment())))
 
 
 def _session_options(func: click.decorators.FC) -> click.decorators.FC:
@@ -67,9 +73,11 @@ def session_start(
     from gitmem.sync import bank_session
 
     _session_hook(
-        lambda: bank_session.session_start(
-            url=url, profile=profile, workspace=workspace, debounce=debounce, poll_interval=poll_interval
-        )
+        lambda session: bank_session.session_start(
+            session, workspace=workspace, debounce=debounce, poll_interval=poll_interval
+        ),
+        url,
+        profile,
     )
 
 
@@ -81,19 +89,25 @@ def session_end(
     """Stop the background mount, which pushes every pending change first."""
     from gitmem.sync import bank_session
 
-    _session_hook(lambda: bank_session.session_end(url=url, profile=profile, workspace=workspace))
+    _session_hook(lambda session: bank_session.session_end(session, workspace=workspace), url, profile)
 
 
-def _session_hook(run: Callable[[], int]) -> None:
+def _session_hook(run: Callable[[BankSession], int], url: str | None, profile: str | None) -> None:
     # The hook's standard error reaches the agent runner: warnings only, unless GITMEM_LOG_LEVEL says more.
     from gitmem.config.settings import SettingsError, load_settings
+    from gitmem.sync.bank_session import BankSession
 
     try:
-        level = load_settings().LOG_LEVEL or "WARNING"
+        settings = load_settings()
         logging.basicConfig(
-            level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True
+            level=settings.LOG_LEVEL or "WARNING",
+            stream=sys.stderr,
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+            force=True,
         )
-        code = run()
+        token = settings.TOKEN.get_secret_value() if settings.TOKEN is not None else ""
+        session = BankSession(url or settings.URL or "", token, profile or settings.PROFILE, settings.STATE_DIR)
+        code = run(session)
     except SettingsError as exc:
         click.echo(f"gitmem: {exc.message}", err=True)
         code = 2

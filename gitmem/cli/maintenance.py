@@ -8,7 +8,7 @@ import click
 
 from gitmem.cli.base import Context, main, pass_context, refusals, workspace_option
 from gitmem.engine.fsck import check_home_store, orphan_folders
-from gitmem.git import repository
+from gitmem.git import packing
 from gitmem.git.packing import loose_objects
 from gitmem.model import StoreInfo
 
@@ -71,5 +71,5 @@ def pack(ctx: Context, store_id: str | None, workspace: str | None) -> None:
     for info in _stores(ctx, store_id, workspace):
         path = ctx.gm.repo_path(info.id)
         before = loose_objects(path).count
-        repository.pack(path, full=True)
+        packing.pack(path, "full")
         click.echo(f"{info.id}: packed {before} loose objects")

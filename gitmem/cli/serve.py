@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from gitmem.cli.base import Context, connect, main, pass_context, refusals
-from gitmem.engine.catalog.first_run import ensure_admin_key
+from gitmem.engine.first_run import ensure_admin_key
 from gitmem.home_tables import migrate_home
 
 log = logging.getLogger(__name__)

@@ -21,13 +21,9 @@ import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-PREFIX = "GITMEM_"
-CHECKED = PREFIX + "CHECKED"
-PER_PUSH = frozenset({"USER_ID", "ACCESS", "STORE_ID", "PYTHON"})  # set by the server for each push
-NOT_DIGESTED = PER_PUSH | {"CHECKED"}  # nor checked: read as they are
+from gitmem.config.names import CHECKED, NOT_DIGESTED, PREFIX
 
 _kept: dict[str, Checked] = {}  # digest of an environment -> its checked values
 _kept_lock = threading.Lock()
@@ -81,14 +77,30 @@ def _checked(snapshot: dict[str, str], key: str) -> Checked:
     if found is None:
         found = Checked.from_json(snapshot.get(CHECKED, ""), key)
         if found is None:
-            from gitmem.config.settings import check  # the settings object: loaded only when nothing was handed down
-
             found = check(snapshot)
         with _kept_lock:
             if len(_kept) > 16:  # environments come and go in tests; a server has one
                 _kept.clear()
             _kept[key] = found
     return found
+
+
+def check(environ: Mapping[str, str]) -> Checked:
+    """``environ``'s settings checked by the settings object, as plain values, the per-push variables
+    aside; :class:`gitmem.config.settings.SettingsError` if one is bad."""
+    import typing
+
+    from pydantic import SecretStr
+
+    from gitmem.config.settings import GitmemSettings, load_settings  # loaded only when nothing was handed down
+
+    fields = GitmemSettings.model_fields
+    secrets = frozenset(
+        name for name, field in fields.items() if SecretStr in (field.annotation, *typing.get_args(field.annotation))
+    )
+    digested = {PREFIX + name for name in fields if name not in NOT_DIGESTED}
+    settings = load_settings({k: v for k, v in environ.items() if k in digested})
+    return Checked(settings.model_dump(mode="json", exclude=set(secrets | NOT_DIGESTED)), secrets)
 
 
 def value(name: str, environ: Mapping[str, str] | None = None) -> Any:
@@ -107,27 +119,3 @@ def checked_for(environ: Mapping[str, str]) -> dict[str, str]:
     snapshot = _snapshot(environ)
     key = digest(snapshot)
     return {CHECKED: _checked(snapshot, key).to_json(key)}
-
-
-def home() -> Path | None:
-    """``GITMEM_HOME``, if set."""
-    configured = value("HOME")
-    return Path(configured) if configured else None
-
-
-def fsync() -> bool:
-    """``GITMEM_FSYNC``: ``always`` (default) or ``files``: a write is on disk when the call returns;
-    ``never``: the OS decides."""
-    return bool(value("FSYNC") != "never")
-
-
-def flush_file_systems() -> bool:
-    """Unless ``GITMEM_FSYNC=files``, a flushed batch is flushed with ``syncfs`` on Linux, not file by
-    file."""
-    return bool(value("FSYNC") != "files")
-
-
-def database_url() -> str | None:
-    """``GITMEM_DATABASE``: a PostgreSQL URL, or ``None`` for SQLite in the home."""
-    url = value("DATABASE")
-    return str(url) if url else None

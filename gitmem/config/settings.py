@@ -10,7 +10,6 @@ The README's table of settings is :func:`markdown_table` (``gitmem settings --ma
 from __future__ import annotations
 
 import importlib
-import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -18,7 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from gitmem.config.handoff import NOT_DIGESTED, PREFIX, Checked
+from gitmem.config.names import PREFIX
 from gitmem.errors import GitmemError
 
 _ON = frozenset({"1", "on", "true", "yes"})
@@ -303,21 +302,6 @@ def load_settings(environ: Mapping[str, str] | None = None) -> GitmemSettings:
         name = str(error["loc"][0]) if error.get("loc") else "?"
         expected = _extra(name).get("expected", "a valid value") if name in GitmemSettings.model_fields else "?"
         raise SettingsError(PREFIX + name, _problem(error), str(expected)) from None
-
-
-def check(environ: Mapping[str, str]) -> Checked:
-    """``environ``'s settings checked, as plain values (what :mod:`gitmem.config.handoff` keeps), the
-    per-push variables aside."""
-    settings = load_settings({k: v for k, v in environ.items() if k in _DIGESTED})
-    return Checked(settings.model_dump(mode="json", exclude=set(_SECRETS | NOT_DIGESTED)), _SECRETS)
-
-
-_SECRETS = frozenset(
-    name
-    for name, field in GitmemSettings.model_fields.items()
-    if SecretStr in (field.annotation, *typing.get_args(field.annotation))
-)
-_DIGESTED = frozenset(PREFIX + name for name in GitmemSettings.model_fields if name not in NOT_DIGESTED)
 
 
 def _extra(name: str) -> dict[str, Any]:

@@ -1,1 +1,3 @@
-"""Encryption at rest: master key, key ring, the content codec, key rotation."""
+"""Encryption at rest: the master key (:mod:`.master_key`), the key ring of wrapped data keys
+(:mod:`.keyring`) and the content codec (:mod:`.codec`). Rotating a store's key is a history rewrite
+(:mod:`gitmem.engine.rewrite.rotation`)."""

@@ -29,7 +29,6 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM, AESSIV
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from gitmem.config import handoff as checked_settings
 from gitmem.durable import fsync_dir
 from gitmem.errors import GitmemError
 
@@ -207,17 +206,28 @@ def check_master_key_file(path: Path) -> None:
         raise ValueError(exc.message) from None
 
 
-def load_master_key(home: Path) -> MasterKey:
-    """From ``$GITMEM_MASTER_KEY``, else the file named by ``$GITMEM_MASTER_KEY_FILE``, else
-    ``home/master.key``, generated (0600) on first use."""
-    text = checked_settings.value("MASTER_KEY")
-    if text is not None:
+@dataclass(frozen=True)
+class MasterKeySource:
+    """Where a home's master key comes from: a key's text (``GITMEM_MASTER_KEY``), else a file
+    (``GITMEM_MASTER_KEY_FILE``), else the home's own ``master.key``."""
+
+    text: str | None = field(default=None, repr=False)
+    file: Path | None = None
+
+    @property
+    def in_home(self) -> bool:
+        return self.text is None and self.file is None
+
+
+def load_master_key(home: Path, source: MasterKeySource | None = None) -> MasterKey:
+    """The key ``source`` names; else ``home/master.key``, generated (0600) on first use."""
+    source = source or MasterKeySource()
+    if source.text is not None:
         log.info("master key taken from $%s", MASTER_KEY_ENV)
-        return MasterKey(_decode_key_text(text))
-    key_file = checked_settings.value("MASTER_KEY_FILE")
-    if key_file is not None:
-        log.info("master key read from %s", key_file)
-        return MasterKey(_read_key_file(Path(key_file)))
+        return MasterKey(_decode_key_text(source.text))
+    if source.file is not None:
+        log.info("master key read from %s", source.file)
+        return MasterKey(_read_key_file(source.file))
     path = Path(home) / MASTER_KEY_FILENAME
     if not path.exists():
         encoded = base64.urlsafe_b64encode(secrets.token_bytes(32)) + b"\n"

@@ -1,4 +1,5 @@
-"""One storage interface for everything that is not a Git object: SQLite beside the repositories, or PostgreSQL.
+"""One storage interface for everything that is not a Git object: SQLite beside the repositories, or
+PostgreSQL.
 
 The engine writes its SQL once, in SQLite's dialect as it always has (``?`` placeholders, ``count(*)``,
 ``coalesce``, ``ON CONFLICT ... DO UPDATE``), and talks to a :class:`Database`:

@@ -1,1 +1,13 @@
-"""The engine (porcelain): the data home, catalog, stores, their index, retention, audit, access."""
+"""The engine (porcelain): a data home (:mod:`.gitmem`) and what it holds.
+
+- :mod:`.catalog`: workspaces, keys, users and stores' rows;
+- :mod:`.store`: one store's notes and versions, the group commit that writes them, diff and restore;
+- :mod:`.index`: a store's derived index and its search;
+- :mod:`.rewrite`: history rewriting (retention, redaction, key rotation) and the purge;
+- :mod:`.push`: what Git's push hooks run;
+- :mod:`.audit`: who changed what (``gitmem log``); :mod:`.fsck`: consistency checks;
+- :mod:`.web_sessions` (the web view's sign-ins) and :mod:`.first_run` (a new home's first key).
+
+Above it: agents, banks, webhooks and access; below it: the storage interface (:mod:`gitmem.db`),
+Git's plumbing (:mod:`gitmem.git`), encryption (:mod:`gitmem.crypto`) and the rules.
+"""

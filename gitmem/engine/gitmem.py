@@ -1,54 +1,53 @@
-"""The facade over one data home: the catalog plus a bare repository per store.
+"""A data home, :class:`Gitmem`: the catalog plus a bare repository per store.
 
-``$GITMEM_HOME/stores/<memstore_id>.git`` and the catalog, in ``$GITMEM_HOME/catalog.sqlite3`` or in
-PostgreSQL (``GITMEM_DATABASE``; docs/architecture.md). Nothing here assumes one process: every process
-(every node, on PostgreSQL) opens the same home and coordinates through the database's transactions and
-locks and Git's own.
+``HOME/stores/<memstore_id>.git`` and the catalog, in ``HOME/catalog.sqlite3`` or in PostgreSQL
+(docs/architecture.md). Nothing here assumes one process: every process (every node, on PostgreSQL)
+opens the same home and coordinates through the database's transactions and locks and Git's own.
+
+A home is opened with its options as values (:meth:`Gitmem.open`); the settings that give them are
+read where a program starts (:mod:`gitmem.config.home`), never here.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
 import shutil
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Self
+from typing import ClassVar, Protocol, Self
 
-from gitmem import durable, ids
+from gitmem import ids
 from gitmem.clock import Clock, system_clock, to_micros
-from gitmem.config import handoff as checked_settings
 from gitmem.crypto.codec import ContentCodec, PlainCodec
 from gitmem.crypto.keyring import KeyRing
-from gitmem.crypto.master_key import load_master_key
+from gitmem.crypto.master_key import MasterKeySource, load_master_key
 from gitmem.db import Database
 from gitmem.db.migrations import Migration
 from gitmem.db.page_tokens import PageTokens, tokens_for
+from gitmem.durable import Durability, FsyncMode
 from gitmem.engine.catalog.catalog import Catalog
 from gitmem.engine.index.search import forget_store as forget_search_text
-from gitmem.engine.store.store import MemoryStore, check_limit
+from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import ArchivedStore, Conflict, NotFound
 from gitmem.git import repository
-from gitmem.model import Page, StoreInfo, StoreKind
-from gitmem.rules.filters import FilterChain, load_filters
+from gitmem.model import Page, StoreInfo, StoreKind, Version
+from gitmem.rules.filters import FilterChain
+from gitmem.rules.paging import check_limit
 from gitmem.rules.policy import MAX_SHARED_STORES, check_store_fields, policy_for
-
-if TYPE_CHECKING:
-    from gitmem.webhooks.outbox import Webhooks
 
 log = logging.getLogger(__name__)
 
 MAX_STORES_PAGE = 100  # stores a page of a listing
 
 
-def default_home() -> Path:
-    """``GITMEM_HOME``, else ``$XDG_DATA_HOME/gitmem``."""
-    configured = checked_settings.home()
-    if configured is not None:
-        return configured
-    data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(data) / "gitmem"
+class ChangeListener(Protocol):
+    """What is told of each change right after it lands (see :meth:`Gitmem.listen`); a failure there never
+    fails the write (the store logs it)."""
+
+    def notes_changed(self, store: MemoryStore, workspace_id: str) -> object: ...
+
+    def version_redacted(self, store: MemoryStore, workspace_id: str, version: Version) -> object: ...
 
 
 class HomeTables:
@@ -83,36 +82,50 @@ class HomeTables:
 
 
 class Gitmem:
+    """One data home. Open it with :meth:`open`."""
+
     def __init__(
         self,
         home: Path,
         *,
-        clock: Clock = system_clock,
-        filters: FilterChain | None = None,
-        fsync: bool | None = None,
         database: str | None = None,
+        fsync: FsyncMode = "always",
+        master_key: MasterKeySource | None = None,
+        filters: FilterChain | None = None,
+        clock: Clock = system_clock,
     ) -> None:
-        """``database``: a ``postgresql://`` URL for the catalog; ``""`` for SQLite in the home whatever
-        the environment says; ``None`` (the default) for ``GITMEM_DATABASE``, SQLite if it is unset."""
+        """``database``: a ``postgresql://`` URL for the catalog (and the stores' indexes), else SQLite in
+        the home; ``fsync``: how writes reach the disk (:class:`gitmem.durable.Durability`); ``master_key``:
+        where encrypted stores' master key comes from (the home's ``master.key`` unless given);
+        ``filters``: what every write is checked against (the secret detector unless given)."""
         self.home = home
         self.clock = clock
-        self.filters = filters or load_filters()
+        self.durability = Durability(fsync)
+        self.master_key = master_key or MasterKeySource()
+        self.filters = filters or FilterChain()
         home.mkdir(parents=True, exist_ok=True)
         (home / "stores").mkdir(exist_ok=True)
-        repository.set_fsync(checked_settings.fsync() if fsync is None else fsync)
-        durable.use_file_system_flushes(checked_settings.flush_file_systems())
-        self.catalog = Catalog.for_home(
-            home, checked_settings.database_url() if database is None else database or None, clock
-        )
+        self.catalog = Catalog.for_home(home, database or None, clock)
         self._local = threading.local()
         self._keyring: KeyRing | None = None
         self._services: dict[type, HomeTables] = {}
         self._services_lock = threading.Lock()
         self._opened: set[str] = set()  # stores opened by some thread of this process (see opened_before)
+        self._listeners: tuple[ChangeListener, ...] = ()
 
     @classmethod
-    def open(cls, home: Path | str | None = None, **kwargs: object) -> Gitmem:
-        return cls(Path(home) if home is not None else default_home(), **kwargs)  # type: ignore[arg-type]
+    def open(
+        cls,
+        home: Path | str,
+        *,
+        database: str | None = None,
+        fsync: FsyncMode = "always",
+        master_key: MasterKeySource | None = None,
+        filters: FilterChain | None = None,
+        clock: Clock = system_clock,
+    ) -> Gitmem:
+        """The home at ``home``, made if it does not exist (see :meth:`__init__` for the options)."""
+        return cls(Path(home), database=database, fsync=fsync, master_key=master_key, filters=filters, clock=clock)
 
     @property
     def database(self) -> Database:
@@ -135,7 +148,8 @@ class Gitmem:
     def keyring(self) -> KeyRing:
         """Data keys for encrypted stores, wrapped by the master key (made on first use only)."""
         if self._keyring is None:
-            self._keyring = KeyRing(self.home / "keys.json", load_master_key(self.home), clock=self.clock)
+            master = load_master_key(self.home, self.master_key)
+            self._keyring = KeyRing(self.home / "keys.json", master, clock=self.clock)
         return self._keyring
 
     @property
@@ -287,9 +301,10 @@ class Gitmem:
                 codec=self.codec_for(info),
                 clock=self.clock,
                 write_guard=lambda: self._check_writable(store_id),
-                on_commit=lambda s: self._webhooks().notes_changed(s, info.workspace_id),
-                on_redact=lambda s, v: self._webhooks().version_redacted(s, info.workspace_id, v),
+                on_commit=lambda s: self.tell_notes_changed(s, info.workspace_id),
+                on_redact=lambda s, v: self.tell_version_redacted(s, info.workspace_id, v),
                 database_url=self.index_database_url,
+                durability=self.durability,
             )
             cache[store_id] = store
             self._opened.add(store_id)
@@ -300,11 +315,20 @@ class Gitmem:
         (a first open may make the index's tables, and wait for another writer to do so)."""
         return store_id in self._opened
 
-    def _webhooks(self) -> Webhooks:
-        """The event outbox: each store tells it of its changes right after they land."""
-        from gitmem.webhooks.outbox import webhooks_for
+    def listen(self, listener: ChangeListener) -> None:
+        """Tell ``listener`` of every change that lands in a store of this home (the webhooks' outbox,
+        attached where a program opens the home). A listener attached twice is told once."""
+        with self._services_lock:
+            if listener not in self._listeners:
+                self._listeners = (*self._listeners, listener)
 
-        return webhooks_for(self)
+    def tell_notes_changed(self, store: MemoryStore, workspace_id: str) -> None:
+        for listener in self._listeners:
+            listener.notes_changed(store, workspace_id)
+
+    def tell_version_redacted(self, store: MemoryStore, workspace_id: str, version: Version) -> None:
+        for listener in self._listeners:
+            listener.version_redacted(store, workspace_id, version)
 
     def _rotated_since(self, store: MemoryStore) -> bool:
         return getattr(store.codec, "key_id", None) != self.keyring.current(store.id).key_id

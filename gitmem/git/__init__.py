@@ -1,1 +1,5 @@
-"""The Git layer (plumbing): repositories, objects and packs, commits, history, rewrite, pushes."""
+"""Git's plumbing: bare repositories and refs (:mod:`.repository`), trees and commits in memory
+(:mod:`.trees`), a version as a commit (:mod:`.commits`), packs (:mod:`.pack`, :mod:`.packing`,
+:mod:`.roll_up`, :mod:`.pack_leftovers`), pushed commits (:mod:`.pushes`) and the one replay of history
+(:mod:`.replay`), smart HTTP (:mod:`.smart_http`, :mod:`.http_backend`, :mod:`.upload_wants`) and a
+clone's encryption filter (:mod:`.crypt_filter`). Knows nothing of notes' rules or the catalog."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gitmem import durable
-from gitmem.git.repository import fsync_dir
+from gitmem.durable import DURABLE, Durability, fsync_dir
 
 OBJ_COMMIT = 1
 OBJ_TREE = 2
@@ -264,14 +264,14 @@ def write_pack(
     objects_dir: Path,
     objects: Sequence[PackObject],
     *,
-    fsync: bool,
+    durability: Durability = DURABLE,
     flush_with: Callable[[], None] | None = None,
     flush_folder: bool = True,
 ) -> Path:
     """Write ``objects`` as one pack into ``objects_dir/pack``; return the ``.pack`` path.
 
-    ``fsync``: both files are on disk before they are renamed into place, by one ``syncfs`` where the
-    process flushes whole file systems (it takes ``flush_with``'s file too), else by an fsync each, with
+    ``durability``: unless ``never``, both files are on disk before they are renamed into place, by one
+    ``syncfs`` where it flushes whole file systems (it takes ``flush_with``'s file too), else by an fsync each, with
     ``flush_with`` (another file's flush, such as the ref's lock file) beside them. With
     ``flush_folder=False`` the caller flushes the pack's folder (see :func:`flush_folders`)."""
     unique = list({obj.oid: obj for obj in objects}.values())
@@ -287,9 +287,9 @@ def write_pack(
     try:
         index_tmp, index_fd = _write_temp(folder, index)
         try:
-            if fsync and durable.flushes_file_systems():
+            if durability.whole_file_system:
                 durable.flush_file_system(folder)  # both files, and what ``flush_with`` would flush
-            elif fsync:
+            elif durability.flushes:
                 others = [_flusher.submit(os.fsync, index_fd)]
                 if flush_with is not None:
                     others.append(_flusher.submit(flush_with))
@@ -311,8 +311,8 @@ def write_pack(
     pack_path = folder / f"{name}.pack"
     os.replace(pack_tmp, pack_path)
     os.replace(index_tmp, folder / f"{name}.idx")
-    if fsync and flush_folder:
-        flush_folders([folder])
+    if durability.flushes and flush_folder:
+        flush_folders([folder], durability)
     return pack_path
 
 
@@ -333,10 +333,10 @@ def index_object_ids(index_path: Path) -> list[bytes]:
     return [data[i : i + 20] for i in range(_IDS_AT, _IDS_AT + 20 * count, 20)]
 
 
-def flush_folders(folders: Sequence[Path]) -> None:
+def flush_folders(folders: Sequence[Path], durability: Durability = DURABLE) -> None:
     """Flush several folders' entries at once (on a journaling filesystem, in one journal commit); where
-    the process flushes whole file systems, one ``syncfs`` for each file system they are on."""
-    if durable.flushes_file_systems():
+    ``durability`` flushes whole file systems, one ``syncfs`` for each file system they are on."""
+    if durability.whole_file_system:
         for folder in {os.stat(folder).st_dev: folder for folder in folders}.values():
             durable.flush_file_system(folder)
         return

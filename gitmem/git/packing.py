@@ -239,6 +239,44 @@ def worth_consolidating(repo_path: Path) -> bool:
     return grown >= max(CONSOLIDATE_MIN_BYTES, CONSOLIDATE_GROWTH * (last or 0))
 
 
+# -- packers in the background ------------------------------------------------------------------
+
+
+_packers: dict[str, threading.Thread] = {}
+_packers_lock = threading.Lock()
+
+
+def pack_in_background(repo_path: Path, mode: PackMode = "geometric", *, fsync: bool = True) -> None:
+    """Pack in a thread that runs :func:`pack` without blocking the caller: a geometric roll-up of new
+    objects, or a ``full`` pack with deltas found again. Nothing if this process already runs a packer
+    for the store."""
+    key = str(repo_path)
+    with _packers_lock:
+        running = _packers.get(key)
+        if running is not None and running.is_alive():
+            return
+        thread = threading.Thread(
+            target=_pack_quietly, args=(repo_path, mode, fsync), name=f"pack {repo_path.name}", daemon=True
+        )
+        thread.start()
+        _packers[key] = thread
+
+
+def _pack_quietly(repo_path: Path, mode: PackMode, fsync: bool) -> None:
+    try:
+        pack(repo_path, mode, fsync=fsync)
+    except (OSError, subprocess.CalledProcessError):  # logged by the packer; the next write asks again
+        log.debug("background pack of %s failed", repo_path.name, exc_info=True)
+
+
+def wait_for_background_packer(repo_path: Path) -> None:
+    """Wait for this process's background packer of the store, if one runs."""
+    with _packers_lock:
+        thread = _packers.get(str(repo_path))
+    if thread is not None:
+        thread.join()
+
+
 # -- the policy -------------------------------------------------------------------------------------
 
 
@@ -294,13 +332,15 @@ class _QuietWatcher:
         self.lock = threading.Condition()
         self.last_write: dict[str, float] = {}  # store path -> monotonic time of our last write to it
         self.when_quiet: dict[str, Callable[[], None]] = {}
+        self.fsync: dict[str, bool] = {}  # store path -> whether its packs are flushed
         self.thread: threading.Thread | None = None
 
-    def wrote(self, repo_path: Path, when_quiet: Callable[[], None] | None = None) -> None:
+    def wrote(self, repo_path: Path, when_quiet: Callable[[], None] | None = None, fsync: bool = True) -> None:
         with self.lock:
             key = str(repo_path)
             waited_for = key in self.last_write
             self.last_write[key] = time.monotonic()
+            self.fsync[key] = fsync
             if when_quiet is not None:
                 self.when_quiet[key] = when_quiet
             if self.thread is None or not self.thread.is_alive():
@@ -328,19 +368,20 @@ class _QuietWatcher:
     def _run(self) -> None:
         while True:
             repo_path = self._next_quiet()
+            with self.lock:
+                fsync = self.fsync.pop(str(repo_path), True)
             try:
                 ref_age = time.time() - (repo_path / "refs" / "heads" / "main").stat().st_mtime
                 if ref_age < QUIET_SECONDS:  # another process writes it: look again later
                     with self.lock:
                         self.last_write.setdefault(str(repo_path), time.monotonic() - ref_age)
+                        self.fsync.setdefault(str(repo_path), fsync)
                     continue
                 self._call_when_quiet(repo_path)  # first: a full pack of a big store takes a while
-                from gitmem.git import repository  # the background packer's entry point lives there
-
-                repository.wait_for_background_packer(repo_path)
+                wait_for_background_packer(repo_path)
                 if worth_consolidating(repo_path):
-                    repository.pack_in_background(repo_path, full=True)
-                    repository.wait_for_background_packer(repo_path)
+                    pack_in_background(repo_path, "full", fsync=fsync)
+                    wait_for_background_packer(repo_path)
             except OSError:  # the store went away, or no process could be started: try after the next write
                 log.debug("could not consolidate %s", repo_path.name, exc_info=True)
 
@@ -359,10 +400,12 @@ _policies_lock = threading.Lock()
 _watcher = _QuietWatcher()
 
 
-def after_write(repo_path: Path, *, max_writes: int, when_quiet: Callable[[], None] | None = None) -> None:
+def after_write(
+    repo_path: Path, *, max_writes: int, when_quiet: Callable[[], None] | None = None, fsync: bool = True
+) -> None:
     """Called after each successful write to a store: packs in the background when it is due (and at
     least every ``max_writes`` writes of this process), consolidates when the store goes quiet and
-    then calls ``when_quiet``."""
+    then calls ``when_quiet``. ``fsync``: the store's packs are flushed (its home's durability)."""
     key = str(repo_path)
     with _policies_lock:
         policy = _policies.get(key)
@@ -374,7 +417,5 @@ def after_write(repo_path: Path, *, max_writes: int, when_quiet: Callable[[], No
         look = policy.after_write(max_writes)
         due = look and policy.due(max_writes)
     if due:
-        from gitmem.git import repository
-
-        repository.pack_in_background(repo_path)
-    _watcher.wrote(repo_path, when_quiet)
+        pack_in_background(repo_path, fsync=fsync)
+    _watcher.wrote(repo_path, when_quiet, fsync)

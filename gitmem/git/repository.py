@@ -12,7 +12,6 @@ import importlib.resources
 import logging
 import os
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import cast
 
 import pygit2
 
-from gitmem.durable import fsync_dir
+from gitmem.durable import DURABLE, Durability, fsync_dir
 from gitmem.errors import StoreBusy
 
 log = logging.getLogger(__name__)
@@ -33,8 +32,6 @@ STALE_REF_LOCK_SECONDS = 5.0
 # Installed beside the package (hooks/ in the repository, mapped to gitmem/hooks: pyproject.toml).
 HOOKS_DIR = Path(str(importlib.resources.files("gitmem.hooks")))
 
-_fsync_enabled: bool | None = None
-
 # libgit2 caches no tree over 4 KiB: the tree of a 10,000-note folder (~400 KiB) was read, inflated and
 # parsed again by each write and by the index after it (the index took a minute for a 10,000-note
 # commit). A cached parsed tree is shared by every reader of the repository object.
@@ -42,16 +39,9 @@ BIG_TREE_CACHE_LIMIT = 8 << 20
 pygit2.settings.cache_object_limit(pygit2.enums.ObjectType.TREE, BIG_TREE_CACHE_LIMIT)
 
 
-def set_fsync(enabled: bool) -> None:
-    """Whether objects and refs reach the disk before a write returns (libgit2 is process-wide)."""
-    global _fsync_enabled
-    if _fsync_enabled is not enabled:
-        pygit2.option(pygit2.enums.Option.ENABLE_FSYNC_GITDIR, enabled)
-        _fsync_enabled = enabled
-
-
-def fsync_enabled() -> bool:
-    return bool(_fsync_enabled)
+# libgit2 writes few objects here (review marks, push records, a rotation's blobs): each reaches the disk
+# before it is answered, whatever a home's durability (libgit2's switch is the process's, not a home's).
+pygit2.option(pygit2.enums.Option.ENABLE_FSYNC_GITDIR, True)
 
 
 def init_bare(path: Path) -> pygit2.Repository:
@@ -170,6 +160,7 @@ def compare_and_swap(
     timeout: float = 10.0,
     before_swap: Callable[[Callable[[], None]], None] | None = None,
     flush_folder: bool = True,
+    durability: Durability = DURABLE,
 ) -> bool:
     """Point ``ref`` at ``new`` only if it still points at ``old``, under Git's ``<ref>.lock``.
 
@@ -181,7 +172,8 @@ def compare_and_swap(
     the function that flushes the lock file, and must call it, so that it can flush the lock file
     and its own files at once. If it raises, the ref is left as it was.
 
-    With ``flush_folder=False`` the caller flushes the ref's folder after the swap (with its own).
+    With ``flush_folder=False`` the caller flushes the ref's folder after the swap (with its own);
+    ``durability`` ``never`` flushes nothing.
     """
     repo_path = Path(repo.path)
     ref_path = _ref_file(repo_path, ref)
@@ -208,7 +200,7 @@ def compare_and_swap(
         os.write(fd, f"{new}\n".encode())
 
         def flush() -> None:
-            if _fsync_enabled:
+            if durability.flushes:
                 os.fsync(fd)
 
         if before_swap is not None:
@@ -217,7 +209,7 @@ def compare_and_swap(
             flush()
         os.close(fd)
         os.replace(lock_path, ref_path)
-        if _fsync_enabled and flush_folder:
+        if durability.flushes and flush_folder:
             fsync_dir(ref_path.parent)
         return True
     except BaseException:
@@ -273,54 +265,10 @@ def writer_lock(repo_path: Path, *, timeout: float = 30.0) -> contextlib.Abstrac
     return file_lock(repo_path / "gitmem" / "write.lock", timeout=timeout, busy="the store is busy; try again")
 
 
-_packers: dict[str, threading.Thread] = {}
-_packers_lock = threading.Lock()
-
-
-def pack_in_background(repo_path: Path, *, full: bool = False) -> None:
-    """Pack in a thread that runs ``git repack`` (see gitmem.git.packing) without blocking the caller:
-    a geometric roll-up of new objects, or with ``full`` one pack with deltas found again. Nothing if
-    this process already runs a packer for the store."""
-    key = str(repo_path)
-    with _packers_lock:
-        running = _packers.get(key)
-        if running is not None and running.is_alive():
-            return
-        thread = threading.Thread(
-            target=_pack_quietly, args=(repo_path, full), name=f"pack {repo_path.name}", daemon=True
-        )
-        thread.start()
-        _packers[key] = thread
-
-
-def _pack_quietly(repo_path: Path, full: bool) -> None:
-    try:
-        pack(repo_path, full=full)
-    except (OSError, subprocess.CalledProcessError):  # logged by the packer; the next write asks again
-        log.debug("background pack of %s failed", repo_path.name, exc_info=True)
-
-
-def wait_for_background_packer(repo_path: Path) -> None:
-    """Wait for this process's background packer of the store, if one runs."""
-    with _packers_lock:
-        thread = _packers.get(str(repo_path))
-    if thread is not None:
-        thread.join()
-
-
 def packers_held_off(repo_path: Path, *, timeout: float = 300.0) -> contextlib.AbstractContextManager[int]:
     """Wait for the store's packer and keep others off (``gitmem/pack.lock``): ``git fsck`` must not
     list packs while a ``repack -d`` deletes the ones it has just replaced."""
     return file_lock(repo_path / "gitmem" / "pack.lock", timeout=timeout, busy="a packer kept the store busy")
-
-
-def pack(repo_path: Path, *, full: bool = False) -> bool:
-    """Pack now: a geometric roll-up of loose objects and small packs, or with ``full`` one pack with
-    deltas searched again (see gitmem.git.packing). One packer per store; returns False if another
-    holds the lock."""
-    from gitmem.git.packing import pack as run_packer  # the policy module imports this one
-
-    return run_packer(repo_path, "full" if full else "geometric", fsync=fsync_enabled())
 
 
 def git(repo_path: Path, *args: str, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:

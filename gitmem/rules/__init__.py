@@ -1,1 +1,3 @@
-"""What a path, a note and a store may be, and the secret detector: rules, no I/O."""
+"""Rules, no I/O: what a path may be (:mod:`.paths`), what a store allows (:mod:`.policy`), how large a
+page may be (:mod:`.paging`), the write filters (:mod:`.filters`) and the secret detector
+(:mod:`.secrets`)."""

@@ -4,7 +4,8 @@ A filter takes ``(path, text)`` and returns a reason to refuse, or ``None``. The
 the secret detector (:mod:`gitmem.rules.secrets`), with the rules ``GITMEM_SECRETS_ALLOW`` names turned
 off. Deployments extend the chain (e.g. to block their own identifier patterns) with
 ``GITMEM_FILTERS``: a comma-separated list of ``module:callable`` names, each returning a filter.
-Every write path (the store policy, the pre-receive hook) uses :func:`load_filters`.
+Every write path (the store policy, the pre-receive hook) uses the chain :func:`load_filters` builds
+from those two settings where the program starts.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from gitmem.config import handoff as checked_settings
 from gitmem.errors import SecretRefused
 from gitmem.rules.secrets import SecretDetector, detector_for
 
@@ -53,13 +53,13 @@ class FilterChain:
         return FilterChain((*self.filters, *extra))
 
 
-def load_filters(spec: str | None = None) -> FilterChain:
-    """The secret detector (less ``GITMEM_SECRETS_ALLOW``) plus whatever ``GITMEM_FILTERS`` names."""
-    spec = checked_settings.value("FILTERS") if spec is None else spec
+def load_filters(spec: str = "", allow: str = "") -> FilterChain:
+    """The secret detector less the rules ``allow`` names (``GITMEM_SECRETS_ALLOW``), plus the filters
+    ``spec`` names (``GITMEM_FILTERS``: ``module:factory``, comma-separated)."""
     extra: list[ContentFilter] = []
     for name in filter(None, (s.strip() for s in spec.split(","))):
         module_name, _, attr = name.partition(":")
         factory = getattr(importlib.import_module(module_name), attr)
         extra.append(factory())
         log.info("content filter %s loaded", name)
-    return FilterChain((detector_for(checked_settings.value("SECRETS_ALLOW")), *extra))
+    return FilterChain((detector_for(allow), *extra))

@@ -25,10 +25,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gitmem.config.settings import load_settings
 from gitmem.sync.bank_remote import BankRemote
 from gitmem.sync.mount import Mount
 from gitmem.sync.remote import RemoteError, RemoteRefused
@@ -38,9 +38,25 @@ READY_TIMEOUT_SECONDS = 60.0
 STOP_TIMEOUT_SECONDS = 120.0
 
 
-def state_dir(workspace: Path) -> Path:
+@dataclass(frozen=True)
+class BankSession:
+    """What a session hook is given, from its options and settings (``GITMEM_URL``, ``GITMEM_TOKEN``,
+    ``GITMEM_PROFILE``, ``GITMEM_STATE_DIR``), read where the hook starts."""
+
+    url: str = ""
+    token: str = field(default="", repr=False)
+    profile: str | None = None
+    state_root: Path | None = None
+
+    def checked(self) -> BankSession:
+        if self.profile and (not self.url or not self.token):
+            raise RemoteRefused("GITMEM_URL and GITMEM_TOKEN (the user's token) must be set to mount a profile's bank")
+        return self
+
+
+def state_dir(workspace: Path, state_root: Path | None = None) -> Path:
     """Where a workspace's mount keeps its pid file and log (outside ``.memory/``, which is the bank's)."""
-    root = load_settings().STATE_DIR or os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+    root = state_root or os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
     digest = hashlib.sha256(str(workspace.resolve()).encode()).hexdigest()[:16]
     path = Path(root) / f"gitmem-bank-{os.getuid()}-{digest}"
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -106,27 +122,15 @@ def _stop(pid_file: Path, timeout: float = STOP_TIMEOUT_SECONDS) -> bool:
     return True
 
 
-def _settings(url: str | None, profile: str | None) -> tuple[str, str, str | None]:
-    settings = load_settings()
-    url = url or settings.URL or ""
-    token = settings.TOKEN.get_secret_value() if settings.TOKEN is not None else ""
-    profile = profile or settings.PROFILE
-    if profile and (not url or not token):
-        raise RemoteRefused("GITMEM_URL and GITMEM_TOKEN (the user's token) must be set to mount a profile's bank")
-    return url, token, profile
-
-
-def session_start(
-    *, url: str | None, profile: str | None, workspace: str | None, debounce: float, poll_interval: float
-) -> int:
+def session_start(session: BankSession, *, workspace: str | None, debounce: float, poll_interval: float) -> int:
     """The SessionStart hook: mount the bank in the background, print the prompt section; the exit status."""
     hook = _hook_input()
-    url, token, profile = _settings(url, profile)
+    url, token, profile = session.checked().url, session.token, session.profile
     if not profile:
         return 0  # not a profile session: no bank, no section
     workspace_dir = _workspace(workspace, hook)
     folder = workspace_dir / MEMORY_DIR
-    state = state_dir(workspace_dir)
+    state = state_dir(workspace_dir, session.state_root)
     pid_file, log_file = state / "mount.pid", state / "mount.log"
     if _pid(pid_file) is not None:
         _stop(pid_file)  # a mount left from an earlier session: flush it before starting clean
@@ -140,6 +144,7 @@ def session_start(
     }
     cmd = [
         sys.executable,
+        "-P",  # nothing imported from the workspace the mount runs in
         "-m",
         "gitmem",
         "--verbose",
@@ -184,12 +189,12 @@ def session_start(
     return 0
 
 
-def session_end(*, url: str | None, profile: str | None, workspace: str | None) -> int:
+def session_end(session: BankSession, *, workspace: str | None) -> int:
     """The SessionEnd hook: stop the background mount (it pushes what is pending); the exit status."""
     hook = _hook_input()
-    url, token, profile = _settings(url, profile)
+    url, token, profile = session.checked().url, session.token, session.profile
     workspace_dir = _workspace(workspace, hook)
-    pid_file = state_dir(workspace_dir) / "mount.pid"
+    pid_file = state_dir(workspace_dir, session.state_root) / "mount.pid"
     if _stop(pid_file):
         sys.stderr.write(f"gitmem: memory bank flushed and unmounted from {workspace_dir / MEMORY_DIR}\n")
         return 0

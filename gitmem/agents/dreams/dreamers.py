@@ -12,11 +12,10 @@
   dream is stopped (canceled, out of time, an input gone) or ``GITMEM_DREAM_HOLD`` seconds (default
   30) pass. So a test sees a half-written dream without racing a clock.
 
-:func:`dreamer_from_env` picks one with ``GITMEM_DREAMER=offline|anthropic|offline-hold`` (default
-``offline``). A dreamer only proposes notes; ``gitmem.agents.dreams.dreams`` writes them, as the dream's task, under
-the output store's rules. A dreamer calls ``request.checkpoint()`` between steps: it raises once the
-dream must stop.
-"""
+``GITMEM_DREAMER=offline|anthropic|offline-hold`` picks one where a program starts (default ``offline``:
+:func:`gitmem.config.home.dreamer`). A dreamer only proposes notes; ``gitmem.agents.dreams.dreams``
+writes them, as the dream's task, under the output store's rules. A dreamer calls
+``request.checkpoint()`` between steps: it raises once the dream must stop."""
 
 from __future__ import annotations
 
@@ -27,7 +26,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from gitmem.config import handoff as checked_settings
 from gitmem.errors import GitmemError, InvalidRequest
 from gitmem.rules.paths import fold
 
@@ -284,12 +282,19 @@ def _count(value: Any) -> int:
 
 class ModelDreamer:
     """Asks a model through the official SDK. ``client`` is an ``anthropic.Anthropic`` (or anything
-    with ``messages.create``); ``model`` overrides the dream's model id when given."""
+    with ``messages.create``), or what makes one on the first dream (a server starts whatever the SDK's
+    own settings, and a dream it cannot run fails alone); ``model`` overrides the dream's model id."""
 
     def __init__(self, client: Any, model: str | None = None, *, max_tokens: int = 16_000) -> None:
-        self.client = client
+        self._client = client
         self.model = model
         self.max_tokens = max_tokens
+
+    @property
+    def client(self) -> Any:
+        if callable(self._client) and not hasattr(self._client, "messages"):
+            self._client = self._client()
+        return self._client
 
     def dream(self, request: DreamRequest) -> DreamResult:
         model = self.model or request.model
@@ -324,20 +329,6 @@ class ModelDreamer:
         return DreamResult(notes, usage)
 
 
-def dreamer_from_env(environ: Mapping[str, str] | None = None) -> Dreamer:
-    """``GITMEM_DREAMER``: ``offline`` (default), ``anthropic`` (the SDK, configured from its own
-    environment: ``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``) or ``offline-hold`` (for tests, holding
-    each dream ``GITMEM_DREAM_HOLD`` seconds)."""
-    dreamer = checked_settings.value("DREAMER", environ)
-    if dreamer == "offline-hold":
-        return HoldingTidier(float(checked_settings.value("DREAM_HOLD", environ)))
-    if dreamer == "anthropic":
-        import anthropic
-
-        return ModelDreamer(anthropic.Anthropic())
-    return OfflineTidier()
-
-
 __all__ = [
     "INDEX_PATH",
     "DreamRequest",
@@ -351,7 +342,6 @@ __all__ = [
     "OfflineTidier",
     "TaskLog",
     "Usage",
-    "dreamer_from_env",
     "normalise",
     "parse_notes",
     "render_index",

@@ -30,7 +30,9 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from gitmem import ids
-from gitmem.agents.dreams.ledger import DreamRuns, runner_id, timeout_setting
+from gitmem.agents.dreams.dreamers import Dreamer
+from gitmem.agents.dreams.job import run_dream
+from gitmem.agents.dreams.ledger import DreamRuns, runner_id
 from gitmem.agents.dreams.request import check_inputs, check_model, check_output, checked_text
 from gitmem.agents.dreams.tables import MIGRATIONS, dream_from_row
 from gitmem.agents.dreams.values import FINAL, MAX_INPUT_BYTES, MAX_INSTRUCTIONS_CHARS, MAX_PAGE, STATUSES, Dream
@@ -51,6 +53,10 @@ class Dreams(DreamRuns):
     (:class:`~gitmem.agents.dreams.ledger.DreamRuns`)."""
 
     MIGRATIONS = MIGRATIONS
+
+    def run(self, dream_id: str, dreamer: Dreamer | None = None, *, timeout_seconds: float | None = None) -> Dream:
+        """Run a claimed (``running``) dream to its end; any other status is left alone."""
+        return run_dream(self, dream_id, dreamer, timeout_seconds)
 
     # -- making one -------------------------------------------------------------------------------
 
@@ -129,7 +135,7 @@ class Dreams(DreamRuns):
                     now if error else None,
                 ),
             )
-        return self._get(dream_id)
+        return self.get_dream(dream_id)
 
     def _live_shared(self, workspace_id: str) -> int:
         (count,) = self.db.execute(
@@ -209,7 +215,7 @@ class Dreams(DreamRuns):
                 )
             if status in ("pending", "running"):
                 db.execute("UPDATE dreams SET status='canceled', ended_at=? WHERE id=?", (self._now(), dream_id))
-        return self._get(dream_id)
+        return self.get_dream(dream_id)
 
     def archive(self, workspace_id: str, dream_id: str) -> Dream:
         """Archive a dream that has ended; it then leaves the list. 400 while pending or running."""
@@ -219,7 +225,7 @@ class Dreams(DreamRuns):
             if status not in FINAL:
                 raise InvalidRequest(f"dream {dream_id} is {status}; only a dream that has ended can be archived")
             db.execute("UPDATE dreams SET archived_at=coalesce(archived_at, ?) WHERE id=?", (self._now(), dream_id))
-        return self._get(dream_id)
+        return self.get_dream(dream_id)
 
 
 def dreams_for(gm: Gitmem) -> Dreams:
@@ -227,4 +233,4 @@ def dreams_for(gm: Gitmem) -> Dreams:
     return Dreams.of(gm)
 
 
-__all__ = ["MIGRATIONS", "Dreams", "dreams_for", "runner_id", "timeout_setting"]
+__all__ = ["MIGRATIONS", "Dreams", "dreams_for", "runner_id"]

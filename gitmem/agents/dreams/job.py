@@ -8,7 +8,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gitmem.agents.dreams.dreamers import (
     Dreamer,
@@ -16,11 +16,12 @@ from gitmem.agents.dreams.dreamers import (
     DreamRequest,
     DreamResult,
     InputNote,
+    OfflineTidier,
     TaskLog,
     Usage,
     after_write,
-    dreamer_from_env,
 )
+from gitmem.agents.dreams.ledger import DreamRuns
 from gitmem.agents.dreams.values import MAX_EVENTS_A_TASK, MAX_PAGE, MAX_STORE_NAME, Dream
 from gitmem.agents.tasks.tasks import tasks_for
 from gitmem.errors import (
@@ -34,9 +35,6 @@ from gitmem.errors import (
     TooLarge,
 )
 from gitmem.model import Actor, Note
-
-if TYPE_CHECKING:
-    from gitmem.agents.dreams.ledger import DreamRuns
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +95,7 @@ class DreamJob:
     def execute(self) -> None:
         d, gm = self.dream, self.gm
         self.check()
-        dreamer = self.dreamer = self.dreamer or dreamer_from_env()
+        dreamer = self.dreamer = self.dreamer or OfflineTidier()
         info = gm.get_store(d.workspace_id, d.input_store_id)
         create_new = d.output_behavior == "create_new"
         if create_new:
@@ -148,7 +146,7 @@ class DreamJob:
             self.check()
             raise
         self.task_id = task.id
-        self.dreams._set(d.id, task_id=task.id, output_store_id=output_id)
+        self.dreams.record(d.id, task_id=task.id, output_store_id=output_id)
         self.event(
             "dream.started",
             {
@@ -177,13 +175,13 @@ class DreamJob:
             self.check,
         )
         result = self.ask(dreamer, request)
-        self.dreams._set(d.id, **result.usage.as_dict())
+        self.dreams.record(d.id, **result.usage.as_dict())
         if result.merged:
             self.event("dream.merged", {"merged": [{"path": p, "into": into} for p, into in result.merged]})
         self.check()
         written = self.write_new(output_id, result.notes) if create_new else self.write_existing(current, result.notes)
         self.event("dream.completed", {**written, "usage": result.usage.as_dict()})
-        self.dreams._complete(d.id)
+        self.dreams.complete(d.id)
 
     def read_notes(self) -> dict[str, Note]:
         d = self.dream
@@ -244,7 +242,7 @@ class DreamJob:
         if isinstance(error, DreamerError):
             usage = error.details.get("usage")
             if isinstance(usage, Usage):
-                self.dreams._set(self.dream.id, **usage.as_dict())
+                self.dreams.record(self.dream.id, **usage.as_dict())
             raise StopDream("internal_error", error.message)
         if error is not None:
             raise error
@@ -306,3 +304,26 @@ class DreamJob:
                     "create", path, lambda p=path, c=content: store.create(p, c, actor=actor)
                 )
         return counts
+
+
+def run_dream(dreams: DreamRuns, dream_id: str, dreamer: Dreamer | None, timeout_seconds: float | None) -> Dream:
+    """Run a claimed (``running``) dream to its end; any other status is left alone."""
+    dream = dreams.get_dream(dream_id)
+    if dream.status != "running":
+        return dream
+    timeout = timeout_seconds if timeout_seconds is not None else dreams.timeout_seconds
+    job = DreamJob(dreams, dream, dreamer, time.monotonic() + timeout)
+    try:
+        job.execute()
+    except DreamCanceled:
+        job.event("dream.canceled", {})
+    except StopDream as stop:
+        job.event("dream.failed", {"type": stop.type, "message": stop.message})
+        dreams.fail(dream_id, stop.type, stop.message)
+    except Exception as exc:
+        log.exception("dream %s stopped with an error", dream_id)
+        message = exc.message if isinstance(exc, GitmemError) else f"{type(exc).__name__}: {exc}"
+        job.event("dream.failed", {"type": "internal_error", "message": message})
+        dreams.fail(dream_id, "internal_error", message)
+    dreams.withdraw_task(dream_id)
+    return dreams.get_dream(dream_id)

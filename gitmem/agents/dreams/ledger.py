@@ -10,19 +10,14 @@ import contextlib
 import logging
 import os
 import socket
-import time
 import uuid
-from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from gitmem.agents.dreams.dreamers import Dreamer
-from gitmem.agents.dreams.job import DreamCanceled, DreamJob, StopDream
 from gitmem.agents.dreams.tables import MIGRATIONS, dream_from_row
 from gitmem.agents.dreams.values import DREAMER_WORKER_NAME, FINAL, Dream
 from gitmem.agents.tasks.tasks import tasks_for
-from gitmem.config import handoff as checked_settings
 from gitmem.engine.gitmem import HomeTables
-from gitmem.errors import GitmemError, NotFound
+from gitmem.errors import NotFound
 
 if TYPE_CHECKING:
     from gitmem.engine.gitmem import Gitmem
@@ -30,9 +25,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def timeout_setting(environ: Mapping[str, str] | None = None) -> float:
-    """``GITMEM_DREAM_TIMEOUT``: seconds a dream may run (default 12 hours)."""
-    return float(checked_settings.value("DREAM_TIMEOUT", environ))
+DEFAULT_DREAM_TIMEOUT = 12 * 3600.0  # seconds a dream may run unless its runner says (GITMEM_DREAM_TIMEOUT)
 
 
 def runner_id() -> str:
@@ -62,9 +55,9 @@ class DreamRuns(HomeTables):
 
     def __init__(self, gm: Gitmem) -> None:
         super().__init__(gm)
-        self.timeout_seconds = timeout_setting()
+        self.timeout_seconds = DEFAULT_DREAM_TIMEOUT
 
-    def _get(self, dream_id: str) -> Dream:
+    def get_dream(self, dream_id: str) -> Dream:
         row = self.db.execute("SELECT * FROM dreams WHERE id=?", (dream_id,)).fetchone()
         if row is None:
             raise NotFound(f"dream {dream_id} not found")
@@ -98,45 +91,23 @@ class DreamRuns(HomeTables):
         rows = self.db.execute(
             "SELECT id FROM dreams WHERE status='running' AND started_at<?", (self._now() - limit,)
         ).fetchall()
-        return sum(self._fail(row[0], "timeout", "the dream ran past its time limit") for row in rows)
+        return sum(self.fail(row[0], "timeout", "the dream ran past its time limit") for row in rows)
 
     def reap(self) -> int:
         """Fail running dreams whose runner was a process on this host that has died (``internal_error``);
         the count."""
         rows = self.db.execute("SELECT id, claimed_by FROM dreams WHERE status='running'").fetchall()
         return sum(
-            self._fail(row[0], "internal_error", "the process running the dream stopped")
+            self.fail(row[0], "internal_error", "the process running the dream stopped")
             for row in rows
             if _process_gone(row[1])
         )
 
-    def run(self, dream_id: str, dreamer: Dreamer | None = None, *, timeout_seconds: float | None = None) -> Dream:
-        """Run a claimed (``running``) dream to its end; any other status is left alone."""
-        dream = self._get(dream_id)
-        if dream.status != "running":
-            return dream
-        timeout = timeout_seconds if timeout_seconds is not None else self.timeout_seconds
-        job = DreamJob(self, dream, dreamer, time.monotonic() + timeout)
-        try:
-            job.execute()
-        except DreamCanceled:
-            job.event("dream.canceled", {})
-        except StopDream as stop:
-            job.event("dream.failed", {"type": stop.type, "message": stop.message})
-            self._fail(dream_id, stop.type, stop.message)
-        except Exception as exc:
-            log.exception("dream %s stopped with an error", dream_id)
-            message = exc.message if isinstance(exc, GitmemError) else f"{type(exc).__name__}: {exc}"
-            job.event("dream.failed", {"type": "internal_error", "message": message})
-            self._fail(dream_id, "internal_error", message)
-        self._withdraw_task(dream_id)
-        return self._get(dream_id)
-
-    def _fail(self, dream_id: str, error_type: str, message: str) -> bool:
+    def fail(self, dream_id: str, error_type: str, message: str) -> bool:
         """End a running dream as failed (False if it had ended already). A ``create_new`` store it made is
         deleted in the same transaction (nobody sees the dream failed and its half-made store still
         listed); its task is ended."""
-        dream = self._get(dream_id)
+        dream = self.get_dream(dream_id)
         half_made = None
         if dream.output_behavior == "create_new" and dream.output_store_id:
             with contextlib.suppress(NotFound):
@@ -154,22 +125,24 @@ class DreamRuns(HomeTables):
                 self.catalog.delete_store(half_made.id, db)
         if half_made is not None:
             self.gm.remove_store_files(half_made)
-        self._withdraw_task(dream_id)
+        self.withdraw_task(dream_id)
         return True
 
-    def _withdraw_task(self, dream_id: str) -> None:
+    def withdraw_task(self, dream_id: str) -> None:
         """End the task a dream ran as: its token stops working once the dream has ended."""
-        dream = self._get(dream_id)
+        dream = self.get_dream(dream_id)
         if dream.task_id is not None and dream.status in FINAL:
             with contextlib.suppress(NotFound):
                 tasks_for(self.gm).end_task(dream.workspace_id, dream.task_id)
 
-    def _set(self, dream_id: str, **fields: object) -> None:
+    def record(self, dream_id: str, **fields: object) -> None:
+        """Set columns of the dream's row (its task, output store, usage)."""
         assignments = ", ".join(f"{k}=?" for k in fields)
         with self.catalog.transaction() as db:
             db.execute(f"UPDATE dreams SET {assignments} WHERE id=?", (*fields.values(), dream_id))
 
-    def _complete(self, dream_id: str) -> None:
+    def complete(self, dream_id: str) -> None:
+        """A running dream ends ``completed`` (a canceled one stays canceled)."""
         with self.catalog.transaction() as db:
             db.execute(
                 "UPDATE dreams SET status='completed', ended_at=? WHERE id=? AND status='running'",

@@ -16,7 +16,7 @@ import sqlite3
 import threading
 from typing import Any
 
-from gitmem.agents.review.review import ReviewMark, mark_seq
+from gitmem.agents.review.mark import ReviewMark, mark_seq
 from gitmem.engine.index.store_index import NoteRow, StoreIndex
 from gitmem.engine.store.diff import VersionDiff
 from gitmem.engine.store.store import MemoryStore, check_listing
@@ -113,7 +113,7 @@ class ApprovedView:
         return getattr(self._store, name)
 
     def _note(self, row: NoteRow, with_content: bool) -> Note:
-        return self._store._note(row, with_content)
+        return self._store.note_from_row(row, with_content)
 
     def get(self, memory_id: str, with_content: bool = True) -> Note:
         row = self._notes.note(memory_id)

@@ -21,30 +21,37 @@ Whether a store is under review, and whether its tasks read only the approved st
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 from dataclasses import dataclass
 
 import pygit2
 
-from gitmem.clock import iso, to_micros
+from gitmem.agents.review.approved_view import ApprovedView
+from gitmem.agents.review.mark import (
+    REVIEW_REF,
+    ReviewMark,
+    current_mark,
+    mark_seq,
+    records,
+    review_history,
+    write_record,
+)
+from gitmem.clock import iso
 from gitmem.db.migrations import Migration
 from gitmem.engine.audit.log import AuditEntry
 from gitmem.engine.catalog.catalog import Principal, principal_task_id
-from gitmem.engine.gitmem import Gitmem, HomeTables
+from gitmem.engine.gitmem import HomeTables
 from gitmem.engine.rewrite import locked_git
 from gitmem.engine.store.diff import VersionDiff
-from gitmem.engine.store.store import MemoryStore, check_limit
-from gitmem.errors import InvalidRequest, NotFound, PermissionDenied, StoreBusy
-from gitmem.git import repository
-from gitmem.git.commits import author_for
+from gitmem.engine.store.restore import restore
+from gitmem.engine.store.store import MemoryStore
+from gitmem.errors import InvalidRequest, NotFound
 from gitmem.model import Actor, Page, Version
+from gitmem.rules.paging import check_limit
 
 log = logging.getLogger(__name__)
 
-REVIEW_REF = "refs/reviews/main"
 MAX_PENDING_PAGE = 100
-_CAS_ATTEMPTS = 20
 
 
 @dataclass(frozen=True)
@@ -55,128 +62,11 @@ class ReviewSettings:
 
 
 @dataclass(frozen=True)
-class ReviewMark:
-    """One review record: who moved the mark, when, and to which version (``None``: nothing approved,
-    the store was empty when its review began)."""
-
-    action: str  # "enabled" (the mark set when review began) or "approved"
-    version_id: str | None
-    version_at: dt.datetime | None
-    reviewed_by: Actor | None
-    reviewed_at: dt.datetime
-    record_id: str  # the record's commit on refs/reviews/main
-    commit_id: str | None = None  # the marked version's commit when the record was written
-
-
-@dataclass(frozen=True)
 class PendingChange:
     """A version written since the mark, with what it changed."""
 
     version: Version
     diff: VersionDiff
-
-
-def _trailers(message: str) -> dict[str, str]:
-    found: dict[str, str] = {}
-    for line in message.splitlines():
-        key, sep, value = line.partition(": ")
-        if sep and key and " " not in key:
-            found[key] = value.strip()
-    return found
-
-
-def _parse_time(text: str | None) -> dt.datetime | None:
-    return dt.datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
-
-
-def read_record(commit: pygit2.Commit) -> ReviewMark:
-    t = _trailers(commit.message)
-    version = t.get("Reviewed-Version")
-    return ReviewMark(
-        action=t.get("Review-Action", "approved"),
-        version_id=None if version in (None, "none") else version,
-        version_at=_parse_time(t.get("Reviewed-Version-At")),
-        reviewed_by=Actor.from_trailer(t.get("Reviewed-By", "")),
-        reviewed_at=_parse_time(t.get("Reviewed-At")) or dt.datetime.fromtimestamp(commit.commit_time, dt.UTC),
-        record_id=str(commit.id),
-        commit_id=t.get("Reviewed-Commit"),
-    )
-
-
-def _tip(repo: pygit2.Repository) -> pygit2.Commit | None:
-    ref = repo.references.get(REVIEW_REF)
-    return ref.peel(pygit2.Commit) if ref is not None else None
-
-
-def current_mark(store: MemoryStore) -> ReviewMark | None:
-    tip = _tip(store.repo)
-    return read_record(tip) if tip is not None else None
-
-
-def review_history(store: MemoryStore, limit: int | None = None) -> list[ReviewMark]:
-    """The review records, newest first."""
-    return _records(store.repo, limit)
-
-
-def _records(repo: pygit2.Repository, limit: int | None = None) -> list[ReviewMark]:
-    out: list[ReviewMark] = []
-    commit = _tip(repo)
-    while commit is not None and (limit is None or len(out) < limit):
-        out.append(read_record(commit))
-        commit = commit.parents[0] if commit.parents else None
-    return out
-
-
-def mark_seq(store: MemoryStore, mark: ReviewMark | None) -> int:
-    """The index position of the mark in the current history: versions with a greater ``seq`` are
-    pending. Found by version id (ids survive rewrites), else by the marked version's time."""
-    if mark is None or mark.version_id is None:
-        return 0
-    store.index.catch_up()
-    row = store.index.version(mark.version_id)
-    if row is not None:
-        return row.seq
-    if mark.version_at is None:
-        return 0
-    (seq,) = store.index.db.execute(
-        "SELECT coalesce(max(seq), 0) FROM versions WHERE created_at<=?", (to_micros(mark.version_at),)
-    ).fetchone()
-    return int(seq)
-
-
-def _write_record(
-    store: MemoryStore, action: str, version: Version | None, actor: Actor | None, now: dt.datetime
-) -> ReviewMark:
-    """Append one review record to refs/reviews/main (a compare-and-swap, retried)."""
-    subject = (
-        f"review: {action} through {version.id}" if version is not None else f"review: {action} (nothing written yet)"
-    )
-    lines = [subject, "", f"Review-Action: {action}", f"Reviewed-Version: {version.id if version else 'none'}"]
-    if version is not None:
-        lines += [f"Reviewed-Version-At: {iso(version.created_at)}", f"Reviewed-Commit: {version.commit_id}"]
-    lines += [f"Reviewed-By: {actor.trailer() if actor else 'null'}", f"Reviewed-At: {iso(now)}"]
-    repo = store.repo
-    empty_tree = repo.TreeBuilder().write()
-    for _ in range(_CAS_ATTEMPTS):
-        tip = _tip(repo)
-        parent = tip.id if tip is not None else None
-        oid = repository.commit(
-            repo, tree=empty_tree, parent=parent, author=author_for(actor, now), message="\n".join(lines) + "\n"
-        )
-        if repository.compare_and_swap(repo, parent, oid, ref=REVIEW_REF):
-            return read_record(repo[oid].peel(pygit2.Commit))
-    raise StoreBusy(f"the review of store {store.id} kept changing; the mark was not moved")
-
-
-def check_reviewer(gm: Gitmem, principal: Principal, store_id: str) -> None:
-    """A reviewer is a user with write access to the store, or an admin key; a read-write key (what
-    agents and scripts are given) and a task never review. The API and the web view both ask this."""
-    from gitmem.access import require_access  # access builds on tasks and profiles
-
-    person = principal.actor.type == "user_actor" or (principal.actor.type == "api_actor" and principal.role == "admin")
-    if not person or principal_task_id(principal) is not None:
-        raise PermissionDenied("only a user with write access or an admin key may review a store")
-    require_access(gm, principal, store_id, write=True)
 
 
 class Reviews(HomeTables):
@@ -229,7 +119,7 @@ class Reviews(HomeTables):
         if new.enabled:
             store = self.gm.store(workspace_id, store_id)
             if current_mark(store) is None:
-                _write_record(store, "enabled", self._newest(store), actor, self.gm.clock())
+                write_record(store, "enabled", self._newest(store), actor, self.gm.clock())
         return new
 
     @staticmethod
@@ -280,7 +170,7 @@ class Reviews(HomeTables):
             assert row is not None
             if mark is not None and row.seq <= mark_seq(store, mark):
                 return mark
-            return _write_record(store, "approved", version, actor, self.gm.clock())
+            return write_record(store, "approved", version, actor, self.gm.clock())
 
     def revert(self, store: MemoryStore, version_id: str, actor: Actor | None) -> Version:
         """A new version that puts back what the note held before ``version_id`` (deleting a note
@@ -299,7 +189,7 @@ class Reviews(HomeTables):
             return store.delete(memory_id, actor=actor)
         if before.redacted_at is not None:
             raise InvalidRequest(f"the version before {version_id} is redacted: its content cannot be put back")
-        note = store.restore(memory_id, before.id, actor=actor)
+        note = restore(store, memory_id, before.id, actor=actor)
         return store.version(note.version_id, with_content=False)
 
     # -- reading -------------------------------------------------------------------------------------
@@ -320,8 +210,6 @@ class Reviews(HomeTables):
         """What a task reads of ``store`` (the memory section asks this too)."""
         if not self.settings(store.id).read_approved_only:
             return store
-        from gitmem.agents.review.approved_view import ApprovedView  # the view keeps its own module
-
         return ApprovedView.of(store, current_mark(store))  # type: ignore[return-value]
 
     @staticmethod
@@ -359,7 +247,7 @@ def with_reviews(entries: list[AuditEntry], repo: pygit2.Repository) -> list[Aud
             version_id=mark.version_id or "(nothing yet)",
             commit_id=mark.record_id,
         )
-        for mark in reversed(_records(repo))
+        for mark in reversed(records(repo))
     ]
     merged: list[AuditEntry] = []
     for entry in entries:
@@ -379,7 +267,6 @@ def describe_mark(mark: ReviewMark | None) -> str:
 
 __all__ = [
     "REVIEW_REF",
-    "check_reviewer",
     "PendingChange",
     "ReviewMark",
     "ReviewSettings",

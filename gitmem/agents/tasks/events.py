@@ -12,11 +12,12 @@ from typing import Any
 
 from gitmem import ids
 from gitmem.agents.tasks.tables import MIGRATIONS
-from gitmem.agents.tasks.values import MAX_EVENT_PAYLOAD_BYTES, MAX_INT, Event, actor_text, check_limit
+from gitmem.agents.tasks.values import MAX_EVENT_PAYLOAD_BYTES, MAX_INT, MAX_PAGE, Event, actor_text
 from gitmem.clock import from_micros
 from gitmem.engine.gitmem import HomeTables
 from gitmem.errors import InvalidRequest, NotFound, TooLarge
 from gitmem.model import Actor, Page
+from gitmem.rules.paging import check_limit
 from gitmem.rules.policy import check_text
 
 _EVENT_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}")
@@ -71,7 +72,7 @@ class TaskEvents(HomeTables):
     ) -> Page[Event]:
         """Oldest first. ``after_seq`` or ``page`` (the previous page's ``next_page``) starts after an
         event; ``next_page`` is ``None`` on the last page."""
-        check_limit(limit)
+        check_limit(limit, MAX_PAGE)
         if page:
             (after_seq,) = self.gm.page_tokens.decode(page, f"events:{task_id}", int)
         if after_seq is not None and (

@@ -34,19 +34,20 @@ from gitmem.agents.tasks.values import (
     MAX_CONTEXT_PATHS,
     MAX_INSTRUCTIONS_CHARS,
     MAX_NAMED_STORES,
+    MAX_PAGE,
     Access,
     MemoryView,
     StoreView,
     Task,
     TaskStore,
     actor_text,
-    check_limit,
     unique_slugs,
 )
 from gitmem.agents.tasks.workers import Workers
 from gitmem.clock import from_micros
 from gitmem.errors import InvalidRequest, LimitExceeded, NotFound
 from gitmem.model import Actor, Note, Page, StoreInfo
+from gitmem.rules.paging import check_limit
 
 if TYPE_CHECKING:
     from gitmem.engine.gitmem import Gitmem
@@ -216,7 +217,7 @@ class Tasks(Workers, TaskEvents):
         self, workspace_id: str, worker_id: str | None = None, limit: int = 20, page: str | None = None
     ) -> Page[Task]:
         """Newest first, optionally one worker's."""
-        check_limit(limit)
+        check_limit(limit, MAX_PAGE)
         sql, args = "SELECT * FROM tasks WHERE workspace_id=?", [workspace_id]
         if worker_id:
             sql += " AND worker_id=?"

@@ -10,7 +10,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from gitmem.errors import InvalidRequest
 from gitmem.model import Actor
 
 if TYPE_CHECKING:
@@ -129,11 +128,6 @@ def unique_slugs(names: Iterable[str]) -> list[str]:
         used.add(candidate)
         out.append(candidate)
     return out
-
-
-def check_limit(limit: int) -> None:
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
-        raise InvalidRequest(f"limit must be between 1 and {MAX_PAGE}")
 
 
 def actor_text(actor: Actor | None) -> str | None:

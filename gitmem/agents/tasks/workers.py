@@ -10,11 +10,12 @@ from typing import Any
 
 from gitmem import ids
 from gitmem.agents.tasks.tables import MIGRATIONS
-from gitmem.agents.tasks.values import MAX_ATTACHED_STORES, Worker, check_limit
+from gitmem.agents.tasks.values import MAX_ATTACHED_STORES, MAX_PAGE, Worker
 from gitmem.clock import from_micros
 from gitmem.engine.gitmem import HomeTables
 from gitmem.errors import ArchivedStore, InvalidRequest, LimitExceeded, NotFound
 from gitmem.model import Page, StoreInfo
+from gitmem.rules.paging import check_limit
 from gitmem.rules.policy import check_store_fields
 
 
@@ -82,7 +83,7 @@ class Workers(HomeTables):
 
     def list_workers(self, workspace_id: str, limit: int = 20, page: str | None = None) -> Page[Worker]:
         """Newest first."""
-        check_limit(limit)
+        check_limit(limit, MAX_PAGE)
         sql, args = "SELECT * FROM workers WHERE workspace_id=?", [workspace_id]
         if page:
             micros, after_id = self.gm.page_tokens.decode(page, "workers", int, str)

@@ -20,14 +20,20 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
-    from gitmem.engine.catalog.catalog import Catalog
+    from gitmem.db import Database
+
+Listener = Callable[[str, str], None]  # (kind, key) of a change announced
 
 T = TypeVar("T")
 
 
 class CatalogCache:
-    def __init__(self, catalog: Catalog) -> None:
-        self._catalog = catalog
+    """``db``: where the catalog lives; ``subscribe``: registers a listener of every change the catalog
+    announces (:meth:`Catalog.on_change`)."""
+
+    def __init__(self, db: Database, subscribe: Callable[[Listener], None]) -> None:
+        self._db = db
+        self._subscribe = subscribe
         self._values: dict[tuple[str, str], object] = {}
         self._changes = 0  # announcements heard so far
         self._lock = threading.Lock()
@@ -37,7 +43,7 @@ class CatalogCache:
         """The value of ``read()``, kept until a ``kind`` change of ``key`` is announced."""
         if not self._listening:
             self._listen()
-        if not self._catalog.db.delivers_changes():
+        if not self._db.delivers_changes():
             return read()
         with self._lock:
             if (kind, key) in self._values:
@@ -45,7 +51,7 @@ class CatalogCache:
             heard = self._changes
         value = read()
         with self._lock:
-            if self._changes == heard and self._catalog.db.delivers_changes():
+            if self._changes == heard and self._db.delivers_changes():
                 self._values[(kind, key)] = value
         return value
 
@@ -54,7 +60,7 @@ class CatalogCache:
             if self._listening:
                 return
             self._listening = True
-        self._catalog.on_change(self._changed)
+        self._subscribe(self._changed)
 
     def _changed(self, kind: str, key: str) -> None:
         with self._lock:

@@ -149,7 +149,7 @@ class Catalog:
         self.path = self.db.path if isinstance(self.db, SQLiteDatabase) else None
         self.clock = clock
         migrate(self.db, MIGRATIONS)
-        self.cache = CatalogCache(self)
+        self.cache = CatalogCache(self.db, self.on_change)
 
     @classmethod
     def for_home(cls, home: Path, url: str | None = None, clock: Clock = system_clock) -> Catalog:

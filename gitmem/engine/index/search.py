@@ -17,17 +17,20 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
-from gitmem.crypto.codec import PlainCodec
+import pygit2
+
+from gitmem.crypto.codec import ContentCodec, PlainCodec
 from gitmem.engine.index import postgres_schema as index_pg
 from gitmem.engine.index.search_query import groups, to_fts
 from gitmem.engine.index.search_table import ensure_schema, forget, put
-from gitmem.engine.index.store_index import StoreIndex, upper_bound
-from gitmem.engine.store.store import MemoryStore, check_limit
+from gitmem.engine.index.store_index import NoteRow, StoreIndex, upper_bound
 from gitmem.errors import InvalidRequest
 from gitmem.git.repository import blob_at
 from gitmem.model import Note, Page
 from gitmem.rules import paths
+from gitmem.rules.paging import check_limit
 
 MAX_SEARCH_PAGE = 100
 MAX_OFFSET = 1_000_000  # a page token deeper than this is not one we made
@@ -35,6 +38,19 @@ PATH_WEIGHT, BODY_WEIGHT = 5.0, 1.0
 MARK = "**"  # around each matched word in a snippet
 SNIPPET_TOKENS = 24
 MEMORY_INDEXES_PER_PROCESS = 32  # encrypted stores whose text a process keeps in memory
+
+
+class Searched(Protocol):
+    """What search reads of a store (:class:`gitmem.engine.store.store.MemoryStore`)."""
+
+    path: Path
+    index: StoreIndex
+    codec: ContentCodec
+
+    @property
+    def repo(self) -> pygit2.Repository: ...
+
+    def note_from_row(self, row: NoteRow, with_content: bool) -> Note: ...
 
 
 @dataclass(frozen=True)
@@ -58,7 +74,7 @@ class _MemoryText:
         self.tip: str | None = None
         self.seen: dict[str, tuple[str, str]] = {}  # memory_id -> (path, blob_id)
 
-    def sync(self, store: MemoryStore) -> None:
+    def sync(self, store: Searched) -> None:
         """Bring the table to the store's (caught-up) index: only the notes that changed."""
         tip = store.index.indexed_tip()
         if tip == self.tip:
@@ -83,7 +99,7 @@ _memory_texts: OrderedDict[str, _MemoryText] = OrderedDict()
 _memory_texts_lock = threading.Lock()
 
 
-def _memory_text(store: MemoryStore) -> _MemoryText:
+def _memory_text(store: Searched) -> _MemoryText:
     key = str(store.path.resolve())
     with _memory_texts_lock:
         text = _memory_texts.get(key)
@@ -129,7 +145,7 @@ def _offset(index: StoreIndex, page: str | None, fingerprint: str) -> int:
 
 
 def search(
-    store: MemoryStore, query: str, path_prefix: str | None = None, limit: int = 20, page: str | None = None
+    store: Searched, query: str, path_prefix: str | None = None, limit: int = 20, page: str | None = None
 ) -> Page[SearchHit]:
     """The store's current notes that match ``query`` (see :mod:`gitmem.engine.index.search_query`), best first."""
     check_limit(limit, MAX_SEARCH_PAGE, full=False)
@@ -157,7 +173,7 @@ def search(
         row = store.index.note(memory_id)
         if row is not None:  # deleted by another process since
             snippets = (snippet.strip(),) if snippet and snippet.strip() else ()
-            hits.append(SearchHit(store._note(row, with_content=False), float(score), snippets))
+            hits.append(SearchHit(store.note_from_row(row, with_content=False), float(score), snippets))
     more = len(rows) > limit
     return Page(hits, store.index.tokens.encode("search", offset + limit, fingerprint) if more else None)
 

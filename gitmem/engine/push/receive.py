@@ -8,9 +8,12 @@
 ``GITMEM_ACCESS``   ``read_write`` (anything else is refused)
 ``GITMEM_STORE_ID`` the store (default: the repository's directory name)
 ``GITMEM_HOME``     the data home (default: two levels above the repository)
-``GITMEM_FILTERS``  extra content filters, as for the server (:func:`gitmem.rules.filters.load_filters`)
 ``GITMEM_PYTHON``   the interpreter the hook scripts run gitmem with
 ==================  ==============================================================================
+
+The rest of the server's settings reach the hooks as :class:`PushOptions`, built where the hook
+starts (``gitmem hook``: :func:`gitmem.config.home.push_options`): the same content filters, the index's
+database, and the home as the server opens it.
 
 pre-receive runs while the pushed objects sit in Git's quarantine (``GIT_QUARANTINE_PATH``; libgit2
 ignores ``GIT_OBJECT_DIRECTORY``, so the quarantine is added as an alternate). It accepts only a
@@ -37,12 +40,11 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, TextIO
+from typing import TYPE_CHECKING, Literal, TextIO
 
 import pygit2
 
 from gitmem import ids
-from gitmem.config import handoff as checked_settings
 from gitmem.engine.catalog.catalog import Catalog
 from gitmem.engine.index.store_index import StoreIndex
 from gitmem.engine.push.check import MAX_REASONS, ZERO, NoteState, PushCheck
@@ -50,8 +52,11 @@ from gitmem.engine.push.notes import STALE_SPOOL_SECONDS, settle_spool, write_sp
 from gitmem.errors import GitmemError, NotFound
 from gitmem.git import pushes, repository
 from gitmem.model import StoreInfo
-from gitmem.rules.filters import load_filters
+from gitmem.rules.filters import FilterChain
 from gitmem.rules.policy import StorePolicy, policy_for
+
+if TYPE_CHECKING:
+    from gitmem.engine.gitmem import Gitmem
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +65,15 @@ _COMMIT_REASON = re.compile(r"[0-9a-f]{7}[ :]")
 
 class Refused(Exception):
     """The push as a whole is refused (before any commit is looked at)."""
+
+
+@dataclass(frozen=True)
+class PushOptions:
+    """What a push hook runs with, from the server's settings (see the module's docstring)."""
+
+    database_url: str | None
+    filters: FilterChain
+    open_home: Callable[[Path], Gitmem]  # the home, as the server opens it (its key, its listeners)
 
 
 @dataclass
@@ -94,8 +108,10 @@ def open_repo(git_dir: Path, env: Mapping[str, str]) -> pygit2.Repository:
 # -- pre-receive ----------------------------------------------------------------------------------
 
 
-def _store_and_policy(push: PushEnv) -> tuple[Catalog, StoreInfo, StorePolicy, pushes.Decode | None, str]:
-    url = checked_settings.database_url()
+def _store_and_policy(
+    push: PushEnv, options: PushOptions
+) -> tuple[Catalog, StoreInfo, StorePolicy, pushes.Decode | None, str]:
+    url = options.database_url
     if url is None and not (push.home / "catalog.sqlite3").is_file():
         raise Refused(f"no gitmem catalog at {push.home}: pushes go through the gitmem server")
     catalog = Catalog.for_home(push.home, url)
@@ -115,13 +131,11 @@ def _store_and_policy(push: PushEnv) -> tuple[Catalog, StoreInfo, StorePolicy, p
         raise Refused(f"user {push.user_id} is revoked")
     if user.role == "read-only":
         raise Refused(f"user {push.user_id} may read this store but not push to it")
-    policy = policy_for(info.kind, load_filters())
+    policy = policy_for(info.kind, options.filters)
     decode = None
     if info.encrypted:  # pushed blobs are ciphertext (a keyed clone's clean filter): check the plaintext
         try:
-            from gitmem.engine.gitmem import Gitmem  # the key ring: only for an encrypted store
-
-            decode = Gitmem.open(push.home).codec_for(info).decode
+            decode = options.open_home(push.home).codec_for(info).decode  # its key ring
         except GitmemError as exc:
             raise Refused(
                 f"memory store {info.id} is encrypted and its key cannot be loaded here"
@@ -131,7 +145,12 @@ def _store_and_policy(push: PushEnv) -> tuple[Catalog, StoreInfo, StorePolicy, p
 
 
 def pre_receive(
-    lines: list[str], env: Mapping[str, str], git_dir: Path, *, clock: Callable[[], dt.datetime] | None = None
+    lines: list[str],
+    env: Mapping[str, str],
+    git_dir: Path,
+    options: PushOptions,
+    *,
+    clock: Callable[[], dt.datetime] | None = None,
 ) -> list[str]:
     """Check a push; return the refusals (empty: accepted, and the push's record is spooled)."""
     push = PushEnv.from_env(env, git_dir)
@@ -141,7 +160,7 @@ def pre_receive(
             raise Refused("this credential may read this memory store but not push to it")
         if not ids.has_prefix(push.user_id, ids.USER):
             raise Refused("pushes are attributed to a gitmem user (GITMEM_USER_ID); push through the gitmem server")
-        catalog, info, policy, decode, user_name = _store_and_policy(push)
+        catalog, info, policy, decode, user_name = _store_and_policy(push, options)
         if len(updates) != 1 or any(len(u) != 3 for u in updates):
             bad = [u[2] for u in updates if len(u) == 3 and u[2] != repository.MAIN]
             raise Refused(f"only {repository.MAIN} may be pushed" + (f" (not {', '.join(bad)})" if bad else ""))
@@ -159,7 +178,7 @@ def pre_receive(
                 "non-fast-forward pushes are refused: history cannot be rewritten by a push;"
                 " fetch, rebase and push again"
             )
-        index = StoreIndex(repo, database_url=checked_settings.database_url(), store_id=push.store_id)
+        index = StoreIndex(repo, database_url=options.database_url, store_id=push.store_id)
         try:
             indexed = index.catch_up()
             if (str(indexed) if indexed else ZERO) != old:
@@ -180,7 +199,7 @@ def pre_receive(
 # -- post-receive ---------------------------------------------------------------------------------
 
 
-def post_receive(lines: list[str], env: Mapping[str, str], git_dir: Path) -> list[str]:
+def post_receive(lines: list[str], env: Mapping[str, str], git_dir: Path, options: PushOptions) -> list[str]:
     """Record the accepted push as Git notes, bring the index up to date; return warnings."""
     warnings: list[str] = []
     repo = pygit2.Repository(str(git_dir))
@@ -189,9 +208,7 @@ def post_receive(lines: list[str], env: Mapping[str, str], git_dir: Path) -> lis
     except Exception as exc:  # the push has landed; never fail it here
         log.exception("post-receive could not record the push")
         warnings.append(f"the push landed but its notes were not written yet ({exc}); the index uses the spool")
-    index = StoreIndex(
-        repo, database_url=checked_settings.database_url(), store_id=PushEnv.from_env(env, git_dir).store_id
-    )
+    index = StoreIndex(repo, database_url=options.database_url, store_id=PushEnv.from_env(env, git_dir).store_id)
     try:
         index.catch_up()
     except Exception as exc:
@@ -199,43 +216,42 @@ def post_receive(lines: list[str], env: Mapping[str, str], git_dir: Path) -> lis
         warnings.append(f"the index will catch up on the next read ({exc})")
     finally:
         index.close()
-    _report_to_webhooks(env)
+    _tell_listeners(env, options)
     return warnings
 
 
-def _report_to_webhooks(env: Mapping[str, str]) -> None:
-    """The pushed versions into the webhook outbox now (the server's catch-up scan would find them later)."""
+def _tell_listeners(env: Mapping[str, str], options: PushOptions) -> None:
+    """The home's listeners (the webhooks' outbox) told of the pushed versions now (the server's
+    catch-up scan would find them later)."""
     home, store_id = env.get("GITMEM_HOME"), env.get("GITMEM_STORE_ID")
     if not home or not store_id:
         return
     try:
-        from gitmem.engine.gitmem import Gitmem
-        from gitmem.webhooks.outbox import webhooks_for
-
-        gm = Gitmem.open(home)
+        gm = options.open_home(Path(home))
         workspace_id = gm.catalog.store(store_id).workspace_id
-        webhooks_for(gm).notes_changed(gm.store(workspace_id, store_id), workspace_id)
+        gm.tell_notes_changed(gm.store(workspace_id, store_id), workspace_id)
     except Exception:  # the push has landed; the catch-up scan reports it
-        log.exception("post-receive could not report the push to webhooks")
+        log.exception("post-receive could not report the push to the home's listeners")
 
 
 # -- entry point ----------------------------------------------------------------------------------
 
 
-def run_hook(hook: Literal["pre-receive", "post-receive"], stdin: TextIO, stderr: TextIO) -> int:
-    """One run of a push hook (``gitmem hook pre-receive|post-receive``); returns its exit status."""
+def run_hook(
+    hook: Literal["pre-receive", "post-receive"], stdin: TextIO, stderr: TextIO, options: Callable[[], PushOptions]
+) -> int:
+    """One run of a push hook (``gitmem hook pre-receive|post-receive``); returns its exit status.
+    ``options`` reads the settings: a bad one refuses the push, never lets it through unchecked."""
     logging.basicConfig(
         level=logging.WARNING, format="gitmem: %(levelname)s %(name)s: %(message)s", stream=stderr, force=True
     )
     lines = stdin.read().splitlines()
-    try:
-        repository.set_fsync(checked_settings.fsync())
-    except GitmemError:
-        repository.set_fsync(True)
     git_dir = Path(os.environ.get("GIT_DIR") or ".")
     if hook == "pre-receive":
         try:
-            reasons = pre_receive(lines, os.environ, git_dir)
+            reasons = pre_receive(lines, os.environ, git_dir, options())
+        except GitmemError as exc:  # a bad setting
+            reasons = [exc.message]
         except Exception as exc:  # a bug must refuse the push, never let it through unchecked
             log.exception("pre-receive failed")
             reasons = [f"the push could not be checked ({type(exc).__name__}: {exc})"]
@@ -249,6 +265,11 @@ def run_hook(hook: Literal["pre-receive", "post-receive"], stdin: TextIO, stderr
             )
             print(f"gitmem: the store is unchanged{fix}", file=stderr)
         return 1 if reasons else 0
-    for warning in post_receive(lines, os.environ, git_dir):
+    try:
+        settings = options()
+    except GitmemError as exc:  # cannot happen after pre-receive read the same settings; say so if it does
+        print(f"gitmem: warning: {exc.message}", file=stderr)
+        return 0
+    for warning in post_receive(lines, os.environ, git_dir, settings):
         print(f"gitmem: warning: {warning}", file=stderr)
     return 0

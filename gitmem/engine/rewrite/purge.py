@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import pygit2
 
+from gitmem.durable import fsync_dir
 from gitmem.engine.rewrite.fast_import import REWRITE_REF
 from gitmem.engine.rewrite.locked_git import checkpoint, delete_ref, flock, git_ok, rewrite_lock, writer_lock
 from gitmem.engine.rewrite.report import RewriteReport
@@ -63,14 +64,12 @@ def read_marker(repo_path: Path) -> set[str] | None:
 def write_marker(repo_path: Path, blobs: Iterable[str]) -> None:
     path = marker(repo_path)
     tmp = path.with_suffix(".tmp")
-    with open(tmp, "w") as f:
+    with open(tmp, "w") as f:  # flushed whatever the home's durability: a crash must find it whole
         json.dump({"blobs": sorted(blobs)}, f)
-        if repository.fsync_enabled():
-            f.flush()
-            os.fsync(f.fileno())
+        f.flush()
+        os.fsync(f.fileno())
     os.replace(tmp, path)
-    if repository.fsync_enabled():
-        repository.fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def _on_main(repo_path: Path) -> set[str]:

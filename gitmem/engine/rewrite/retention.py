@@ -211,7 +211,7 @@ def prune_info(
         report.skipped = "no repository"
         return report
     # A store object of our own, closed afterwards: the pruner may visit thousands of stores.
-    store = MemoryStore(path, info.id, clock=gm.clock, database_url=gm.index_database_url)
+    store = MemoryStore(path, info.id, clock=gm.clock, database_url=gm.index_database_url, durability=gm.durability)
     try:
         return prune_store(
             store,

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from gitmem.crypto.codec import ContentCodec, SivCodec, parse_header
 from gitmem.crypto.master_key import KeyMissing
+from gitmem.durable import fsync_dir
 from gitmem.engine.rewrite.history import Entry
 from gitmem.engine.rewrite.report import RewriteReport
 from gitmem.engine.rewrite.rewrite import rewrite_history
@@ -192,12 +193,10 @@ def rewrap_master_key(gm: Gitmem, new_key_text: str | None = None) -> RewrapRepo
     master key is the home's ``master.key`` (it is replaced, after the ring: a crash in between leaves
     the new key in ``master.key.new``). With a key from the environment or a key file, point that
     setting at the new key afterwards. Servers must be restarted: they hold the old master key."""
-    from gitmem.config.settings import load_settings
     from gitmem.crypto.master_key import MASTER_KEY_FILENAME, MasterKey, _decode_key_text, _write_private_file
 
-    settings = load_settings()
     home_file = gm.home / MASTER_KEY_FILENAME
-    in_home = settings.MASTER_KEY is None and settings.MASTER_KEY_FILE is None
+    in_home = gm.master_key.in_home
     if new_key_text is None and not in_home:
         raise InvalidRequest(
             "the master key comes from $GITMEM_MASTER_KEY or $GITMEM_MASTER_KEY_FILE: give the"
@@ -217,5 +216,5 @@ def rewrap_master_key(gm: Gitmem, new_key_text: str | None = None) -> RewrapRepo
     count = keyring.rewrap(new_master)
     if in_home:
         staged.replace(home_file)
-        repository.fsync_dir(home_file.parent)
+        fsync_dir(home_file.parent)
     return RewrapReport(count, old_id, new_master.key_id, home_file if in_home else None)

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
-from gitmem.engine.store.store import MemoryStore
 from gitmem.model import Version
 
 CONTEXT_LINES = 3
@@ -130,28 +129,25 @@ def unified_lines(diff: VersionDiff) -> list[str]:
     return out
 
 
-def _previous(store: MemoryStore, version: Version) -> Version | None:
-    """The same note's version just before ``version``: one lookup on the (memory_id, seq) index, not a
-    read of the note's whole history (a note of 1,000 versions made each diff read 1,000 rows)."""
-    row = store.index.db.execute(
-        "SELECT p.version_id FROM versions v JOIN versions p ON p.memory_id = v.memory_id AND p.seq < v.seq"
-        " WHERE v.version_id = ? ORDER BY p.seq DESC LIMIT 1",
-        (version.id,),
-    ).fetchone()
-    return store.version(row[0]) if row else None
-
-
 def _text(version: Version | None) -> str:
     if version is None or version.operation == "deleted":
         return ""
     return version.content or ""
 
 
-def diff_versions(store: MemoryStore, version_id: str, against: str | None = None) -> VersionDiff:
+class Versions(Protocol):
+    """Where a diff reads versions from: a store, or a store as it stood at its review mark."""
+
+    def version(self, version_id: str, with_content: bool = True) -> Version: ...
+
+    def previous_version(self, version: Version) -> Version | None: ...
+
+
+def diff_versions(store: Versions, version_id: str, against: str | None = None) -> VersionDiff:
     """``version_id`` compared with ``against`` (another version of the store; default: the version of
     the same note just before it)."""
     new = store.version(version_id)
-    old = _previous(store, new) if against is None else store.version(against)
+    old = store.previous_version(new) if against is None else store.version(against)
     redacted = new.redacted_at is not None or (old is not None and old.redacted_at is not None)
     changes = () if redacted else hunks(_text(old), _text(new))
     return VersionDiff(old, new, changes, redacted)

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import pygit2
 
+from gitmem.durable import DURABLE, Durability
 from gitmem.engine.index.store_index import StoreIndex
 from gitmem.errors import StoreBusy
 from gitmem.git import repository
@@ -128,8 +129,9 @@ _Planned = tuple[pygit2.Oid | None, bytes, bytes, TreeStore, dict[bytes, PackObj
 class GroupCommitter:
     """The write queue of one store in this process (see the module's docstring)."""
 
-    def __init__(self, repo_path: Path) -> None:
+    def __init__(self, repo_path: Path, durability: Durability = DURABLE) -> None:
         self.repo_path = repo_path
+        self.durability = durability
         # What each batch flushes: the folder its pack goes to and main's folder.
         self._objects_dir = repo_path / "objects"
         self._flushed_folders = [self._objects_dir / "pack", (repo_path / repository.MAIN).parent]
@@ -271,20 +273,26 @@ class GroupCommitter:
         self, repo: pygit2.Repository, tip: pygit2.Oid | None, parent: bytes, objects: dict[bytes, PackObject]
     ) -> bool:
         """Write the batch's pack and move ``main`` from ``tip`` to ``parent`` (compare-and-swap)."""
-        fsync = repository.fsync_enabled()
+        durability = self.durability
 
         def write_objects(flush_ref: Callable[[], None]) -> None:
-            write_pack(self._objects_dir, list(objects.values()), fsync=fsync, flush_with=flush_ref, flush_folder=False)
+            write_pack(
+                self._objects_dir,
+                list(objects.values()),
+                durability=durability,
+                flush_with=flush_ref,
+                flush_folder=False,
+            )
 
         if not repository.compare_and_swap(
-            repo, tip, pygit2.Oid(raw=parent), before_swap=write_objects, flush_folder=False
+            repo, tip, pygit2.Oid(raw=parent), before_swap=write_objects, flush_folder=False, durability=durability
         ):
             return False
-        if fsync:
+        if durability.flushes:
             # The pack's and the ref's new names, flushed together before anyone is answered. The pack's
             # were made first, so a journal that commits in order (ext4, xfs) never keeps the moved ref
             # without them.
-            flush_folders(self._flushed_folders)
+            flush_folders(self._flushed_folders, durability)
         return True
 
     def _tree_of(self, repo: pygit2.Repository, commit: pygit2.Oid | None) -> bytes | None:
@@ -307,8 +315,8 @@ _committers: dict[str, GroupCommitter] = {}
 _committers_guard = threading.Lock()
 
 
-def committer_for(repo_path: Path) -> GroupCommitter:
-    """This process's committer for the store at ``repo_path``."""
+def committer_for(repo_path: Path, durability: Durability = DURABLE) -> GroupCommitter:
+    """This process's committer for the store at ``repo_path``, made with ``durability`` (its home's)."""
     # Looked up on every write: the path as given first, so that only a new spelling pays for
     # ``resolve`` (a file-system walk) to find the committer its store already has.
     committer = _committers.get(str(repo_path))
@@ -318,7 +326,7 @@ def committer_for(repo_path: Path) -> GroupCommitter:
     with _committers_guard:
         committer = _committers.get(key)
         if committer is None:
-            committer = _committers[key] = GroupCommitter(repo_path)
+            committer = _committers[key] = GroupCommitter(repo_path, durability)
         _committers[str(repo_path)] = committer
         return committer
 

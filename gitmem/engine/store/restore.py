@@ -1,6 +1,7 @@
 """Restore: one new version that brings back an old version's content and path.
 
-A plan for :meth:`MemoryStore._write`, so a restore is an ordinary write: the store's rules (paths,
+:func:`restore` commits a plan like any other write (:meth:`MemoryStore.commit_plan`), so a restore is an
+ordinary write: the store's rules (paths,
 limits, secrets), preconditions, path conflicts and the archived-store guard all apply. A deleted
 note comes back with its id and its first creation time; restoring what is already there makes no
 version.
@@ -20,8 +21,23 @@ from gitmem.engine.store.store import MemoryStore
 from gitmem.engine.store.write_plans import check_free, check_moved, check_precondition, sha256_of
 from gitmem.errors import InvalidRequest, NotFound, PreconditionFailed
 from gitmem.git.commits import VersionRecord, parse_message
-from gitmem.model import Actor, Operation
+from gitmem.model import Actor, Note, Operation
 from gitmem.rules import paths
+
+
+def restore(
+    store: MemoryStore,
+    memory_id: str,
+    version_id: str,
+    *,
+    expected_sha256: str | None = None,
+    expected_blob_id: str | None = None,
+    actor: Actor | None = None,
+) -> Note:
+    """One new version with ``version_id``'s content at its path; a deleted note comes back with its
+    id. Every rule of a write applies."""
+    store.commit_plan(restore_plan(store, memory_id, version_id, expected_sha256, expected_blob_id, actor))
+    return store.get(memory_id, with_content=False)
 
 
 def restore_plan(

@@ -11,45 +11,35 @@ import datetime as dt
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pygit2
 
 from gitmem.clock import Clock, from_micros, system_clock, to_micros
 from gitmem.crypto.codec import ContentCodec, PlainCodec
+from gitmem.durable import DURABLE, Durability
+from gitmem.engine.index.search import SearchHit, search
 from gitmem.engine.index.store_index import NoteRow, StoreIndex, VersionRow
+from gitmem.engine.store.diff import VersionDiff, diff_versions
 from gitmem.engine.store.group_commit import BatchView, Change, Landed, Plan, committer_for
 from gitmem.engine.store.write_plans import WritePlanner
 from gitmem.errors import InvalidRequest, NotFound, PreconditionFailed
-from gitmem.git import packing as maintenance
+from gitmem.git import packing
 from gitmem.git.repository import blob_at, read_tip
 from gitmem.model import Actor, ActorType, MemoryPrefix, Note, Operation, Page, Version
 from gitmem.rules import paths
+from gitmem.rules.paging import check_limit
 from gitmem.rules.policy import MEMORY_STORE, StorePolicy
-
-if TYPE_CHECKING:
-    from gitmem.engine.index.search import SearchHit
-    from gitmem.engine.store.diff import VersionDiff
 
 log = logging.getLogger(__name__)
 
 PACK_EVERY_WRITES = 256  # at most, between background packs (gitmem.git.packing decides sooner)
 MAX_NOTES_PAGE = 1000
 MAX_VERSIONS_PAGE = 100
-MAX_FULL_PAGE = 20
 
 
 def _stored_time(when: dt.datetime) -> dt.datetime:
     """A time as the index gives it back (microseconds, UTC)."""
     return from_micros(to_micros(when))
-
-
-def check_limit(limit: int, maximum: int, *, full: bool) -> int:
-    cap = min(maximum, MAX_FULL_PAGE) if full else maximum
-    if not isinstance(limit, int) or not 1 <= limit <= cap:
-        view = " with view=full" if full else ""
-        raise InvalidRequest(f"limit must be between 1 and {cap}{view}")
-    return limit
 
 
 def check_listing(path_prefix: str | None, depth: int, limit: int, *, with_content: bool) -> str:
@@ -74,8 +64,10 @@ class MemoryStore:
         on_commit: Callable[[MemoryStore], object] | None = None,
         on_redact: Callable[[MemoryStore, Version], None] | None = None,
         database_url: str | None = None,
+        durability: Durability = DURABLE,
     ) -> None:
         self.path = repo_path
+        self.durability = durability  # the home's GITMEM_FSYNC
         self.id = store_id
         self.policy = policy
         self.codec: ContentCodec = codec or PlainCodec()
@@ -101,7 +93,7 @@ class MemoryStore:
     def _content(self, path: str, blob_id: str) -> str:
         return self.codec.decode(path, blob_at(self.repo, blob_id).data).decode("utf-8")
 
-    def _note(self, row: NoteRow, with_content: bool) -> Note:
+    def note_from_row(self, row: NoteRow, with_content: bool) -> Note:
         return Note(
             id=row.memory_id,
             store_id=self.id,
@@ -150,14 +142,14 @@ class MemoryStore:
         row = self.index.note(memory_id)
         if row is None:
             raise NotFound(f"memory {memory_id} not found")
-        return self._note(row, with_content)
+        return self.note_from_row(row, with_content)
 
     def get_by_path(self, path: str, with_content: bool = True) -> Note:
         self.index.catch_up()
         row = self.index.note_at(path)
         if row is None:
             raise NotFound(f"no memory at {path}")
-        return self._note(row, with_content)
+        return self.note_from_row(row, with_content)
 
     def list(
         self,
@@ -170,7 +162,7 @@ class MemoryStore:
         prefix = check_listing(path_prefix, depth, limit, with_content=with_content)
         self.index.catch_up()
         rows, token = self.index.list_notes(prefix, depth, limit, page)
-        items = [r if isinstance(r, MemoryPrefix) else self._note(r, with_content) for r in rows]
+        items = [r if isinstance(r, MemoryPrefix) else self.note_from_row(r, with_content) for r in rows]
         return Page(items, token)
 
     def versions(
@@ -223,7 +215,7 @@ class MemoryStore:
         self.policy.validate_path(path)
         data = self.policy.check_content(path, content)
 
-        landed = self._write(lambda view: self.planner.create(view, path, data, actor))
+        landed = self.commit_plan(lambda view: self.planner.create(view, path, data, actor))
         assert landed is not None
         return self._landed_note(landed)
 
@@ -248,7 +240,7 @@ class MemoryStore:
             decided.append((existing.memory_id, False))
             return self.planner.update(view, existing.memory_id, None, data, expected_sha256, None, actor)
 
-        self._write(plan)
+        self.commit_plan(plan)
         memory_id, created = decided[-1]
         return self.get(memory_id, with_content=False), created
 
@@ -269,7 +261,7 @@ class MemoryStore:
             current = self.index.note(memory_id)  # only to name the note in a refusal
             data = self.policy.check_content(path or (current.path if current else memory_id), content)
 
-        landed = self._write(
+        landed = self.commit_plan(
             lambda view: self.planner.update(view, memory_id, path, data, expected_sha256, expected_blob_id, actor)
         )
         if landed is None:
@@ -284,7 +276,7 @@ class MemoryStore:
         expected_blob_id: str | None = None,
         actor: Actor | None = None,
     ) -> Version:
-        landed = self._write(
+        landed = self.commit_plan(
             lambda view: self.planner.delete(view, memory_id, expected_sha256, expected_blob_id, actor),
             archived_ok=True,
         )
@@ -320,47 +312,39 @@ class MemoryStore:
             updated_at=_stored_time(r.created_at),
         )
 
-    def restore(
-        self,
-        memory_id: str,
-        version_id: str,
-        *,
-        expected_sha256: str | None = None,
-        expected_blob_id: str | None = None,
-        actor: Actor | None = None,
-    ) -> Note:
-        """One new version with ``version_id``'s content at its path; a deleted note comes back with
-        its id. Every rule of a write applies."""
-        from gitmem.engine.store.restore import restore_plan  # the plan keeps its own module
-
-        self._write(restore_plan(self, memory_id, version_id, expected_sha256, expected_blob_id, actor))
-        return self.get(memory_id, with_content=False)
-
     def search(
         self, query: str, path_prefix: str | None = None, limit: int = 20, page: str | None = None
     ) -> Page[SearchHit]:
-        from gitmem.engine.index.search import search  # search keeps its own module
-
         return search(self, query, path_prefix, limit, page)
 
     def diff(self, version_id: str, against: str | None = None) -> VersionDiff:
         """What ``version_id`` changed against ``against`` (default: its note's version before it)."""
-        from gitmem.engine.store.diff import diff_versions  # the diff engine keeps its own module
-
         return diff_versions(self, version_id, against)
 
-    def _write(self, plan: Plan, *, archived_ok: bool = False) -> Landed | None:
+    def previous_version(self, version: Version) -> Version | None:
+        """The same note's version just before ``version``: one lookup on the (memory_id, seq) index, not
+        a read of the note's whole history (a note of 1,000 versions made each diff read 1,000 rows)."""
+        row = self.index.db.execute(
+            "SELECT p.version_id FROM versions v JOIN versions p ON p.memory_id = v.memory_id AND p.seq < v.seq"
+            " WHERE v.version_id = ? ORDER BY p.seq DESC LIMIT 1",
+            (version.id,),
+        ).fetchone()
+        return self.version(row[0]) if row else None
+
+    def commit_plan(self, plan: Plan, *, archived_ok: bool = False) -> Landed | None:
         """Commit ``plan``'s change in the store's next batch (see :mod:`gitmem.engine.store.group_commit`)."""
         if not archived_ok:
             self._write_guard()
-        landed = committer_for(self.path).submit(self.index, plan, self._after_write)
+        landed = committer_for(self.path, self.durability).submit(self.index, plan, self._after_write)
         if landed is not None:
             self._tell(self._on_commit, self)
         return landed
 
     def _after_write(self) -> None:
         """After each batch that wrote a pack (run by its leader)."""
-        maintenance.after_write(self.path, max_writes=PACK_EVERY_WRITES, when_quiet=self.index.checkpoint)
+        packing.after_write(
+            self.path, max_writes=PACK_EVERY_WRITES, when_quiet=self.index.checkpoint, fsync=self.durability.flushes
+        )
 
     def announce_redaction(self, version: Version) -> None:
         """Tell the store's listener (the webhooks' outbox) that ``version`` was redacted
