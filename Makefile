@@ -37,7 +37,7 @@ lint: $(STAMP)
 	$(BIN)/python -m tools.typecheck
 	$(BIN)/cog --check -I docs README.md  # the README's CLI examples are real output (refresh: cog -r -I docs README.md)
 
-# The browser tests (tests/test_ui_browser.py) drive Debian's chromium with Playwright; CI installs it
+# The browser tests (tests/system/test_ui_browser.py) drive Debian's chromium with Playwright; CI installs it
 # here (as root) so `make test` itself stays quick. Without it those tests skip and say why.
 browser:
 	@if [ -x /usr/bin/chromium ]; then echo "chromium: /usr/bin/chromium"; \

@@ -14,6 +14,8 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+
+from gitmem.agents.dreams.runner import DreamRunner
 from gitmem.api import errors, mcp
 from gitmem.api.deps import PUBLIC_PATHS, SECURITY_SCHEMES
 from gitmem.api.middleware import RequestContextMiddleware
@@ -36,8 +38,6 @@ from gitmem.api.routers import (
 from gitmem.api.routers.git import GitEndpoint
 from gitmem.api.settings import Settings
 from gitmem.api.ui import router as ui_router
-
-from gitmem.agents.dreams.runner import DreamRunner
 from gitmem.config.home import open_home
 from gitmem.config.settings import SettingsError, load_settings
 from gitmem.config.values import from_settings

@@ -26,7 +26,6 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from gitmem.api.routers.git import push_environment
-
 from gitmem.engine.catalog.catalog import Principal
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.push.check import pusher_identity

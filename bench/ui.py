@@ -20,11 +20,11 @@ import time
 from pathlib import Path
 
 from fastapi.testclient import TestClient
-from gitmem.api.app import create_app
 
 from bench.search import build_store
 from gitmem.agents.review.review import Reviews
 from gitmem.agents.tasks.tasks import tasks_for
+from gitmem.api.app import create_app
 from gitmem.engine.gitmem import Gitmem
 
 TARGET_MS = 100.0

@@ -14,11 +14,30 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from tests import REPO_ROOT
+
+
+@dataclass(frozen=True)
+class RealServer:
+    """A real uvicorn on 127.0.0.1 serving ``home``."""
+
+    home: Path
+    base_url: str
+
+
+# Background jobs and the rate limit off; fsync off (durability is proved without a server).
+REAL_SERVER_ENV = {
+    "GITMEM_RATE_LIMIT_RPS": "0",
+    "GITMEM_DREAM_RUNNER": "off",
+    "GITMEM_PRUNE_INTERVAL": "0",
+    "GITMEM_WEBHOOKS": "off",
+    "GITMEM_FSYNC": "never",
+}
 
 
 class ServerFailed(RuntimeError):

@@ -20,10 +20,10 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
-from gitmem.api.errors import error_response, request_id_of
 from starlette.datastructures import Headers
 from starlette.types import Receive, Scope, Send
 
+from gitmem.api.errors import error_response, request_id_of
 from gitmem.engine.catalog.catalog import Principal
 from gitmem.engine.gitmem import Gitmem
 from gitmem.errors import GitmemError, PermissionDenied, RateLimited

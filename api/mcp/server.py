@@ -15,16 +15,17 @@ from collections.abc import Callable, Mapping
 from typing import Annotated, Any
 
 import anyio.to_thread
-from gitmem.api.mcp import MCP_PATH, authenticate
-from gitmem.api.mcp import tools as mcp_tools
-from gitmem.api.schemas.memory_stores import Memory, MemoryVersion
-from gitmem.api.schemas.memory_stores import MemoryStore as StoreOut
-from gitmem.api.schemas.search import MemoryVersionDiff, SearchResult, SearchResults
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
 from gitmem.access import visible_stores
+from gitmem.api.mcp import MCP_PATH, authenticate
+from gitmem.api.mcp import tools as mcp_tools
+from gitmem.api.schemas.memories import Memory
+from gitmem.api.schemas.memory_stores import MemoryStore as StoreOut
+from gitmem.api.schemas.memory_versions import MemoryVersion
+from gitmem.api.schemas.search import MemoryVersionDiff, SearchResult, SearchResults
 from gitmem.engine.catalog.catalog import Principal
 from gitmem.engine.gitmem import MAX_STORES_PAGE, Gitmem
 from gitmem.engine.index.search import SearchHit

@@ -12,14 +12,14 @@ import datetime as dt
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
-from gitmem.api.deps import Caller, Engine
-from gitmem.api.schemas.dreams import Dream, DreamCreate, DreamList, Status
-from gitmem.api.schemas.memory_stores import ERROR_RESPONSES, as_utc
 
 from gitmem.agents.dreams.dreams import dreams_for
 from gitmem.agents.dreams.runner import DreamRunner
 from gitmem.agents.dreams.values import MAX_PAGE
 from gitmem.agents.tasks.scope import refuse_task
+from gitmem.api.deps import Caller, Engine
+from gitmem.api.schemas.common import ERROR_RESPONSES, as_utc
+from gitmem.api.schemas.dreams import Dream, DreamCreate, DreamList, Status
 
 
 def get_runner(request: Request) -> DreamRunner | None:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
-from gitmem.api.schemas.memory_stores import Health
+
+from gitmem.api.schemas.common import Health
 
 router = APIRouter(tags=["health"])
 

@@ -6,10 +6,10 @@ import datetime as dt
 import threading
 
 from fastapi import APIRouter, Request
-from gitmem.api.deps import Caller
-from gitmem.api.schemas.memory_stores import ERROR_RESPONSES
 from pydantic import BaseModel
 
+from gitmem.api.deps import Caller
+from gitmem.api.schemas.common import ERROR_RESPONSES
 from gitmem.engine.rewrite.retention import PruneReport
 from gitmem.errors import PermissionDenied
 

@@ -5,20 +5,19 @@ from __future__ import annotations
 import datetime as dt
 
 from fastapi import APIRouter, Query
+
+from gitmem.access import require_access, store_access, visible_stores
+from gitmem.agents.review.review import Reviews
+from gitmem.agents.tasks.scope import refuse_task
 from gitmem.api.deps import Caller, Engine
+from gitmem.api.schemas.common import ERROR_RESPONSES, as_utc
 from gitmem.api.schemas.memory_stores import (
-    ERROR_RESPONSES,
     DeletedMemoryStore,
     MemoryStore,
     MemoryStoreCreate,
     MemoryStoreList,
     MemoryStoreUpdate,
-    as_utc,
 )
-
-from gitmem.access import require_access, store_access, visible_stores
-from gitmem.agents.review.review import Reviews
-from gitmem.agents.tasks.scope import refuse_task
 from gitmem.engine.gitmem import MAX_STORES_PAGE
 from gitmem.model import StoreInfo
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Body
-from gitmem.api.deps import Caller, Engine, Store
-from gitmem.api.schemas.memory_stores import ERROR_RESPONSES
 from pydantic import BaseModel
 
 from gitmem.access import store_access
 from gitmem.agents.memory_tool.tool import MemoryToolHandler
+from gitmem.api.deps import Caller, Engine, Store
+from gitmem.api.schemas.common import ERROR_RESPONSES
 
 router = APIRouter(prefix="/v1/memory_stores/{memory_store_id}", tags=["memory tool"], responses=ERROR_RESPONSES)
 

@@ -19,8 +19,10 @@ from __future__ import annotations
 import re
 
 from fastapi import APIRouter, Header, Query, Response
+
+from gitmem.agents.prompt import bank_section
 from gitmem.api.deps import Caller, Engine
-from gitmem.api.schemas.memory_stores import ERROR_RESPONSES
+from gitmem.api.schemas.common import ERROR_RESPONSES
 from gitmem.api.schemas.profiles import (
     BankMemory,
     BankMemoryContent,
@@ -34,8 +36,6 @@ from gitmem.api.schemas.profiles import (
     ProfileOut,
     ProfileUpdate,
 )
-
-from gitmem.agents.prompt import bank_section
 from gitmem.banks.profiles import Bank, profiles_for, require_user
 from gitmem.engine.catalog.catalog import Principal
 from gitmem.engine.gitmem import Gitmem

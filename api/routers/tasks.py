@@ -8,8 +8,12 @@ It may end its own task (its token then stops working).
 from __future__ import annotations
 
 from fastapi import APIRouter, Query
+
+from gitmem.agents.tasks.scope import refuse_task
+from gitmem.agents.tasks.tasks import tasks_for
+from gitmem.agents.tasks.values import MAX_CONTEXT_PATHS, MAX_INT, MAX_PAGE
 from gitmem.api.deps import Caller, Engine
-from gitmem.api.schemas.memory_stores import ERROR_RESPONSES
+from gitmem.api.schemas.common import ERROR_RESPONSES
 from gitmem.api.schemas.tasks import (
     DeletedTask,
     Task,
@@ -20,10 +24,6 @@ from gitmem.api.schemas.tasks import (
     TaskList,
     TaskMemory,
 )
-
-from gitmem.agents.tasks.scope import refuse_task
-from gitmem.agents.tasks.tasks import tasks_for
-from gitmem.agents.tasks.values import MAX_CONTEXT_PATHS, MAX_INT, MAX_PAGE
 from gitmem.engine.catalog.catalog import Principal, principal_task_id
 from gitmem.engine.gitmem import Gitmem
 from gitmem.errors import NotFound

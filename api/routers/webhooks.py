@@ -9,10 +9,10 @@ import datetime as dt
 from typing import Literal
 
 from fastapi import APIRouter, Depends
-from gitmem.api.deps import Caller, Engine
-from gitmem.api.schemas.memory_stores import ERROR_RESPONSES
 from pydantic import BaseModel, ConfigDict, Field
 
+from gitmem.api.deps import Caller, Engine
+from gitmem.api.schemas.common import ERROR_RESPONSES
 from gitmem.engine.catalog.catalog import Principal
 from gitmem.errors import PermissionDenied
 from gitmem.webhooks.outbox import EVENT_TYPES, MAX_URL_LENGTH, Webhook, webhooks_for

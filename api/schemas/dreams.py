@@ -10,37 +10,28 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from gitmem.api.schemas.memory_stores import Timestamp, documented
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from gitmem.agents.dreams import values as engine
+from gitmem.api.schemas.common import InModel, OutModel, Timestamp, documented
 
 Status = Literal["pending", "running", "completed", "failed", "canceled"]
-
-
-class _Out(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class _In(BaseModel):
-    # Unknown fields are refused (400) rather than silently ignored.
-    model_config = ConfigDict(extra="forbid")
 
 
 # -- the request -----------------------------------------------------------------------------------
 
 
-class MemoryStoreInputIn(_In):
+class MemoryStoreInputIn(InModel):
     type: Literal["memory_store"]
     memory_store_id: str
 
 
-class SessionsInputIn(_In):
+class SessionsInputIn(InModel):
     type: Literal["sessions"]
     session_ids: Annotated[list[str], documented(minItems=1, maxItems=engine.MAX_TASKS)]
 
 
-class TasksInputIn(_In):
+class TasksInputIn(InModel):
     type: Literal["tasks"]
     task_ids: Annotated[list[str], documented(minItems=1, maxItems=engine.MAX_TASKS)]
 
@@ -50,16 +41,16 @@ DreamInputIn = Annotated[MemoryStoreInputIn | SessionsInputIn | TasksInputIn, Fi
 ModelId = Annotated[str, documented(minLength=1, maxLength=engine.MAX_MODEL_ID_CHARS)]
 
 
-class ModelConfigIn(_In):
+class ModelConfigIn(InModel):
     id: ModelId
     speed: Literal["standard", "fast"] | None = Field(None, description="Only 'standard': 'fast' is 400")
 
 
-class CreateNew(_In):
+class CreateNew(InModel):
     type: Literal["create_new"]
 
 
-class UpdateExisting(_In):
+class UpdateExisting(InModel):
     type: Literal["update_existing"]
     memory_store_id: str
 
@@ -67,7 +58,7 @@ class UpdateExisting(_In):
 OutputBehaviorIn = Annotated[CreateNew | UpdateExisting, Field(discriminator="type")]
 
 
-class DreamCreate(_In):
+class DreamCreate(InModel):
     inputs: Annotated[list[DreamInputIn], documented(minItems=1, maxItems=2)]
     model: ModelId | ModelConfigIn
     instructions: Annotated[str, documented(maxLength=engine.MAX_INSTRUCTIONS_CHARS)] | None = None
@@ -77,12 +68,12 @@ class DreamCreate(_In):
 # -- the dream -------------------------------------------------------------------------------------
 
 
-class MemoryStoreInput(_Out):
+class MemoryStoreInput(OutModel):
     type: Literal["memory_store"] = "memory_store"
     memory_store_id: str
 
 
-class SessionsInput(_Out):
+class SessionsInput(OutModel):
     type: Literal["sessions"] = "sessions"
     session_ids: list[str]
 
@@ -90,16 +81,16 @@ class SessionsInput(_Out):
 DreamInput = Annotated[MemoryStoreInput | SessionsInput, Field(discriminator="type")]
 
 
-class ModelConfig(_Out):
+class ModelConfig(OutModel):
     id: str
     speed: Literal["standard", "fast"] = "standard"
 
 
-class CreateNewOut(_Out):
+class CreateNewOut(OutModel):
     type: Literal["create_new"] = "create_new"
 
 
-class UpdateExistingOut(_Out):
+class UpdateExistingOut(OutModel):
     type: Literal["update_existing"] = "update_existing"
     memory_store_id: str
 
@@ -107,24 +98,24 @@ class UpdateExistingOut(_Out):
 OutputBehavior = Annotated[CreateNewOut | UpdateExistingOut, Field(discriminator="type")]
 
 
-class DreamOutput(_Out):
+class DreamOutput(OutModel):
     type: Literal["memory_store"] = "memory_store"
     memory_store_id: str
 
 
-class DreamUsage(_Out):
+class DreamUsage(OutModel):
     input_tokens: int
     output_tokens: int
     cache_creation_input_tokens: int
     cache_read_input_tokens: int
 
 
-class DreamError(_Out):
+class DreamError(OutModel):
     type: str
     message: str
 
 
-class Dream(_Out):
+class Dream(OutModel):
     id: str
     type: Literal["dream"] = "dream"
     status: Status
@@ -169,6 +160,6 @@ class Dream(_Out):
         )
 
 
-class DreamList(_Out):
+class DreamList(OutModel):
     data: list[Dream]
     next_page: str | None = None

@@ -4,21 +4,21 @@ from __future__ import annotations
 
 from typing import Literal
 
-from gitmem.api.schemas.memory_stores import Timestamp, _In, _Out
 from pydantic import Field
 
+from gitmem.api.schemas.common import InModel, OutModel, Timestamp
 from gitmem.banks.profiles import BankEntry, Profile, PutResult
 
 
-class ProfileCreate(_In):
+class ProfileCreate(InModel):
     name: str = Field(description="1 to 255 characters, no control characters")
 
 
-class ProfileUpdate(_In):
+class ProfileUpdate(InModel):
     name: str
 
 
-class ProfileOut(_Out):
+class ProfileOut(OutModel):
     id: str
     type: Literal["profile"] = "profile"
     name: str
@@ -37,17 +37,17 @@ class ProfileOut(_Out):
         )
 
 
-class ProfileList(_Out):
+class ProfileList(OutModel):
     data: list[ProfileOut]
     next_page: str | None = None
 
 
-class DeletedProfile(_Out):
+class DeletedProfile(OutModel):
     id: str
     type: Literal["profile_deleted"] = "profile_deleted"
 
 
-class BankMemory(_Out):
+class BankMemory(OutModel):
     """An entry's metadata (a listing never carries bodies)."""
 
     path: str
@@ -67,7 +67,7 @@ class BankMemory(_Out):
         )
 
 
-class BankMemoryList(_Out):
+class BankMemoryList(OutModel):
     memories: list[BankMemory]
 
 
@@ -87,7 +87,7 @@ class BankMemoryContent(BankMemory):
         )
 
 
-class BankMemoryPut(_In):
+class BankMemoryPut(InModel):
     content: str = Field(description="The entry's markdown, at most 64 KiB of UTF-8")
 
 
@@ -109,6 +109,6 @@ class BankMemoryWritten(BankMemory):
         )
 
 
-class BankMemoryDeleted(_Out):
+class BankMemoryDeleted(OutModel):
     path: str
     deleted: Literal[True] = True

@@ -4,22 +4,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-from gitmem.api.schemas.memory_stores import MemoryVersion, Timestamp, WireActor, actor_out
-from gitmem.api.schemas.search import MemoryVersionDiff
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from gitmem.agents.review.review import PendingChange, ReviewMark
+from gitmem.api.schemas.common import InModel, OutModel, Timestamp, WireActor, actor_out
+from gitmem.api.schemas.memory_versions import MemoryVersion
+from gitmem.api.schemas.search import MemoryVersionDiff
 
 
-class _Out(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class _In(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class ReviewMarkOut(_Out):
+class ReviewMarkOut(OutModel):
     """Where the review mark stands: approved through ``version_id`` (null: nothing was written yet)."""
 
     type: Literal["review_mark"] = "review_mark"
@@ -40,7 +33,7 @@ class ReviewMarkOut(_Out):
         )
 
 
-class PendingVersion(_Out):
+class PendingVersion(OutModel):
     version: MemoryVersion
     diff: MemoryVersionDiff
 
@@ -49,7 +42,7 @@ class PendingVersion(_Out):
         return cls(version=MemoryVersion.of(change.version, "basic"), diff=MemoryVersionDiff.of(change.diff))
 
 
-class ReviewPage(_Out):
+class ReviewPage(OutModel):
     type: Literal["memory_store_review"] = "memory_store_review"
     memory_store_id: str
     read_approved_only: bool
@@ -59,9 +52,9 @@ class ReviewPage(_Out):
     next_page: str | None = None
 
 
-class ReviewApprove(_In):
+class ReviewApprove(InModel):
     through_version_id: str = Field(description="This version and every version before it are approved")
 
 
-class ReviewRevert(_In):
+class ReviewRevert(InModel):
     version_id: str = Field(description="The version whose change is undone by a new version")

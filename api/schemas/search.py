@@ -4,25 +4,18 @@ from __future__ import annotations
 
 from typing import Literal
 
-from gitmem.api.schemas.memory_stores import Memory, MemoryVersion, Precondition
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from gitmem.api.schemas.common import InModel, OutModel
+from gitmem.api.schemas.memories import Memory, Precondition
+from gitmem.api.schemas.memory_versions import MemoryVersion
 from gitmem.engine.index.search import SearchHit
 from gitmem.engine.store.diff import DiffLine, Hunk, VersionDiff
-
-
-class _Out(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class _In(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
 
 # -- search ----------------------------------------------------------------------------------------
 
 
-class SearchResult(_Out):
+class SearchResult(OutModel):
     memory: Memory  # the basic view, as the memories routes render it
     score: float = Field(description="BM25 relevance; higher is better")
     snippets: list[str] = Field(description="Excerpts of the content with the matched words in **")
@@ -32,7 +25,7 @@ class SearchResult(_Out):
         return cls(memory=Memory.of(hit.note, "basic"), score=hit.score, snippets=list(hit.snippets))
 
 
-class SearchResults(_Out):
+class SearchResults(OutModel):
     data: list[SearchResult]
     next_page: str | None = None
 
@@ -40,7 +33,7 @@ class SearchResults(_Out):
 # -- diffs -----------------------------------------------------------------------------------------
 
 
-class DiffLineOut(_Out):
+class DiffLineOut(OutModel):
     type: Literal["context", "removed", "added"]
     text: str
     newline: bool = Field(True, description="False for a last line without a line break")
@@ -50,7 +43,7 @@ class DiffLineOut(_Out):
         return cls(type=line.kind, text=line.text, newline=line.newline)
 
 
-class HunkOut(_Out):
+class HunkOut(OutModel):
     old_start: int
     old_lines: int
     new_start: int
@@ -70,7 +63,7 @@ class HunkOut(_Out):
         )
 
 
-class MemoryVersionDiff(_Out):
+class MemoryVersionDiff(OutModel):
     type: Literal["memory_version_diff"] = "memory_version_diff"
     memory_store_id: str
     version: MemoryVersion = Field(description="The version shown (the new side), basic view")
@@ -100,6 +93,6 @@ class MemoryVersionDiff(_Out):
 # -- restore ---------------------------------------------------------------------------------------
 
 
-class MemoryRestore(_In):
+class MemoryRestore(InModel):
     version_id: str = Field(description="The version whose content and path come back")
     precondition: Precondition | None = None

@@ -10,40 +10,31 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from gitmem.api.schemas.memory_stores import Timestamp, WireActor, actor_out
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from gitmem.agents.tasks import values as engine
+from gitmem.api.schemas.common import InModel, OutModel, Timestamp, WireActor, actor_out
 
 Access = Literal["read_write", "read_only"]
-
-
-class _Out(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class _In(BaseModel):
-    # Unknown fields are refused (400) rather than silently ignored.
-    model_config = ConfigDict(extra="forbid")
 
 
 # -- workers ---------------------------------------------------------------------------------------
 
 
-class WorkerCreate(_In):
+class WorkerCreate(InModel):
     name: str
     memory_store_ids: list[str] | None = Field(
         None, description="Stores attached to the worker: what its tasks read when they name none"
     )
 
 
-class WorkerUpdate(_In):
+class WorkerUpdate(InModel):
     memory_store_ids: list[str] | None = Field(
         None, description="Replaces the attached stores; tasks already made keep theirs"
     )
 
 
-class Worker(_Out):
+class Worker(OutModel):
     id: str
     type: Literal["worker"] = "worker"
     name: str
@@ -62,7 +53,7 @@ class Worker(_Out):
         )
 
 
-class WorkerList(_Out):
+class WorkerList(OutModel):
     data: list[Worker]
     next_page: str | None = None
 
@@ -70,20 +61,20 @@ class WorkerList(_Out):
 # -- tasks -----------------------------------------------------------------------------------------
 
 
-class MemoryStoreResourceIn(_In):
+class MemoryStoreResourceIn(InModel):
     type: Literal["memory_store"]
     memory_store_id: str
     access: Access | None = None  # read_write when absent or null
     instructions: str | None = Field(None, max_length=engine.MAX_INSTRUCTIONS_CHARS)
 
 
-class TaskCreate(_In):
+class TaskCreate(InModel):
     worker_id: str
     # The engine refuses more than 8 with a message that says so; no max_length here.
     resources: list[MemoryStoreResourceIn] | None = None
 
 
-class MemoryStoreResource(_Out):
+class MemoryStoreResource(OutModel):
     type: Literal["memory_store"] = "memory_store"
     memory_store_id: str
     name: str
@@ -106,7 +97,7 @@ class MemoryStoreResource(_Out):
         )
 
 
-class Task(_Out):
+class Task(OutModel):
     id: str
     type: Literal["task"] = "task"
     worker_id: str
@@ -129,17 +120,17 @@ class Task(_Out):
         )
 
 
-class DeletedTask(_Out):
+class DeletedTask(OutModel):
     id: str
     type: Literal["task_deleted"] = "task_deleted"
 
 
-class TaskList(_Out):
+class TaskList(OutModel):
     data: list[Task]
     next_page: str | None = None
 
 
-class TaskMemoryStore(_Out):
+class TaskMemoryStore(OutModel):
     type: Literal["memory_store"] = "memory_store"
     memory_store_id: str
     name: str
@@ -154,7 +145,7 @@ class TaskMemoryStore(_Out):
     paths: list[str]
 
 
-class TaskMemory(_Out):
+class TaskMemory(OutModel):
     type: Literal["task_memory"] = "task_memory"
     task_id: str
     root: str
@@ -189,12 +180,12 @@ class TaskMemory(_Out):
 # -- events ----------------------------------------------------------------------------------------
 
 
-class TaskEventCreate(_In):
+class TaskEventCreate(InModel):
     type: str = Field(description="e.g. 'agent.message'; letters, digits and _ . : - (at most 64)")
     payload: dict[str, Any] | None = None
 
 
-class TaskEvent(_Out):
+class TaskEvent(OutModel):
     id: str
     type: str
     task_id: str
@@ -216,6 +207,6 @@ class TaskEvent(_Out):
         )
 
 
-class TaskEventList(_Out):
+class TaskEventList(OutModel):
     data: list[TaskEvent]
     next_page: str | None = None

@@ -8,12 +8,12 @@ from typing import Any
 
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
-from gitmem.api.deps import Engine
-from gitmem.api.ui.session import COOKIE, SIGN_IN, Session, UiRoute, page, set_session_cookie
 
 from gitmem.access import check_reviewer, require_access
 from gitmem.agents.review.review import Reviews, current_mark
 from gitmem.agents.tasks.scope import visible_store_ids
+from gitmem.api.deps import Engine
+from gitmem.api.ui.session import COOKIE, SIGN_IN, Session, UiRoute, page, set_session_cookie
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.store.store import MemoryStore
 from gitmem.engine.web_sessions import WebSession, WebSessions

@@ -12,9 +12,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
+
 from gitmem.api.deps import Engine
 from gitmem.api.ui.render import Names, template_globals
-
 from gitmem.engine.web_sessions import WebSession, WebSessions
 from gitmem.errors import GitmemError
 

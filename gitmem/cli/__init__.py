@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from gitmem.cli.base import main
 
-# Each command, by the modules that register it or add subcommands to it (tests/test_cli.py checks
+# Each command, by the modules that register it or add subcommands to it (tests/unit/cli/test_cli.py checks
 # this list is complete).
 COMMAND_MODULES = {
     "gitmem.cli.stores": ["store"],
@@ -23,7 +23,7 @@ COMMAND_MODULES = {
     "gitmem.cli.serve": ["serve"],
     "gitmem.cli.audit": ["log"],
     "gitmem.cli.tasks": ["workers", "tasks"],
-    "gitmem.cli.encryption": ["keys"],
+    "gitmem.cli.encryption": ["encryption", "keys"],
     "gitmem.cli.mount": ["mount", "bank-mount"],
     "gitmem.cli.profiles": ["profiles", "prompt"],
     "gitmem.cli.clone": ["clone"],

@@ -137,7 +137,7 @@ def clone_store(
     "--key",
     "key_text",
     default=None,
-    help="The store's data key (gitmem keys export), or - to read it from standard input.",
+    help="The store's data key (gitmem encryption export), or - to read it from standard input.",
 )
 @click.option(
     "--key-file",

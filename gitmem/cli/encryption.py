@@ -1,19 +1,29 @@
-"""``gitmem keys export|rotate|rewrap``: an encrypted store's data key, its rotation, and re-wrapping
-every data key under a new master key (the ``keys`` group itself, API keys, is in :mod:`gitmem.cli.access`).
+"""``gitmem encryption export|rotate|rewrap``: an encrypted store's data key, its rotation, and
+re-wrapping every data key under a new master key.
+
+These were ``gitmem keys export|rotate|rewrap`` until ``keys`` came to mean API keys alone
+(:mod:`gitmem.cli.access`); the old spellings still work for this release, hidden, and say so.
 """
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
+from typing import Any
 
 import click
 
 from gitmem.cli.access import keys_group
-from gitmem.cli.base import Context, pass_context, refusals
+from gitmem.cli.base import Context, main, pass_context, refusals
 from gitmem.errors import InvalidRequest
 
 
-@keys_group.command("export")
+@main.group("encryption")
+def encryption_group() -> None:
+    """Encryption at rest: stores' data keys and the master key that wraps them."""
+
+
+@encryption_group.command("export")
 @click.argument("store_id")
 @pass_context
 @refusals
@@ -27,7 +37,7 @@ def keys_export(ctx: Context, store_id: str) -> None:
     click.echo(export_key(ctx.gm.keyring.current(store_id)))
 
 
-@keys_group.command("rotate")
+@encryption_group.command("rotate")
 @click.argument("store_id")
 @pass_context
 @refusals
@@ -40,10 +50,10 @@ def keys_rotate(ctx: Context, store_id: str) -> None:
         f"rotated {store_id}: key {', '.join(report.old_key_ids)} -> {report.new_key_id}"
         f" ({report.versions} versions re-encrypted, {report.blobs_purged} old blobs deleted)"
     )
-    click.echo("clones made before now see a forced update; give them the new key (gitmem keys export)", err=True)
+    click.echo("clones made before now see a forced update; give them the new key (gitmem encryption export)", err=True)
 
 
-@keys_group.command("rewrap")
+@encryption_group.command("rewrap")
 @click.option(
     "--new-key-file",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -67,3 +77,25 @@ def keys_rewrap(ctx: Context, new_key_file: Path | None) -> None:
         click.echo(f"the new master key is in {report.replaced_file}; back it up now", err=True)
     else:
         click.echo("now point GITMEM_MASTER_KEY or GITMEM_MASTER_KEY_FILE at the new key", err=True)
+
+
+def _old_spelling(command: click.Command) -> click.Command:
+    """``gitmem keys NAME``, as it was: hidden, saying where the command lives now, then running it."""
+    assert command.name is not None and command.callback is not None
+    name, run = command.name, command.callback
+
+    def moved(*args: Any, **kwargs: Any) -> Any:
+        click.echo(
+            f"gitmem: 'gitmem keys {name}' is now 'gitmem encryption {name}'; the old spelling goes next release",
+            err=True,
+        )
+        return run(*args, **kwargs)
+
+    old = copy.copy(command)
+    old.hidden = True
+    old.callback = moved
+    return old
+
+
+for _command in (keys_export, keys_rotate, keys_rewrap):
+    keys_group.add_command(_old_spelling(_command))

@@ -292,7 +292,7 @@ class Gitmem:
         cache: dict[str, MemoryStore] = self._local.__dict__.setdefault("stores", {})
         store = cache.get(store_id)
         if store is not None and info.encrypted and self._rotated_since(store):
-            store = None  # `gitmem keys rotate` ran in another process: write with the new key
+            store = None  # `gitmem encryption rotate` ran in another process: write with the new key
         if store is None or not store.path.exists():
             store = MemoryStore(
                 self.repo_path(store_id),

@@ -1,6 +1,6 @@
 """Key rotation: a new data key, and the whole history re-encrypted under it (docs/architecture.md).
 
-:func:`rotate_store_key` is ``gitmem keys rotate STORE_ID``:
+:func:`rotate_store_key` is ``gitmem encryption rotate STORE_ID``:
 
 1. ``keyring.rotate(store)`` adds a new generation (the old ones still decrypt, so nothing is unreadable
    while the rotation runs);
@@ -188,7 +188,7 @@ class RewrapReport:
 
 
 def rewrap_master_key(gm: Gitmem, new_key_text: str | None = None) -> RewrapReport:
-    """``gitmem keys rewrap``: every data key wrapped again under a new master key, so the old master
+    """``gitmem encryption rewrap``: every data key wrapped again under a new master key, so the old master
     key opens nothing. Without ``new_key_text`` a new key is generated, which is only possible when the
     master key is the home's ``master.key`` (it is replaced, after the ring: a crash in between leaves
     the new key in ``master.key.new``). With a key from the environment or a key file, point that

@@ -1,0 +1,235 @@
+"""The web view, in process: sign-in and its cookie, revocation, CSRF, the API's access rules, sanitised
+Markdown, redacted versions, paging, and the review's forms."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from fastapi.testclient import TestClient
+
+from gitmem.agents.review.review import Reviews, current_mark
+from gitmem.agents.tasks.tasks import tasks_for
+from gitmem.api.app import create_app
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.rewrite import redaction
+from gitmem.engine.store.store import MemoryStore
+from gitmem.model import Actor
+
+EVIL_NOTE = """# Sam
+
+Sam likes <b>staging</b>.
+
+<script>alert("stolen")</script>
+
+![tracker](https://evil.example/pixel.png) ![inline](data:image/png;base64,iVBORw0KGgo=)
+
+[click](javascript:alert(1)) and [docs](https://docs.example/page)
+"""
+
+
+@dataclass
+class World:
+    gm: Gitmem
+    app: TestClient
+    workspace_id: str
+    admin: str
+    reader: str
+    user_id: str
+    user: str
+    store: MemoryStore
+    other_store_id: str
+
+    def client(self) -> TestClient:
+        return TestClient(self.app.app, base_url="http://testserver")
+
+
+@pytest.fixture
+def world(fast_gm: Gitmem) -> Iterator[World]:
+    gm = fast_gm
+    ws = gm.catalog.create_workspace("default")
+    _, admin = gm.catalog.create_api_key(ws.id, "ops admin")
+    _, reader = gm.catalog.create_api_key(ws.id, "auditor", role="read-only")
+    user, user_secret = gm.catalog.create_user(ws.id, "dana")
+    info = gm.create_store(ws.id, "team-notes", description="what the team learned")
+    other_ws = gm.catalog.create_workspace("beta")
+    other = gm.create_store(other_ws.id, "their-notes")
+    with TestClient(create_app(gm)) as app:
+        yield World(gm, app, ws.id, admin, reader, user.id, user_secret, gm.store(ws.id, info.id), other.id)
+
+
+def signed_in(world: World, secret: str) -> TestClient:
+    client = world.client()
+    response = client.post("/ui/sign-in", data={"secret": secret}, follow_redirects=False)
+    assert response.status_code == 303 and response.headers["location"] == "/ui/"
+    return client
+
+
+def csrf(html: str) -> str:
+    match = re.search(r'name="csrf_token" value="([^"]+)"', html)
+    assert match, "the page has no form with a CSRF token"
+    return match.group(1)
+
+
+def text(html: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+
+
+def test_sign_in_sets_a_strict_httponly_cookie_and_keeps_no_secret(world: World) -> None:
+    client = world.client()
+    assert client.get("/ui/", follow_redirects=False).headers["location"] == "/ui/sign-in"
+    form = client.get("/ui/sign-in")
+    assert form.status_code == 200 and '<label for="secret">' in form.text
+    response = client.post("/ui/sign-in", data={"secret": world.user}, follow_redirects=False)
+    cookie = response.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/ui" in cookie
+    session_id = cookie.split(";")[0].split("=", 1)[1]
+    assert world.user not in cookie and world.user not in response.headers.get("location", "")
+    rows = world.gm.catalog.db.execute("SELECT * FROM ui_sessions").fetchall()
+    assert len(rows) == 1 and rows[0]["credential_id"] == world.user_id
+    assert session_id not in [str(v) for v in tuple(rows[0])]  # only its digest is kept
+    home = client.get("/ui/")
+    assert home.status_code == 200 and "team-notes" in home.text and "dana" in home.text
+    assert "default-src 'none'" in home.headers["content-security-policy"]
+
+
+def test_a_wrong_secret_or_a_task_token_cannot_sign_in(world: World) -> None:
+    client = world.client()
+    refused = client.post("/ui/sign-in", data={"secret": "gm_key_wrong"})
+    assert refused.status_code == 401 and "invalid" in refused.text and "set-cookie" not in refused.headers
+    worker = tasks_for(world.gm).create_worker(world.workspace_id, "w")
+    _, token = tasks_for(world.gm).create_task(world.workspace_id, worker.id)
+    assert client.post("/ui/sign-in", data={"secret": token}).status_code == 401
+
+
+def test_revoking_the_credential_signs_the_session_out_at_once(world: World) -> None:
+    client = signed_in(world, world.user)
+    assert client.get("/ui/").status_code == 200
+    world.gm.catalog.revoke(world.user_id)
+    assert client.get("/ui/", follow_redirects=False).headers["location"] == "/ui/sign-in"
+
+
+def test_sign_out_needs_the_csrf_token(world: World) -> None:
+    client = signed_in(world, world.admin)
+    page = client.get("/ui/").text
+    assert client.post("/ui/sign-out", data={"csrf_token": "forged"}).status_code == 403
+    assert client.get("/ui/").status_code == 200  # still signed in
+    assert client.post("/ui/sign-out", data={"csrf_token": csrf(page)}, follow_redirects=False).status_code == 303
+    assert client.get("/ui/", follow_redirects=False).status_code == 303
+
+
+def test_another_workspaces_store_is_simply_not_there(world: World) -> None:
+    client = signed_in(world, world.admin)
+    assert "their-notes" not in client.get("/ui/").text
+    for url in (
+        f"/ui/stores/{world.other_store_id}",
+        f"/ui/stores/{world.other_store_id}/activity",
+        f"/ui/stores/{world.other_store_id}/review",
+        "/ui/stores/memstore_nope/notes/mem_x",
+    ):
+        response = client.get(url)
+        assert response.status_code == 404 and "<h1>Not found</h1>" in response.text, url
+
+
+def test_markdown_is_sanitised(world: World) -> None:
+    note = world.store.create("/people/sam.md", EVIL_NOTE)
+    html = signed_in(world, world.admin).get(f"/ui/stores/{world.store.id}/notes/{note.id}").text
+    article = html[html.index("<article") : html.index("</article>")]
+    assert "<script" not in article and "&lt;script&gt;" in article  # shown as text, never run
+    assert "<b>" not in article
+    assert "evil.example" not in article and "image not shown: tracker" in article
+    assert '<img src="data:image/png;base64,iVBORw0KGgo="' in article
+    assert "javascript:" not in article.replace("[click](javascript:alert(1))", "")
+    assert 'href="https://docs.example/page" rel="noopener noreferrer nofollow"' in article
+    assert html.count("<h1") == 1 and "<h2>Sam</h2>" in article  # the note's heading sits under the page's
+
+
+def test_history_diffs_and_redacted_versions(world: World) -> None:
+    store = world.store
+    note = store.create("/a.md", "secret-ish draft\n")
+    first = note.version_id
+    store.update(note.id, "line one\nline two\n", actor=Actor("user_actor", world.user_id))
+    worker = tasks_for(world.gm).create_worker(world.workspace_id, "planner")
+    task, _ = tasks_for(world.gm).create_task(world.workspace_id, worker.id)
+    store.update(note.id, "line one\nline two\nline three\n", actor=Actor("task_actor", task.id))
+    latest = store.update(note.id, "line one\nline 2\n")
+    redaction.redact(store, first, None)
+    client = signed_in(world, world.admin)
+    history = client.get(f"/ui/stores/{store.id}/notes/{note.id}").text
+    assert "secret-ish" not in history and "redacted" in history
+    assert "dana (user)" in history and f"{task.id} (task of planner)" in history  # names gitmem knows
+    unified = client.get(f"/ui/stores/{store.id}/versions/{latest.version_id}").text
+    assert re.search(r'<tr class="removed">.*?<pre>line two</pre>', unified, re.S)
+    assert re.search(r'<tr class="added">.*?<pre>line 2</pre>', unified, re.S)
+    split = client.get(f"/ui/stores/{store.id}/versions/{latest.version_id}?mode=split").text
+    assert '<tr class="changed">' in split and "line 2" in split
+    redacted = client.get(f"/ui/stores/{store.id}/versions/{first}").text
+    assert "secret-ish" not in redacted and "its content is not shown" in redacted
+
+
+def test_folders_show_one_level_and_listings_page(world: World) -> None:
+    for i in range(105):
+        world.store.create(f"/bulk/n{i:03}.md", f"note {i}")
+    world.store.create("/top.md", "top")
+    client = signed_in(world, world.admin)
+    root = client.get(f"/ui/stores/{world.store.id}").text
+    assert "bulk/" in root and "n000.md" not in root and "top.md" in root
+    folder = client.get(f"/ui/stores/{world.store.id}", params={"path": "/bulk/"}).text
+    assert folder.count('href="/ui/stores/' + world.store.id + "/notes/") == 100 and ">More<" in folder
+    more = re.search(r'href="([^"]+page=[^"]+)">More', folder)
+    assert more is not None
+    rest = client.get(more.group(1).replace("&amp;", "&")).text
+    assert "n104.md" in rest and "n000.md" not in rest
+    found = client.get(f"/ui/stores/{world.store.id}", params={"q": "top"}).text
+    assert "/top.md" in found
+
+
+def test_the_review_page_and_its_forms(world: World) -> None:
+    store = world.store
+    Reviews.of(world.gm).configure(world.workspace_id, store.id, enabled=True)
+    wrong = store.create(
+        "/facts/revenue.md", "Revenue is booked on draft invoices.", actor=Actor("api_actor", "apikey_agent")
+    )
+    client = signed_in(world, world.user)
+    page = client.get(f"/ui/stores/{store.id}/review").text
+    assert "1 version pending" in page and "/facts/revenue.md" in page and "Revenue is booked" in page
+    token = csrf(page)
+    url = f"/ui/stores/{store.id}/review"
+    # A forged or missing token changes nothing.
+    assert client.post(f"{url}/revert", data={"version_id": wrong.version_id, "csrf_token": "x"}).status_code == 403
+    assert client.post(f"{url}/revert", data={"version_id": wrong.version_id}).status_code == 403
+    assert store.get(wrong.id).content == "Revenue is booked on draft invoices."
+    done = client.post(f"{url}/revert", data={"version_id": wrong.version_id, "csrf_token": token})
+    assert done.status_code == 200 and "Done: reverted" in done.text
+    revert = store.versions(limit=1).items[0]
+    assert revert.operation == "deleted" and revert.created_by == Actor("user_actor", world.user_id)
+    client.post(f"{url}/approve", data={"through_version_id": revert.id, "csrf_token": token})
+    mark = current_mark(store)
+    assert mark is not None and mark.version_id == revert.id
+    assert "Nothing is pending" in client.get(url).text
+    # A read-only key sees the store but not the review.
+    reader = signed_in(world, world.reader)
+    assert reader.get(url).status_code == 403
+    assert ">Review<" not in reader.get(f"/ui/stores/{store.id}").text
+
+
+def test_editing_a_note_makes_a_version_by_the_person(world: World) -> None:
+    note = world.store.create("/a.md", "old")
+    client = signed_in(world, world.user)
+    form = client.get(f"/ui/stores/{world.store.id}/notes/{note.id}/edit").text
+    assert '<label for="content">' in form
+    sha = re.search(r'name="expected_sha256" value="([^"]+)"', form).group(1)  # type: ignore[union-attr]
+    saved = client.post(
+        f"/ui/stores/{world.store.id}/notes/{note.id}/edit",
+        data={"content": "new", "expected_sha256": sha, "csrf_token": csrf(form)},
+    )
+    assert saved.status_code == 200 and world.store.get(note.id).content == "new"
+    assert world.store.get(note.id, with_content=False).version_id == world.store.versions(limit=1).items[0].id
+    assert world.store.versions(limit=1).items[0].created_by == Actor("user_actor", world.user_id)
+    refused = client.post(
+        f"/ui/stores/{world.store.id}/notes/{note.id}/edit",
+        data={"content": "newer", "expected_sha256": sha, "csrf_token": csrf(form)},
+    )
+    assert refused.status_code == 409 and world.store.get(note.id).content == "new"

@@ -1,0 +1,107 @@
+"""Checks tests share: the real ``git`` and ``git fsck``, threads and processes started together, and what
+a refused operation must leave alone (:func:`store_state`, :func:`index_snapshot`)."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.index.store_index import NoteRow, VersionRow
+from gitmem.engine.store.store import MemoryStore
+from gitmem.git import repository
+from gitmem.git.packing import loose_objects
+from gitmem.git.repository import MAIN
+
+
+def with_outbox(gm: Gitmem) -> Gitmem:
+    """``gm`` with its changes told to the webhooks' outbox, as every program opens a home."""
+    from gitmem.webhooks.outbox import webhooks_for
+
+    gm.listen(webhooks_for(gm))
+    return gm
+
+
+def git(repo_path: Path, *args: str) -> str:
+    """Run the real ``git`` on a repository; fail the test if it fails."""
+    proc = subprocess.run(["git", "-C", str(repo_path), *args], capture_output=True, text=True)
+    assert proc.returncode == 0, f"git {' '.join(args)} failed: {proc.stderr}"
+    return proc.stdout
+
+
+def run_threads(count: int, work: Callable[[int], None]) -> list[BaseException]:
+    """``work(0)`` ... ``work(count - 1)`` in threads that start together; what they raised."""
+    errors: list[BaseException] = []
+    start = threading.Barrier(count)
+
+    def body(me: int) -> None:
+        start.wait()
+        try:
+            work(me)
+        except BaseException as exc:  # noqa: BLE001 - collected and asserted on by the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=body, args=(me,)) for me in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    return errors
+
+
+def start_together(workers: list[subprocess.Popen[str]]) -> None:
+    """Wait until every worker process has printed ``ready``, then tell them all ``go``: their writes
+    race from the same moment, not in the order they happened to start."""
+    for worker in workers:
+        assert worker.stdout is not None and worker.stdout.readline().strip() == "ready"
+    for worker in workers:
+        assert worker.stdin is not None
+        worker.stdin.write("go\n")
+        worker.stdin.flush()
+
+
+def assert_fsck_clean(repo_path: Path) -> None:
+    """``git fsck --full`` finds nothing wrong (dangling objects from retried writes are allowed, and
+    notices such as a repository without a branch). A store's background packer (its process may
+    outlive a killed writer) is waited for and held off."""
+    held = repository.packers_held_off(repo_path) if (repo_path / "gitmem").is_dir() else contextlib.nullcontext()
+    with held:
+        proc = subprocess.run(
+            ["git", "-C", str(repo_path), "fsck", "--full", "--strict", "--no-progress"], capture_output=True, text=True
+        )
+    output = proc.stdout + proc.stderr
+    problems = [line for line in output.splitlines() if not line.startswith(("dangling ", "notice: "))]
+    assert proc.returncode == 0 and not problems, f"git fsck: {output}"
+
+
+@dataclass(frozen=True)
+class StoreState:
+    """Everything a refused write must leave as it was."""
+
+    tip: str | None
+    indexed_tip: str | None
+    notes: tuple[NoteRow, ...]
+    versions: tuple[VersionRow, ...]
+    loose_objects: int
+    refs: str
+
+
+def store_state(store: MemoryStore) -> StoreState:
+    ref = store.repo.references.get(MAIN)
+    refs = subprocess.run(["git", "-C", str(store.path), "for-each-ref"], capture_output=True, text=True).stdout
+    return StoreState(
+        str(ref.target) if ref else None,
+        store.index.indexed_tip(),
+        tuple(store.index.all_notes()),
+        tuple(store.index.all_versions()),
+        loose_objects(store.path).count,
+        refs,
+    )
+
+
+def index_snapshot(store: MemoryStore) -> tuple[tuple[NoteRow, ...], tuple[VersionRow, ...], str | None]:
+    return tuple(store.index.all_notes()), tuple(store.index.all_versions()), store.index.indexed_tip()
