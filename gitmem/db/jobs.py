@@ -36,10 +36,11 @@ MIGRATIONS = (Migration("jobs", 1, SCHEMA),)
 DRIFT = 0.9  # a round is due after this share of its interval: timers of different nodes drift
 
 
-def claim_round(db: Database, name: str, every_seconds: float, owner: str) -> bool:
-    """Whether the caller should run the round of ``name`` now (see the module docstring)."""
+def claim_round(db: Database, name: str, every_seconds: float, owner: str, *, at: float | None = None) -> bool:
+    """Whether the caller should run the round of ``name`` now (see the module docstring). ``at``: the
+    wall-clock time of the claim (default now: rounds are scheduled in real time on every node)."""
     migrate(db, MIGRATIONS)
-    now = int(time.time() * 1_000_000)  # the wall clock: rounds are scheduled in real time on every node
+    now = int((time.time() if at is None else at) * 1_000_000)
     with db.transaction() as tx:
         tx.lock(f"gitmem:job:{name}")
         row = tx.execute("SELECT started_at FROM job_rounds WHERE name=?", (name,)).fetchone()
