@@ -34,8 +34,8 @@ def _open_by_any_process(folder: Path) -> set[str]:
     held: set[str] = set()
     prefix = str(folder.resolve()) + os.sep
     for fd_dir in Path("/proc").glob("[0-9]*/fd"):
-        with contextlib.suppress(OSError):
-            for fd in os.scandir(fd_dir):
+        with contextlib.suppress(OSError), os.scandir(fd_dir) as fds:
+            for fd in fds:
                 with contextlib.suppress(OSError):
                     target = os.readlink(fd.path)
                     if target.startswith(prefix):

@@ -178,7 +178,8 @@ def on_disk(repo_path: Path) -> OnDisk:
     cheap enough to run every few writes)."""
     count = loose_bytes = total = packs = 0
     try:
-        folders = list(os.scandir(repo_path / "objects"))
+        with os.scandir(repo_path / "objects") as listing:
+            folders = list(listing)
     except FileNotFoundError:
         return OnDisk(Loose(0, 0), 0, 0)
     for folder in folders:
@@ -187,14 +188,15 @@ def on_disk(repo_path: Path) -> OnDisk:
                 total += folder.stat(follow_symlinks=False).st_blocks * 512
                 continue
             fan_out = len(folder.name) == 2
-            for entry in os.scandir(folder.path):
-                size = entry.stat(follow_symlinks=False).st_blocks * 512
-                total += size
-                if fan_out:
-                    count += 1
-                    loose_bytes += size
-                elif entry.name.endswith(".pack"):
-                    packs += 1
+            with os.scandir(folder.path) as entries:  # closed however the walk ends (a file gone mid-way)
+                for entry in entries:
+                    size = entry.stat(follow_symlinks=False).st_blocks * 512
+                    total += size
+                    if fan_out:
+                        count += 1
+                        loose_bytes += size
+                    elif entry.name.endswith(".pack"):
+                        packs += 1
         except (FileNotFoundError, NotADirectoryError):
             pass  # packed and pruned, or repacked, while we looked
     return OnDisk(Loose(count, loose_bytes), total, packs)

@@ -98,7 +98,9 @@ def geometric_split(packs: list[Pack], factor: int = FACTOR) -> list[Pack]:
 
 def loose_object_ids(objects_dir: Path) -> list[bytes]:
     found = []
-    for folder in os.scandir(objects_dir):
+    with os.scandir(objects_dir) as listing:
+        folders = list(listing)
+    for folder in folders:
         if not _LOOSE_FOLDER.fullmatch(folder.name):
             continue
         try:

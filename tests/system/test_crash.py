@@ -88,36 +88,36 @@ def test_sigkill_loses_no_acknowledged_write(gm: Gitmem, workspace: Workspace, s
     acked_counter: list[tuple[int, str]] = []
     kills = 0
     for round_number in range(6):
-        writer = spawn(WRITER, str(gm.home), workspace.id, store.id, counter.id, str(round_number * 100_000), "5")
-        assert writer.stdout is not None
-        first = writer.stdout.readline()  # the engine is loaded and writing
-        assert first, writer.stderr.read() if writer.stderr else "the writer died"
-        time.sleep(rng.uniform(0.3, 1.2))
-        if round_number % 2:
-            os.killpg(writer.pid, signal.SIGKILL)  # the writer and any packer it started
-        else:
-            writer.send_signal(signal.SIGKILL)  # the writer alone: its packer runs on, orphaned
-        writer.wait()
-        kills += 1
-        assert writer.returncode == -signal.SIGKILL
-        lines = first + writer.stdout.read()
-        for line in lines.splitlines():
-            parts = line.split()
-            if len(parts) != 3:
-                continue  # the kill cut this line short: not acknowledged
-            if parts[0] == "C":
-                acked_notes[parts[1]] = parts[2]
+        args = (str(gm.home), workspace.id, store.id, counter.id, str(round_number * 100_000), "5")
+        with spawn(WRITER, *args) as writer:  # its pipes closed on the way out
+            assert writer.stdout is not None
+            first = writer.stdout.readline()  # the engine is loaded and writing
+            assert first, writer.stderr.read() if writer.stderr else "the writer died"
+            time.sleep(rng.uniform(0.3, 1.2))
+            if round_number % 2:
+                os.killpg(writer.pid, signal.SIGKILL)  # the writer and any packer it started
             else:
-                acked_counter.append((int(parts[1]), parts[2]))
+                writer.send_signal(signal.SIGKILL)  # the writer alone: its packer runs on, orphaned
+            writer.wait()
+            kills += 1
+            assert writer.returncode == -signal.SIGKILL
+            lines = first + writer.stdout.read()
+            for line in lines.splitlines():
+                parts = line.split()
+                if len(parts) != 3:
+                    continue  # the kill cut this line short: not acknowledged
+                if parts[0] == "C":
+                    acked_notes[parts[1]] = parts[2]
+                else:
+                    acked_counter.append((int(parts[1]), parts[2]))
     assert kills == 6 and len(acked_notes) > 20, f"only {len(acked_notes)} writes acknowledged"
 
     # Kill full repacks at random points, too.
     for _ in range(3):
-        packer = spawn(PACKER, str(store.path))
-        assert packer.stdout is not None and packer.stdout.readline().strip() == "packing"
-        time.sleep(rng.uniform(0.0, 0.08))
-        os.killpg(packer.pid, signal.SIGKILL)
-        packer.wait()
+        with spawn(PACKER, str(store.path)) as packer:
+            assert packer.stdout is not None and packer.stdout.readline().strip() == "packing"
+            time.sleep(rng.uniform(0.0, 0.08))
+            os.killpg(packer.pid, signal.SIGKILL)
 
     wait_for_packers(store.path)
     repo_path = store.path
@@ -210,12 +210,11 @@ with writer_lock(Path(sys.argv[1])):
 
 
 def test_a_writer_killed_holding_the_writer_lock_does_not_wedge_the_store(store: MemoryStore) -> None:
-    holder = spawn(HOLDER, str(store.path))
-    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-    with pytest.raises(StoreBusy), repository.writer_lock(store.path, timeout=0.2):
-        pass
-    holder.send_signal(signal.SIGKILL)
-    holder.wait()
+    with spawn(HOLDER, str(store.path)) as holder:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(StoreBusy), repository.writer_lock(store.path, timeout=0.2):
+            pass
+        holder.send_signal(signal.SIGKILL)
     started = time.monotonic()
     store.create("/free.md", "the kernel released the lock")
     assert time.monotonic() - started < 2
