@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test lint bench clean browser postgres
+.PHONY: serve test lint bench clean browser postgres prometheus
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -51,6 +51,13 @@ postgres:
 	if [ -n "$$found" ]; then echo "initdb: $$found"; \
 	elif [ "$$(id -u)" = 0 ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql; \
 	else echo "PostgreSQL is missing and we are not root: the PostgreSQL tests will skip"; fi
+
+# The metrics test (a real Prometheus scraping a real server) runs Debian's prometheus; CI installs it
+# here (as root), without starting the packaged service. Without it that test skips and says why.
+prometheus:
+	@if command -v prometheus >/dev/null; then echo "prometheus: $$(command -v prometheus)"; \
+	elif [ "$$(id -u)" = 0 ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus; \
+	else echo "prometheus is missing and we are not root: the Prometheus test will skip"; fi
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
