@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gitmem.engine.database import SQLiteDatabase
+from gitmem.db import SQLiteDatabase
 from gitmem.engine.readiness import ReadinessProbe
 
 MIB = 1 << 20

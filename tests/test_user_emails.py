@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from gitmem.engine.catalog import Workspace
-from gitmem.engine.home import Gitmem
-from gitmem.engine.user_emails import MAX_EMAILS_PER_USER, UserEmails
+from gitmem.engine.catalog.catalog import Workspace
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.catalog.user_emails import MAX_EMAILS_PER_USER, UserEmails
 from gitmem.errors import Conflict, InvalidRequest, NotFound
 
 

@@ -19,7 +19,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from gitmem.engine.database import Database
+from gitmem.db import Database
 
 PROBE_FILE = ".ready-probe"
 

@@ -1,7 +1,7 @@
 """The Git e-mail addresses a person commits with (catalog table ``user_emails``).
 
 A user registers the addresses of their own ``git config user.email``; a pushed commit whose author
-and committer carry one of them is theirs (:mod:`gitmem.engine.push_check`), so an ordinary clone
+and committer carry one of them is theirs (:mod:`gitmem.engine.push.check`), so an ordinary clone
 pushes without a special identity. An address belongs to at most one user of a workspace: the first to
 register it, until they or an admin remove it. The rule is per workspace because a workspace is whose
 history a commit joins: the same person may be a user of two workspaces and register the same address
@@ -18,9 +18,9 @@ import re
 from dataclasses import dataclass
 
 from gitmem.clock import to_micros
-from gitmem.engine.catalog import Catalog, Credential
-from gitmem.engine.database import integrity_errors
-from gitmem.engine.migrations import Migration
+from gitmem.engine.catalog.catalog import Catalog, Credential
+from gitmem.db import integrity_errors
+from gitmem.db.migrations import Migration
 from gitmem.errors import Conflict, InvalidRequest, NotFound
 
 MAX_EMAILS_PER_USER = 20
