@@ -177,12 +177,19 @@ STORE_EVICTIONS = Counter("gitmem_store_evictions", "Open stores closed to stay 
 WEBHOOK_DELIVERIES = Counter(
     "gitmem_webhook_deliveries", "Webhook delivery attempts, by outcome (delivered, failed, given_up).", ("outcome",)
 )
-RETENTION_RUNS = Counter("gitmem_retention_runs", "Retention runs of one store, by outcome (ok, failed).", ("outcome",))
+RETENTION_RUNS = Counter(
+    "gitmem_retention_runs",
+    "Retention runs of one store, by outcome (ok, skipped, failed).",
+    ("outcome",),
+)
 RETENTION_SECONDS = Histogram(
     "gitmem_retention_run_duration_seconds", "Time a retention run of one store took.", buckets=SLOW_BUCKETS
 )
 RETENTION_REMOVED_VERSIONS = Counter(
     "gitmem_retention_removed_versions", "Versions retention dropped from stores' histories."
+)
+RETENTION_REMOVED_BYTES = Counter(
+    "gitmem_retention_removed_bytes", "Bytes of repository retention's rewrites and purges gave back."
 )
 REPACKS = Counter("gitmem_repacks", "Repacks of a store, by kind (roll_up, full).", ("kind",))
 REPACK_SECONDS = Histogram(

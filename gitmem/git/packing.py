@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from gitmem import metrics
 from gitmem.git import pack_leftovers as leftovers
 from gitmem.git.roll_up import roll_up
 
@@ -133,6 +134,8 @@ def pack(repo_path: Path, mode: PackMode = "geometric", *, fsync: bool = True) -
         pack_dir = repo_path / "objects" / "pack"
         before = leftovers.temporary_packs(pack_dir)
         leftovers.index_lone_packs(repo_path)
+        kind = "roll_up" if mode == "geometric" else "full"
+        packs_before, started = _packs(pack_dir), time.perf_counter()
         # git holds the lock too (an flock lasts while any copy of its descriptor is open): if this
         # process dies, no other packer starts until this git has finished deleting what it replaced.
         try:
@@ -143,11 +146,21 @@ def pack(repo_path: Path, mode: PackMode = "geometric", *, fsync: bool = True) -
         except subprocess.CalledProcessError:
             leftovers.remove_temporary_packs(pack_dir, before)
             raise
+        metrics.REPACKS.labels(kind).inc()
+        metrics.REPACK_SECONDS.labels(kind).observe(time.perf_counter() - started)
+        metrics.REPACK_REMOVED_PACKS.labels(kind).inc(len(packs_before - _packs(pack_dir)))
         size = objects_bytes(repo_path)
         _set_size_mark(repo_path, AFTER_ANY_PACK, size)
         if mode == "full":
             _set_size_mark(repo_path, AFTER_FULL_PACK, size)
         return True
+
+
+def _packs(pack_dir: Path) -> set[str]:
+    try:
+        return {name for name in os.listdir(pack_dir) if name.endswith(".pack")}
+    except FileNotFoundError:
+        return set()
 
 
 # -- what is on disk --------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from typing import Any
 
 import httpx
 
+from gitmem import metrics
 from gitmem.clock import from_micros, to_micros
 from gitmem.engine.gitmem import Gitmem
 from gitmem.webhooks.outbox import SECRET_PREFIX, webhooks_for
@@ -55,6 +56,24 @@ class DeliveryPolicy:
     def retry_delay(self, attempts: int) -> float:
         """The wait after the ``attempts``-th failed attempt (1, 2, ...)."""
         return min(self.first_retry_seconds * 2 ** min(attempts - 1, 40), self.max_retry_seconds)
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """What waits in the outbox: deliveries neither made nor given up, and the oldest one's event time."""
+
+    depth: int
+    oldest_micros: int | None
+
+
+def backlog(gm: Gitmem) -> Backlog:
+    """The outbox's backlog across the home (every workspace, every node): one indexed count."""
+    webhooks_for(gm)  # its tables made, on a home that never had a webhook
+    row = gm.catalog.db.execute(
+        "SELECT count(*), min(o.created_at) FROM webhook_deliveries d JOIN webhook_outbox o ON o.seq = d.seq"
+        " WHERE d.delivered_at IS NULL AND d.given_up_at IS NULL"
+    ).fetchone()
+    return Backlog(int(row[0]), int(row[1]) if row[1] is not None else None)
 
 
 def sign(secret: str, message_id: str, timestamp: int, body: str) -> str:
@@ -180,6 +199,8 @@ class Dispatcher:
         attempts = row["attempts"] + 1
         first = row["first_attempt_at"] or now
         key = (row["webhook_id"], row["seq"])
+        if error is None:
+            metrics.WEBHOOK_DELIVERIES.labels("delivered").inc()
         with self.gm.catalog.transaction() as db:
             if error is None:
                 db.execute(
@@ -195,6 +216,7 @@ class Dispatcher:
                 " last_error=?, given_up_at=? WHERE webhook_id=? AND seq=?",
                 (attempts, first, next_at, error, now if give_up else None, *key),
             )
+        metrics.WEBHOOK_DELIVERIES.labels("given_up" if give_up else "failed").inc()
         log.info(
             "webhook %s: event %s failed (%s), attempt %d%s",
             row["webhook_id"],

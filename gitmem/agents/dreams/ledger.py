@@ -14,7 +14,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from gitmem.agents.dreams.tables import MIGRATIONS, dream_from_row
-from gitmem.agents.dreams.values import DREAMER_WORKER_NAME, FINAL, Dream
+from gitmem.agents.dreams.values import DREAMER_WORKER_NAME, FINAL, STATUSES, Dream
 from gitmem.agents.tasks.tasks import tasks_for
 from gitmem.engine.gitmem import HomeTables
 from gitmem.errors import NotFound
@@ -102,6 +102,17 @@ class DreamRuns(HomeTables):
             for row in rows
             if _process_gone(row[1])
         )
+
+    def abandon(self, dream_id: str) -> bool:
+        """Fail a running dream its process cannot finish because it is stopping: at once, where
+        otherwise its time limit (or a runner on the same host, :meth:`reap`) would find it hours later.
+        Its job sees the change at its next check and stops."""
+        return self.fail(dream_id, "internal_error", "the server stopped while the dream ran; create it again")
+
+    def count_by_status(self) -> dict[str, int]:
+        """How many dreams of the home are in each status (every status present, zeros included)."""
+        rows = self.db.execute("SELECT status, count(*) FROM dreams GROUP BY status").fetchall()
+        return {status: 0 for status in STATUSES} | {row[0]: int(row[1]) for row in rows}
 
     def fail(self, dream_id: str, error_type: str, message: str) -> bool:
         """End a running dream as failed (False if it had ended already). A ``create_new`` store it made is

@@ -38,6 +38,7 @@ class DreamRunner:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._running: str | None = None  # the dream this runner's thread is running
 
     def start(self) -> DreamRunner:
         if self._thread is None:
@@ -49,10 +50,17 @@ class DreamRunner:
         self._wake.set()
 
     def stop(self, timeout: float | None = None) -> None:
+        """Stop after the dream in progress, waiting at most ``timeout`` seconds; a dream still running
+        then is failed at once (:meth:`~gitmem.agents.dreams.ledger.DreamRuns.abandon`), not left for
+        its time limit to find."""
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout)
+            running = self._running
+            if self._thread.is_alive() and running is not None:
+                log.warning("dream %s was still running as this process stopped; it is failed", running)
+                self.dreams.abandon(running)
 
     def run_pending(self) -> int:
         """Run every pending dream now (in this thread); how many ran."""
@@ -63,7 +71,11 @@ class DreamRunner:
             dream_id = self.dreams.claim_next(self.runner_id)
             if dream_id is None:
                 return count
-            self.dreams.run(dream_id, self.dreamer, timeout_seconds=self.timeout_seconds)
+            self._running = dream_id
+            try:
+                self.dreams.run(dream_id, self.dreamer, timeout_seconds=self.timeout_seconds)
+            finally:
+                self._running = None
             count += 1
         return count
 

@@ -18,9 +18,9 @@ import re
 from dataclasses import dataclass
 
 from gitmem.clock import to_micros
-from gitmem.engine.catalog.catalog import Catalog, Credential
 from gitmem.db import integrity_errors
 from gitmem.db.migrations import Migration
+from gitmem.engine.catalog.catalog import Catalog, Credential
 from gitmem.errors import Conflict, InvalidRequest, NotFound
 
 MAX_EMAILS_PER_USER = 20

@@ -21,6 +21,7 @@ from typing import Protocol
 
 import pygit2
 
+from gitmem import metrics
 from gitmem.crypto.codec import ContentCodec, PlainCodec
 from gitmem.engine.index import postgres_schema as index_pg
 from gitmem.engine.index.search_query import groups, to_fts
@@ -148,6 +149,11 @@ def search(
     store: Searched, query: str, path_prefix: str | None = None, limit: int = 20, page: str | None = None
 ) -> Page[SearchHit]:
     """The store's current notes that match ``query`` (see :mod:`gitmem.engine.index.search_query`), best first."""
+    with metrics.SEARCH_SECONDS.time():
+        return _search(store, query, path_prefix, limit, page)
+
+
+def _search(store: Searched, query: str, path_prefix: str | None, limit: int, page: str | None) -> Page[SearchHit]:
     check_limit(limit, MAX_SEARCH_PAGE, full=False)
     prefix = paths.validate_prefix(path_prefix or "/")
     fingerprint = _fingerprint(query, prefix)

@@ -18,6 +18,7 @@ from typing import Any
 
 import pygit2
 
+from gitmem import metrics
 from gitmem.clock import to_micros
 from gitmem.db import thread_connections as thread_db
 from gitmem.db.page_tokens import tokens_for
@@ -234,7 +235,9 @@ class StoreIndex(IndexQueries):
             self._clear()
             tip = read_tip(self.repo)
             if tip is not None:
-                self._apply_range(tip, None)
+                self._apply_range(tip, None)  # counted there
+            else:
+                metrics.INDEX_REBUILDS.inc()
             self.set_tip(str(tip) if tip else None)
 
     def _clear(self) -> None:
@@ -259,6 +262,11 @@ class StoreIndex(IndexQueries):
         if not found_base:
             log.info("main was rewritten; rebuilding the index of %s", self.repo.path)
             self._clear()
+        if found_base and indexed is not None:
+            metrics.INDEX_CATCH_UPS.inc()
+            metrics.INDEX_CATCH_UP_COMMITS.inc(len(pending))
+        else:
+            metrics.INDEX_REBUILDS.inc()
         for oid in reversed(pending):
             self._apply_commit(commit_at(self.repo, oid))
 

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from gitmem import metrics
 from gitmem.clock import to_micros
 from gitmem.db.jobs import claim_round, holding
 from gitmem.engine.rewrite.fast_import import Progress
@@ -247,10 +248,22 @@ def prune_all(
             report.error = f"{type(exc).__name__}: {exc}"
         if report.error:
             log.warning("pruning %s: %s", info.id, report.error)
+        if not dry_run:
+            _count(report)
         reports.append(report)
         if progress is not None:
             progress(info, report)
     return reports
+
+
+def _count(report: PruneReport) -> None:
+    """A store's run in the metrics: its outcome, and for a rewrite its time and what it removed."""
+    outcome = "failed" if not report.ok else "skipped" if report.skipped else "ok"
+    metrics.RETENTION_RUNS.labels(outcome).inc()
+    if report.rewrite is not None and outcome != "skipped":
+        metrics.RETENTION_SECONDS.observe(report.seconds)
+        metrics.RETENTION_REMOVED_VERSIONS.inc(len(report.dropped))
+        metrics.RETENTION_REMOVED_BYTES.inc(max(0, report.bytes_before - report.bytes_after))
 
 
 class PruneScheduler:

@@ -25,12 +25,14 @@ from __future__ import annotations
 import copy
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pygit2
 
+from gitmem import metrics
 from gitmem.durable import DURABLE, Durability
 from gitmem.engine.index.store_index import StoreIndex
 from gitmem.errors import StoreBusy
@@ -101,6 +103,7 @@ class _MainMoved(Exception):
 @dataclass
 class _Request:
     plan: Plan
+    joined: float = field(default_factory=time.perf_counter)  # when it joined the queue
     done: bool = False
     landed: Landed | None = None
     error: BaseException | None = None
@@ -153,6 +156,9 @@ class GroupCommitter:
                 self._leading = True
                 batch, self._queue = self._queue, []
         if lead:
+            taken = time.perf_counter()
+            for waiting in batch:
+                metrics.WRITE_WAIT_SECONDS.observe(taken - waiting.joined)
             try:
                 self._commit(index, batch, after_batch)
             except BaseException as exc:
@@ -164,6 +170,7 @@ class GroupCommitter:
                 with self._cond:
                     self._leading = False
                     self._cond.notify_all()
+            _count(batch)
         if request.error is not None:
             raise request.error
         return request.landed
@@ -302,6 +309,14 @@ class GroupCommitter:
         if self._last_commit is not None and self._last_commit[0] == commit.raw:
             return self._last_commit[1]
         return repository.commit_at(repo, commit).tree_id.raw
+
+
+def _count(batch: list[_Request]) -> None:
+    landed = sum(1 for request in batch if request.landed)
+    metrics.WRITES.labels("refused").inc(sum(1 for request in batch if request.error is not None))
+    if landed:
+        metrics.WRITES.labels("committed").inc(landed)
+        metrics.WRITE_BATCH_SIZE.observe(landed)
 
 
 def _commit_object(record: VersionRecord, tree: bytes, parent: bytes | None) -> PackObject:
