@@ -6,8 +6,10 @@ Importing this module opens nothing; the factory opens the data home in each wor
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -16,8 +18,10 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from gitmem.agents.dreams.runner import DreamRunner
+from gitmem import json_log, metrics
 from gitmem.api import errors, mcp
 from gitmem.api.deps import PUBLIC_PATHS, SECURITY_SCHEMES
+from gitmem.api.draining import Drain
 from gitmem.api.middleware import RequestContextMiddleware
 from gitmem.api.ratelimit import TokenBucketLimiter
 from gitmem.api.routers import (
@@ -32,9 +36,11 @@ from gitmem.api.routers import (
     review,
     search,
     tasks,
+    users,
     webhooks,
     workers,
 )
+from gitmem.api.routers import metrics as metrics_router
 from gitmem.api.routers.git import GitEndpoint
 from gitmem.api.settings import Settings
 from gitmem.api.ui import router as ui_router
@@ -42,11 +48,13 @@ from gitmem.config.home import open_home
 from gitmem.config.settings import SettingsError, load_settings
 from gitmem.config.values import from_settings
 from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.readiness import ReadinessProbe
 from gitmem.engine.rewrite.retention import PruneScheduler
 from gitmem.webhooks.delivery import Dispatcher
 from gitmem.webhooks.outbox import webhooks_for
 
 log = logging.getLogger("gitmem.api")
+SAMPLE_SECONDS = 5.0
 
 __all__ = ["Settings", "create_app", "create_app_from_env"]
 
@@ -58,6 +66,9 @@ def create_app(gm: Gitmem, settings: Settings | None = None, *, close_on_shutdow
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        drain: Drain = app.state.drain
+        drain.install(settings.drain_seconds)
+        sampler = asyncio.create_task(_sample_process()) if metrics.enabled() else None
         pruner = None
         if settings.prune_interval_seconds > 0:
             pruner = PruneScheduler(gm, settings.prune_interval_seconds, on_reports=app.state.retention.record).start()
@@ -73,12 +84,19 @@ def create_app(gm: Gitmem, settings: Settings | None = None, *, close_on_shutdow
             dispatcher = Dispatcher(gm, settings.webhook_policy).start(settings.webhook_poll_seconds)
         async with mcp.running(app.state, gm):
             yield
-        if dispatcher is not None:
-            dispatcher.stop(timeout=30)
-        if app.state.dream_runner is not None:
-            app.state.dream_runner.stop(timeout=30)
-        if pruner is not None:
-            pruner.stop(timeout=30)
+        # The stop's bound (api/draining.py): what is left of it after the drain and the requests in
+        # flight is shared by the background threads, each told to stop first so they stop together.
+        since = drain.since if drain.since is not None else time.monotonic()
+        deadline = since + settings.drain_seconds + settings.stop_timeout_seconds
+        stopping = [x for x in (dispatcher, app.state.dream_runner, pruner) if x is not None]
+        for background in stopping:
+            background.signal_stop()
+        for background in stopping:
+            background.stop(timeout=max(0.2, deadline - time.monotonic()))
+        if sampler is not None:
+            sampler.cancel()
+        app.state.readiness.close()
+        metrics.process_stopped()
         close = getattr(gm, "close", None)
         if close_on_shutdown and callable(close):
             close()
@@ -95,6 +113,10 @@ def create_app(gm: Gitmem, settings: Settings | None = None, *, close_on_shutdow
     app.state.retention = maintenance.RetentionStatus(settings.prune_interval_seconds)
     app.state.dream_runner = None  # started with the app (lifespan), if this process runs dreams
     app.state.limiter = TokenBucketLimiter(settings.rate_limit_per_second, settings.rate_limit_burst)
+    app.state.drain = Drain()
+    app.state.readiness = ReadinessProbe(gm.database, gm.home, min_free_bytes=settings.ready_min_free_bytes)
+    if settings.metrics_token:
+        metrics.enable(settings.metrics_dir)
 
     errors.install(app)
     # Notes first: a request is matched against the routes in order, and these are the busiest.
@@ -112,6 +134,8 @@ def create_app(gm: Gitmem, settings: Settings | None = None, *, close_on_shutdow
     app.include_router(review.router)
     app.include_router(ui_router)  # the web view at /ui/
     app.include_router(webhooks.router)
+    app.include_router(users.router)
+    app.include_router(metrics_router.router)
     # Git's smart HTTP: a raw ASGI endpoint (streaming both ways), outside FastAPI's request handling.
     # (Starlette runs an endpoint that is not a function as an ASGI app; its stub only names functions.)
     app.router.add_route(
@@ -131,9 +155,18 @@ def create_app(gm: Gitmem, settings: Settings | None = None, *, close_on_shutdow
         RequestContextMiddleware,
         max_body_bytes=settings.max_body_bytes,
         unlimited_paths=settings.unlimited_body_paths,
+        drain=app.state.drain,
+        access_log=settings.access_log,
     )
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
+
+
+async def _sample_process() -> None:
+    """Refresh this process's own gauges now and then (a scrape may be answered by another worker)."""
+    while True:
+        metrics.sample_process()
+        await asyncio.sleep(SAMPLE_SECONDS)
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
@@ -163,7 +196,7 @@ def create_app_from_env() -> FastAPI:
     except SettingsError as exc:
         sys.stderr.write(f"gitmem: {exc.message}\n")
         raise SystemExit(2) from None
-    logging.basicConfig(level=settings.LOG_LEVEL or "INFO")
+    json_log.install(settings.LOG_FORMAT, settings.LOG_LEVEL or "INFO")
     values = from_settings(settings)
     gm = open_home(values)
     log.info("serving gitmem home %s", gm.home)

@@ -10,6 +10,7 @@ from fastapi import Depends, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 
+from gitmem import metrics
 from gitmem.access import check_reviewer, require_store
 from gitmem.agents.review.review import Reviews
 from gitmem.engine.catalog.catalog import CatalogBusy, Principal
@@ -31,7 +32,7 @@ SECURITY_SCHEMES = {
     "ApiKeyAuth": {"type": "apiKey", "in": "header", "name": "x-api-key"},
     "BearerAuth": {"type": "http", "scheme": "bearer"},
 }
-PUBLIC_PATHS = frozenset({"/healthz"})
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz"})
 
 
 def request_secret(headers: Headers) -> str | None:
@@ -74,9 +75,11 @@ async def get_principal(request: Request) -> Principal:
     if not principal.can_write and is_write(request):
         raise PermissionDenied("this key is read-only")
 
+    request.state.principal = principal  # for the access log: who called
     limiter: TokenBucketLimiter = request.app.state.limiter
     wait = limiter.acquire(principal.credential_id)
     if wait > 0:
+        metrics.RATE_LIMITED.inc()
         raise RateLimited("rate limit exceeded for this key; retry later", retry_after=wait)
     return principal
 

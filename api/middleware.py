@@ -1,15 +1,16 @@
-"""Pure ASGI middleware: a request id on every response, the body-size limit, and the last-resort 500."""
+"""Pure ASGI middleware: a request id on every response, the body-size limit, the last-resort 500, the
+503 of a draining process, and each request counted (``/metrics``) and logged (``GITMEM_LOG_FORMAT=json``)."""
 
 from __future__ import annotations
 
 import json
 import logging
 import re
+import time
 from collections.abc import Iterable
+from typing import Any
 
-from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
+from gitmem.api.draining import PROBE_PATHS, RETRY_AFTER_SECONDS, Drain
 from gitmem.api.errors import (
     REQUEST_ID_HEADER,
     envelope,
@@ -17,9 +18,17 @@ from gitmem.api.errors import (
     internal_error_body,
     new_request_id,
 )
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from gitmem import metrics
+from gitmem.json_log import ACCESS_LOGGER
 
 log = logging.getLogger("gitmem.api")
+access_log = logging.getLogger(ACCESS_LOGGER)
 _REQUEST_ID = REQUEST_ID_HEADER.encode()
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+UNMATCHED = "unmatched"  # the route of a request no route matched: any path, one series
 
 
 class BodyTooLarge(StarletteHTTPException):
@@ -36,32 +45,61 @@ class RequestContextMiddleware:
     - gives the request an id (``scope["state"]["request_id"]``) and sends it as ``request-id``;
     - refuses a body over ``max_body_bytes`` with 413 before anything parses it (by
       ``content-length``, or while a chunked body streams in), except on ``unlimited_paths``;
-    - turns an unhandled exception into a 500 ``api_error`` with no detail, and logs it.
+    - turns an unhandled exception into a 500 ``api_error`` with no detail, and logs it;
+    - while the process drains (:mod:`gitmem.api.draining`), answers 503 before the app sees the request;
+    - counts every request by method, route template and status, with its duration (``/metrics``), and
+      with ``access_log`` writes one line a request (:mod:`gitmem.json_log`'s fields).
     """
 
-    def __init__(self, app: ASGIApp, max_body_bytes: int, unlimited_paths: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_body_bytes: int,
+        unlimited_paths: Iterable[str] = (),
+        *,
+        drain: Drain | None = None,
+        access_log: bool = False,
+    ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
         patterns = list(unlimited_paths)
         self.unlimited = re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None
+        self.drain = drain or Drain()
+        self.access_log = access_log
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        began = time.perf_counter()
         request_id = new_request_id()
-        scope.setdefault("state", {})["request_id"] = request_id
-        started = False
+        state = scope.setdefault("state", {})
+        state["request_id"] = request_id
+        status = 0
+        try:
+            status = await self._handle(scope, receive, send, request_id)
+        finally:
+            self._observe(scope, state, request_id, status or 500, time.perf_counter() - began)
+
+    async def _handle(self, scope: Scope, receive: Receive, send: Send, request_id: str) -> int:
+        """Answer the request; the status sent."""
+        status = 0
         id_header = (_REQUEST_ID, request_id.encode())
 
         async def send_with_id(message: Message) -> None:
-            nonlocal started
+            nonlocal status
             if message["type"] == "http.response.start":
-                started = True
+                status = message["status"]
                 headers = message.setdefault("headers", [])
                 if not any(name.lower() == _REQUEST_ID for name, _ in headers):
                     message["headers"] = [*headers, id_header]
             await send(message)
+
+        if self.drain.draining and scope.get("path", "") not in PROBE_PATHS:
+            body = json.dumps(envelope("api_error", "this server is stopping; retry the request", request_id)).encode()
+            headers = error_headers(request_id, retryable=True, retry_after=RETRY_AFTER_SECONDS)
+            await _send(send, 503, body, headers | {"connection": "close"})
+            return 503
 
         # Raw header and path checks: this runs on every request, so no Headers objects or regex loop.
         limited = self.unlimited is None or not self.unlimited.match(scope.get("path", ""))
@@ -75,10 +113,10 @@ class RequestContextMiddleware:
                 too_large = int(declared) > self.max_body_bytes
             except ValueError:
                 await _send_error(send, 400, "invalid_request_error", "bad content-length", request_id)
-                return
+                return 400
             if too_large:
                 await _send_error(send, 413, "request_too_large", _too_large(self.max_body_bytes), request_id)
-                return
+                return 413
 
         received = 0
 
@@ -94,16 +132,54 @@ class RequestContextMiddleware:
         try:
             await self.app(scope, receive_limited, send_with_id)
         except BodyTooLarge:
-            if started:
+            if status:
                 raise
             await _send_error(send, 413, "request_too_large", _too_large(self.max_body_bytes), request_id)
+            return 413
         except Exception:
             # The traceback goes to the log only; the client sees the request id to quote.
             log.exception("unhandled error on %s %s [%s]", scope.get("method"), scope.get("path"), request_id)
-            if started:
+            if status:
                 raise
             body = json.dumps(internal_error_body(request_id)).encode()
             await _send(send, 500, body, error_headers(request_id, retryable=None))
+            return 500
+        return status
+
+    def _observe(self, scope: Scope, state: dict[str, Any], request_id: str, status: int, seconds: float) -> None:
+        method = scope.get("method", "")
+        method = method if method in _METHODS else "other"
+        route = route_template(scope)
+        if metrics.enabled():
+            metrics.REQUESTS.labels(method, route, str(status)).inc()
+            metrics.REQUEST_SECONDS.labels(method, route).observe(seconds)
+        if self.access_log:
+            principal = state.get("principal")
+            actor = getattr(principal, "actor", None)
+            access_log.info(
+                "%s %s %d",
+                method,
+                route,
+                status,
+                extra={
+                    "request_id": request_id,
+                    "method": method,
+                    "route": route,
+                    "status": status,
+                    "duration_ms": round(seconds * 1000, 3),
+                    "workspace_id": getattr(principal, "workspace_id", None),
+                    "actor_type": getattr(actor, "type", None),
+                    "actor_id": getattr(actor, "id", None),
+                },
+            )
+
+
+def route_template(scope: Scope) -> str:
+    """The template of the route that answered (``/v1/memory_stores/{memory_store_id}``): never the path
+    itself, which holds ids and, for Git, a store's name in a clone's URL."""
+    route = scope.get("route")
+    template = getattr(route, "path_format", None) or getattr(route, "path", None)
+    return template if isinstance(template, str) and template else UNMATCHED
 
 
 def _too_large(limit: int) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from gitmem.agents.dreams.dreamers import Dreamer
 from gitmem.agents.dreams.ledger import DEFAULT_DREAM_TIMEOUT
@@ -40,6 +41,18 @@ class Settings:
     webhook_delivery: bool = True
     webhook_poll_seconds: float = 1.0
     webhook_policy: DeliveryPolicy = field(default_factory=DeliveryPolicy)
+    # /metrics: off (404) unless a token is set; a scrape sends it as a bearer token. ``metrics_dir``:
+    # where every worker keeps its values (prometheus_client's multi-process mode), else this process's.
+    metrics_token: str | None = field(default=None, repr=False)
+    metrics_dir: Path | None = None
+    # The server's own access log (one JSON line a request), for GITMEM_LOG_FORMAT=json.
+    access_log: bool = False
+    # /readyz: the home's file system must keep this much free.
+    ready_min_free_bytes: int = 256 * MIB
+    # A graceful stop (api/draining.py): seconds of 503 before the server stops accepting, then at
+    # most ``stop_timeout_seconds`` for the requests in flight and the background threads.
+    drain_seconds: float = 0.0
+    stop_timeout_seconds: float = 20.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -66,4 +79,10 @@ class Settings:
                 give_up_after_seconds=settings.WEBHOOK_GIVE_UP_AFTER,
                 timeout_seconds=settings.WEBHOOK_TIMEOUT,
             ),
+            metrics_token=settings.METRICS_TOKEN.get_secret_value().strip() if settings.METRICS_TOKEN else None,
+            metrics_dir=settings.METRICS_DIR,
+            access_log=settings.LOG_FORMAT == "json",
+            ready_min_free_bytes=settings.READY_MIN_FREE_BYTES,
+            drain_seconds=settings.DRAIN_SECONDS,
+            stop_timeout_seconds=settings.STOP_TIMEOUT,
         )

@@ -26,6 +26,7 @@ from gitmem.db.jobs import MIGRATIONS as JOBS
 from gitmem.db.migrations import Migration, migrate, pending
 from gitmem.engine.catalog.catalog import MIGRATIONS as CATALOG
 from gitmem.engine.catalog.catalog import store_info
+from gitmem.engine.catalog.user_emails import UserEmails
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.web_sessions import WebSessions
 from gitmem.errors import Conflict
@@ -35,7 +36,17 @@ from gitmem.webhooks.tables import MIGRATIONS as WEBHOOKS
 
 def home_migrations() -> tuple[Migration, ...]:
     """Every migration of a home's catalog, in the order they apply."""
-    return (*CATALOG, *TASKS, *DREAMS, *PROFILES, *Reviews.MIGRATIONS, *WebSessions.MIGRATIONS, *WEBHOOKS, *JOBS)
+    return (
+        *CATALOG,
+        *UserEmails.MIGRATIONS,
+        *TASKS,
+        *DREAMS,
+        *PROFILES,
+        *Reviews.MIGRATIONS,
+        *WebSessions.MIGRATIONS,
+        *WEBHOOKS,
+        *JOBS,
+    )
 
 
 def migrate_home(db: Database, on_step: Callable[[Migration], None] | None = None) -> list[Migration]:
@@ -51,6 +62,7 @@ def pending_steps(db: Database) -> list[Migration]:
 COPIED_TABLES = (
     "workspaces",
     "credentials",
+    "user_emails",
     "stores",
     "workers",
     "worker_stores",

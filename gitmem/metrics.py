@@ -223,6 +223,7 @@ def enable(multiprocess_dir: Path | None = None) -> None:
             os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(multiprocess_dir)
             if not getattr(values.ValueClass, "_multiprocess", False):
                 values.ValueClass = values.MultiProcessValue()
+        prometheus_client.disable_created_metrics()  # no *_created series: the multi-process mode has none
         registry = prometheus_client.CollectorRegistry(auto_describe=True)
         for family in _FAMILIES:
             family._make(prometheus_client, registry)

@@ -23,6 +23,7 @@ import anyio.to_thread
 from starlette.datastructures import Headers
 from starlette.types import Receive, Scope, Send
 
+from gitmem import metrics
 from gitmem.api.errors import error_response, request_id_of
 from gitmem.engine.catalog.catalog import Principal
 from gitmem.engine.gitmem import Gitmem
@@ -80,8 +81,10 @@ class MCPEndpoint:
         try:
             # The catalog is SQLite: ask it from a worker thread, as FastAPI runs the REST routes' auth.
             principal = await anyio.to_thread.run_sync(authenticate, app_state.gm, Headers(scope=scope))
+            scope.setdefault("state", {})["principal"] = principal  # for the access log: who called
             wait = app_state.limiter.acquire(principal.credential_id)
             if wait > 0:
+                metrics.RATE_LIMITED.inc()
                 raise RateLimited("rate limit exceeded for this key; retry later", retry_after=wait)
         except GitmemError as error:
             headers = {"www-authenticate": "Bearer"} if error.status == 401 else None

@@ -138,6 +138,7 @@ class GitEndpoint:
         if isinstance(resolved, GitResponse):
             return resolved
         principal, access = resolved
+        scope.setdefault("state", {})["principal"] = principal  # for the access log: who called
         query = scope["query_string"].decode("latin-1")
         # Without gitmem's hooks nothing would check a push (an install that lacks hooks/): refuse it.
         can_push = access == "read_write" and principal.actor.type == "user_actor" and HOOKS_DIR.is_dir()

@@ -1,10 +1,16 @@
-"""Liveness: answers without auth once the app is up."""
+"""The probes, without auth: liveness (``/healthz``: the process answers) and readiness (``/readyz``:
+it can take work; :mod:`gitmem.engine.readiness`, and not draining)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
 
+from gitmem.api.draining import RETRY_AFTER_SECONDS, Drain
 from gitmem.api.schemas.common import Health
+from gitmem.api.schemas.health import Readiness
+from gitmem.engine.readiness import ReadinessProbe
 
 router = APIRouter(tags=["health"])
 
@@ -12,3 +18,22 @@ router = APIRouter(tags=["health"])
 @router.get("/healthz", response_model=Health, summary="Liveness check")
 def healthz() -> Health:
     return Health()
+
+
+@router.get(
+    "/readyz",
+    response_model=Readiness,
+    summary="Readiness check",
+    responses={503: {"model": Readiness, "description": "Not ready: take this server out of rotation"}},
+)
+async def readyz(request: Request) -> JSONResponse:
+    probe: ReadinessProbe = request.app.state.readiness
+    drain: Drain = request.app.state.drain
+    state = await run_in_threadpool(probe.check)
+    failing = {check.name: check.reason for check in state.failing}
+    if drain.draining:
+        failing["draining"] = "this server is stopping"
+    if failing:
+        body = Readiness(status="unready", failing=failing)
+        return JSONResponse(body.model_dump(), status_code=503, headers={"retry-after": str(RETRY_AFTER_SECONDS)})
+    return JSONResponse(Readiness(status="ready").model_dump())

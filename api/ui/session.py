@@ -88,6 +88,7 @@ def current_session(request: Request, gm: Engine) -> WebSession:
     if session is None:
         raise SignInRequired()
     request.state.ui_session = session
+    request.state.principal = session.principal  # for the access log: who called
     request.state.ui_names = Names(gm, session.principal.workspace_id)
     return session
 

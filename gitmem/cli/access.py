@@ -1,4 +1,4 @@
-"""``gitmem keys create|list|revoke`` and ``gitmem users create|list|revoke``.
+"""``gitmem keys create|list|revoke``, ``gitmem users create|list|revoke`` and ``gitmem users emails add|list|remove``.
 
 A new secret is printed alone on standard output (and never again); it is stored hashed.
 """
@@ -10,6 +10,7 @@ import click
 from gitmem.cli.base import Context, main, pass_context, refusals, table, workspace_option
 from gitmem.clock import iso
 from gitmem.engine.catalog.catalog import ROLES
+from gitmem.engine.catalog.user_emails import UserEmails
 
 
 @main.group("keys")
@@ -88,3 +89,40 @@ def users_list(ctx: Context, workspace: str | None) -> None:
 def users_revoke(ctx: Context, user_id: str) -> None:
     """Revoke a user's token at once."""
     click.echo(f"revoked {ctx.gm.catalog.revoke(user_id).id}")
+
+
+@users_group.group("emails")
+def emails_group() -> None:
+    """The Git addresses a user commits with: a push whose author and committer carry one is theirs."""
+
+
+@emails_group.command("add")
+@click.argument("user_id")
+@click.argument("email")
+@pass_context
+@refusals
+def emails_add(ctx: Context, user_id: str, email: str) -> None:
+    """Register EMAIL as USER_ID's (refused if another user of the workspace has it)."""
+    added = UserEmails(ctx.gm.catalog).add(user_id, email)
+    click.echo(f"{added.email} is {added.user_id}'s")
+
+
+@emails_group.command("list")
+@click.argument("user_id")
+@pass_context
+@refusals
+def emails_list(ctx: Context, user_id: str) -> None:
+    """USER_ID's addresses, oldest first (the first is the one gitmem clone configures)."""
+    for email in UserEmails(ctx.gm.catalog).of_user(user_id):
+        click.echo(email)
+
+
+@emails_group.command("remove")
+@click.argument("user_id")
+@click.argument("email")
+@pass_context
+@refusals
+def emails_remove(ctx: Context, user_id: str, email: str) -> None:
+    """Unregister one of USER_ID's addresses."""
+    UserEmails(ctx.gm.catalog).remove(user_id, email)
+    click.echo(f"removed {email.strip().lower()}")

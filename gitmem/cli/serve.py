@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib.util
 import logging
+import math
 import os
+import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import click
 
+from gitmem import json_log
 from gitmem.cli.base import Context, connect, main, pass_context, refusals
+from gitmem.config.values import Values
 from gitmem.engine.first_run import ensure_admin_key
 from gitmem.home_tables import migrate_home
+from gitmem.json_log import LogFormat
 
 log = logging.getLogger(__name__)
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -31,11 +40,11 @@ class DropQueryString(logging.Filter):
         return True
 
 
-def uvicorn_options() -> dict[str, Any]:
+def uvicorn_options(log_format: LogFormat = "text", log_level: str = "INFO") -> dict[str, Any]:
     """How ``gitmem serve`` runs uvicorn (the HTTP benchmark runs its naive server the same way).
 
     The fast HTTP parser (httptools) and event loop (uvloop) when installed, uvicorn's pure-Python
-    ones otherwise; an access log without query strings."""
+    ones otherwise; an access log without query strings, or in JSON the app's own (:mod:`gitmem.json_log`)."""
     from uvicorn.config import LOGGING_CONFIG
 
     log_config = copy.deepcopy(LOGGING_CONFIG)
@@ -44,8 +53,30 @@ def uvicorn_options() -> dict[str, Any]:
     return {
         "loop": "uvloop" if _installed("uvloop") else "asyncio",
         "http": "httptools" if _installed("httptools") else "h11",
-        "log_config": log_config,
+        "log_config": json_log.uvicorn_config(log_config, log_format, log_level),
+        "access_log": log_format != "json",
     }
+
+
+@contextlib.contextmanager
+def metrics_folder(values: Values) -> Iterator[None]:
+    """With metrics on, the folder every worker keeps its values in (``GITMEM_METRICS_DIR``, emptied
+    now: values of an earlier run would be counted again; else a fresh one in the temp dir, removed
+    at the end), handed to the workers in their environment."""
+    if not values("METRICS_TOKEN"):
+        yield
+        return
+    given = values("METRICS_DIR")
+    folder = Path(given) if given else Path(tempfile.mkdtemp(prefix="gitmem-metrics-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    for stale in folder.glob("*.db"):
+        stale.unlink()
+    os.environ["GITMEM_METRICS_DIR"] = str(folder)
+    try:
+        yield
+    finally:
+        if not given:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _installed(module: str) -> bool:
@@ -82,14 +113,18 @@ def serve(ctx: Context, host: str, port: int, workers: int, database: str | None
     if host not in LOOPBACK:
         click.echo(f"Serving on {host}: every request needs a key (there is no unauthenticated mode).", err=True)
     os.environ["GITMEM_HOME"] = str(ctx.home.resolve())
+    values = ctx.values
     click.echo(f"gitmem serving {ctx.home} on http://{host}:{port}", err=True)
-    uvicorn.run(
-        "gitmem.api.app:create_app_from_env",
-        factory=True,
-        host=host,
-        port=port,
-        workers=workers,
-        log_level="info",
-        **uvicorn_options(),
-    )
+    with metrics_folder(values):
+        uvicorn.run(
+            "gitmem.api.app:create_app_from_env",
+            factory=True,
+            host=host,
+            port=port,
+            workers=workers,
+            log_level="info",
+            # The requests in flight get this long after SIGTERM (and its drain: api/draining.py).
+            timeout_graceful_shutdown=math.ceil(values("STOP_TIMEOUT")),
+            **uvicorn_options(values("LOG_FORMAT"), values("LOG_LEVEL") or "INFO"),
+        )
     sys.exit(0)

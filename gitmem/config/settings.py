@@ -145,6 +145,43 @@ class GitmemSettings(BaseSettings):
     WEBHOOK_TIMEOUT: Annotated[float, Field(gt=0)] = _setting(
         10.0, "Seconds a webhook delivery may take.", "a number of seconds > 0"
     )
+    LOG_FORMAT: Literal["text", "json"] = _setting(
+        "text",
+        "`text` (uvicorn's lines) or `json`: one JSON object a line, with each request's id, route"
+        " template, status, duration and caller, never a secret, a query string or a note's content.",
+        "'text' or 'json'",
+    )
+    METRICS_TOKEN: SecretStr | None = _setting(
+        None,
+        "Turns `/metrics` (Prometheus' text format) on: a scrape must send this as `Authorization:"
+        " Bearer`. Unset, `/metrics` is 404.",
+        "a token of at least 16 characters (e.g. `openssl rand -hex 16`)",
+    )
+    METRICS_DIR: Path | None = _setting(
+        None,
+        "Where the server's processes keep their metric files, so that every worker reports one set"
+        " (emptied at start).",
+        "a folder path on a local file system",
+        shown_default="a fresh folder in the temp dir, made by `gitmem serve`",
+    )
+    READY_MIN_FREE_BYTES: Annotated[int, Field(ge=0)] = _setting(
+        256 << 20,
+        "`/readyz` answers 503 while the home's file system has fewer bytes free than this.",
+        "a whole number of bytes >= 0",
+        shown_default="268435456 (256 MiB)",
+    )
+    DRAIN_SECONDS: Annotated[float, Field(ge=0)] = _setting(
+        0.0,
+        "After SIGTERM, seconds a server answers 503 (with `Retry-After`) before it stops accepting"
+        " connections, for a load balancer to see `/readyz` fail.",
+        "a number of seconds >= 0",
+    )
+    STOP_TIMEOUT: Annotated[float, Field(gt=0)] = _setting(
+        20.0,
+        "After SIGTERM (and the drain), seconds a server waits for the requests in flight, then for its"
+        " background work to stop; it exits within DRAIN_SECONDS + STOP_TIMEOUT + about a second.",
+        "a number of seconds > 0",
+    )
     LOG_LEVEL: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] | None = _setting(
         None,
         "Log level of the server app (default INFO) and of the agent hooks' bank mount (default WARNING).",
@@ -207,7 +244,14 @@ class GitmemSettings(BaseSettings):
     def _upper(cls, value: object) -> object:
         return value.strip().upper() if isinstance(value, str) else value
 
-    @field_validator("FSYNC", "DREAMER", mode="before")
+    @field_validator("METRICS_TOKEN")
+    @classmethod
+    def _metrics_token(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value().strip()) < 16:
+            raise ValueError("is shorter than 16 characters")
+        return value
+
+    @field_validator("FSYNC", "DREAMER", "LOG_FORMAT", mode="before")
     @classmethod
     def _lower(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value

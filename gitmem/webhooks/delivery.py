@@ -242,6 +242,10 @@ class Dispatcher:
         self._thread.start()
         return self
 
+    def signal_stop(self) -> None:
+        """Ask the thread to stop after the delivery it is making; :meth:`stop` waits and releases the lease."""
+        self._stop.set()
+
     def stop(self, timeout: float | None = None) -> None:
         self._stop.set()
         if self._thread is not None:

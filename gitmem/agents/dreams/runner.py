@@ -49,6 +49,11 @@ class DreamRunner:
     def wake(self) -> None:
         self._wake.set()
 
+    def signal_stop(self) -> None:
+        """Ask the thread to stop after the dream it is running; :meth:`stop` waits for it."""
+        self._stop.set()
+        self._wake.set()
+
     def stop(self, timeout: float | None = None) -> None:
         """Stop after the dream in progress, waiting at most ``timeout`` seconds; a dream still running
         then is failed at once (:meth:`~gitmem.agents.dreams.ledger.DreamRuns.abandon`), not left for

@@ -93,12 +93,14 @@ class PushCheck:
         decode: pushes.Decode | None,
         now: dt.datetime,
         user_name: str = "",
+        emails: frozenset[str] = frozenset(),
     ) -> None:
         self.repo = repo
         self.info = info
         self.policy = policy
         self.user_id = user_id
         self.pusher = pusher_identity(user_id, user_name)
+        self.emails = emails  # the addresses the pusher registered, lower case
         self.decode = decode
         self.now = now
         self.verdict = Verdict()
@@ -182,18 +184,27 @@ class PushCheck:
         verdict.commits.append(str(commit.id))
 
     def _check_identity(self, commit: pygit2.Commit, role: str, sig: pygit2.Signature) -> None:
-        """The author and committer are the pusher, name and e-mail, so ``git log`` in any clone is a
-        true audit: nobody can push a commit that says someone else (or gitmem) wrote it."""
-        name, email = self.pusher
-        if sig.name != name or (sig.email or "").lower() != email.lower():
-            self.verdict.refuse(
-                commit,
-                None,
-                f"the {role} {sig.name} <{sig.email}> is not you, the pusher;"
-                f" commit as {name} <{email}> (git config user.name {shlex.quote(name)};"
-                f" git config user.email {email}; then git commit --amend --reset-author,"
-                " or git rebase -r --exec 'git commit --amend --no-edit --reset-author')",
-            )
+        """The author and committer are the pusher, so ``git log`` in any clone is a true audit: nobody
+        can push a commit that says someone else (or gitmem) wrote it. The pusher is one of the
+        addresses they registered (any name: it is theirs to spell), or gitmem's own identity for
+        them, name and address."""
+        email = (sig.email or "").lower()
+        if email in self.emails:
+            return
+        name, own = self.pusher
+        if sig.name == name and email == own.lower():
+            return
+        commit_as = git_identity(self.user_id, name, sorted(self.emails))
+        self.verdict.refuse(
+            commit,
+            None,
+            f"the {role} {sig.name} <{sig.email}> is not you, the pusher. If {sig.email} is your address,"
+            " register it (the web view's Account page, POST /v1/users/me/emails, or an admin's"
+            f" gitmem users emails add {self.user_id} {shlex.quote(sig.email or '')}) and push again;"
+            f" otherwise commit as {commit_as[0]} <{commit_as[1]}> (git config user.name"
+            f" {shlex.quote(commit_as[0])}; git config user.email {commit_as[1]}; then git commit --amend"
+            " --reset-author, or git rebase -r --exec 'git commit --amend --no-edit --reset-author')",
+        )
 
     def _changed_blobs(
         self, commit: pygit2.Commit, tree: pygit2.Tree, old: pygit2.Tree | None, prefix: str
@@ -290,3 +301,10 @@ class PushCheck:
 def pusher_identity(user_id: str, user_name: str) -> tuple[str, str]:
     """The Git identity (name, e-mail) a user's pushed commits must carry: their gitmem name and id."""
     return user_name or user_id, f"{user_id}@user.gitmem"
+
+
+def git_identity(user_id: str, user_name: str, emails: list[str]) -> tuple[str, str]:
+    """The identity to commit as (what ``gitmem clone`` configures): the first address the user
+    registered, else gitmem's own identity for them."""
+    name, email = pusher_identity(user_id, user_name)
+    return name, emails[0] if emails else email

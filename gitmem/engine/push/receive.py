@@ -46,6 +46,7 @@ import pygit2
 
 from gitmem import ids
 from gitmem.engine.catalog.catalog import Catalog
+from gitmem.engine.catalog.user_emails import UserEmails
 from gitmem.engine.index.store_index import StoreIndex
 from gitmem.engine.push.check import MAX_REASONS, ZERO, NoteState, PushCheck
 from gitmem.engine.push.notes import STALE_SPOOL_SECONDS, settle_spool, write_spool
@@ -189,7 +190,8 @@ def pre_receive(
     except Refused as refused:
         return [str(refused)]
     now = (clock or (lambda: dt.datetime.now(dt.UTC)))()
-    verdict = PushCheck(repo, info, policy, push.user_id, decode, now, user_name).run(old, new, notes)
+    emails = frozenset(UserEmails(catalog).of_user(push.user_id))
+    verdict = PushCheck(repo, info, policy, push.user_id, decode, now, user_name, emails).run(old, new, notes)
     if verdict.reasons:
         return verdict.reasons
     write_spool(repo, push.store_id, push.user_id, old, new, verdict)

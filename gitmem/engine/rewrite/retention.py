@@ -233,11 +233,15 @@ def prune_all(
     progress: Callable[[StoreInfo, PruneReport], None] | None = None,
     workspace_id: str | None = None,
     lock_timeout: float = 60.0,
+    stop: threading.Event | None = None,
 ) -> list[PruneReport]:
     """Apply retention to every store of the home (or of one workspace). One store's failure is
-    reported in its :class:`PruneReport` and does not stop the others."""
+    reported in its :class:`PruneReport` and does not stop the others; ``stop`` set ends the round
+    after the store in progress (a stopping server)."""
     reports = []
     for info in gm.all_stores():
+        if stop is not None and stop.is_set():
+            break
         if workspace_id is not None and info.workspace_id != workspace_id:
             continue
         try:
@@ -301,6 +305,10 @@ class PruneScheduler:
         self._thread.start()
         return self
 
+    def signal_stop(self) -> None:
+        """Ask the thread to stop after the store it is pruning (the round ends there); :meth:`stop` waits."""
+        self._stop.set()
+
     def stop(self, timeout: float | None = None) -> None:
         self._stop.set()
         if self._thread is not None:
@@ -314,7 +322,7 @@ class PruneScheduler:
         with holding(db, "prune") as held:
             if not held or not claim_round(db, "prune", self.interval, self.owner):
                 return None
-            reports = prune_all(self.gm)
+            reports = prune_all(self.gm, stop=self._stop)
         self.rounds += 1
         if self.on_reports is not None:
             self.on_reports(reports)

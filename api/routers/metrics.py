@@ -1,0 +1,116 @@
+"""``GET /metrics``: the node's metrics in Prometheus' text format (docs/deploy.md, "Metrics").
+
+Off (404) unless ``GITMEM_METRICS_TOKEN`` is set; then a scrape sends that token as ``Authorization:
+Bearer``. A token of its own rather than an admin key: a key belongs to one workspace, and these
+counts are the whole node's, every workspace's traffic together.
+
+A scrape shows the instruments of :mod:`gitmem.metrics` (every worker's, added up from the files of
+the multi-process folder, so whichever worker answers gives the same set) and what is read at the
+moment of the scrape: the webhook outbox's backlog, dreams by status, the home's free disk. Those last
+are the home's (the cluster's, on PostgreSQL): every node reports the same values, so aggregate them
+with ``max``, not ``sum``.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from gitmem.api.deps import request_secret
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from gitmem import metrics
+from gitmem.agents.dreams.dreams import dreams_for
+from gitmem.clock import to_micros
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.readiness import disk_space
+from gitmem.errors import AuthenticationFailed
+from gitmem.webhooks.delivery import backlog
+
+log = logging.getLogger("gitmem.api")
+router = APIRouter(include_in_schema=False)
+
+
+@router.get("/metrics")
+def scrape(request: Request) -> Response:
+    token: str | None = request.app.state.settings.metrics_token
+    if not token or not metrics.enabled():
+        raise StarletteHTTPException(404)
+    secret = request_secret(request.headers)
+    if secret is None or not hmac.compare_digest(secret.encode(), token.encode()):
+        raise AuthenticationFailed("/metrics needs the metrics token: send Authorization: Bearer <token>")
+    from prometheus_client import CONTENT_TYPE_LATEST
+
+    return Response(render(request.app.state.gm), media_type=CONTENT_TYPE_LATEST)
+
+
+def render(gm: Gitmem) -> bytes:
+    """One scrape: every process's instruments and the home's state, in the text format."""
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    metrics.sample_process()  # this process's own gauges, fresh; the others refresh theirs on a timer
+    registry = CollectorRegistry(auto_describe=False)
+    folder = metrics.multiprocess_dir()
+    if folder is not None:
+        MultiProcessCollector(registry, str(folder))
+    else:
+        registry.register(_ThisProcess())
+    registry.register(_HomeState(gm))
+    return generate_latest(registry)
+
+
+class _ThisProcess:
+    """The instruments of this process alone (no multi-process folder: one server process)."""
+
+    def collect(self) -> Iterator[Any]:
+        yield from metrics.registry().collect()
+
+
+class _HomeState:
+    """What a scrape reads from the home: each part on its own, so a catalog that does not answer costs
+    its families, not the scrape."""
+
+    def __init__(self, gm: Gitmem) -> None:
+        self.gm = gm
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        try:
+            waiting = backlog(self.gm)
+            depth = GaugeMetricFamily(
+                "gitmem_webhook_outbox_depth", "Webhook deliveries waiting (neither made nor given up)."
+            )
+            depth.add_metric([], waiting.depth)
+            yield depth
+            oldest = GaugeMetricFamily(
+                "gitmem_webhook_outbox_oldest_age_seconds", "Age of the oldest event still waiting for delivery."
+            )
+            age = 0.0 if waiting.oldest_micros is None else (to_micros(self.gm.clock()) - waiting.oldest_micros) / 1e6
+            oldest.add_metric([], max(0.0, age))
+            yield oldest
+        except Exception:
+            log.warning("/metrics: the webhook outbox could not be read", exc_info=True)
+        try:
+            counts = dreams_for(self.gm).count_by_status()
+            dreams = GaugeMetricFamily("gitmem_dreams", "Dreams of the home, by status.", labels=["status"])
+            for status, count in counts.items():
+                dreams.add_metric([status], count)
+            yield dreams
+        except Exception:
+            log.warning("/metrics: the dreams could not be counted", exc_info=True)
+        try:
+            space = disk_space(self.gm.home)
+        except OSError:
+            log.warning("/metrics: the home's disk could not be measured", exc_info=True)
+            return
+        free = GaugeMetricFamily("gitmem_home_disk_free_bytes", "Bytes free on the home's file system.")
+        free.add_metric([], space.free_bytes)
+        yield free
+        total = GaugeMetricFamily("gitmem_home_disk_size_bytes", "Size of the home's file system.")
+        total.add_metric([], space.total_bytes)
+        yield total

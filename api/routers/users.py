@@ -1,0 +1,63 @@
+"""``/v1/users/me``: the person a user token stands for, and the Git addresses they commit with.
+
+- ``GET    /v1/users/me``                 who they are, their addresses and the Git identity to commit as
+- ``GET    /v1/users/me/emails``          their addresses
+- ``POST   /v1/users/me/emails``          ``{"email": ...}``: register one (409 if another user of the
+  workspace has it)
+- ``DELETE /v1/users/me/emails/{email}``  unregister one
+
+Only a user's token: an API key or a task token gets 403 (an admin registers addresses for a user with
+``gitmem users emails add``). The rule is :mod:`gitmem.engine.catalog.user_emails`'s.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from gitmem.api.deps import Caller, Engine
+from gitmem.api.schemas.memory_stores import ERROR_RESPONSES
+from gitmem.api.schemas.users import (
+    GitIdentity,
+    UserEmailCreate,
+    UserEmailDeleted,
+    UserEmailList,
+    UserEmailOut,
+    UserOut,
+)
+
+from gitmem.banks.profiles import require_user
+from gitmem.engine.catalog.user_emails import UserEmails
+from gitmem.engine.push.check import git_identity
+
+router = APIRouter(prefix="/v1/users/me", tags=["users"], responses=ERROR_RESPONSES)
+
+
+@router.get("", response_model=UserOut, summary="The user this token stands for")
+def get_me(principal: Caller, gm: Engine) -> UserOut:
+    user = gm.catalog.credential(require_user(principal))
+    emails = UserEmails(gm.catalog).of_user(user.id)
+    name, email = git_identity(user.id, user.name, emails)
+    return UserOut(
+        id=user.id,
+        name=user.name,
+        workspace_id=user.workspace_id,
+        emails=emails,
+        git_identity=GitIdentity(name=name, email=email),
+    )
+
+
+@router.get("/emails", response_model=UserEmailList, summary="The Git addresses registered as yours")
+def list_emails(principal: Caller, gm: Engine) -> UserEmailList:
+    user_id = require_user(principal)
+    return UserEmailList(data=[UserEmailOut(email=e, user_id=user_id) for e in UserEmails(gm.catalog).of_user(user_id)])
+
+
+@router.post("/emails", response_model=UserEmailOut, summary="Register a Git address you commit with")
+def add_email(body: UserEmailCreate, principal: Caller, gm: Engine) -> UserEmailOut:
+    added = UserEmails(gm.catalog).add(require_user(principal), body.email)
+    return UserEmailOut(email=added.email, user_id=added.user_id)
+
+
+@router.delete("/emails/{email}", response_model=UserEmailDeleted, summary="Unregister one of your Git addresses")
+def remove_email(email: str, principal: Caller, gm: Engine) -> UserEmailDeleted:
+    UserEmails(gm.catalog).remove(require_user(principal), email)
+    return UserEmailDeleted(email=email.strip().lower())
