@@ -43,6 +43,7 @@ from gitmem.api.routers import (
 from gitmem.api.routers import metrics as metrics_router
 from gitmem.api.routers.git import GitEndpoint
 from gitmem.api.settings import Settings
+from gitmem.api.ui import account_router
 from gitmem.api.ui import router as ui_router
 from gitmem.config.home import open_home
 from gitmem.config.settings import SettingsError, load_settings
@@ -133,6 +134,7 @@ def create_app(gm: Gitmem, settings: Settings | None = None, *, close_on_shutdow
     app.include_router(search.router)
     app.include_router(review.router)
     app.include_router(ui_router)  # the web view at /ui/
+    app.include_router(account_router)
     app.include_router(webhooks.router)
     app.include_router(users.router)
     app.include_router(metrics_router.router)

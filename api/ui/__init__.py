@@ -1,6 +1,10 @@
 """The web view at ``/ui/``: server-rendered pages over the engine for people (no script, nothing
-fetched from elsewhere, so it works on an air-gapped server). ``router`` is mounted by create_app."""
+fetched from elsewhere, so it works on an air-gapped server). create_app mounts ``router`` and
+``account_router``."""
 
-from gitmem.api.ui.pages import router
+from gitmem.api.ui import account, pages
 
-__all__ = ["router"]
+router = pages.router
+account_router = account.router
+
+__all__ = ["account_router", "router"]

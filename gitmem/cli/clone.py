@@ -1,5 +1,6 @@
 """``gitmem clone``: a store (or a profile's bank) cloned with Git, the token kept for Git's credential
-helper, and for an encrypted store the key and the filter set up. For anyone with a token and Git.
+helper, the user's identity set (so their commits push as theirs), and for an encrypted store the key
+and the filter set up. For anyone with a token and Git.
 """
 
 from __future__ import annotations
@@ -75,6 +76,23 @@ def _write_private(path: Path, text: str) -> None:
         os.close(fd)
 
 
+def _set_identity(directory: Path, server: str, token: str) -> None:
+    """The clone commits as the token's user (``GET /v1/users/me``: their first registered address,
+    else gitmem's own for them), so their pushes are accepted as theirs. A key or a task's token is no
+    person: the clone is left to the machine's identity."""
+    try:
+        with httpx.Client(base_url=server, headers={"Authorization": f"Bearer {token}"}, timeout=30) as client:
+            response = client.get("/v1/users/me")
+    except httpx.HTTPError:
+        return
+    if response.status_code != 200:
+        return
+    identity = response.json().get("git_identity") or {}
+    if identity.get("name") and identity.get("email"):
+        _git(["config", "--local", "user.name", identity["name"]], cwd=directory)
+        _git(["config", "--local", "user.email", identity["email"]], cwd=directory)
+
+
 def clone_store(
     target: str,
     directory: Path | None = None,
@@ -113,6 +131,8 @@ def clone_store(
         _git(["config", "--local", "--add", f"credential.{server}.helper", CREDENTIAL_HELPER], cwd=directory)
         if token and save_token:
             _write_private(git_dir / TOKEN_FILE, token + "\n")
+        if token:
+            _set_identity(directory, server, token)
     if key_text is not None:
         from gitmem.git.crypt_filter import configure_clone
 
