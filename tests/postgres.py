@@ -74,6 +74,14 @@ class Cluster:
     def url(self, database: str = "postgres") -> str:
         return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/{database}"
 
+    @property
+    def _options(self) -> str:
+        return (
+            f"-c port={self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.socket_dir}"
+            " -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+            " -c shared_buffers=32MB"
+        )
+
     def _run(self, *args: str) -> subprocess.CompletedProcess[str]:
         command = [str(self.bindir / args[0]), *args[1:]]
         if os.geteuid() == 0:
@@ -90,13 +98,8 @@ class Cluster:
         )
         if done.returncode:
             raise RuntimeError(f"initdb failed: {done.stderr or done.stdout}")
-        options = (
-            f"-c port={self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.socket_dir}"
-            " -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
-            " -c shared_buffers=32MB"
-        )
         log = self.root / "server.log"
-        done = self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l", str(log), "-w", "-t", "60", "start")
+        done = self._run("pg_ctl", "-D", str(self.data), "-o", self._options, "-l", str(log), "-w", "-t", "60", "start")
         if done.returncode:
             text = log.read_text(errors="replace") if log.exists() else ""
             raise RuntimeError(f"pg_ctl start failed: {done.stderr or done.stdout}\n{text[-2000:]}")
@@ -105,6 +108,19 @@ class Cluster:
     def stop(self) -> None:
         self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
         shutil.rmtree(self.root, ignore_errors=True)
+
+    def pause(self) -> None:
+        """Stop the server, keeping its data, as an outage would (a fast shutdown: clients are cut off)."""
+        done = self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+        if done.returncode:
+            raise RuntimeError(f"pg_ctl stop failed: {done.stderr or done.stdout}")
+
+    def resume(self) -> None:
+        """Start the paused server again, on the same port with the same data."""
+        log = self.root / "server.log"
+        done = self._run("pg_ctl", "-D", str(self.data), "-o", self._options, "-l", str(log), "-w", "-t", "60", "start")
+        if done.returncode:
+            raise RuntimeError(f"pg_ctl start failed: {done.stderr or done.stdout}")
 
     def sql(self, statement: str, database: str = "postgres") -> None:
         import psycopg
