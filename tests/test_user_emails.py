@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from gitmem.engine.catalog.catalog import Workspace
-from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.catalog.user_emails import MAX_EMAILS_PER_USER, UserEmails
+from gitmem.engine.gitmem import Gitmem
 from gitmem.errors import Conflict, InvalidRequest, NotFound
 
 
