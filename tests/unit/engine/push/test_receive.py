@@ -20,6 +20,7 @@ import pytest
 
 from gitmem import ids
 from gitmem.config.handoff import checked_for
+from gitmem.engine.catalog.user_emails import UserEmails
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.push import check as push_check
 from gitmem.engine.push import notes as push_notes
@@ -459,6 +460,25 @@ def test_a_commit_must_name_its_pusher_as_author_and_committer(
     assert world.push().returncode == 0
     log = world.git("log", "-1", "--format=%an <%ae> / %cn <%ce>").stdout.strip()
     assert log == f"sam <{world.user_id}@user.gitmem> / sam <{world.user_id}@user.gitmem>"
+
+
+def test_a_registered_address_pushes_as_its_user_under_any_name(world: Pusher) -> None:
+    as_sam = {
+        "GIT_AUTHOR_NAME": "Sam Doe",
+        "GIT_AUTHOR_EMAIL": "Sam@Example.com",
+        "GIT_COMMITTER_NAME": "Sam Doe",
+        "GIT_COMMITTER_EMAIL": "sam@example.com",
+    }
+    world.write("people/sam.md", "Sam likes coffee now.\n")
+    world.git("add", "-A")
+    world.git("commit", "-q", "-m", "coffee", env=as_sam)
+    refused = world.push()  # not registered yet: the refusal says how to make it theirs
+    _assert_refused(world, refused, "is not you, the pusher", "If Sam@Example.com is your address, register it")
+    assert f"gitmem users emails add {world.user_id} Sam@Example.com" in refused.stderr
+    UserEmails(world.gm.catalog).add(world.user_id, "sam@example.com")
+    assert world.push().returncode == 0
+    newest = world.store.versions(limit=1).items[0]
+    assert newest.created_by == Actor("user_actor", world.user_id)
 
 
 def test_one_bad_commit_refuses_the_whole_push(unchanged: Pusher) -> None:
