@@ -22,7 +22,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.http import Server, _start, _wait_healthy, cpu_seconds, create_store, drive, read_jobs, Writer
+from bench.http import Server, Writer, _start, _wait_healthy, cpu_seconds, create_store, drive, read_jobs
 
 TOKEN = "bench-metrics-token"
 VARIANTS: dict[str, dict[str, str]] = {
@@ -90,7 +90,9 @@ def main(argv: list[str] | None = None) -> int:
             scraped = servers[1]
             before = cpu_seconds(scraped.proc.pid)
             for _ in range(20):
-                httpx.get(f"{scraped.base_url}/metrics", headers={"authorization": f"Bearer {TOKEN}"}).raise_for_status()
+                httpx.get(
+                    f"{scraped.base_url}/metrics", headers={"authorization": f"Bearer {TOKEN}"}
+                ).raise_for_status()
             after = cpu_seconds(scraped.proc.pid)
             if before is not None and after is not None:
                 print(f"one scrape of /metrics: {(after - before).own / 20 * 1e3:.2f} ms of server CPU")

@@ -142,6 +142,20 @@ def _catalog_on_postgres(request: pytest.FixtureRequest, monkeypatch: pytest.Mon
         monkeypatch.setattr(Gitmem, "__init__", on_postgres)
 
 
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 16 MiB tmpfs: a real file system that really fills (mounting one needs root, as CI runs)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root (CI runs as root)")
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mount)], check=True)
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=True)
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def database_url(request: pytest.FixtureRequest) -> str | None:
     """Run the test on each engine: ``None`` (SQLite in the home) or a fresh PostgreSQL database."""

@@ -7,9 +7,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -47,20 +45,6 @@ def test_ready_until_postgresql_stops_and_again_once_it_is_back(tmp_path: Path, 
             assert time.monotonic() < deadline, "not ready again after PostgreSQL came back"
             time.sleep(0.2)
     gm.close()
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 16 MiB tmpfs: a real file system that really fills (mounting one needs root, as CI runs)."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root (CI runs as root)")
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mount)], check=True)
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=True)
 
 
 def test_unready_while_the_disk_is_nearly_full(small_disk: Path) -> None:
