@@ -29,6 +29,7 @@ access_log = logging.getLogger(ACCESS_LOGGER)
 _REQUEST_ID = REQUEST_ID_HEADER.encode()
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 UNMATCHED = "unmatched"  # the route of a request no route matched: any path, one series
+DRAINED = "drained"  # the route of a request a draining process answered 503 without routing it
 
 
 class BodyTooLarge(StarletteHTTPException):
@@ -99,6 +100,7 @@ class RequestContextMiddleware:
             body = json.dumps(envelope("api_error", "this server is stopping; retry the request", request_id)).encode()
             headers = error_headers(request_id, retryable=True, retry_after=RETRY_AFTER_SECONDS)
             await _send(send, 503, body, headers | {"connection": "close"})
+            scope["state"]["drained"] = True
             return 503
 
         # Raw header and path checks: this runs on every request, so no Headers objects or regex loop.
@@ -149,7 +151,7 @@ class RequestContextMiddleware:
     def _observe(self, scope: Scope, state: dict[str, Any], request_id: str, status: int, seconds: float) -> None:
         method = scope.get("method", "")
         method = method if method in _METHODS else "other"
-        route = route_template(scope)
+        route = DRAINED if state.get("drained") else route_template(scope)
         if metrics.enabled():
             metrics.REQUESTS.labels(method, route, str(status)).inc()
             metrics.REQUEST_SECONDS.labels(method, route).observe(seconds)
