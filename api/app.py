@@ -69,7 +69,7 @@ def create_app(gm: Gitmem, settings: Settings | None = None, *, close_on_shutdow
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         drain: Drain = app.state.drain
         drain.install(settings.drain_seconds)
-        sampler = asyncio.create_task(_sample_process()) if metrics.enabled() else None
+        sampler = asyncio.create_task(_sample_process(gm)) if metrics.enabled() else None
         pruner = None
         if settings.prune_interval_seconds > 0:
             pruner = PruneScheduler(gm, settings.prune_interval_seconds, on_reports=app.state.retention.record).start()
@@ -164,10 +164,10 @@ def create_app(gm: Gitmem, settings: Settings | None = None, *, close_on_shutdow
     return app
 
 
-async def _sample_process() -> None:
+async def _sample_process(gm: Gitmem) -> None:
     """Refresh this process's own gauges now and then (a scrape may be answered by another worker)."""
     while True:
-        metrics.sample_process()
+        metrics_router.sample(gm)
         await asyncio.sleep(SAMPLE_SECONDS)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -52,7 +53,7 @@ def render(gm: Gitmem) -> bytes:
     from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.multiprocess import MultiProcessCollector
 
-    metrics.sample_process()  # this process's own gauges, fresh; the others refresh theirs on a timer
+    sample(gm)  # this process's own gauges, fresh; the other workers refresh theirs on a timer
     registry = CollectorRegistry(auto_describe=False)
     folder = metrics.multiprocess_dir()
     if folder is not None:
@@ -61,6 +62,26 @@ def render(gm: Gitmem) -> bytes:
         registry.register(_ThisProcess())
     registry.register(_HomeState(gm))
     return generate_latest(registry)
+
+
+_evictions_seen = 0
+_sampling = threading.Lock()  # the sampler task and a scrape's thread may look at once
+
+
+def sample(gm: Gitmem) -> None:
+    """Refresh this process's gauges: its free descriptors, and the stores it holds open with the
+    evictions since the last look, from the pool of open stores where the engine has one
+    (``Gitmem.open_stores()``, issue 27's bounded cache)."""
+    global _evictions_seen
+    metrics.sample_process()
+    open_stores = getattr(gm, "open_stores", None)
+    if not callable(open_stores):
+        return
+    with _sampling:
+        stats = open_stores()
+        metrics.OPEN_STORES.set(stats.open_stores)
+        metrics.STORE_EVICTIONS.inc(max(0, stats.evictions - _evictions_seen))
+        _evictions_seen = max(_evictions_seen, stats.evictions)
 
 
 class _ThisProcess:
