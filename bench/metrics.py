@@ -8,7 +8,8 @@ metrics on with ``GITMEM_LOG_FORMAT=json`` (one access line a request, to a file
 drive each in turn, the order rotating every round: writes (8 clients, one store each) and reads of a
 note (8 clients). What is compared is each server's CPU time per request (its workers included),
 which a busy machine disturbs far less than wall time, as a ratio to the server with metrics off;
-then the CPU of one scrape of ``/metrics`` after the run.
+then the CPU of one scrape of ``/metrics`` after the run, and what the request counter and latency
+histogram alone cost a request (in the benchmark's process), against a read's CPU.
 """
 
 from __future__ import annotations
@@ -51,6 +52,20 @@ def _cpu_per_request(server: Server, clients: int, jobs: list[Callable[[httpx.Cl
     if before is None or after is None:
         raise SystemExit("this benchmark reads /proc (Linux)")
     return (after - before).own / len(jobs)
+
+
+def _instruments_per_request(folder: Path, count: int = 50_000) -> float:
+    """Seconds of CPU the request counter and latency histogram cost a request, in this process."""
+    from gitmem import metrics
+
+    folder.mkdir()
+    metrics.enable(folder)
+    route = "/v1/memory_stores/{memory_store_id}/memories/{memory_id}"
+    began = time.process_time()
+    for _ in range(count):
+        metrics.REQUESTS.labels("GET", route, "200").inc()
+        metrics.REQUEST_SECONDS.labels("GET", route).observe(0.0004)
+    return (time.process_time() - began) / count
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -96,6 +111,12 @@ def main(argv: list[str] | None = None) -> int:
             after = cpu_seconds(scraped.proc.pid)
             if before is not None and after is not None:
                 print(f"one scrape of /metrics: {(after - before).own / 20 * 1e3:.2f} ms of server CPU")
+            per_request = _instruments_per_request(tmp / "instruments")
+            read_cpu = statistics.median(costs[("reads", "off")])
+            print(
+                f"the middleware's two instruments alone (multi-process mode): {per_request * 1e6:.1f} us a request,"
+                f" {per_request / read_cpu:.1%} of a read's server CPU"
+            )
         finally:
             for s in servers:
                 s.proc.terminate()
