@@ -17,8 +17,8 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from gitmem.agents.dreams.runner import DreamRunner
 from gitmem import json_log, metrics
+from gitmem.agents.dreams.runner import DreamRunner
 from gitmem.api import errors, mcp
 from gitmem.api.deps import PUBLIC_PATHS, SECURITY_SCHEMES
 from gitmem.api.draining import Drain

@@ -10,6 +10,10 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from gitmem import metrics
 from gitmem.api.draining import PROBE_PATHS, RETRY_AFTER_SECONDS, Drain
 from gitmem.api.errors import (
     REQUEST_ID_HEADER,
@@ -18,10 +22,6 @@ from gitmem.api.errors import (
     internal_error_body,
     new_request_id,
 )
-from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
-from gitmem import metrics
 from gitmem.json_log import ACCESS_LOGGER
 
 log = logging.getLogger("gitmem.api")

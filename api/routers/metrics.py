@@ -20,11 +20,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
-from gitmem.api.deps import request_secret
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gitmem import metrics
 from gitmem.agents.dreams.dreams import dreams_for
+from gitmem.api.deps import request_secret
 from gitmem.clock import to_micros
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.readiness import disk_space

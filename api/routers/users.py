@@ -13,8 +13,9 @@ Only a user's token: an API key or a task token gets 403 (an admin registers add
 from __future__ import annotations
 
 from fastapi import APIRouter
+
 from gitmem.api.deps import Caller, Engine
-from gitmem.api.schemas.memory_stores import ERROR_RESPONSES
+from gitmem.api.schemas.common import ERROR_RESPONSES
 from gitmem.api.schemas.users import (
     GitIdentity,
     UserEmailCreate,
@@ -23,7 +24,6 @@ from gitmem.api.schemas.users import (
     UserEmailOut,
     UserOut,
 )
-
 from gitmem.banks.profiles import require_user
 from gitmem.engine.catalog.user_emails import UserEmails
 from gitmem.engine.push.check import git_identity

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from typing import Literal
 
-from gitmem.api.schemas.memory_stores import _In, _Out
 from pydantic import Field
 
+from gitmem.api.schemas.common import InModel, OutModel
 
-class GitIdentity(_Out):
+
+class GitIdentity(OutModel):
     """What ``git config user.name`` and ``user.email`` should say for a push to be theirs."""
 
     name: str
     email: str
 
 
-class UserOut(_Out):
+class UserOut(OutModel):
     type: Literal["user"] = "user"
     id: str
     name: str
@@ -24,20 +25,20 @@ class UserOut(_Out):
     git_identity: GitIdentity
 
 
-class UserEmailCreate(_In):
+class UserEmailCreate(InModel):
     email: str = Field(description="An address you commit with (git config user.email)", max_length=1000)
 
 
-class UserEmailOut(_Out):
+class UserEmailOut(OutModel):
     type: Literal["user_email"] = "user_email"
     email: str
     user_id: str
 
 
-class UserEmailList(_Out):
+class UserEmailList(OutModel):
     data: list[UserEmailOut]
 
 
-class UserEmailDeleted(_Out):
+class UserEmailDeleted(OutModel):
     type: Literal["user_email_deleted"] = "user_email_deleted"
     email: str

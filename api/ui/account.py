@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
 from gitmem.api.deps import Engine
 from gitmem.api.ui.session import Session, UiRoute, page
-
 from gitmem.banks.profiles import require_user
 from gitmem.engine.catalog.user_emails import UserEmails
 from gitmem.engine.push.check import git_identity

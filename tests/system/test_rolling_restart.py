@@ -21,7 +21,7 @@ from pathlib import Path
 import anthropic
 import httpx2
 
-from tests.conftest import make_test_home
+from tests.apps import make_test_home
 from tests.server import REPO_ROOT, free_port, wait_healthy
 
 WRITERS = 8
@@ -110,17 +110,18 @@ def test_a_rolling_restart_loses_no_write_and_answers_no_5xx_but_draining_503s(t
             max_retries=6,
             http_client=httpx2.Client(transport=transport, timeout=30),
         )
-        for n in itertools.count():
-            if stop.is_set():
-                return
-            path = f"/writer-{number}/{n}.md"
-            try:
-                memory = client.beta.memory_stores.memories.create(store_id, path=path, content=f"note {n}")
-            except BaseException as exc:  # noqa: BLE001 - any failure fails the test, below
-                failures.append(exc)
-                return
-            with lock:
-                written.append((memory.id, path))
+        with client:
+            for n in itertools.count():
+                if stop.is_set():
+                    return
+                path = f"/writer-{number}/{n}.md"
+                try:
+                    memory = client.beta.memory_stores.memories.create(store_id, path=path, content=f"note {n}")
+                except BaseException as exc:  # noqa: BLE001 - any failure fails the test, below
+                    failures.append(exc)
+                    return
+                with lock:
+                    written.append((memory.id, path))
 
     threads = [threading.Thread(target=writer, args=(n,)) for n in range(WRITERS)]
     for thread in threads:
@@ -144,5 +145,6 @@ def test_a_rolling_restart_loses_no_write_and_answers_no_5xx_but_draining_503s(t
         assert len(written) == len(set(written))
         assert {memory_id: path for memory_id, path in written}.items() <= listed.items()
     finally:
+        admin.close()
         for node in nodes:
             node.stop()

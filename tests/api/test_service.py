@@ -14,7 +14,7 @@ import pytest
 
 from gitmem.engine.gitmem import Gitmem
 from tests import postgres
-from tests.conftest import QUIET, TestHome, in_process, make_test_home
+from tests.apps import QUIET, TestHome, in_process, make_test_home
 
 MIB = 1 << 20
 TOKEN = "metrics-token-0123456789"
@@ -22,7 +22,7 @@ TOKEN = "metrics-token-0123456789"
 
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> TestHome:
-    return make_test_home(tmp_path_factory.mktemp("service") / "home", fsync=False)
+    return make_test_home(tmp_path_factory.mktemp("service") / "home", fsync="never")
 
 
 def test_ready_until_postgresql_stops_and_again_once_it_is_back(tmp_path: Path, pg_cluster: postgres.Cluster) -> None:
@@ -48,7 +48,7 @@ def test_ready_until_postgresql_stops_and_again_once_it_is_back(tmp_path: Path, 
 
 
 def test_unready_while_the_disk_is_nearly_full(small_disk: Path) -> None:
-    home = make_test_home(small_disk / "home", fsync=False)
+    home = make_test_home(small_disk / "home", fsync="never")
     with in_process(home.path, dataclasses.replace(QUIET, ready_min_free_bytes=4 * MIB)) as app:
         client = app.http()
         assert client.get("/readyz").status_code == 200

@@ -272,10 +272,15 @@ def test_the_json_log_holds_no_secret_query_or_content(served: Served, load: Loa
 
 
 def test_a_person_pushes_with_the_address_they_registered(served: Served, load: Load, tmp_path: Path) -> None:
-    sam = httpx.Client(base_url=served.base_url, headers={"authorization": f"Bearer {served.user}"})
-    kim = httpx.Client(base_url=served.base_url, headers={"authorization": f"Bearer {served.other_user}"})
-    sam.post("/v1/users/me/emails", json={"email": "sam@example.com"}).raise_for_status()
-    assert kim.post("/v1/users/me/emails", json={"email": "SAM@example.com"}).status_code == 409
+    def as_user(token: str) -> httpx.Response:
+        return httpx.post(
+            f"{served.base_url}/v1/users/me/emails",
+            json={"email": "sam@example.com"},
+            headers={"authorization": f"Bearer {token}"},
+        )
+
+    as_user(served.user).raise_for_status()
+    assert as_user(served.other_user).status_code == 409  # nobody else may claim it
     url = f"{served.base_url}/v1/memory_stores/{load.store_id}.git"
     env = client_environment("Sam Doe", "sam@example.com") | {
         "GIT_CONFIG_COUNT": "1",
@@ -295,10 +300,10 @@ def test_a_person_pushes_with_the_address_they_registered(served: Served, load: 
     git("commit", "-qm", "a note of my own", cwd=work)
     git("push", "-q", "origin", "HEAD:main", cwd=work)
     assert git("log", "-1", "--format=%an <%ae>", cwd=work).strip() == "Sam Doe <sam@example.com>"
-    admin = httpx.Client(base_url=served.base_url, headers={"x-api-key": served.admin})
-    notes = admin.get(f"/v1/memory_stores/{load.store_id}/memories").json()["data"]
-    pushed = next(note for note in notes if note["path"] == "/sam.md")
-    versions = admin.get(f"/v1/memory_stores/{load.store_id}/memory_versions", params={"memory_id": pushed["id"]})
+    with httpx.Client(base_url=served.base_url, headers={"x-api-key": served.admin}) as admin:
+        notes = admin.get(f"/v1/memory_stores/{load.store_id}/memories").json()["data"]
+        pushed = next(note for note in notes if note["path"] == "/sam.md")
+        versions = admin.get(f"/v1/memory_stores/{load.store_id}/memory_versions", params={"memory_id": pushed["id"]})
     assert versions.json()["data"][0]["created_by"] == {"type": "user_actor", "user_id": served.user_id}
     # gitmem clone sets that identity in a clone of its own.
     cloned = clone_store(load.store_id, tmp_path / "cloned", base_url=served.base_url, token=served.user)
