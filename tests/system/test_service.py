@@ -76,6 +76,7 @@ class Served:
     user: str
     other_user: str
     secrets: list[str]
+    prometheus_port: int | None  # a real Prometheus scraping the server, if installed
 
 
 @pytest.fixture(scope="module")
@@ -99,8 +100,10 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     }
     proc = start_gitmem_serve(port, env, log, "--workers", "2")
     base_url = f"http://127.0.0.1:{port}"
+    prometheus = None
     try:
         wait_healthy(proc, base_url, log=lambda: log.read_text(errors="replace")[-4000:])
+        prometheus = _start_prometheus(tmp / "prometheus", base_url)  # it starts up while the load runs
         admin = (home / "admin.key").read_text().strip()
         gm = Gitmem.open(home)
         workspace = gm.catalog.workspace_by_name("default")
@@ -108,12 +111,44 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         sam, sam_token = gm.catalog.create_user(workspace.id, "Sam")
         _, kim_token = gm.catalog.create_user(workspace.id, "Kim")
         gm.close()
+        secrets = [admin, sam_token, kim_token, TOKEN]
         yield Served(
-            base_url, home, log, metrics_dir, admin, sam.id, sam_token, kim_token, [admin, sam_token, kim_token, TOKEN]
+            base_url, home, log, metrics_dir, admin, sam.id, sam_token, kim_token, secrets, prometheus and prometheus[1]
         )
     finally:
+        if prometheus is not None:
+            prometheus[0].terminate()
+            prometheus[0].wait(timeout=10)
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def _start_prometheus(folder: Path, base_url: str) -> tuple[subprocess.Popen[bytes], int] | None:
+    """Debian's prometheus on loopback, scraping the server every 250 ms with the metrics token."""
+    binary = shutil.which("prometheus")
+    if binary is None:
+        return None
+    folder.mkdir()
+    (folder / "token").write_text(TOKEN)
+    (folder / "prometheus.yml").write_text(
+        "global: {scrape_interval: 250ms}\n"
+        "scrape_configs:\n"
+        "  - job_name: gitmem\n"
+        f"    authorization: {{credentials_file: {folder / 'token'}}}\n"
+        f"    static_configs: [{{targets: ['{base_url.removeprefix('http://')}']}}]\n"
+    )
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            binary,
+            f"--config.file={folder / 'prometheus.yml'}",
+            f"--storage.tsdb.path={folder / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    return proc, port
 
 
 def scrape(served: Served) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -216,47 +251,24 @@ def test_metrics_show_what_the_load_did_across_both_workers(served: Served, load
     assert sum(per_worker.values()) == HAMMER
 
 
-def test_a_real_prometheus_scrapes_it(served: Served, load: Load, tmp_path: Path) -> None:
-    binary = shutil.which("prometheus")
-    if binary is None:
+def test_a_real_prometheus_scrapes_it(served: Served, load: Load) -> None:
+    if served.prometheus_port is None:
         pytest.skip("Debian's prometheus is not installed (`make prometheus` installs it; CI does)")
-    (tmp_path / "token").write_text(TOKEN)
-    (tmp_path / "prometheus.yml").write_text(
-        "global: {scrape_interval: 250ms}\n"
-        "scrape_configs:\n"
-        "  - job_name: gitmem\n"
-        f"    authorization: {{credentials_file: {tmp_path / 'token'}}}\n"
-        f"    static_configs: [{{targets: ['{served.base_url.removeprefix('http://')}']}}]\n"
-    )
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            binary,
-            f"--config.file={tmp_path / 'prometheus.yml'}",
-            f"--storage.tsdb.path={tmp_path / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    api = f"http://127.0.0.1:{served.prometheus_port}/api/v1/query"
     query = f'sum(gitmem_http_requests_total{{route="{NOTE_ROUTE}",status="409"}})'
-    try:
-        deadline, answer = time.monotonic() + 30, None
-        while time.monotonic() < deadline:
-            try:
-                body = httpx.get(f"http://127.0.0.1:{port}/api/v1/query", params={"query": query}, timeout=2).json()
-                if body["data"]["result"]:
-                    answer = body["data"]["result"][0]["value"][1]
-                    break
-            except (httpx.HTTPError, ValueError, KeyError):
-                pass
-            time.sleep(0.25)
-        assert answer == "1", f"Prometheus answered {answer!r}"
-        up = httpx.get(f"http://127.0.0.1:{port}/api/v1/query", params={"query": 'up{job="gitmem"}'}).json()
-        assert up["data"]["result"][0]["value"][1] == "1"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    deadline, answer = time.monotonic() + 30, None
+    while time.monotonic() < deadline:
+        try:
+            body = httpx.get(api, params={"query": query}, timeout=2).json()
+            if body["data"]["result"]:
+                answer = body["data"]["result"][0]["value"][1]
+                break
+        except (httpx.HTTPError, ValueError, KeyError):
+            pass
+        time.sleep(0.1)
+    assert answer == "1", f"Prometheus answered {answer!r}"
+    up = httpx.get(api, params={"query": 'up{job="gitmem"}'}).json()
+    assert up["data"]["result"][0]["value"][1] == "1"
 
 
 def test_the_json_log_holds_no_secret_query_or_content(served: Served, load: Load) -> None:
