@@ -10,7 +10,7 @@
    commit is durable, as always; a write that had not reached its batch when the wait ran out is
    never applied, since a commit is durable before ``main`` moves (the engine's promise of a crash).
 3. Then the app's lifespan ends: the webhook lease is released (another process takes over delivery at
-   once rather than after the lease lapses), the dream runner hands back a dream it was running, the
+   once rather than after the lease lapses), a dream still running is failed at once (not left for its time limit), the
    retention schedule stops, each within what remains of the stop's bound.
 
 A second SIGTERM, or SIGINT (Ctrl-C), skips the wait of step 2. uvicorn installs its signal handlers
