@@ -599,3 +599,22 @@ def test_a_dreamer_that_cannot_start_fails_the_dream_not_the_runner(
     assert DreamRunner(gm, dreamer(from_environment())).run_pending() == 1  # no dream is left "running"
     done = dreams_for(gm).get(workspace.id, dream.id)
     assert done.status == "failed" and done.error_type == "internal_error"
+
+
+def test_a_runner_stopping_mid_dream_fails_it_at_once(gm: Gitmem, workspace: Workspace, store_info: StoreInfo) -> None:
+    started, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        started.set()
+        release.wait(30)
+
+    dream = make(gm, workspace, store_info.id)
+    runner = DreamRunner(gm, Hook(hold), poll_interval=0.01).start()
+    assert started.wait(30)
+    runner.stop(timeout=0.1)  # a stopping server's bound: the dream cannot finish within it
+    stopped = dreams_for(gm).get(workspace.id, dream.id)
+    assert stopped.status == "failed" and stopped.error_type == "internal_error"
+    assert "the server stopped while the dream ran" in (stopped.error_message or "")
+    release.set()
+    runner.stop(timeout=30)
+    assert dreams_for(gm).get(workspace.id, dream.id).status == "failed"  # the job did not complete it after
