@@ -26,8 +26,10 @@ from tests.apps import make_test_home
 from tests.server import REPO_ROOT, free_port, wait_healthy
 
 WRITERS = 8
+STOP_BOUND = 0.5 + 3 + 3  # GITMEM_DRAIN_SECONDS + GITMEM_STOP_TIMEOUT + the process's own exit, generously
 NODE_ENV = {
     "GITMEM_DRAIN_SECONDS": "0.5",
+    "GITMEM_STOP_TIMEOUT": "3",
     "GITMEM_RATE_LIMIT_RPS": "0",
     "GITMEM_PRUNE_INTERVAL": "0",
     "GITMEM_DREAM_RUNNER": "off",
@@ -45,7 +47,7 @@ class Node:
         env = {**os.environ, **NODE_ENV, "GITMEM_HOME": str(self.home)}
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
         command = [sys.executable, "-m", "uvicorn", "--factory", "gitmem.api.app:create_app_from_env"]
-        command += ["--port", str(self.port), "--no-access-log", "--timeout-graceful-shutdown", "5"]
+        command += ["--port", str(self.port), "--no-access-log", "--timeout-graceful-shutdown", "3"]
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
 
@@ -139,7 +141,9 @@ def test_a_rolling_restart_loses_no_write_and_answers_no_5xx_but_draining_503s(t
         for number, node in enumerate(nodes):
             if number == len(nodes) - 1:
                 nodes[0].wait_up()
+            began = time.monotonic()
             assert node.stop() in (0, -signal.SIGTERM)
+            assert time.monotonic() - began < STOP_BOUND  # the drain, the wait for writes in flight, a second
             node.start()
         for node in nodes:
             node.wait_up()
