@@ -531,6 +531,7 @@ def test_the_mount_is_client_side() -> None:
         "gitmem.rules",
         "gitmem.rules.paths",
         "gitmem.rules.policy",
+        "gitmem.rules.merge",
     }
     loaded = {m for m in loaded if not m.startswith("gitmem.sync.")}
     assert loaded - allowed == set()
