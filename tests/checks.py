@@ -4,6 +4,7 @@ a refused operation must leave alone (:func:`store_state`, :func:`index_snapshot
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import subprocess
 import threading
 from collections.abc import Callable
@@ -88,6 +89,11 @@ class StoreState:
     versions: tuple[VersionRow, ...]
     loose_objects: int
     refs: str
+
+    def without_conflicts(self) -> StoreState:
+        """The state but for the conflicts kept beside main (a stale precondition is kept there)."""
+        refs = "".join(line for line in self.refs.splitlines(keepends=True) if "\trefs/conflicts/" not in line)
+        return dataclasses.replace(self, refs=refs)
 
 
 def store_state(store: MemoryStore) -> StoreState:

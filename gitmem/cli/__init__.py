@@ -31,6 +31,7 @@ COMMAND_MODULES = {
     "gitmem.cli.dreams": ["dreams"],
     "gitmem.cli.find": ["search", "diff", "restore"],
     "gitmem.cli.review": ["review"],
+    "gitmem.cli.conflicts": ["conflicts"],
     "gitmem.cli.mcp": ["mcp"],
     "gitmem.cli.settings": ["settings"],
     "gitmem.cli.internal": ["hook", "git-filter"],

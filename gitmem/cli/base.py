@@ -187,6 +187,19 @@ def sync_timing(what: str) -> Callable[[F], F]:
     return decorate
 
 
+def default_command(name: str) -> type[click.Group]:
+    """A group whose first argument, when it names no subcommand, goes to ``name``: ``gitmem review STORE``
+    is ``gitmem review show STORE``."""
+
+    class DefaultGroup(click.Group):
+        def resolve_command(self, ctx: click.Context, args: list[str]):  # type: ignore[no-untyped-def]
+            if args and args[0] not in self.commands and not args[0].startswith("-"):
+                args = [name, *args]
+            return super().resolve_command(ctx, args)
+
+    return DefaultGroup
+
+
 def refusals(func: F) -> F:
     """Engine refusals become exit status 1 with the reason on standard error."""
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 from gitmem.agents.review.review import MAX_PENDING_PAGE, Reviews, current_mark, describe_mark
-from gitmem.cli.base import Context, emit_json, main, pass_context, refusals, workspace_option
+from gitmem.cli.base import Context, default_command, emit_json, main, pass_context, refusals, workspace_option
 from gitmem.cli.find import _styled
 from gitmem.clock import iso
 from gitmem.engine.store.diff import unified_lines
@@ -18,16 +18,7 @@ from gitmem.errors import NotFound
 from gitmem.model import Actor
 
 
-class _ShowByDefault(click.Group):
-    """``gitmem review STORE`` is ``gitmem review show STORE``."""
-
-    def resolve_command(self, ctx: click.Context, args: list[str]):  # type: ignore[no-untyped-def]
-        if args and args[0] not in self.commands and not args[0].startswith("-"):
-            args = ["show", *args]
-        return super().resolve_command(ctx, args)
-
-
-@main.group("review", cls=_ShowByDefault)
+@main.group("review", cls=default_command("show"))
 def review() -> None:
     """A steward's review of what was written: STORE (show what is pending), approve, revert, enable,
     disable."""

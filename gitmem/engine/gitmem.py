@@ -28,6 +28,7 @@ from gitmem.db.page_tokens import PageTokens, tokens_for
 from gitmem.durable import Durability, FsyncMode
 from gitmem.engine.catalog.catalog import Catalog
 from gitmem.engine.index.search import forget_store as forget_search_text
+from gitmem.engine.store.conflicts import Conflict as KeptConflict
 from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import ArchivedStore, Conflict, NotFound
 from gitmem.git import repository
@@ -48,6 +49,8 @@ class ChangeListener(Protocol):
     def notes_changed(self, store: MemoryStore, workspace_id: str) -> object: ...
 
     def version_redacted(self, store: MemoryStore, workspace_id: str, version: Version) -> object: ...
+
+    def conflict_kept(self, store: MemoryStore, workspace_id: str, conflict: KeptConflict) -> object: ...
 
 
 class HomeTables:
@@ -303,6 +306,7 @@ class Gitmem:
                 write_guard=lambda: self._check_writable(store_id),
                 on_commit=lambda s: self.tell_notes_changed(s, info.workspace_id),
                 on_redact=lambda s, v: self.tell_version_redacted(s, info.workspace_id, v),
+                on_conflict=lambda s, c: self.tell_conflict_kept(s, info.workspace_id, c),
                 database_url=self.index_database_url,
                 durability=self.durability,
             )
@@ -329,6 +333,10 @@ class Gitmem:
     def tell_version_redacted(self, store: MemoryStore, workspace_id: str, version: Version) -> None:
         for listener in self._listeners:
             listener.version_redacted(store, workspace_id, version)
+
+    def tell_conflict_kept(self, store: MemoryStore, workspace_id: str, conflict: KeptConflict) -> None:
+        for listener in self._listeners:
+            listener.conflict_kept(store, workspace_id, conflict)
 
     def _rotated_since(self, store: MemoryStore) -> bool:
         return getattr(store.codec, "key_id", None) != self.keyring.current(store.id).key_id

@@ -12,6 +12,9 @@ from dataclasses import dataclass, replace
 import pygit2
 
 from gitmem.clock import iso
+from gitmem.git.pack import PackObject
+from gitmem.git.repository import COMMITTER
+from gitmem.git.trees import commit_body, object_id
 from gitmem.model import Actor, Operation
 
 SERVICE = "service"
@@ -37,11 +40,13 @@ class VersionRecord:
         return replace(self, path=None, content_sha256=None, content_size=None, redacted_at=when, redacted_by=by)
 
 
-def _actor_text(actor: Actor | None) -> str:
+def actor_text(actor: Actor | None) -> str:
+    """An actor as a trailer's value; the service itself is ``service``."""
     return actor.trailer() if actor else SERVICE
 
 
-def _parse_time(text: str) -> dt.datetime:
+def parse_time(text: str) -> dt.datetime:
+    """A trailer's time (RFC 3339, ``Z``)."""
     return dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
 
 
@@ -57,12 +62,12 @@ def trailers(record: VersionRecord) -> list[tuple[str, str]]:
         pairs.append(("Content-SHA256", record.content_sha256))
         pairs.append(("Content-Size", str(record.content_size)))
     pairs += [
-        ("Created-By", _actor_text(record.created_by)),
+        ("Created-By", actor_text(record.created_by)),
         ("Created-At", iso(record.created_at)),
         ("Memory-Created-At", iso(record.note_created_at)),
     ]
     if record.redacted_at is not None:
-        pairs += [("Redacted-At", iso(record.redacted_at)), ("Redacted-By", _actor_text(record.redacted_by))]
+        pairs += [("Redacted-At", iso(record.redacted_at)), ("Redacted-By", actor_text(record.redacted_by))]
     return pairs
 
 
@@ -89,7 +94,7 @@ def parse_message(message: str) -> list[VersionRecord]:
                 fields[key.strip()] = value.strip()
         if "Memory-Id" not in fields or "Memory-Version" not in fields:
             continue
-        created_at = _parse_time(fields["Created-At"])
+        created_at = parse_time(fields["Created-At"])
         records.append(
             VersionRecord(
                 memory_id=fields["Memory-Id"],
@@ -100,12 +105,20 @@ def parse_message(message: str) -> list[VersionRecord]:
                 content_size=int(fields["Content-Size"]) if "Content-Size" in fields else None,
                 created_by=Actor.from_trailer(fields.get("Created-By", "")),
                 created_at=created_at,
-                note_created_at=_parse_time(fields.get("Memory-Created-At", fields["Created-At"])),
-                redacted_at=_parse_time(fields["Redacted-At"]) if "Redacted-At" in fields else None,
+                note_created_at=parse_time(fields.get("Memory-Created-At", fields["Created-At"])),
+                redacted_at=parse_time(fields["Redacted-At"]) if "Redacted-At" in fields else None,
                 redacted_by=Actor.from_trailer(fields.get("Redacted-By", "")),
             )
         )
     return records
+
+
+def commit_object(tree: bytes, parent: bytes | None, author: pygit2.Signature, message: str) -> PackObject:
+    """A commit gitmem writes into a pack (a version on ``main``, a conflict beside it): committed by
+    gitmem at the author's time. The one place such commits are made."""
+    committer = pygit2.Signature(COMMITTER.name, COMMITTER.email, author.time, 0)
+    body = commit_body(tree, [parent] if parent is not None else [], author, committer, message)
+    return PackObject(b"commit", body, object_id(b"commit", body))
 
 
 def author_for(actor: Actor | None, when: dt.datetime) -> pygit2.Signature:

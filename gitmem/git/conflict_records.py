@@ -2,15 +2,15 @@
 
 Each note with conflicts has one ref, ``refs/conflicts/<memory id>``: a line of commits, newest first,
 off ``main`` (no commit of it is on ``main``, nor has ``main`` for a parent). A **conflict record** is a
-commit whose tree holds the losing text at the note's tree path (nothing for a delete), authored by the
-actor whose write lost, at the time it was refused; a **resolution record** is a commit with the empty
-tree, authored by whoever resolved it. Their trailers::
+commit whose tree holds the losing text at the note's tree path (nothing for a delete, nor for a move
+without new text), authored by the actor whose write lost, at the time it was refused; a **resolution
+record** is a commit with the empty tree, authored by whoever resolved it. Their trailers::
 
     conflict: modified /people/sam.md lost to memver_01JD...
 
     Conflict-Id: cnf_01JD...
     Memory-Id: mem_01JD...
-    Conflict-Operation: modified          (what the losing write tried: modified or deleted)
+    Conflict-Operation: modified          (what the losing write tried: modified, moved or deleted)
     Memory-Path: /people/sam.md           (the path it asked for)
     Content-SHA256: 3a7b...               (of the losing text; absent for a delete)
     Content-Size: 312
@@ -41,15 +41,16 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from gitmem.clock import iso
+from gitmem.git.commits import actor_text, parse_time
 from gitmem.model import Actor
 
 CONFLICTS_PREFIX = "refs/conflicts/"
 CONFLICT = "cnf"  # the id prefix
 
-LostOperation = Literal["modified", "deleted"]
+LostOperation = Literal["modified", "moved", "deleted"]
+LOST_OPERATIONS: tuple[LostOperation, ...] = ("modified", "moved", "deleted")
 Resolution = Literal["winner", "loser", "merged"]
 RESOLUTIONS: tuple[Resolution, ...] = ("winner", "loser", "merged")
-_SERVICE = "service"
 
 
 def conflict_ref(memory_id: str) -> str:
@@ -72,7 +73,7 @@ class ConflictRecord:
     memory_id: str
     operation: LostOperation
     path: str | None  # None once redacted
-    content_sha256: str | None  # None for a delete, or once redacted
+    content_sha256: str | None  # None for a delete or a move, or once redacted
     content_size: int | None
     base_sha256: str | None  # the precondition: a content hash ...
     base_blob: str | None  # ... or a blob id (If-Match)
@@ -85,7 +86,7 @@ class ConflictRecord:
 
     @property
     def has_content(self) -> bool:
-        return self.operation != "deleted" and self.redacted_at is None
+        return self.operation == "modified" and self.redacted_at is None
 
     def retry_key(self) -> tuple[object, ...]:
         """What makes two refused writes the same retry: same writer, same text, same path, same base."""
@@ -126,14 +127,6 @@ class ResolutionRecord:
 Record = ConflictRecord | ResolutionRecord
 
 
-def _actor_text(actor: Actor | None) -> str:
-    return actor.trailer() if actor else _SERVICE
-
-
-def _time(text: str) -> dt.datetime:
-    return dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-
-
 def _optional(pairs: list[tuple[str, str]], key: str, value: object) -> None:
     if value is not None:
         pairs.append((key, str(value)))
@@ -145,7 +138,7 @@ def trailers(record: Record) -> list[tuple[str, str]]:
             ("Conflict-Resolved", record.conflict_id),
             ("Conflict-Resolution", record.resolution),
             ("Resolved-Version", record.version_id or "none"),
-            ("Resolved-By", _actor_text(record.resolved_by)),
+            ("Resolved-By", actor_text(record.resolved_by)),
             ("Resolved-At", iso(record.resolved_at)),
         ]
     pairs = [
@@ -160,9 +153,9 @@ def trailers(record: Record) -> list[tuple[str, str]]:
     _optional(pairs, "Base-Blob", record.base_blob)
     pairs.append(("Winner-Version", record.winner_version))
     _optional(pairs, "Winner-SHA256", record.winner_sha256)
-    pairs += [("Created-By", _actor_text(record.created_by)), ("Created-At", iso(record.created_at))]
+    pairs += [("Created-By", actor_text(record.created_by)), ("Created-At", iso(record.created_at))]
     if record.redacted_at is not None:
-        pairs += [("Redacted-At", iso(record.redacted_at)), ("Redacted-By", _actor_text(record.redacted_by))]
+        pairs += [("Redacted-At", iso(record.redacted_at)), ("Redacted-By", actor_text(record.redacted_by))]
     return pairs
 
 
@@ -202,9 +195,9 @@ def parse_message(message: str) -> Record | None:
                 resolution=resolution,
                 version_id=None if version in (None, "none") else version,
                 resolved_by=Actor.from_trailer(f.get("Resolved-By", "")),
-                resolved_at=_time(f["Resolved-At"]),
+                resolved_at=parse_time(f["Resolved-At"]),
             )
-        if "Conflict-Id" not in f or f.get("Conflict-Operation") not in ("modified", "deleted"):
+        if "Conflict-Id" not in f or f.get("Conflict-Operation") not in LOST_OPERATIONS:
             return None
         return ConflictRecord(
             conflict_id=f["Conflict-Id"],
@@ -218,8 +211,8 @@ def parse_message(message: str) -> Record | None:
             winner_version=f["Winner-Version"],
             winner_sha256=f.get("Winner-SHA256"),
             created_by=Actor.from_trailer(f.get("Created-By", "")),
-            created_at=_time(f["Created-At"]),
-            redacted_at=_time(f["Redacted-At"]) if "Redacted-At" in f else None,
+            created_at=parse_time(f["Created-At"]),
+            redacted_at=parse_time(f["Redacted-At"]) if "Redacted-At" in f else None,
             redacted_by=Actor.from_trailer(f.get("Redacted-By", "")),
         )
     except (KeyError, ValueError):

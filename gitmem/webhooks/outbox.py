@@ -39,9 +39,10 @@ from typing import Any
 import pygit2
 
 from gitmem import ids
-from gitmem.clock import from_micros, to_micros
+from gitmem.clock import from_micros, iso, to_micros
 from gitmem.db import Database, Transaction
 from gitmem.engine.gitmem import Gitmem, HomeTables
+from gitmem.engine.store.conflicts import Conflict
 from gitmem.engine.store.store import MAX_VERSIONS_PAGE, MemoryStore
 from gitmem.errors import InvalidRequest, NotFound
 from gitmem.git.repository import read_tip
@@ -52,7 +53,14 @@ log = logging.getLogger(__name__)
 
 STORE_EVENTS = ("memory_store.created", "memory_store.archived", "memory_store.deleted")
 NOTE_EVENTS = ("memory.created", "memory.modified", "memory.deleted")
-EVENT_TYPES = (*STORE_EVENTS, *NOTE_EVENTS, "memory_version.redacted", "dream.completed", "dream.failed")
+EVENT_TYPES = (
+    *STORE_EVENTS,
+    *NOTE_EVENTS,
+    "memory_version.redacted",
+    "memory.conflict",
+    "dream.completed",
+    "dream.failed",
+)
 MAX_URL_LENGTH = 2048
 MAX_WEBHOOKS = 20  # subscriptions a workspace keeps
 SUBSCRIPTIONS = "webhooks"  # the catalog change announced when a workspace's subscriptions change
@@ -242,6 +250,27 @@ class Webhooks(HomeTables):
             self._insert(
                 db, workspace_id, store.id, "memory_version.redacted", data, f"redacted:{version.id}", self._now()
             )
+
+    def conflict_kept(self, store: MemoryStore, workspace_id: str, conflict: Conflict) -> None:
+        """Called right after a conflict is kept: the ``memory.conflict`` event (the conflict without its text)."""
+        if not self._wants_note_events(workspace_id):
+            return
+        data = {
+            "id": conflict.id,
+            "type": "memory.conflict",
+            "workspace_id": workspace_id,
+            "organization_id": ORGANIZATION_ID,
+            "memory_store_id": store.id,
+            "memory_id": conflict.memory_id,
+            "operation": conflict.operation,
+            "path": None if self.catalog.store(store.id).encrypted else conflict.path,  # as note events
+            "content_sha256": conflict.content_sha256,
+            "winner_version_id": conflict.winner_version_id,
+            "created_by": conflict.created_by.as_dict() if conflict.created_by else None,
+            "created_at": iso(conflict.created_at),
+        }
+        with self.catalog.transaction() as db:
+            self._insert(db, workspace_id, store.id, "memory.conflict", data, f"conflict:{conflict.id}", self._now())
 
     @staticmethod
     def _insert(

@@ -26,6 +26,7 @@ from gitmem.engine.catalog.catalog import Workspace
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.rewrite.rotation import blob_key_ids, rotate_store_key
 from gitmem.engine.store.store import MemoryStore
+from gitmem.errors import PreconditionFailed
 from gitmem.model import Actor, StoreInfo
 from tests.checks import assert_fsck_clean, git
 from tests.server import RealServer
@@ -35,7 +36,16 @@ SECRETS = {
     "/projects/acme.md": "## Acme Corp\n- single-tenant deployment\n- compliance: SOC2 (marker-91bc)",
     "/hosts/inventory.md": "bastion-alpha.internal 10.0.4.17 (marker-c0de)",
 }
-MARKERS = [b"marker-7f3a", b"marker-91bc", b"marker-c0de", b"terraform plans", b"Acme Corp", b"bastion-alpha"]
+MARKERS = [
+    b"marker-7f3a",
+    b"marker-91bc",
+    b"marker-c0de",
+    b"marker-5eed",
+    b"terraform plans",
+    b"Acme Corp",
+    b"bastion-alpha",
+]
+LOST_EDIT = "an edit that lost its race (marker-5eed)"  # kept as a conflict: encrypted like a note
 CLIENT_ENV = {
     "GIT_CONFIG_NOSYSTEM": "1",
     "GIT_TERMINAL_PROMPT": "0",
@@ -51,6 +61,10 @@ def fill(store: MemoryStore, user: str = "user_test") -> None:
     who = Actor("user_actor", user)
     notes = {path: store.create(path, text, actor=who) for path, text in SECRETS.items()}
     store.update(notes["/preferences.md"].id, content=SECRETS["/preferences.md"] + "\n(updated marker-7f3a)", actor=who)
+    with pytest.raises(PreconditionFailed):  # based on the text before that update: kept as a conflict
+        store.update(
+            notes["/preferences.md"].id, content=LOST_EDIT, expected_sha256=notes["/preferences.md"].content_sha256
+        )
     doomed = store.create("/old/gone.md", "deleted later (marker-91bc)", actor=who)
     store.update(doomed.id, path="/old/moved.md", actor=who)
     store.delete(doomed.id, actor=who)
@@ -337,6 +351,7 @@ def test_rotation_leaves_nothing_the_old_key_can_read(gm: Gitmem, workspace: Wor
     # A reindex from the history alone gives the same answers; writes go on under the new key.
     store.index.rebuild()
     assert {n.path: store.get(n.id).content for n in store.list(limit=100).items} == before_notes
+    assert [c.content for c in store.conflicts.list(with_content=True).items] == [LOST_EDIT]  # re-encrypted too
     store.create("/after-rotation.md", "new")
     assert set(blob_key_ids(repo)) == {new_key.key_id}
 

@@ -3,6 +3,7 @@ up when ``main`` is ahead of it, and holds the store's writer lock across connec
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import threading
 import time
@@ -18,7 +19,7 @@ from gitmem.engine.index.store_index import StoreIndex
 from gitmem.engine.rewrite.redaction import redact
 from gitmem.engine.rewrite.retention import prune_store
 from gitmem.engine.store.store import MemoryStore
-from gitmem.errors import StoreBusy
+from gitmem.errors import PreconditionFailed, StoreBusy
 from gitmem.git import repository
 from tests.checks import assert_fsck_clean, index_snapshot, run_threads
 from tests.unit.engine.index.test_index import answers, plumbing_commit, populate
@@ -290,3 +291,29 @@ def test_path_conflicts_and_case_twins_are_found_as_on_sqlite(
         sqlite_store.close()
     assert on_sqlite.count("ok /a/b.md") == 1 and "conflict /a/b.md" in on_sqlite
     assert outcomes(pg_store) == on_sqlite
+
+
+def test_lost_writes_are_kept_on_postgresql_and_retention_purges_them(
+    pg_store: MemoryStore, clock: FrozenClock
+) -> None:
+    """Racing writers on a store indexed in PostgreSQL: each text is a version or a conflict (kept under the
+    advisory writer lock), and retention drops the conflicts with the versions' rule."""
+    note = pg_store.create("/n.md", "0\n")
+    sent: list[str] = []
+
+    def work(t: int) -> None:
+        for i in range(3):
+            current = pg_store.get(note.id)
+            text = f"{current.content}{t}.{i}\n"
+            sent.append(text)
+            with contextlib.suppress(PreconditionFailed):  # kept: counted below
+                pg_store.update(note.id, content=text, expected_sha256=current.content_sha256)
+
+    assert run_threads(4, work) == []
+    versions = {pg_store.version(v.id).content for v in pg_store.versions(memory_id=note.id, limit=100).items}
+    kept = {pg_store.conflicts.text(c) for c in pg_store.conflicts.all()}
+    assert set(sent) == (versions | kept) - {"0\n"} and not versions & kept
+    clock.advance(days=31)
+    assert len(prune_store(pg_store, days=30).conflicts_dropped) == len(kept)
+    assert pg_store.conflicts.all() == []
+    assert_fsck_clean(pg_store.path)

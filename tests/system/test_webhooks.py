@@ -26,6 +26,8 @@ from gitmem.clock import FrozenClock
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.rewrite.redaction import redact
 from gitmem.engine.store.store import MemoryStore
+from gitmem.errors import PreconditionFailed
+from gitmem.model import Actor
 from gitmem.webhooks.delivery import DeliveryPolicy, Dispatcher
 from gitmem.webhooks.outbox import EVENT_TYPES, webhooks_for
 from tests.checks import with_outbox
@@ -384,6 +386,23 @@ def test_a_redaction_is_an_event(home: Gitmem, receiver: Receiver) -> None:
     [event] = receiver.events(hook.secret)
     assert (event.data.type, event.data.id) == ("memory_version.redacted", note.version_id)
     assert "secret" not in receiver.received[0][0]
+
+
+def test_a_kept_conflict_is_an_event_without_its_text(home: Gitmem, receiver: Receiver) -> None:
+    ws = home.catalog.create_workspace("w")
+    hook = webhooks_for(home).create(ws.id, receiver.url, ["memory.conflict"])
+    store = home.store(ws.id, home.create_store(ws.id, "notes").id)
+    note = store.create("/a.md", "one")
+    won = store.update(note.id, "two")
+    with pytest.raises(PreconditionFailed) as lost:
+        store.update(note.id, "the losing text", expected_sha256=note.content_sha256, actor=Actor("task_actor", "t1"))
+    receiver.up()
+    assert one_round(home) == 1
+    [event] = receiver.events(hook.secret)
+    assert (event.data.type, event.data.id) == ("memory.conflict", lost.value.details["conflict_id"])
+    body = json.loads(receiver.received[0][0])["data"]
+    assert (body["memory_id"], body["winner_version_id"], body["path"]) == (note.id, won.version_id, "/a.md")
+    assert body["created_by"] == {"type": "task_actor", "task_id": "t1"} and "losing" not in receiver.received[0][0]
 
 
 def test_an_encrypted_stores_events_carry_no_path(home: Gitmem, receiver: Receiver) -> None:

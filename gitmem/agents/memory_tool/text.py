@@ -142,9 +142,11 @@ def describe_engine_error(error: GitmemError, tool_path: str) -> str:
             "(a file cannot sit at, above or below another file). Nothing was changed."
         )
     if isinstance(error, PreconditionFailed):
+        kept = error.details.get("conflict_id")
+        also = f" Your edit is kept as conflict {kept}." if kept else ""
         return (
             f"The file {tool_path} was changed by someone else while this command ran, so nothing was "
-            "written. View it again and retry."
+            f"written to it.{also} View it again and retry."
         )
     if isinstance(error, NotFound):
         return f"The file {tool_path} no longer exists (may have been deleted or renamed concurrently)."

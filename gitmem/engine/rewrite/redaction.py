@@ -1,5 +1,7 @@
 """Redaction: one version blanked everywhere, with the history rewrite of :mod:`gitmem.engine.rewrite.rewrite`.
 
+A redacted conflict (:func:`redact_conflict`) is blanked the same way on its own line.
+
 A redacted version keeps its id, author and time and gains ``Redacted-At`` and ``Redacted-By``; its path
 and content leave every commit, the index and the object store. The newest version of a note that still
 exists cannot be redacted (409): that would change the note. Redacting again changes nothing. Allowed on
@@ -10,15 +12,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from gitmem.engine.rewrite.conflicts import rewrite_conflicts
 from gitmem.engine.rewrite.history import Entry
 from gitmem.engine.rewrite.purge import finish_pending_purge
 from gitmem.engine.rewrite.report import RewriteReport
 from gitmem.engine.rewrite.rewrite import rewrite_history
+from gitmem.engine.store.conflicts import Conflict
 from gitmem.engine.store.store import MemoryStore
-from gitmem.errors import Conflict, NotFound
+from gitmem.errors import Conflict as Refused
+from gitmem.errors import NotFound
+from gitmem.git.conflict_records import ConflictRecord
 from gitmem.model import Actor, Version
 
-__all__ = ["redact", "redact_version"]
+__all__ = ["redact", "redact_conflict", "redact_version"]
 
 _NEWEST = "the newest version of a memory that still exists cannot be redacted"
 
@@ -33,7 +39,7 @@ def redact_version(store: MemoryStore, version_id: str, actor: Actor | None) -> 
         return finish_pending_purge(store)  # already redacted; make sure a crashed purge is finished
     note = store.index.note(row.record.memory_id)
     if note is not None and note.version_id == version_id:
-        raise Conflict(_NEWEST)
+        raise Refused(_NEWEST)
     when = store.clock()
 
     def plan(entries: Sequence[Entry], live: frozenset[str]) -> list[Entry | None]:
@@ -46,7 +52,7 @@ def redact_version(store: MemoryStore, version_id: str, actor: Actor | None) -> 
             return list(entries)
         newest = max(e.seq for e in entries if e.record.memory_id == target.record.memory_id)
         if target.record.memory_id in live and target.seq == newest:
-            raise Conflict(_NEWEST)
+            raise Refused(_NEWEST)
         return [target.redact(when, actor) if e is target else e for e in entries]
 
     return rewrite_history(store, plan)
@@ -58,3 +64,17 @@ def redact(store: MemoryStore, version_id: str, actor: Actor | None = None) -> V
     version = store.version(version_id, with_content=False)
     store.announce_redaction(version)
     return version
+
+
+def redact_conflict(store: MemoryStore, conflict_id: str, actor: Actor | None = None) -> Conflict:
+    """Blank one conflict: its path, text and hashes leave its record and its text leaves the objects;
+    its id, note, author and time stay. Redacting again changes nothing."""
+    conflict = store.conflicts.get(conflict_id, with_content=False)
+    if conflict.redacted_at is None:
+        when = store.clock()
+
+        def plan(record: ConflictRecord) -> ConflictRecord:
+            return record.redacted(when, actor) if record.conflict_id == conflict_id else record
+
+        rewrite_conflicts(store, plan)
+    return store.conflicts.get(conflict_id, with_content=False)

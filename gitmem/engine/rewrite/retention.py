@@ -1,6 +1,9 @@
 """How long versions are kept (the memory-store API), applied with the history rewrite of
 :mod:`gitmem.engine.rewrite.rewrite`.
 
+Conflicts (:mod:`gitmem.engine.store.conflicts`) follow the age rule alone, resolved or not, and are purged
+in the same run.
+
 A version lives ``retention_days`` (30 unless the workspace says otherwise; ``"keep-all"`` keeps every
 version). The two newest versions of every note that still exists are always kept, whatever their
 age; versions of deleted notes and redacted versions follow the age rule alone (a redacted version is
@@ -26,6 +29,8 @@ from typing import TYPE_CHECKING
 from gitmem import metrics
 from gitmem.clock import to_micros
 from gitmem.db.jobs import claim_round, holding
+from gitmem.engine.rewrite.conflicts import expired as expired_by
+from gitmem.engine.rewrite.conflicts import rewrite_conflicts
 from gitmem.engine.rewrite.fast_import import Progress
 from gitmem.engine.rewrite.history import Entry
 from gitmem.engine.rewrite.purge import finish_pending_purge
@@ -108,6 +113,7 @@ class PruneReport:
     bytes_before: int = 0
     bytes_after: int = 0
     seconds: float = 0.0
+    conflicts_dropped: list[str] = field(default_factory=list)  # conflict ids (that would go, in a dry run)
     skipped: str | None = None  # why nothing was looked at
     error: str | None = None
     rewrite: RewriteReport | None = None
@@ -141,6 +147,7 @@ def prune_store(
                 _absorb(report, finish_pending_purge(store, lock_timeout=lock_timeout))
             return report
         cutoff = (now or store.clock()) - dt.timedelta(days=days)
+        report.conflicts_dropped = _expire_conflicts(store, cutoff, dry_run=dry_run, lock_timeout=lock_timeout)
         if not dry_run and _droppable(store, cutoff) == 0:
             report.skipped = "nothing expired"
             _absorb(report, finish_pending_purge(store, lock_timeout=lock_timeout))
@@ -157,6 +164,16 @@ def prune_store(
     finally:
         report.seconds = time.monotonic() - started
     return report
+
+
+def _expire_conflicts(store: MemoryStore, cutoff: dt.datetime, *, dry_run: bool, lock_timeout: float) -> list[str]:
+    """Drop the conflicts kept at or before ``cutoff`` (the ids). Their purge is the one that follows:
+    the rewrite of ``main``, or finishing the purge its marker asks for."""
+    expired = [c.id for c in store.conflicts.all() if c.created_at <= cutoff]
+    if dry_run or not expired:
+        return expired
+    micros = to_micros(cutoff)
+    return rewrite_conflicts(store, expired_by(micros), purge=False, lock_timeout=lock_timeout).dropped
 
 
 def _droppable(store: MemoryStore, cutoff: dt.datetime) -> int | None:

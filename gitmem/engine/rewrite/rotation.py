@@ -4,12 +4,12 @@
 
 1. ``keyring.rotate(store)`` adds a new generation (the old ones still decrypt, so nothing is unreadable
    while the rotation runs);
-2. :func:`reencrypt_history` runs the history-rewriting mechanism
-   (:func:`gitmem.engine.rewrite.rewrite.rewrite_history`) with a plan that keeps every version and
-   gives it its blob decoded with the old keys and encoded with the new one for its path (AES-SIV,
-   associated data = store id and path); ids, authors, times and trailers are kept, versions that land
-   meanwhile are re-encrypted too, and what only the old history held is purged in the same run
-   (reflogs, ``repack -a -d``, ``prune --expire=now``, stale packs);
+2. :func:`reencrypt_conflicts` re-encrypts the conflicts kept beside ``main``, then :func:`reencrypt_history`
+   runs the history-rewriting mechanism (:func:`gitmem.engine.rewrite.rewrite.rewrite_history`) with a
+   plan that keeps every version and gives it its blob decoded with the old keys and encoded with the
+   new one for its path (AES-SIV, associated data = store id and path); ids, authors, times and trailers
+   are kept, versions that land meanwhile are re-encrypted too, and what only the old history held is
+   purged in the same run (reflogs, ``repack -a -d``, ``prune --expire=now``, stale packs);
 3. every blob left in the repository, reachable or not, is checked to be under the new key (one left
    under an old key gets another pass), and only then are the old generations destroyed
    (``keyring.retire``).
@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 from gitmem.crypto.codec import ContentCodec, SivCodec, parse_header
 from gitmem.crypto.master_key import KeyMissing
 from gitmem.durable import fsync_dir
+from gitmem.engine.rewrite.conflicts import rewrite_conflicts
 from gitmem.engine.rewrite.history import Entry
 from gitmem.engine.rewrite.report import RewriteReport
 from gitmem.engine.rewrite.rewrite import rewrite_history
@@ -99,6 +100,20 @@ def reencrypt_history(store: MemoryStore, old_codec: ContentCodec, new_codec: Si
     return rewrite_history(store, lambda entries, _live: [reencrypt(e) for e in entries], landed=reencrypt)
 
 
+def reencrypt_conflicts(store: MemoryStore, old_codec: ContentCodec, new_codec: SivCodec) -> None:
+    """Every conflict's text under the new key (its blob is bound to its path as a note's is); the old
+    blobs are left for the purge of the rewrite of ``main`` that follows."""
+
+    def reencode(tree_path: str, data: bytes) -> bytes:
+        header = parse_header(data)
+        if header is not None and header.key_id == new_codec.key_id:
+            return data
+        plain = old_codec.decode(tree_path, data) if header is not None else data
+        return new_codec.encode(tree_path, plain)
+
+    rewrite_conflicts(store, lambda record: record, reencode=reencode, purge=False)
+
+
 def blob_key_ids(repo_path: Path) -> dict[str, int]:
     """How many blobs in the repository (reachable or not, loose or packed) each key id encrypted;
     ``"plaintext"`` counts blobs without the gitmem header."""
@@ -148,6 +163,7 @@ def rotate_store_key(gm: Gitmem, store_id: str) -> RotationReport:
     store = gm.store(info.workspace_id, store_id)
     reports: list[RewriteReport] = []
     for _pass in range(MAX_PASSES):
+        reencrypt_conflicts(store, old_codec, new_codec)  # purged by the rewrite of main that follows
         reports.append(reencrypt_history(store, old_codec, new_codec))
         stale = _stale(store.path, new_key.key_id)
         if not stale:

@@ -37,9 +37,9 @@ from gitmem.durable import DURABLE, Durability
 from gitmem.engine.index.store_index import StoreIndex
 from gitmem.errors import StoreBusy
 from gitmem.git import repository
-from gitmem.git.commits import VersionRecord, author_for, format_message
+from gitmem.git.commits import VersionRecord, author_for, commit_object, format_message
 from gitmem.git.pack import PackObject, flush_folders, write_pack
-from gitmem.git.trees import TreeCache, TreeStore, commit_body, object_id
+from gitmem.git.trees import TreeCache, TreeStore, object_id
 from gitmem.rules.paths import git_path
 
 log = logging.getLogger(__name__)
@@ -320,10 +320,7 @@ def _count(batch: list[_Request]) -> None:
 
 
 def _commit_object(record: VersionRecord, tree: bytes, parent: bytes | None) -> PackObject:
-    author = author_for(record.created_by, record.created_at)
-    committer = pygit2.Signature(repository.COMMITTER.name, repository.COMMITTER.email, author.time, 0)
-    body = commit_body(tree, [parent] if parent is not None else [], author, committer, format_message([record]))
-    return PackObject(b"commit", body, object_id(b"commit", body))
+    return commit_object(tree, parent, author_for(record.created_by, record.created_at), format_message([record]))
 
 
 _committers: dict[str, GroupCommitter] = {}

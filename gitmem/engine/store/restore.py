@@ -16,9 +16,17 @@ import pygit2
 
 from gitmem import ids
 from gitmem.engine.index.store_index import StoreIndex
+from gitmem.engine.store.conflicts import StaleWrite
 from gitmem.engine.store.group_commit import BatchView, Change
 from gitmem.engine.store.store import MemoryStore
-from gitmem.engine.store.write_plans import check_free, check_moved, check_precondition, sha256_of
+from gitmem.engine.store.write_plans import (
+    check_free,
+    check_moved,
+    judged_after_checks,
+    lost_write,
+    sha256_of,
+    stale_precondition,
+)
 from gitmem.errors import InvalidRequest, NotFound, PreconditionFailed
 from gitmem.git.commits import VersionRecord, parse_message
 from gitmem.model import Actor, Note, Operation
@@ -71,9 +79,14 @@ def restore_plan(
             )
         if note.path == path and note.sha256 == sha256_of(data):
             return None  # already so: no new version
-        check_precondition(note, expected_sha256, expected_blob_id)
-        count, size = check_moved(index, note, path)
-        store.policy.check_counts(count, size - note.size + len(data))
+        stale = stale_precondition(note, expected_sha256, expected_blob_id)
+        with judged_after_checks(stale):
+            count, size = check_moved(index, note, path)
+            store.policy.check_counts(count, size - note.size + len(data))
+        if stale is not None:  # the restore lost a race: kept as a conflict, like any other write
+            raise StaleWrite(
+                stale.message, lost_write(note, "modified", path, data, expected_sha256, expected_blob_id, actor)
+            )
         return _change(store, view, memory_id, "modified", path, data, note.path, actor, note.created_at)
 
     return plan

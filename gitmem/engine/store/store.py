@@ -7,6 +7,7 @@ compare-and-swap; the index follows. Writes that arrive together are committed t
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 from collections.abc import Callable
@@ -19,8 +20,10 @@ from gitmem.crypto.codec import ContentCodec, PlainCodec
 from gitmem.durable import DURABLE, Durability
 from gitmem.engine.index.search import SearchHit, search
 from gitmem.engine.index.store_index import NoteRow, StoreIndex, VersionRow
+from gitmem.engine.store.conflicts import Conflict, ConflictLog, LostWrite, StaleWrite
 from gitmem.engine.store.diff import VersionDiff, diff_versions
 from gitmem.engine.store.group_commit import BatchView, Change, Landed, Plan, committer_for
+from gitmem.engine.store.stale_merge import merge_on_write
 from gitmem.engine.store.write_plans import WritePlanner
 from gitmem.errors import InvalidRequest, NotFound, PreconditionFailed
 from gitmem.git import packing
@@ -35,6 +38,7 @@ log = logging.getLogger(__name__)
 PACK_EVERY_WRITES = 256  # at most, between background packs (gitmem.git.packing decides sooner)
 MAX_NOTES_PAGE = 1000
 MAX_VERSIONS_PAGE = 100
+MERGE_ATTEMPTS = 3  # merges on write against a note that keeps moving, before the write is kept as a conflict
 
 
 def _stored_time(when: dt.datetime) -> dt.datetime:
@@ -63,6 +67,7 @@ class MemoryStore:
         write_guard: Callable[[], None] | None = None,
         on_commit: Callable[[MemoryStore], object] | None = None,
         on_redact: Callable[[MemoryStore, Version], None] | None = None,
+        on_conflict: Callable[[MemoryStore, Conflict], None] | None = None,
         database_url: str | None = None,
         durability: Durability = DURABLE,
     ) -> None:
@@ -79,6 +84,16 @@ class MemoryStore:
         self._on_redact = on_redact
         # database_url: the index in PostgreSQL rather than in a SQLite file beside the repository.
         self.index = StoreIndex(pygit2.Repository(str(repo_path)), database_url=database_url, store_id=store_id)
+        # The losing side of every write refused for a stale precondition (gitmem.engine.store.conflicts).
+        self.conflicts = ConflictLog(
+            store_id,
+            repo_path,
+            self.index,
+            self.codec,
+            clock,
+            durability,
+            on_kept=(lambda conflict: on_conflict(self, conflict)) if on_conflict is not None else None,
+        )
 
     @property
     def repo(self) -> pygit2.Repository:
@@ -253,7 +268,10 @@ class MemoryStore:
         expected_sha256: str | None = None,
         expected_blob_id: str | None = None,
         actor: Actor | None = None,
+        merge: bool = False,
     ) -> Note:
+        """``merge``: a stale precondition merges three ways with the winner where the changes do not
+        overlap, instead of a refusal (a gitmem extension; :mod:`gitmem.engine.store.conflict_resolution`)."""
         if path is not None:
             self.policy.validate_path(path)
         data = None
@@ -261,12 +279,47 @@ class MemoryStore:
             current = self.index.note(memory_id)  # only to name the note in a refusal
             data = self.policy.check_content(path or (current.path if current else memory_id), content)
 
-        landed = self.commit_plan(
-            lambda view: self.planner.update(view, memory_id, path, data, expected_sha256, expected_blob_id, actor)
-        )
+        def attempt(data: bytes | None, sha: str | None, blob: str | None, keep: bool = True) -> Landed | None:
+            return self.commit_plan(
+                lambda view: self.planner.update(view, memory_id, path, data, sha, blob, actor), keep_conflicts=keep
+            )
+
+        if merge:
+            landed = self._merging_update(attempt, data, expected_sha256, expected_blob_id)
+        else:
+            landed = attempt(data, expected_sha256, expected_blob_id)
         if landed is None:
             return self.get(memory_id, with_content=False)
         return self._landed_note(landed)
+
+    def _merging_update(
+        self,
+        attempt: Callable[[bytes | None, str | None, str | None, bool], Landed | None],
+        data: bytes | None,
+        expected_sha256: str | None,
+        expected_blob_id: str | None,
+    ) -> Landed | None:
+        """An update that, if its precondition is stale, is merged with the winner and tried again on it;
+        kept as a conflict (its own text, its own base) when there is no clean merge."""
+        first: StaleWrite | None = None
+        for _attempt in range(MERGE_ATTEMPTS):
+            try:
+                return attempt(data, expected_sha256, expected_blob_id, False)
+            except StaleWrite as stale:
+                first = first or stale
+                lost = dataclasses.replace(
+                    first.lost,
+                    winner_version=stale.lost.winner_version,
+                    winner_sha256=stale.lost.winner_sha256,
+                    winner_blob=stale.lost.winner_blob,
+                    winner_path=stale.lost.winner_path,
+                )
+                merged = self._merged(lost) if lost.data is not None else None
+                if merged is None:
+                    raise self._kept(StaleWrite(stale.message, lost)) from None
+                data, expected_sha256, expected_blob_id = merged, lost.winner_sha256, None
+        assert first is not None  # the note kept moving under the merges: keep the write as it came
+        raise self._kept(first) from None
 
     def delete(
         self,
@@ -331,14 +384,30 @@ class MemoryStore:
         ).fetchone()
         return self.version(row[0]) if row else None
 
-    def commit_plan(self, plan: Plan, *, archived_ok: bool = False) -> Landed | None:
-        """Commit ``plan``'s change in the store's next batch (see :mod:`gitmem.engine.store.group_commit`)."""
+    def commit_plan(self, plan: Plan, *, archived_ok: bool = False, keep_conflicts: bool = True) -> Landed | None:
+        """Commit ``plan``'s change in the store's next batch (see :mod:`gitmem.engine.store.group_commit`); a
+        write refused only for its stale precondition is kept as a conflict, then refused."""
         if not archived_ok:
             self._write_guard()
-        landed = committer_for(self.path, self.durability).submit(self.index, plan, self._after_write)
+        try:
+            landed = committer_for(self.path, self.durability).submit(self.index, plan, self._after_write)
+        except StaleWrite as stale:
+            if not keep_conflicts:
+                raise
+            raise self._kept(stale) from None
         if landed is not None:
             self._tell(self._on_commit, self)
         return landed
+
+    def _kept(self, stale: StaleWrite) -> PreconditionFailed:
+        """Keep the losing side of ``stale`` (durably, before anyone is answered); the refusal to raise."""
+        conflict = self.conflicts.keep(stale.lost)
+        self._after_write()  # the conflict's pack counts toward the next roll-up as a write's does
+        return PreconditionFailed(stale.message, conflict_id=conflict.id)
+
+    def _merged(self, lost: LostWrite) -> bytes | None:
+        """The clean merge of a stale update with what it lost to (None: none)."""
+        return merge_on_write(self.index, self.codec, self.policy, lost)
 
     def _after_write(self) -> None:
         """After each batch that wrote a pack (run by its leader)."""

@@ -9,16 +9,20 @@ so: a retried update that landed).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from gitmem import ids
 from gitmem.clock import Clock
 from gitmem.crypto.codec import ContentCodec
 from gitmem.engine.index.store_index import NoteRow, StoreIndex
+from gitmem.engine.store.conflicts import LostWrite, StaleWrite
 from gitmem.engine.store.group_commit import BatchView, Change
-from gitmem.errors import NotFound, PathConflict, PreconditionFailed
+from gitmem.errors import GitmemError, NotFound, PathConflict, PreconditionFailed
 from gitmem.git.commits import VersionRecord
+from gitmem.git.conflict_records import LostOperation
 from gitmem.model import Actor
 from gitmem.rules import paths
 from gitmem.rules.policy import StorePolicy
@@ -35,11 +39,60 @@ def current(index: StoreIndex, memory_id: str) -> NoteRow:
     return note
 
 
-def check_precondition(note: NoteRow, expected_sha256: str | None, expected_blob_id: str | None) -> None:
+def stale_precondition(
+    note: NoteRow, expected_sha256: str | None, expected_blob_id: str | None
+) -> PreconditionFailed | None:
+    """The refusal a precondition that no longer holds earns (None if it holds)."""
     if expected_sha256 is not None and expected_sha256 != note.sha256:
-        raise PreconditionFailed(f"the memory's content_sha256 is {note.sha256}, not {expected_sha256}")
+        return PreconditionFailed(f"the memory's content_sha256 is {note.sha256}, not {expected_sha256}")
     if expected_blob_id is not None and expected_blob_id != note.blob_id:
-        raise PreconditionFailed(f"the memory's blob is {note.blob_id}, not {expected_blob_id}")
+        return PreconditionFailed(f"the memory's blob is {note.blob_id}, not {expected_blob_id}")
+    return None
+
+
+def check_precondition(note: NoteRow, expected_sha256: str | None, expected_blob_id: str | None) -> None:
+    stale = stale_precondition(note, expected_sha256, expected_blob_id)
+    if stale is not None:
+        raise stale
+
+
+@contextlib.contextmanager
+def judged_after_checks(stale: PreconditionFailed | None) -> Iterator[None]:
+    """Run a write's other checks before its stale precondition is reported: a write they refuse is
+    refused as before (the precondition named first) and kept nowhere."""
+    try:
+        yield
+    except GitmemError:
+        if stale is not None:
+            raise stale from None
+        raise
+
+
+def lost_write(
+    note: NoteRow,
+    operation: LostOperation,
+    path: str,
+    data: bytes | None,
+    expected_sha256: str | None,
+    expected_blob_id: str | None,
+    actor: Actor | None,
+) -> LostWrite:
+    """What a write that lost only its race to ``note`` asked for (kept as a conflict of the note)."""
+    base_sha256 = expected_sha256 if expected_sha256 is not None and expected_sha256 != note.sha256 else None
+    return LostWrite(
+        memory_id=note.memory_id,
+        operation=operation,
+        path=path,
+        data=data,
+        content_sha256=sha256_of(data) if data is not None else None,
+        base_sha256=base_sha256,
+        base_blob=expected_blob_id if base_sha256 is None else None,
+        winner_version=note.version_id,
+        winner_sha256=note.sha256,
+        winner_blob=note.blob_id,
+        winner_path=note.path,
+        actor=actor,
+    )
 
 
 def check_free(index: StoreIndex, path: str, *, moving: str | None) -> tuple[int, int]:
@@ -109,10 +162,15 @@ class WritePlanner:
         new_sha = sha256_of(data) if data is not None else note.sha256
         if new_path == note.path and new_sha == note.sha256:
             return None  # already so (a retried update that landed): no new version
-        check_precondition(note, expected_sha256, expected_blob_id)
-        count, size = check_moved(view.index, note, new_path)
-        body = data if data is not None else self.codec.decode(note.path, view.read_blob(note.blob_id))
-        self.policy.check_counts(count, size - note.size + len(body))
+        stale = stale_precondition(note, expected_sha256, expected_blob_id)
+        with judged_after_checks(stale):
+            count, size = check_moved(view.index, note, new_path)
+            body = data if data is not None else self.codec.decode(note.path, view.read_blob(note.blob_id))
+            self.policy.check_counts(count, size - note.size + len(body))
+        if stale is not None:
+            operation: LostOperation = "modified" if data is not None else "moved"
+            lost = lost_write(note, operation, new_path, data, expected_sha256, expected_blob_id, actor)
+            raise StaleWrite(stale.message, lost)
         now = self.clock()
         record = VersionRecord(
             memory_id, ids.new_id(ids.VERSION), "modified", new_path, new_sha, len(body), actor, now, note.created_at
@@ -130,7 +188,10 @@ class WritePlanner:
         actor: Actor | None,
     ) -> Change:
         note = current(view.index, memory_id)
-        check_precondition(note, expected_sha256, expected_blob_id)
+        stale = stale_precondition(note, expected_sha256, expected_blob_id)
+        if stale is not None:
+            lost = lost_write(note, "deleted", note.path, None, expected_sha256, expected_blob_id, actor)
+            raise StaleWrite(stale.message, lost)
         now = self.clock()
         record = VersionRecord(
             memory_id, ids.new_id(ids.VERSION), "deleted", note.path, None, None, actor, now, note.created_at

@@ -591,12 +591,14 @@ def test_an_edit_racing_another_writer_is_refused_not_lost(command: Command, sto
     store.create("/race.md", "mine\n")
     handler = MemoryToolHandler(EditsBehindYourBack(store), ACTOR)  # type: ignore[arg-type]
     answer = handler.execute(command)
+    (kept,) = store.conflicts.list(with_content=True).items  # the tool's edit, kept beside the note
     assert answer == ToolResult(
         "The file /memories/race.md was changed by someone else while this command "
-        "ran, so nothing was written. View it again and retry.",
+        f"ran, so nothing was written to it. Your edit is kept as conflict {kept.id}. View it again and retry.",
         True,
     )
     assert store.get_by_path("/race.md").content == "mine\ntheir line\n"
+    assert kept.content in ("MINE\n", "my line\nmine\n", "mine\nmy line\n") and kept.created_by == ACTOR
 
 
 def test_engine_refusals_become_error_results(store: MemoryStore, ours: MemoryToolHandler) -> None:

@@ -88,7 +88,8 @@ def test_a_batch_lands_every_write_but_the_one_that_fails_its_checks(store: Memo
     assert isinstance(results["c"], PreconditionFailed)  # planned against the batch's earlier write b
     assert isinstance(results["e"], PathConflict)
     assert {name for name, r in results.items() if isinstance(r, Exception)} == {"c", "e"}
-    assert len(packs(store) - before) == 2  # the leader's own batch, then b..f in one
+    # The leader's own batch, then b..f in one, and c's conflict (kept once the batch is over).
+    assert len(packs(store) - before) == 3 and len(store.conflicts.of_note(note.id)) == 1
     assert loose_objects(store) == 0
 
     # The history is what one-at-a-time writing makes: one commit per landed write, in order.

@@ -338,6 +338,7 @@ def test_rename_keeps_the_id_and_makes_one_modified_version(store: MemoryStore) 
 
 
 def test_preconditions_on_update(store: MemoryStore) -> None:
+    """A stale precondition changes nothing on main; the refused write is kept as a conflict."""
     note = store.create("/a.md", "one")
     before = store_state(store)
     for kwargs in (
@@ -350,7 +351,10 @@ def test_preconditions_on_update(store: MemoryStore) -> None:
                 store.update(note.id, **change, **kwargs)  # type: ignore[arg-type]
             assert (failed.value.status, failed.value.api_type) == (409, "memory_precondition_failed_error")
             assert isinstance(failed.value, Conflict)
-    assert store_state(store) == before
+            assert failed.value.details["conflict_id"].startswith("cnf_")
+    assert store_state(store).without_conflicts() == before
+    # Kept once each: the third precondition fails on its blob alone, as the second does (an identical retry).
+    assert len(store.conflicts.of_note(note.id)) == 4
     two = store.update(note.id, content="two", expected_sha256=sha("one"))
     three = store.update(note.id, content="three", expected_blob_id=two.blob_id)
     assert store.get(three.id).content == "three"
@@ -363,7 +367,8 @@ def test_preconditions_on_delete(store: MemoryStore) -> None:
         store.delete(note.id, expected_sha256=sha("two"))
     with pytest.raises(PreconditionFailed):
         store.delete(note.id, expected_blob_id="0" * 40)
-    assert store_state(store) == before
+    assert store_state(store).without_conflicts() == before
+    assert [c.operation for c in store.conflicts.of_note(note.id)] == ["deleted", "deleted"]
     deleted = store.delete(note.id, expected_sha256=sha("one"), expected_blob_id=note.blob_id, actor=USER)
     assert deleted.operation == "deleted" and deleted.memory_id == note.id and deleted.created_by == USER
     with pytest.raises(NotFound):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import threading
 
 import pytest
@@ -39,7 +40,8 @@ def test_upsert_refusals_change_nothing(store: MemoryStore) -> None:
         store.upsert("/new.md", "two", expected_sha256=note.content_sha256)
     with pytest.raises(PathConflict):
         store.upsert("/a.md/below.md", "x")
-    assert store_state(store) == before
+    assert store_state(store).without_conflicts() == before
+    assert [c.content_sha256 for c in store.conflicts.of_note(note.id)] == [hashlib.sha256(b"two").hexdigest()]
 
 
 def test_concurrent_upserts_of_one_path_make_one_note(store: MemoryStore) -> None:
