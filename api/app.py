@@ -25,6 +25,7 @@ from gitmem.api.draining import Drain
 from gitmem.api.middleware import RequestContextMiddleware
 from gitmem.api.ratelimit import TokenBucketLimiter
 from gitmem.api.routers import (
+    conflicts,
     dreams,
     health,
     maintenance,
@@ -125,6 +126,7 @@ def create_app(gm: Gitmem, settings: Settings | None = None, *, close_on_shutdow
     app.include_router(health.router)
     app.include_router(memory_stores.router)
     app.include_router(memory_versions.router)
+    app.include_router(conflicts.router)
     app.include_router(memory_tool.router)
     app.include_router(workers.router)
     app.include_router(tasks.router)

@@ -12,7 +12,7 @@ import datetime as dt
 import json
 import logging
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
@@ -22,6 +22,7 @@ from pydantic import Field
 from gitmem.access import visible_stores
 from gitmem.api.mcp import MCP_PATH, authenticate
 from gitmem.api.mcp import tools as mcp_tools
+from gitmem.api.schemas.conflicts import MemoryConflict, MemoryConflictComparison, MemoryConflictResolution
 from gitmem.api.schemas.memories import Memory
 from gitmem.api.schemas.memory_stores import MemoryStore as StoreOut
 from gitmem.api.schemas.memory_versions import MemoryVersion
@@ -29,6 +30,8 @@ from gitmem.api.schemas.search import MemoryVersionDiff, SearchResult, SearchRes
 from gitmem.engine.catalog.catalog import Principal
 from gitmem.engine.gitmem import MAX_STORES_PAGE, Gitmem
 from gitmem.engine.index.search import SearchHit
+from gitmem.engine.store.conflict_resolution import ConflictComparison, Resolved
+from gitmem.engine.store.conflicts import Conflict
 from gitmem.engine.store.diff import VersionDiff
 from gitmem.errors import GitmemError
 from gitmem.model import Note, Page, StoreInfo, Version
@@ -37,7 +40,8 @@ log = logging.getLogger("gitmem.api.mcp")
 
 INSTRUCTIONS = (
     "gitmem memory stores. Paths start with /memories. Every change is a version attributed to you. "
-    "Name a store by memory_store_id (list_stores shows them); a task's token defaults to its own store."
+    "Name a store by memory_store_id (list_stores shows them); a task's token defaults to its own store. "
+    "An edit refused because the note changed meanwhile is kept as a conflict (the conflicts tool)."
 )
 StoreArg = Annotated[
     str | None,
@@ -59,6 +63,12 @@ def _plain(value: Any) -> Any:
         return value.model_dump(mode="json")
     if isinstance(value, VersionDiff):
         return _plain(MemoryVersionDiff.of(value))
+    if isinstance(value, Conflict):
+        return _plain(MemoryConflict.of(value, "basic"))
+    if isinstance(value, ConflictComparison):
+        return _plain(MemoryConflictComparison.of(value))
+    if isinstance(value, Resolved):
+        return _plain(MemoryConflictResolution.of(value, None))
     if isinstance(value, Page) and value.items and isinstance(value.items[0], SearchHit):
         return _plain(SearchResults(data=[SearchResult.of(hit) for hit in value.items], next_page=value.next_page))
     if isinstance(value, Note):
@@ -197,6 +207,52 @@ def build_server(gm: Gitmem) -> MCPServer:
     ) -> CallToolResult:
         return call(
             ctx, lambda p: _json(mcp_tools.restore(gm, p, memory_store_id, memory_id, version_id, expected_sha256))
+        )
+
+    @server.tool(
+        description="Edits refused because the note changed meanwhile, kept as conflicts, newest first (of one "
+        "note with memory_id; open or resolved with state); with conflict_id, that one with its text, a diff "
+        "against the version it lost to and a three-way merge."
+    )
+    def conflicts(
+        ctx: Context,
+        memory_id: str | None = None,
+        conflict_id: str | None = None,
+        state: Literal["open", "resolved"] | None = None,
+        limit: int = 20,
+        page: str | None = None,
+        memory_store_id: StoreArg = None,
+    ) -> CallToolResult:
+        return call(
+            ctx,
+            lambda p: _json(
+                mcp_tools.conflicts(
+                    gm, p, memory_store_id, memory_id=memory_id, conflict_id=conflict_id, state=state, limit=limit,
+                    page=page,
+                )
+            ),
+        )  # fmt: skip
+
+    @server.tool(
+        description="Resolve a conflict: take the winner (nothing written), the loser (its text written) or merged "
+        "(content, or the clean merge), as a new version if the note still holds the winner's text (or "
+        "expected_sha256)."
+    )
+    def resolve_conflict(
+        ctx: Context,
+        conflict_id: str,
+        take: Literal["winner", "loser", "merged"],
+        content: str | None = None,
+        expected_sha256: str | None = None,
+        memory_store_id: StoreArg = None,
+    ) -> CallToolResult:
+        return call(
+            ctx,
+            lambda p: _json(
+                mcp_tools.resolve_conflict(
+                    gm, p, memory_store_id, conflict_id, take, content=content, expected_sha256=expected_sha256
+                )
+            ),
         )
 
     return server

@@ -18,10 +18,13 @@ from gitmem.agents.review.review import Reviews
 from gitmem.engine.catalog.catalog import Principal, principal_task_id
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.index.search import SearchHit
+from gitmem.engine.store.conflict_resolution import ConflictComparison, Resolved, compare, resolve
+from gitmem.engine.store.conflicts import Conflict, State
 from gitmem.engine.store.diff import VersionDiff
 from gitmem.engine.store.restore import restore as restore_version
 from gitmem.engine.store.store import MAX_VERSIONS_PAGE, MemoryStore
 from gitmem.errors import InvalidRequest, NotFound
+from gitmem.git.conflict_records import Resolution
 from gitmem.model import Note, Page, Version
 
 
@@ -109,3 +112,35 @@ def restore(
 ) -> Note:
     store = open_store(gm, principal, store_id, write=True)
     return restore_version(store, memory_id, version_id, actor=principal.actor, expected_sha256=expected_sha256)
+
+
+def conflicts(
+    gm: Gitmem,
+    principal: Principal,
+    store_id: str | None,
+    *,
+    memory_id: str | None = None,
+    conflict_id: str | None = None,
+    state: State | None = None,
+    limit: int = 20,
+    page: str | None = None,
+) -> Page[Conflict] | ConflictComparison:
+    """A store's (or a note's) conflicts, newest first; with ``conflict_id``, that one against its winner."""
+    store = open_store(gm, principal, store_id, write=False)
+    if conflict_id:
+        return compare(store, conflict_id)
+    return store.conflicts.list(memory_id=memory_id or None, state=state, limit=min(limit, 100), page=page or None)
+
+
+def resolve_conflict(
+    gm: Gitmem,
+    principal: Principal,
+    store_id: str | None,
+    conflict_id: str,
+    take: Resolution,
+    *,
+    content: str | None = None,
+    expected_sha256: str | None = None,
+) -> Resolved:
+    store = open_store(gm, principal, store_id, write=True)
+    return resolve(store, conflict_id, take, content=content, expected_sha256=expected_sha256, actor=principal.actor)

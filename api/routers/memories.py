@@ -1,14 +1,18 @@
 """``/v1/memory_stores/{id}/memories``: create, list, retrieve, update (POST), delete.
 
 Memory responses carry ``ETag: "<blob id>"``; update and delete take ``If-Match`` with that tag as a
-precondition on the note's current blob, beside the SDK's ``content_sha256`` preconditions.
+precondition on the note's current blob, beside the SDK's ``content_sha256`` preconditions. A write refused
+for a stale precondition is kept as a conflict (its 409 names ``conflict_id``; docs/conflicts.md); an update
+may ask for a three-way merge instead (``Gitmem-Merge: three-way``, a gitmem extension).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import re
+from typing import Literal
 
 from fastapi import APIRouter, Header, Query, Response
 
@@ -77,6 +81,11 @@ async def retrieve_memory(memory_id: str, ref: OpenStore, view: View = Query("fu
     return await ref.read(answer)
 
 
+MERGE_HEADER = "Gitmem-Merge"
+MERGED_HEADER = "Gitmem-Merged"
+THREE_WAY = "three-way"
+
+
 @router.post(
     "/{memory_id}", response_model=Memory, summary="Update a memory (content, path or both)", responses=WITH_ETAG
 )
@@ -86,8 +95,15 @@ def update_memory(
     ref: OpenStore,
     view: View = Query("basic"),
     if_match: str | None = IfMatch,
+    merge: Literal["three-way"] | None = Query(
+        None, description="gitmem extension: merge a stale update three ways with the winner instead of a 409"
+    ),
+    merge_header: Literal["three-way"] | None = Header(
+        None, alias=MERGE_HEADER, description="gitmem extension: as ?merge=three-way"
+    ),
 ) -> Response:
     store = ref.open()
+    merging = THREE_WAY in (merge, merge_header)
     note = store.update(
         memory_id,
         content=body.content,
@@ -95,10 +111,12 @@ def update_memory(
         expected_sha256=body.precondition.content_sha256 if body.precondition else None,
         expected_blob_id=_blob_precondition(if_match),
         actor=ref.principal.actor,
+        merge=merging,
     )
+    merged = merging and body.content is not None and note.content_sha256 != _sha256(body.content)
     if view == "full" and note.content is None:
-        note = _with_content(store, note, body.content)
-    return _answer(note, view)
+        note = _with_content(store, note, None if merged else body.content)
+    return _answer(note, view, {MERGED_HEADER: THREE_WAY} if merged else None)
 
 
 @router.delete("/{memory_id}", response_model=DeletedMemory, summary="Delete a memory")
@@ -157,8 +175,12 @@ def _with_content(store: MemoryStore, note: Note, sent: str | None) -> Note:
         return note
 
 
-def _answer(note: Note, view: View) -> Response:
-    return json_response(Memory.of(note, view), headers={"ETag": f'"{note.blob_id}"'})
+def _answer(note: Note, view: View, headers: dict[str, str] | None = None) -> Response:
+    return json_response(Memory.of(note, view), headers={"ETag": f'"{note.blob_id}"', **(headers or {})})
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _blob_precondition(if_match: str | None) -> str | None:

@@ -1,10 +1,12 @@
 """The pages: sign-in, stores, a store's folders (one level at a time) and search, a note with its
-history, a version's diff, a store's activity, and the review with its forms. Every listing is paged."""
+history and its conflicts, a conflict against its winner with the forms that resolve it, a version's
+diff, a store's activity, and the review with its forms. Every listing is paged."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
@@ -15,9 +17,12 @@ from gitmem.agents.tasks.scope import visible_store_ids
 from gitmem.api.deps import Engine
 from gitmem.api.ui.session import COOKIE, SIGN_IN, Session, UiRoute, page, set_session_cookie
 from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.store.conflict_resolution import compare, resolve
+from gitmem.engine.store.conflicts import ConflictLog
 from gitmem.engine.store.store import MemoryStore
 from gitmem.engine.web_sessions import WebSession, WebSessions
-from gitmem.errors import AuthenticationFailed, InvalidRequest, NotFound
+from gitmem.errors import AuthenticationFailed, InvalidRequest, NotFound, PreconditionFailed
+from gitmem.git.conflict_records import RESOLUTIONS, Resolution
 from gitmem.model import MemoryPrefix, Note
 from gitmem.rules.paths import validate_prefix
 
@@ -28,6 +33,7 @@ HISTORY_PAGE = 20
 ACTIVITY_PAGE = 50
 REVIEW_PAGE = 20
 STORES_PAGE = 20
+CONFLICTS_PAGE = 20
 STYLESHEET = Path(__file__).parent / "static" / "style.css"
 
 
@@ -167,6 +173,7 @@ def note_page(
     if note is None and not history.items:
         raise NotFound(f"memory {memory_id} not found")
     title = note.path if note else next((v.path for v in history.items if v.path), memory_id)
+    conflicts = _readable(gm, session, store).list(memory_id=memory_id, limit=CONFLICTS_PAGE)
     return page(
         request,
         "note.html",
@@ -176,8 +183,68 @@ def note_page(
         memory_id=memory_id,
         versions=history.items,
         next_page=history.next_page,
+        conflicts=conflicts.items,
+        more_conflicts=conflicts.next_page is not None,
         may_edit=session.principal.can_write,
     )
+
+
+def _readable(gm: Gitmem, session: WebSession, store: MemoryStore) -> ConflictLog:
+    """The conflicts this person may read (a task under read_approved_only: none, as over the API)."""
+    return Reviews.of(gm).reader(store, session.principal).conflicts
+
+
+@router.get("/stores/{store_id}/conflicts/{conflict_id}", response_class=HTMLResponse)
+def conflict_page(
+    request: Request, store_id: str, conflict_id: str, session: Session, gm: Engine, done: str = Query("")
+) -> Response:
+    """A conflict beside its note: its text, the diff from the winner, the three-way merge, and the forms
+    that resolve it."""
+    store, ctx = _open(gm, session, store_id)
+    _readable(gm, session, store).get(conflict_id, with_content=False)  # 404 for one this person may not read
+    seen = compare(store, conflict_id)
+    diff = SimpleNamespace(redacted=seen.conflict.redacted_at is not None, hunks=seen.hunks, renamed=False)
+    return page(
+        request,
+        "conflict.html",
+        **ctx,
+        seen=seen,
+        conflict=seen.conflict,
+        diff=diff,
+        mode="unified",
+        may_edit=session.principal.can_write and not ctx["info"].archived_at,
+        done=done,
+    )
+
+
+@router.post("/stores/{store_id}/conflicts/{conflict_id}/resolve")
+def resolve_form(
+    store_id: str,
+    conflict_id: str,
+    session: Session,
+    gm: Engine,
+    take: str = Form(...),
+    content: str | None = Form(None),
+    expected_sha256: str = Form(""),
+    csrf_token: str = Form(""),
+) -> Response:
+    session.check_csrf(csrf_token)
+    store = _store(gm, session, store_id, write=True)
+    if take not in RESOLUTIONS:
+        raise InvalidRequest("take must be winner, loser or merged")
+    text = content.replace("\r\n", "\n") if content is not None and take == "merged" else None
+    try:
+        resolve(
+            store,
+            conflict_id,
+            cast(Resolution, take),
+            content=text,
+            expected_sha256=expected_sha256 or None,
+            actor=session.principal.actor,
+        )
+    except PreconditionFailed as lost:  # the note moved on meanwhile: this resolution is a conflict of its own
+        return RedirectResponse(f"/ui/stores/{store_id}/conflicts/{lost.details['conflict_id']}", status_code=303)
+    return RedirectResponse(f"/ui/stores/{store_id}/conflicts/{conflict_id}?done=resolved", status_code=303)
 
 
 @router.get("/stores/{store_id}/versions/{version_id}", response_class=HTMLResponse)
@@ -278,6 +345,10 @@ def edit(
         store.update(
             memory_id, content.replace("\r\n", "\n"), expected_sha256=expected_sha256, actor=session.principal.actor
         )
+    except PreconditionFailed as lost:  # someone saved first: the edit is kept; show it beside the winner
+        if "conflict_id" not in lost.details:
+            raise
+        return RedirectResponse(f"/ui/stores/{store_id}/conflicts/{lost.details['conflict_id']}", status_code=303)
     except InvalidRequest as refused:  # a secret, a size limit: show the form again with the reason
         return page(
             request,

@@ -16,6 +16,7 @@ from gitmem.api.app import create_app
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.rewrite import redaction
 from gitmem.engine.store.store import MemoryStore
+from gitmem.errors import PreconditionFailed
 from gitmem.model import Actor
 
 EVIL_NOTE = """# Sam
@@ -231,5 +232,40 @@ def test_editing_a_note_makes_a_version_by_the_person(world: World) -> None:
     refused = client.post(
         f"/ui/stores/{world.store.id}/notes/{note.id}/edit",
         data={"content": "newer", "expected_sha256": sha, "csrf_token": csrf(form)},
+        follow_redirects=False,
     )
-    assert refused.status_code == 409 and world.store.get(note.id).content == "new"
+    assert refused.status_code == 303 and world.store.get(note.id).content == "new"
+    (kept,) = world.store.conflicts.of_note(note.id)  # the stale save is kept, and shown beside the winner
+    assert refused.headers["location"] == f"/ui/stores/{world.store.id}/conflicts/{kept.id}"
+    assert kept.created_by == Actor("user_actor", world.user_id)
+
+
+def test_a_conflict_beside_its_note_with_its_diff_merge_and_resolution(world: World) -> None:
+    store = world.store
+    note = store.create("/plan.md", "1\n2\n3\n4\n5\n")
+    store.update(note.id, content="one\n2\n3\n4\n5\n")
+    with pytest.raises(PreconditionFailed) as lost:
+        store.update(note.id, content="1\n2\n3\n4\n<b>five</b>\n", expected_sha256=note.content_sha256)
+    cid = lost.value.details["conflict_id"]
+    client = signed_in(world, world.user)
+    listed = client.get(f"/ui/stores/{store.id}/notes/{note.id}").text
+    assert "<h2>Conflicts</h2>" in listed and f"/ui/stores/{store.id}/conflicts/{cid}" in listed
+    shown = client.get(f"/ui/stores/{store.id}/conflicts/{cid}").text
+    assert "&lt;b&gt;five&lt;/b&gt;" in shown and "<b>five</b>" not in shown  # the text is escaped, never markup
+    assert 'class="removed"' in shown and 'class="added"' in shown  # the diff against the winner
+    assert "do not overlap" in shown and "one\n2\n3\n4\n&lt;b&gt;five&lt;/b&gt;" in shown  # the clean merge
+    # Another workspace's store is the API's 404; a read-only key reads but has no forms.
+    assert client.get(f"/ui/stores/{world.other_store_id}/conflicts/{cid}").status_code == 404
+    assert signed_in(world, world.reader).get(f"/ui/stores/{store.id}/conflicts/{cid}").text.count("<form") == 1
+    merged = client.post(
+        f"/ui/stores/{store.id}/conflicts/{cid}/resolve",
+        data={
+            "take": "merged",
+            "content": "one\n2\n3\n4\nfive\n",
+            "expected_sha256": store.get(note.id).content_sha256,
+            "csrf_token": csrf(shown),
+        },
+    )
+    assert merged.status_code == 200 and "Resolved: the note took the merged" in merged.text
+    assert store.get(note.id).content == "one\n2\n3\n4\nfive\n"
+    assert store.conflicts.get(cid).resolved_by == Actor("user_actor", world.user_id)

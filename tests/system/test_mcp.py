@@ -34,6 +34,8 @@ from tests.server import REPO_ROOT, RealServer
 pytestmark = pytest.mark.slow
 
 TOOLS = {
+    "conflicts",
+    "resolve_conflict",
     "view",
     "create",
     "str_replace",
@@ -293,6 +295,38 @@ def test_search_diff_and_restore_answer_as_rest_does(live: Home) -> None:
         latest = http.get(f"{base}/memory_versions", params={"memory_id": note["id"]}).json()["data"][0]
     assert restored["content"] == "kiwi one\n"
     assert latest["created_by"] == {"type": "api_actor", "api_key_id": live.admin_id}
+
+
+def test_conflicts_are_seen_and_resolved_over_mcp_as_over_rest(live: Home) -> None:
+    """The conflicts tool shows a kept conflict as REST does (a note's list, one against its winner),
+    resolve_conflict takes the merge; another workspace's store has none to show."""
+    auth = {"Authorization": f"Bearer {live.admin}"}
+    base = f"{live.url}/v1/memory_stores/{live.store_id}"
+    with httpx.Client(headers=auth, timeout=30) as http:
+        note = http.post(f"{base}/memories", json={"path": "/mcp/race.md", "content": "a\nb\nc\nd\n"}).json()
+        http.post(f"{base}/memories/{note['id']}", json={"content": "A\nb\nc\nd\n"})  # the winner
+        stale = {"type": "content_sha256", "content_sha256": note["content_sha256"]}
+        lost = http.post(f"{base}/memories/{note['id']}", json={"content": "a\nb\nc\nD\n", "precondition": stale})
+        assert lost.status_code == 409
+        cid = lost.json()["error"]["conflict_id"]
+        rest_list = http.get(f"{base}/conflicts", params={"memory_id": note["id"]}).json()
+        rest_compare = http.get(f"{base}/conflicts/{cid}/compare").json()
+
+    async def run() -> tuple[tuple[str, bool], ...]:
+        async with session(live.url, live.admin) as client:
+            return (
+                await call(client, "conflicts", memory_store_id=live.store_id, memory_id=note["id"]),
+                await call(client, "conflicts", memory_store_id=live.store_id, conflict_id=cid),
+                await call(client, "conflicts", memory_store_id=live.other_store_id),
+                await call(client, "resolve_conflict", memory_store_id=live.store_id, conflict_id=cid, take="merged"),
+            )
+
+    (listed, e1), (compared, e2), (theirs, e3), (resolved, e4) = anyio.run(run)
+    assert not (e1 or e2 or e4) and json.loads(listed) == rest_list and json.loads(compared) == rest_compare
+    assert e3 and "not_found_error" in theirs
+    assert json.loads(resolved)["conflict"]["resolution"] == "merged"
+    with httpx.Client(headers=auth, timeout=30) as http:
+        assert http.get(f"{base}/memories/{note['id']}").json()["content"] == "A\nb\nc\nD\n"
 
 
 @pytest.mark.parametrize("token", [None, "gm_key_wrong"])

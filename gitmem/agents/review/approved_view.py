@@ -6,8 +6,9 @@ index's ``notes`` table, so listing, paging and path lookups are the index's own
 Built once per (mark, tip) and shared by every thread; a new tip or a new mark builds it again.
 
 Versions after the mark are not there for the view (neither listed, nor read, nor diffed): their
-content is what the review has not seen. Writes go to the store itself: a task's own writes are
-pending until a reviewer approves them, so it does not read them back.
+content is what the review has not seen; nor are the store's conflicts, for the same reason. Writes go
+to the store itself: a task's own writes are pending until a reviewer approves them, so it does not
+read them back.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 from gitmem.agents.review.mark import ReviewMark, mark_seq
 from gitmem.engine.index.store_index import NoteRow, StoreIndex
+from gitmem.engine.store.conflicts import ConflictLog, hidden
 from gitmem.engine.store.diff import VersionDiff
 from gitmem.engine.store.store import MemoryStore, check_listing
 from gitmem.errors import NotFound
@@ -111,6 +113,11 @@ class ApprovedView:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
+
+    @property
+    def conflicts(self) -> ConflictLog:
+        """None to read: a conflict's text is what no reviewer has seen (the task's own are still kept)."""
+        return hidden(self._store.conflicts)
 
     def _note(self, row: NoteRow, with_content: bool) -> Note:
         return self._store.note_from_row(row, with_content)
