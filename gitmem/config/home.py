@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING
 
 from gitmem.config.values import Values
 from gitmem.crypto.master_key import MasterKeySource
-from gitmem.engine.gitmem import Gitmem
-from gitmem.engine.push.receive import PushOptions
 from gitmem.rules.filters import FilterChain, load_filters
 
 if TYPE_CHECKING:
     from gitmem.agents.dreams.dreamers import Dreamer
+    from gitmem.engine.gitmem import Gitmem
+    from gitmem.engine.push.receive import PushOptions
 
 
 def home_path(values: Values) -> Path:
@@ -42,6 +42,7 @@ def filters(values: Values) -> FilterChain:
 def open_home(values: Values, home: Path | None = None) -> Gitmem:
     """The home the settings name (or ``home``), opened with their options, its changes told to the
     webhooks' outbox."""
+    from gitmem.engine.gitmem import Gitmem  # not for a push hook that never opens the home
     from gitmem.webhooks.outbox import webhooks_for
 
     gm = Gitmem.open(
@@ -57,6 +58,8 @@ def open_home(values: Values, home: Path | None = None) -> Gitmem:
 
 def push_options(values: Values) -> PushOptions:
     """What the push hooks take: the index's database, the rules of a write, and the home to open."""
+    from gitmem.engine.push.receive import PushOptions
+
     return PushOptions(
         database_url=values("DATABASE") or None,
         filters=filters(values),
