@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import datetime as dt
 
+from gitmem.agents.review.review import require_reviewer
 from gitmem.agents.tasks.scope import store_access as _role_or_task_access
 from gitmem.agents.tasks.scope import visible_store_ids
 from gitmem.agents.tasks.values import Access
 from gitmem.banks.profiles import check_bank_access
-from gitmem.engine.catalog.catalog import Principal, principal_task_id
+from gitmem.engine.catalog.catalog import Principal
 from gitmem.engine.gitmem import Gitmem
 from gitmem.errors import PermissionDenied
 from gitmem.model import Page, StoreInfo
@@ -38,10 +39,9 @@ def require_store(gm: Gitmem, principal: Principal, store_id: str, *, write: boo
 
 def check_reviewer(gm: Gitmem, principal: Principal, store_id: str) -> None:
     """A reviewer is a user with write access to the store, or an admin key; a read-write key (what
-    agents and scripts are given) and a task never review. The API and the web view both ask this."""
-    person = principal.actor.type == "user_actor" or (principal.actor.type == "api_actor" and principal.role == "admin")
-    if not person or principal_task_id(principal) is not None:
-        raise PermissionDenied("only a user with write access or an admin key may review a store")
+    agents and scripts are given) and a task never review. The API and the web view both ask this;
+    changing a store's review settings asks the same rule (``Reviews.configure``)."""
+    require_reviewer(principal)
     require_access(gm, principal, store_id, write=True)
 
 

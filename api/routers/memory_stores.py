@@ -7,7 +7,7 @@ import datetime as dt
 from fastapi import APIRouter, Query
 
 from gitmem.access import require_access, store_access, visible_stores
-from gitmem.agents.review.review import Reviews
+from gitmem.agents.review.review import Reviews, ReviewSettings
 from gitmem.agents.tasks.scope import refuse_task
 from gitmem.api.deps import Caller, Engine
 from gitmem.api.schemas.common import ERROR_RESPONSES, as_utc
@@ -29,7 +29,8 @@ def _out(gm: Engine, info: StoreInfo) -> MemoryStore:
 
 
 def _may_change(gm: Engine, principal: Caller, memory_store_id: str) -> None:
-    """Renaming, archiving and deleting a store is for keys and users with write access, not tasks."""
+    """Renaming, archiving and deleting a store is for keys and users with write access, not tasks;
+    changing its review settings also takes the right to review (``Reviews.configure``)."""
     refuse_task(principal, "change memory stores")
     require_access(gm, principal, memory_store_id, write=True)
 
@@ -37,6 +38,9 @@ def _may_change(gm: Engine, principal: Caller, memory_store_id: str) -> None:
 @router.post("", response_model=MemoryStore, summary="Create a memory store")
 def create_memory_store(body: MemoryStoreCreate, principal: Caller, gm: Engine) -> MemoryStore:
     refuse_task(principal, "create memory stores")
+    reviews = Reviews.of(gm)
+    # Asked before the store exists, so a refusal (a key that may not review) creates nothing.
+    reviews.planned(ReviewSettings(""), enabled=body.review, read_approved_only=body.read_approved_only, by=principal)
     info = gm.create_store(
         principal.workspace_id,
         body.name,
@@ -45,12 +49,12 @@ def create_memory_store(body: MemoryStoreCreate, principal: Caller, gm: Engine) 
         encrypted=bool(body.encrypted),
     )
     if body.review or body.read_approved_only:
-        Reviews.of(gm).configure(
+        reviews.configure(
             principal.workspace_id,
             info.id,
             enabled=body.review,
             read_approved_only=body.read_approved_only,
-            actor=principal.actor,
+            by=principal,
         )
     return _out(gm, info)
 
@@ -86,6 +90,14 @@ def retrieve_memory_store(memory_store_id: str, principal: Caller, gm: Engine) -
 @router.post("/{memory_store_id}", response_model=MemoryStore, summary="Update a memory store")
 def update_memory_store(memory_store_id: str, body: MemoryStoreUpdate, principal: Caller, gm: Engine) -> MemoryStore:
     _may_change(gm, principal, memory_store_id)
+    reviews = Reviews.of(gm)
+    if body.review is not None or body.read_approved_only is not None:  # refused before anything changes
+        reviews.planned(
+            reviews.settings(memory_store_id),
+            enabled=body.review,
+            read_approved_only=body.read_approved_only,
+            by=principal,
+        )
     info = gm.update_store(
         principal.workspace_id,
         memory_store_id,
@@ -94,12 +106,12 @@ def update_memory_store(memory_store_id: str, body: MemoryStoreUpdate, principal
         metadata_patch=body.metadata,
     )
     if body.review is not None or body.read_approved_only is not None:
-        Reviews.of(gm).configure(
+        reviews.configure(
             principal.workspace_id,
             info.id,
             enabled=body.review,
             read_approved_only=body.read_approved_only,
-            actor=principal.actor,
+            by=principal,
         )
     return _out(gm, info)
 

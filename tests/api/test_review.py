@@ -184,3 +184,26 @@ def test_review_is_switched_on_and_off_by_update_and_the_cli(world: World) -> No
     assert call(admin, "GET", f"/v1/memory_stores/{store.id}").get("review") is None
     refused = runner.invoke(main, [*home, "review", "approve", store.id, "memver_nope"])
     assert refused.exit_code == 1 and "not under review" in refused.output
+
+
+def test_only_a_reviewer_changes_the_review_settings(world: World) -> None:
+    """A read-write key (what agents get) may not switch review or read_approved_only off, nor on; the
+    refused request changes nothing, not even the name sent beside it. Resending what is set is fine."""
+    admin = world.sdk(world.admin)
+    store_id = call(admin, "POST", "/v1/memory_stores", {"name": "s", "review": True, "read_approved_only": True})["id"]
+    _, agent_key = world.gm.catalog.create_api_key(world.workspace_id, "agent", role="read-write")
+    agent = world.sdk(agent_key)
+    route = f"/v1/memory_stores/{store_id}"
+    for body in ({"review": False}, {"read_approved_only": False}, {"name": "renamed", "review": False}):
+        with pytest.raises(anthropic.PermissionDeniedError):
+            call(agent, "POST", route, body)
+    after = call(admin, "GET", route)
+    assert after["review"] == {"enabled": True, "read_approved_only": True} and after["name"] == "s"
+    assert call(agent, "POST", route, {"name": "kept", "review": True})["name"] == "kept"  # no change asked
+    with pytest.raises(anthropic.PermissionDeniedError):  # nor at creation: and no store is made
+        call(agent, "POST", "/v1/memory_stores", {"name": "mine", "review": True})
+    assert [s.name for s in admin.beta.memory_stores.list()] == ["kept"]
+    # A person with write access may, as may an admin key.
+    steward = world.sdk(world.steward)
+    assert call(steward, "POST", route, {"read_approved_only": False})["review"]["read_approved_only"] is False
+    assert call(admin, "POST", route, {"review": False}).get("review") is None

@@ -45,7 +45,7 @@ from gitmem.engine.rewrite import locked_git
 from gitmem.engine.store.diff import VersionDiff
 from gitmem.engine.store.restore import restore
 from gitmem.engine.store.store import MemoryStore
-from gitmem.errors import InvalidRequest, NotFound
+from gitmem.errors import InvalidRequest, NotFound, PermissionDenied
 from gitmem.model import Actor, Page, Version
 from gitmem.rules.paging import check_limit
 
@@ -59,6 +59,15 @@ class ReviewSettings:
     store_id: str
     enabled: bool = False
     read_approved_only: bool = False
+
+
+def require_reviewer(principal: Principal) -> None:
+    """The right to review, and to change a store's review settings: a user or an admin key; a
+    read-write key (what agents and scripts are given) and a task never review. Access to the store
+    itself is :func:`gitmem.access.check_reviewer`'s."""
+    person = principal.actor.type == "user_actor" or (principal.actor.type == "api_actor" and principal.role == "admin")
+    if not person or principal_task_id(principal) is not None:
+        raise PermissionDenied("only a user with write access or an admin key may review a store or change its review")
 
 
 @dataclass(frozen=True)
@@ -93,22 +102,21 @@ class Reviews(HomeTables):
         enabled: bool | None = None,
         read_approved_only: bool | None = None,
         actor: Actor | None = None,
+        by: Principal | None = None,
     ) -> ReviewSettings:
         """Turn review (and reading only the approved state) on or off. Turning review on for the
-        first time sets the mark at the current tip: what was there before is taken as approved."""
+        first time sets the mark at the current tip: what was there before is taken as approved.
+
+        ``by`` is the caller over the API, the MCP server or the web view: changing a setting takes the
+        right to review (:func:`require_reviewer`), so a key that may not review cannot switch the
+        review off. ``None`` is the operator at the CLI, who holds the home itself."""
         info = self.gm.get_store(workspace_id, store_id)
         if info.kind == "bank":
             raise InvalidRequest("a profile's bank cannot be put under review")
         old = self.settings(store_id)
-        if enabled is False and read_approved_only is None:
-            read_approved_only = False  # no review, so no approved state to read
-        new = ReviewSettings(
-            store_id,
-            old.enabled if enabled is None else bool(enabled),
-            old.read_approved_only if read_approved_only is None else bool(read_approved_only),
-        )
-        if new.read_approved_only and not new.enabled:
-            raise InvalidRequest('read_approved_only needs review: set "review": true as well')
+        new = self.planned(old, enabled=enabled, read_approved_only=read_approved_only, by=by)
+        if actor is None and by is not None:
+            actor = by.actor
         with self.catalog.transaction() as db:
             db.execute(
                 "INSERT INTO store_reviews VALUES (?,?,?,?) ON CONFLICT(store_id) DO UPDATE SET"
@@ -120,6 +128,26 @@ class Reviews(HomeTables):
             store = self.gm.store(workspace_id, store_id)
             if current_mark(store) is None:
                 write_record(store, "enabled", self._newest(store), actor, self.gm.clock())
+        return new
+
+    @staticmethod
+    def planned(
+        old: ReviewSettings, *, enabled: bool | None, read_approved_only: bool | None, by: Principal | None
+    ) -> ReviewSettings:
+        """The settings ``old`` becomes, refused (and nothing changed) if they are not coherent or
+        ``by`` may not change them. Asking for what is already set changes nothing and needs no right.
+        A store about to be created asks this of the default settings before it exists."""
+        if enabled is False and read_approved_only is None:
+            read_approved_only = False  # no review, so no approved state to read
+        new = ReviewSettings(
+            old.store_id,
+            old.enabled if enabled is None else bool(enabled),
+            old.read_approved_only if read_approved_only is None else bool(read_approved_only),
+        )
+        if new.read_approved_only and not new.enabled:
+            raise InvalidRequest('read_approved_only needs review: set "review": true as well')
+        if new != old and by is not None:
+            require_reviewer(by)
         return new
 
     @staticmethod
@@ -272,6 +300,7 @@ __all__ = [
     "ReviewSettings",
     "Reviews",
     "current_mark",
+    "require_reviewer",
     "with_reviews",
     "describe_mark",
     "mark_seq",

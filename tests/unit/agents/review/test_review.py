@@ -8,13 +8,13 @@ import datetime as dt
 import pytest
 
 from gitmem.agents.review.approved_view import ApprovedView
-from gitmem.agents.review.review import REVIEW_REF, Reviews, current_mark, review_history
+from gitmem.agents.review.review import REVIEW_REF, Reviews, ReviewSettings, current_mark, review_history
 from gitmem.clock import FrozenClock
-from gitmem.engine.catalog.catalog import Workspace
+from gitmem.engine.catalog.catalog import Principal, Workspace
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.rewrite import redaction
 from gitmem.engine.store.store import MemoryStore
-from gitmem.errors import InvalidRequest, NotFound
+from gitmem.errors import InvalidRequest, NotFound, PermissionDenied
 from gitmem.model import Actor, Note
 from tests.checks import assert_fsck_clean, git
 
@@ -89,6 +89,26 @@ def test_review_must_be_enabled(store: MemoryStore, reviews: Reviews, workspace:
         reviews.pending(store)
     with pytest.raises(InvalidRequest):
         reviews.configure(workspace.id, store.id, read_approved_only=True)
+
+
+def test_changing_the_settings_takes_the_right_to_review(
+    store: MemoryStore, reviews: Reviews, workspace: Workspace
+) -> None:
+    """The one check every surface reaches: a read-write key or a task may not switch review off (or
+    on); a user or an admin key may; the operator (``by=None``) may."""
+    reviews.configure(workspace.id, store.id, enabled=True, read_approved_only=True)
+    agent_key = Principal(workspace.id, Actor("api_actor", "key_agent"), "read-write", "key_agent")
+    task = Principal(workspace.id, AGENT, "read-write", "task_agent", task_id="task_agent")
+    for caller in (agent_key, task):
+        for change in ({"enabled": False}, {"read_approved_only": False}):
+            with pytest.raises(PermissionDenied):
+                reviews.configure(workspace.id, store.id, by=caller, **change)
+    assert reviews.settings(store.id) == ReviewSettings(store.id, True, True)
+    reviews.configure(workspace.id, store.id, enabled=True, by=agent_key)  # nothing changes: allowed
+    person = Principal(workspace.id, STEWARD, "read-write", "user_steward")
+    assert not reviews.configure(workspace.id, store.id, read_approved_only=False, by=person).read_approved_only
+    admin = Principal(workspace.id, Actor("api_actor", "key_admin"), "admin", "key_admin")
+    assert not reviews.configure(workspace.id, store.id, enabled=False, by=admin).enabled
 
 
 def test_revert_puts_back_what_was_there_before(workspace: Workspace, store: MemoryStore, reviews: Reviews) -> None:
