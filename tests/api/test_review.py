@@ -207,3 +207,47 @@ def test_only_a_reviewer_changes_the_review_settings(world: World) -> None:
     steward = world.sdk(world.steward)
     assert call(steward, "POST", route, {"read_approved_only": False})["review"]["read_approved_only"] is False
     assert call(admin, "POST", route, {"review": False}).get("review") is None
+
+
+def test_a_task_writes_only_what_it_may_read(world: World) -> None:
+    """Over REST and the memory tool: a pending note's path is taken without naming the note, its id is
+    not found, and a note with a pending change is refused without its pending hash."""
+    admin = world.sdk(world.admin)
+    store_id = call(admin, "POST", "/v1/memory_stores", {"name": "s", "review": True, "read_approved_only": True})["id"]
+    seen = admin.beta.memory_stores.memories.create(store_id, path="/seen.md", content="approved")
+    call(admin, "POST", f"/v1/memory_stores/{store_id}/review/approve", {"through_version_id": seen.memory_version_id})
+    hidden = admin.beta.memory_stores.memories.create(store_id, path="/hidden.md", content="pending")
+    changed = admin.beta.memory_stores.memories.update(seen.id, memory_store_id=store_id, content="pending edit")
+    _, token = _task(world, store_id)
+    agent, memories = world.sdk(token), world.sdk(token).beta.memory_stores.memories
+
+    with pytest.raises(anthropic.ConflictError) as taken:
+        memories.create(store_id, path="/hidden.md", content="mine")
+    assert hidden.id not in taken.value.response.text and "conflicting_memory_id" not in taken.value.response.text
+    with pytest.raises(anthropic.NotFoundError):
+        memories.update(hidden.id, memory_store_id=store_id, path="/moved.md")
+    with pytest.raises(anthropic.NotFoundError):
+        memories.delete(hidden.id, memory_store_id=store_id)
+    with pytest.raises(anthropic.NotFoundError):
+        call(
+            agent,
+            "POST",
+            f"/v1/memory_stores/{store_id}/memories/{hidden.id}/restore",
+            {"version_id": hidden.memory_version_id},
+        )
+    with pytest.raises(anthropic.ConflictError) as waiting:
+        memories.update(
+            seen.id,
+            memory_store_id=store_id,
+            content="mine",
+            precondition={"type": "content_sha256", "content_sha256": seen.content_sha256},
+        )
+    assert changed.content_sha256 not in waiting.value.response.text
+    over_tool = mcp_tools.memory_command(
+        world.gm,
+        world.gm.catalog.authenticate(token),
+        store_id,
+        {"command": "str_replace", "path": "/memories/seen.md", "old_str": "approved", "new_str": "mine"},
+    )
+    assert "waiting for review" in over_tool.content and changed.content_sha256 not in over_tool.content
+    assert admin.beta.memory_stores.memories.retrieve(seen.id, memory_store_id=store_id).content == "pending edit"

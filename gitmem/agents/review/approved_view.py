@@ -8,7 +8,8 @@ Built once per (mark, tip) and shared by every thread; a new tip or a new mark b
 Versions after the mark are not there for the view (neither listed, nor read, nor diffed): their
 content is what the review has not seen; nor are the store's conflicts, for the same reason. Writes go
 to the store itself: a task's own writes are pending until a reviewer approves them, so it does not
-read them back.
+read them back. They are planned on the store as the view shows it (:mod:`.approved_writes`): what
+the task cannot read does not exist for its writes either.
 """
 
 from __future__ import annotations
@@ -17,13 +18,15 @@ import sqlite3
 import threading
 from typing import Any
 
+from gitmem.agents.review.approved_writes import FencedBatch, may_change
 from gitmem.agents.review.mark import ReviewMark, mark_seq
 from gitmem.engine.index.store_index import NoteRow, StoreIndex
 from gitmem.engine.store.conflicts import ConflictLog, hidden
 from gitmem.engine.store.diff import VersionDiff
+from gitmem.engine.store.group_commit import Landed, Plan
 from gitmem.engine.store.store import MemoryStore, check_listing
 from gitmem.errors import NotFound
-from gitmem.model import MemoryPrefix, Note, Page, Version
+from gitmem.model import Actor, MemoryPrefix, Note, Page, Version
 
 _NOTES_TABLE = """CREATE TABLE notes (
     memory_id TEXT PRIMARY KEY, path TEXT NOT NULL UNIQUE, blob_id TEXT NOT NULL, sha256 TEXT NOT NULL,
@@ -98,8 +101,9 @@ def approved_notes(store: MemoryStore, mark: ReviewMark | None) -> ApprovedNotes
 
 
 class ApprovedView:
-    """Reads like a :class:`MemoryStore` (``get``, ``get_by_path``, ``list``, ``search``); the rest is
-    the store's."""
+    """Reads like a :class:`MemoryStore` (``get``, ``get_by_path``, ``list``, ``search``) and writes
+    to it through a fence (``create``, ``upsert``, ``update``, ``delete``, ``commit_plan``); the rest
+    is the store's."""
 
     def __init__(self, store: MemoryStore, notes: ApprovedNotes, mark: ReviewMark | None) -> None:
         self._store = store
@@ -179,3 +183,28 @@ class ApprovedView:
             if row is not None and row.blob_id == hit.note.blob_id:
                 kept.append(hit)
         return Page(kept, found.next_page)
+
+    # -- writing: to the store, as the view shows it -------------------------------------------------
+
+    def _writer(self) -> MemoryStore:
+        notes = self._notes
+        return self._store.fenced(lambda view: FencedBatch(view, notes))
+
+    def commit_plan(self, plan: Plan, *, archived_ok: bool = False, keep_conflicts: bool = True) -> Landed | None:
+        return self._writer().commit_plan(plan, archived_ok=archived_ok, keep_conflicts=keep_conflicts)
+
+    def create(self, path: str, content: str, actor: Actor | None = None) -> Note:
+        return self._writer().create(path, content, actor)
+
+    def upsert(
+        self, path: str, content: str, actor: Actor | None = None, expected_sha256: str | None = None
+    ) -> tuple[Note, bool]:
+        return self._writer().upsert(path, content, actor, expected_sha256)
+
+    def update(self, memory_id: str, *args: Any, **kwargs: Any) -> Note:
+        may_change(self._store.index, self._notes, memory_id)
+        return self._writer().update(memory_id, *args, **kwargs)
+
+    def delete(self, memory_id: str, **kwargs: Any) -> Version:
+        may_change(self._store.index, self._notes, memory_id)
+        return self._writer().delete(memory_id, **kwargs)

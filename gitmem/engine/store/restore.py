@@ -44,8 +44,8 @@ def restore(
 ) -> Note:
     """One new version with ``version_id``'s content at its path; a deleted note comes back with its
     id. Every rule of a write applies."""
-    store.commit_plan(restore_plan(store, memory_id, version_id, expected_sha256, expected_blob_id, actor))
-    return store.get(memory_id, with_content=False)
+    landed = store.commit_plan(restore_plan(store, memory_id, version_id, expected_sha256, expected_blob_id, actor))
+    return store.landed_note(landed, memory_id)  # what was written, even where the reader sees less
 
 
 def restore_plan(

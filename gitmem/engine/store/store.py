@@ -7,6 +7,7 @@ compare-and-swap; the index follows. Writes that arrive together are committed t
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import datetime as dt
 import logging
@@ -56,6 +57,9 @@ def check_listing(path_prefix: str | None, depth: int, limit: int, *, with_conte
 
 
 class MemoryStore:
+    # What every write's plan sees of the batch (see :meth:`fenced`); None: the batch itself.
+    _fence: Callable[[BatchView], BatchView] | None = None
+
     def __init__(
         self,
         repo_path: Path,
@@ -389,6 +393,9 @@ class MemoryStore:
         write refused only for its stale precondition is kept as a conflict, then refused."""
         if not archived_ok:
             self._write_guard()
+        fence = self._fence
+        if fence is not None:
+            plan = _behind(plan, fence)
         try:
             landed = committer_for(self.path, self.durability).submit(self.index, plan, self._after_write)
         except StaleWrite as stale:
@@ -398,6 +405,18 @@ class MemoryStore:
         if landed is not None:
             self._tell(self._on_commit, self)
         return landed
+
+    def fenced(self, fence: Callable[[BatchView], BatchView]) -> MemoryStore:
+        """This store, its writes planned on ``fence(view)`` rather than on the batch's own view: how a
+        reader who sees less than the store (a task's approved view) writes, so that what it cannot read
+        does not exist for its writes either, judged inside the batch as every check of a write is."""
+        fenced = copy.copy(self)  # the same repository, index and committer; only the fence differs
+        fenced._fence = fence
+        return fenced
+
+    def landed_note(self, landed: Landed | None, memory_id: str) -> Note:
+        """The answer to a write of ``memory_id`` that landed (or changed nothing: then the note as read)."""
+        return self._landed_note(landed) if landed is not None else self.get(memory_id, with_content=False)
 
     def _kept(self, stale: StaleWrite) -> PreconditionFailed:
         """Keep the losing side of ``stale`` (durably, before anyone is answered); the refusal to raise."""
@@ -428,3 +447,7 @@ class MemoryStore:
             listener(*args)
         except Exception:  # the change has landed; the outbox's catch-up scan reports it later
             log.exception("a change listener failed; the change itself was made")
+
+
+def _behind(plan: Plan, fence: Callable[[BatchView], BatchView]) -> Plan:
+    return lambda view: plan(fence(view))
