@@ -78,6 +78,8 @@ class Settings:
                 max_retry_seconds=settings.WEBHOOK_MAX_RETRY,
                 give_up_after_seconds=settings.WEBHOOK_GIVE_UP_AFTER,
                 timeout_seconds=settings.WEBHOOK_TIMEOUT,
+                concurrency=settings.WEBHOOK_CONCURRENCY,
+                allow_networks=settings.webhook_allow_networks,
             ),
             metrics_token=settings.METRICS_TOKEN.get_secret_value().strip() if settings.METRICS_TOKEN else None,
             metrics_dir=settings.METRICS_DIR,

@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         gm = Gitmem.open(Path(tmp) / "home")
         quiet = gm.catalog.create_workspace("quiet")
         loud = gm.catalog.create_workspace("loud")
-        webhooks_for(gm).create(loud.id, "http://127.0.0.1:9/unused", list(EVENT_TYPES))
+        webhooks_for(gm).create(loud.id, "https://example.com/unused", list(EVENT_TYPES))
         bare_info = gm.create_store(quiet.id, "bare")
         bare = MemoryStore(
             gm.repo_path(bare_info.id),

@@ -8,14 +8,15 @@ from __future__ import annotations
 import datetime as dt
 from typing import Literal
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from gitmem.api.deps import Caller, Engine
 from gitmem.api.schemas.common import ERROR_RESPONSES
 from gitmem.engine.catalog.catalog import Principal
 from gitmem.errors import PermissionDenied
-from gitmem.webhooks.outbox import EVENT_TYPES, MAX_URL_LENGTH, Webhook, webhooks_for
+from gitmem.webhooks.outbox import EVENT_TYPES, Webhook, webhooks_for
+from gitmem.webhooks.targets import MAX_URL_LENGTH
 
 
 def require_admin(principal: Caller) -> Principal:
@@ -68,8 +69,12 @@ class DeletedWebhook(BaseModel):
 
 
 @router.post("", response_model=WebhookOut, response_model_exclude_none=True, summary="Create a webhook")
-def create_webhook(body: WebhookCreate, principal: Caller, gm: Engine) -> WebhookOut:
-    return WebhookOut.of(webhooks_for(gm).create(principal.workspace_id, body.url, body.event_types, body.description))
+def create_webhook(body: WebhookCreate, principal: Caller, gm: Engine, request: Request) -> WebhookOut:
+    allow = request.app.state.settings.webhook_policy.allow_networks  # GITMEM_WEBHOOK_ALLOW_NETWORKS
+    hook = webhooks_for(gm).create(
+        principal.workspace_id, body.url, body.event_types, body.description, allow_networks=allow
+    )
+    return WebhookOut.of(hook)
 
 
 @router.get("", response_model=WebhookList, response_model_exclude_none=True, summary="List webhooks")

@@ -12,13 +12,16 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from gitmem.config.names import PREFIX
 from gitmem.errors import GitmemError
+
+if TYPE_CHECKING:
+    from gitmem.webhooks.targets import Networks
 
 _ON = frozenset({"1", "on", "true", "yes"})
 _OFF = frozenset({"0", "off", "false", "no"})
@@ -143,7 +146,19 @@ class GitmemSettings(BaseSettings):
         3 * 86400.0, "Seconds after which an undelivered webhook is given up.", "a number of seconds > 0"
     )
     WEBHOOK_TIMEOUT: Annotated[float, Field(gt=0)] = _setting(
-        10.0, "Seconds a webhook delivery may take.", "a number of seconds > 0"
+        10.0,
+        "Seconds a webhook delivery attempt may take in all (resolving, connecting, sending, the answer).",
+        "a number of seconds > 0",
+    )
+    WEBHOOK_CONCURRENCY: Annotated[int, Field(ge=1, le=256)] = _setting(
+        8, "Webhook subscriptions delivered to at once (a slow receiver holds one of them).", "a whole number 1-256"
+    )
+    WEBHOOK_ALLOW_NETWORKS: str = _setting(
+        "",
+        "Networks webhooks may be delivered to although loopback, private, link-local or this server's own"
+        " (CIDRs, comma-separated, e.g. `10.20.0.0/16`); by default only public addresses"
+        " (docs/webhooks.md).",
+        "comma-separated CIDRs such as 10.0.0.0/8 or fd00::/8",
     )
     LOG_FORMAT: Literal["text", "json"] = _setting(
         "text",
@@ -263,6 +278,20 @@ class GitmemSettings(BaseSettings):
 
         allowed_rules(value)  # ValueError names an unknown rule
         return value
+
+    @field_validator("WEBHOOK_ALLOW_NETWORKS")
+    @classmethod
+    def _networks(cls, value: str) -> str:
+        from gitmem.webhooks.targets import parse_networks
+
+        parse_networks(value)  # ValueError names the entry that is not a CIDR
+        return value
+
+    @property
+    def webhook_allow_networks(self) -> Networks:
+        from gitmem.webhooks.targets import parse_networks
+
+        return parse_networks(self.WEBHOOK_ALLOW_NETWORKS)
 
     @field_validator("DATABASE")
     @classmethod

@@ -10,6 +10,12 @@ One worker across all server processes: a lease row in the catalog, taken and re
 ``BEGIN IMMEDIATE``; a process whose lease lapses (it died) is replaced after ``lease_seconds``.
 Scheduling uses the home's clock (tests move it); the lease and signatures use the wall clock.
 
+Subscriptions are delivered to side by side (``concurrency`` at once), each attempt within one total
+deadline (``timeout_seconds``) and reading a few KB of the answer at most, only to the addresses
+:mod:`gitmem.webhooks.targets` admits (:mod:`gitmem.webhooks.sender`). Any failure of an attempt, of
+whatever kind, is recorded on that delivery and backed off; a URL that can never work (kept from
+before URLs were checked) is given up at once.
+
 Signatures are Standard Webhooks: ``webhook-id`` (the event id, the same on every retry),
 ``webhook-timestamp`` (seconds) and ``webhook-signature: v1,<base64 HMAC-SHA256 of "id.timestamp.body">``
 keyed by the base64-decoded part of the ``whsec_`` secret, which the ``anthropic`` SDK's
@@ -27,15 +33,17 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
-
-import httpx
 
 from gitmem import metrics
 from gitmem.clock import from_micros, to_micros
 from gitmem.engine.gitmem import Gitmem
+from gitmem.errors import InvalidRequest
 from gitmem.webhooks.outbox import SECRET_PREFIX, webhooks_for
+from gitmem.webhooks.sender import Sender
+from gitmem.webhooks.targets import Networks, RefusedAddress
 
 log = logging.getLogger(__name__)
 
@@ -48,10 +56,12 @@ class DeliveryPolicy:
     first_retry_seconds: float = 5.0
     max_retry_seconds: float = 3600.0
     give_up_after_seconds: float = 3 * 86400.0
-    timeout_seconds: float = 10.0
+    timeout_seconds: float = 10.0  # an attempt's whole deadline: resolve, connect, send, answer
     lease_seconds: float = 30.0
     catch_up_seconds: float = 60.0
     batch: int = 100
+    concurrency: int = 8  # subscriptions delivered to at once
+    allow_networks: Networks = ()  # GITMEM_WEBHOOK_ALLOW_NETWORKS: reachable whatever the address rules say
 
     def retry_delay(self, attempts: int) -> float:
         """The wait after the ``attempts``-th failed attempt (1, 2, ...)."""
@@ -92,28 +102,41 @@ def envelope(event_id: str, created_at_micros: int, data: str) -> str:
     )
 
 
-_DUE = """
-SELECT d.webhook_id, d.seq, d.attempts, d.first_attempt_at, d.next_attempt_at, o.event_id, o.data,
-       o.created_at, w.url, w.secret
-FROM webhook_deliveries d JOIN webhook_outbox o ON o.seq = d.seq JOIN webhooks w ON w.id = d.webhook_id
-WHERE d.delivered_at IS NULL AND d.given_up_at IS NULL
+_PENDING_HEAD = """
+d.delivered_at IS NULL AND d.given_up_at IS NULL
   AND d.seq = (SELECT min(seq) FROM webhook_deliveries q WHERE q.webhook_id = d.webhook_id
                AND q.store_key = d.store_key AND q.delivered_at IS NULL AND q.given_up_at IS NULL)
   AND d.next_attempt_at <= ?
+"""
+_DUE_SUBSCRIPTIONS = f"""
+SELECT w.id FROM webhooks w
+WHERE EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.webhook_id = w.id AND {_PENDING_HEAD})
+"""
+_DUE = f"""
+SELECT d.webhook_id, d.seq, d.attempts, d.first_attempt_at, d.next_attempt_at, o.event_id, o.data,
+       o.created_at, w.url, w.secret
+FROM webhook_deliveries d JOIN webhook_outbox o ON o.seq = d.seq JOIN webhooks w ON w.id = d.webhook_id
+WHERE d.webhook_id = ? AND {_PENDING_HEAD}
 ORDER BY d.seq LIMIT ?
 """
 
 
 class Dispatcher:
     """Delivers due events when this process holds the lease. :meth:`run_once` for a round (tests),
-    :meth:`start` for a background thread (the server)."""
+    :meth:`start` for a background thread (the server).
+
+    Each subscription with something due gets a turn in a pool of ``policy.concurrency`` threads: its
+    due events in order, until none is left or one fails (a failure ends its turn, so a receiver that
+    holds every attempt to its deadline costs one deadline a poll). Turns of different subscriptions run
+    side by side, and the background loop starts new turns at every poll without waiting for the
+    ones still running: a slow receiver delays only its own events."""
 
     def __init__(
         self,
         gm: Gitmem,
         policy: DeliveryPolicy | None = None,
         *,
-        client: httpx.Client | None = None,
+        sender: Sender | None = None,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.gm = gm
@@ -121,7 +144,11 @@ class Dispatcher:
         self.webhooks = webhooks_for(gm)
         self.owner = f"{os.getpid()}:{id(self):x}"
         self.wall_clock = wall_clock
-        self._client = client or httpx.Client(timeout=self.policy.timeout_seconds, follow_redirects=False)
+        self._sender = sender or Sender(self.policy.allow_networks, max_connections=4 * self.policy.concurrency)
+        self._turns = ThreadPoolExecutor(max_workers=self.policy.concurrency, thread_name_prefix="gitmem-webhook")
+        self._busy: set[str] = set()  # subscriptions whose turn is running
+        self._running: set[Future[int]] = set()
+        self._lock = threading.RLock()  # a turn done at once runs its callback under it
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._last_catch_up = float("-inf")
@@ -154,24 +181,55 @@ class Dispatcher:
     # -- a round ----------------------------------------------------------------------------------
 
     def run_once(self) -> int:
-        """Deliver everything due (each store's next event after the one delivered); the number delivered."""
+        """Deliver everything due (each store's next event after the one delivered), waiting for every
+        turn; the number delivered."""
+        return sum(turn.result() for turn in self._start_turns())
+
+    def _start_turns(self) -> list[Future[int]]:
+        """A turn for every subscription with something due whose last turn is over."""
         if self.gm.catalog.db.execute("SELECT 1 FROM webhooks LIMIT 1").fetchone() is None:
-            return 0  # nobody subscribed: no lease to take, nothing to write
+            return []  # nobody subscribed: no lease to take, nothing to write
         if not self.claim():
-            return 0
+            return []
         if self.wall_clock() - self._last_catch_up >= self.policy.catch_up_seconds:
             self._last_catch_up = self.wall_clock()
             self.webhooks.catch_up()
             self._prune()
+        due = [row[0] for row in self.gm.catalog.db.execute(_DUE_SUBSCRIPTIONS, (to_micros(self.gm.clock()),))]
+        started = []
+        with self._lock:
+            for webhook_id in due:
+                if webhook_id in self._busy or self._stop.is_set():
+                    continue
+                self._busy.add(webhook_id)
+                turn = self._turns.submit(self._turn, webhook_id)
+                self._running.add(turn)
+                turn.add_done_callback(self._ended)
+                started.append(turn)
+        return started
+
+    def _ended(self, turn: Future[int]) -> None:
+        with self._lock:
+            self._running.discard(turn)
+
+    def _turn(self, webhook_id: str) -> int:
+        """One subscription's due events in order, until none is due or one fails; the number delivered."""
         delivered = 0
-        while not self._stop.is_set():
-            due = self.gm.catalog.db.execute(_DUE, (to_micros(self.gm.clock()), self.policy.batch)).fetchall()
-            if not due:
-                break
-            succeeded = sum(self._attempt(row) for row in due)
-            delivered += succeeded
-            if not succeeded:
-                break  # every head failed and waits for its retry
+        try:
+            while not self._stop.is_set():
+                now = to_micros(self.gm.clock())
+                due = self.gm.catalog.db.execute(_DUE, (webhook_id, now, self.policy.batch)).fetchall()
+                if not due:
+                    break
+                for row in due:
+                    if self._stop.is_set() or not self._attempt(row):
+                        return delivered
+                    delivered += 1
+        except Exception:  # the catalog, not the receiver: the next poll tries again
+            log.exception("webhook %s: a delivery turn failed", webhook_id)
+        finally:
+            with self._lock:
+                self._busy.discard(webhook_id)
         return delivered
 
     def _attempt(self, row: Any) -> bool:
@@ -179,22 +237,26 @@ class Dispatcher:
         timestamp = int(self.wall_clock())
         headers = {
             "content-type": "application/json",
-            "user-agent": "gitmem-webhooks/0.1",
             "webhook-id": row["event_id"],
             "webhook-timestamp": str(timestamp),
             "webhook-signature": sign(row["secret"], row["event_id"], timestamp, body),
         }
         error: str | None = None
+        permanent = False
         try:
-            response = self._client.post(row["url"], content=body.encode(), headers=headers)
-            if not 200 <= response.status_code < 300:
-                error = f"HTTP {response.status_code}"
-        except httpx.HTTPError as exc:
-            error = type(exc).__name__
-        self._record(row, error)
+            status = self._sender.post(row["url"], body.encode(), headers, self.policy.timeout_seconds)
+            if not 200 <= status < 300:
+                error = f"HTTP {status}"
+        except InvalidRequest as exc:  # the URL itself (kept from before it was checked): no retry helps
+            error, permanent = f"invalid url: {exc.message}", True
+        except RefusedAddress as exc:  # may change: the name's records, the allow-list
+            error = str(exc)
+        except Exception as exc:  # whatever else fails is this subscription's failure alone
+            error = f"{type(exc).__name__}: {exc}"[:300]
+        self._record(row, error, give_up_now=permanent)
         return error is None
 
-    def _record(self, row: Any, error: str | None) -> None:
+    def _record(self, row: Any, error: str | None, *, give_up_now: bool = False) -> None:
         now = to_micros(self.gm.clock())
         attempts = row["attempts"] + 1
         first = row["first_attempt_at"] or now
@@ -209,7 +271,7 @@ class Dispatcher:
                     (now, attempts, first, *key),
                 )
                 return
-            give_up = (now - first) / 1e6 >= self.policy.give_up_after_seconds
+            give_up = give_up_now or (now - first) / 1e6 >= self.policy.give_up_after_seconds
             next_at = now + int(self.policy.retry_delay(attempts) * 1e6)
             db.execute(
                 "UPDATE webhook_deliveries SET attempts=?, first_attempt_at=?, next_attempt_at=?,"
@@ -247,18 +309,24 @@ class Dispatcher:
         self._stop.set()
 
     def stop(self, timeout: float | None = None) -> None:
+        """Stop the loop, wait (at most ``timeout`` in all) for the turns running, release the lease."""
         self._stop.set()
+        until = None if timeout is None else time.monotonic() + timeout
         if self._thread is not None:
             self._thread.join(timeout)
+        with self._lock:
+            running = list(self._running)
+        wait(running, timeout=None if until is None else max(0.0, until - time.monotonic()))
+        self._turns.shutdown(wait=False, cancel_futures=True)
         try:
             self.release()
         finally:
-            self._client.close()
+            self._sender.close()
 
     def _loop(self, poll_seconds: float) -> None:
         while not self._stop.is_set():
             try:
-                self.run_once()
+                self._start_turns()  # not waited for: a turn still running keeps its subscription busy
             except Exception:
                 log.exception("a webhook delivery round failed")
             self._stop.wait(poll_seconds)

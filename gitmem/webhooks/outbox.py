@@ -48,6 +48,7 @@ from gitmem.errors import InvalidRequest, NotFound
 from gitmem.git.repository import read_tip
 from gitmem.model import Version
 from gitmem.webhooks.tables import MIGRATIONS, ORGANIZATION_ID, event_types_of
+from gitmem.webhooks.targets import Networks, check_registration
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +62,6 @@ EVENT_TYPES = (
     "dream.completed",
     "dream.failed",
 )
-MAX_URL_LENGTH = 2048
 MAX_WEBHOOKS = 20  # subscriptions a workspace keeps
 SUBSCRIPTIONS = "webhooks"  # the catalog change announced when a workspace's subscriptions change
 SECRET_PREFIX = "whsec_"
@@ -96,9 +96,8 @@ def _webhook(row: Any) -> Webhook:
     )
 
 
-def _check_subscription(url: str, event_types: Sequence[str]) -> tuple[str, ...]:
-    if not isinstance(url, str) or not url.startswith(("https://", "http://")) or len(url) > MAX_URL_LENGTH:
-        raise InvalidRequest(f"url must be an http(s) URL of at most {MAX_URL_LENGTH} characters")
+def _check_subscription(url: str, event_types: Sequence[str], allow: Networks) -> tuple[str, ...]:
+    check_registration(url, allow)
     if isinstance(event_types, str) or not event_types:
         raise InvalidRequest("event_types must be a non-empty list")
     unknown = sorted(set(event_types) - set(EVENT_TYPES))
@@ -118,9 +117,19 @@ class Webhooks(HomeTables):
 
     # -- subscriptions ----------------------------------------------------------------------------
 
-    def create(self, workspace_id: str, url: str, event_types: Sequence[str], description: str = "") -> Webhook:
-        """A subscription; the returned value carries its secret, which is never shown again."""
-        types = _check_subscription(url, event_types)
+    def create(
+        self,
+        workspace_id: str,
+        url: str,
+        event_types: Sequence[str],
+        description: str = "",
+        *,
+        allow_networks: Networks = (),
+    ) -> Webhook:
+        """A subscription; the returned value carries its secret, which is never shown again. The URL
+        is refused if malformed or if it names an address a delivery may not reach (beyond
+        ``allow_networks``, the deployment's ``GITMEM_WEBHOOK_ALLOW_NETWORKS``)."""
+        types = _check_subscription(url, event_types, allow_networks)
         if len(description) > 1024:
             raise InvalidRequest("description is at most 1024 characters")
         webhook_id, secret, now = ids.new_id(WEBHOOK_PREFIX), new_secret(), self._now()

@@ -24,7 +24,7 @@ from gitmem.errors import ArchivedStore, AuthenticationFailed, NotFound
 from gitmem.webhooks.delivery import Dispatcher
 from gitmem.webhooks.outbox import webhooks_for
 from tests.checks import with_outbox
-from tests.system.test_webhooks import POLICY
+from tests.system.test_webhooks import LOOPBACK, POLICY
 
 
 @pytest.fixture
@@ -199,7 +199,7 @@ def test_each_dream_is_claimed_by_one_node(nodes: tuple[Gitmem, Gitmem]) -> None
 def test_one_node_delivers_webhooks(nodes: tuple[Gitmem, Gitmem]) -> None:
     one, two = nodes
     ws = one.catalog.create_workspace("w")
-    webhooks_for(one).create(ws.id, "http://127.0.0.1:9/unused", ["memory_store.created"])
+    webhooks_for(one).create(ws.id, "http://127.0.0.1:9/unused", ["memory_store.created"], allow_networks=LOOPBACK)
     first, second = Dispatcher(one, POLICY), Dispatcher(two, POLICY)
     try:
         assert first.claim() and not second.claim()

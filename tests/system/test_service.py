@@ -94,6 +94,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         "GITMEM_RATE_LIMIT_RPS": "1",
         "GITMEM_RATE_LIMIT_BURST": "20",
         "GITMEM_WEBHOOK_POLL": "0.1",
+        "GITMEM_WEBHOOK_ALLOW_NETWORKS": "127.0.0.0/8",  # the receiver is on loopback
         "GITMEM_PRUNE_INTERVAL": "0",
         "GITMEM_DREAM_RUNNER": "off",
         "GITMEM_READY_MIN_FREE_BYTES": "0",

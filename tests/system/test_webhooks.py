@@ -30,32 +30,36 @@ from gitmem.errors import PreconditionFailed
 from gitmem.model import Actor
 from gitmem.webhooks.delivery import DeliveryPolicy, Dispatcher
 from gitmem.webhooks.outbox import EVENT_TYPES, webhooks_for
+from gitmem.webhooks.targets import parse_networks
 from tests.checks import with_outbox
 from tests.server import free_port
 from tests.unit.engine.push.test_receive import Pusher
 
 SDK = anthropic.Anthropic(api_key="unused")
+LOOPBACK = parse_networks("127.0.0.0/8")  # the receivers here listen on loopback: a deployment's allow-list
 POLICY = DeliveryPolicy(
     first_retry_seconds=10,
     max_retry_seconds=600,
     give_up_after_seconds=86400 * 1.5,
     timeout_seconds=0.5,
     catch_up_seconds=0,
+    allow_networks=LOOPBACK,
 )
 
 
 class Receiver:
     """A tiny HTTP server on 127.0.0.1 that answers as told: ``ok``, ``fail`` (500) or ``slow``."""
 
-    def __init__(self) -> None:
-        self.port = free_port()
+    def __init__(self, host: str = "127.0.0.1", port: int | None = None) -> None:
+        self.host = host
+        self.port = port or free_port()
         self.mode = "ok"
         self.received: list[tuple[str, dict[str, str]]] = []
         self._server: ThreadingHTTPServer | None = None
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/hook"
+        return f"http://{self.host}:{self.port}/hook"
 
     def up(self) -> None:
         receiver = self
@@ -75,8 +79,8 @@ class Receiver:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._server = ThreadingHTTPServer((self.host, self.port), Handler)
+        threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True).start()
 
     def down(self) -> None:
         if self._server is not None:
@@ -116,7 +120,7 @@ def _types(events: list[Any]) -> list[str]:
 
 def test_events_are_signed_for_the_sdk_and_come_in_order(home: Gitmem, receiver: Receiver) -> None:
     ws = home.catalog.create_workspace("w")
-    hook = webhooks_for(home).create(ws.id, receiver.url, list(EVENT_TYPES))
+    hook = webhooks_for(home).create(ws.id, receiver.url, list(EVENT_TYPES), allow_networks=LOOPBACK)
     assert hook.secret and hook.secret.startswith("whsec_")
     receiver.up()
     info = home.create_store(ws.id, "notes")
@@ -148,7 +152,9 @@ def test_events_are_signed_for_the_sdk_and_come_in_order(home: Gitmem, receiver:
 
 def test_a_receiver_down_for_an_hour_then_failing_then_slow_loses_nothing(home: Gitmem, receiver: Receiver) -> None:
     ws = home.catalog.create_workspace("w")
-    hook = webhooks_for(home).create(ws.id, receiver.url, ["memory.created", "memory.modified"])
+    hook = webhooks_for(home).create(
+        ws.id, receiver.url, ["memory.created", "memory.modified"], allow_networks=LOOPBACK
+    )
     info = home.create_store(ws.id, "notes")
     store = home.store(ws.id, info.id)
     note = store.create("/a.md", "1")
@@ -178,7 +184,7 @@ def test_a_receiver_down_for_an_hour_then_failing_then_slow_loses_nothing(home: 
 
 def test_retries_back_off_and_give_up_after_the_window(home: Gitmem, receiver: Receiver) -> None:
     ws = home.catalog.create_workspace("w")
-    hook = webhooks_for(home).create(ws.id, receiver.url, ["memory.created"])
+    hook = webhooks_for(home).create(ws.id, receiver.url, ["memory.created"], allow_networks=LOOPBACK)
     store = home.store(ws.id, home.create_store(ws.id, "notes").id)
     store.create("/lost.md", "x")
     dispatcher = Dispatcher(home, POLICY)
@@ -213,7 +219,9 @@ def test_pending_events_survive_a_restart_and_one_process_delivers(tmp_path: Pat
     clock = FrozenClock()
     first_home = with_outbox(Gitmem.open(tmp_path / "home", clock=clock, fsync="never"))
     ws = first_home.catalog.create_workspace("w")
-    hook = webhooks_for(first_home).create(ws.id, receiver.url, ["memory_store.created", "memory.created"])
+    hook = webhooks_for(first_home).create(
+        ws.id, receiver.url, ["memory_store.created", "memory.created"], allow_networks=LOOPBACK
+    )
     store = first_home.store(ws.id, first_home.create_store(ws.id, "notes").id)
     store.create("/a.md", "x")
     first = Dispatcher(first_home, POLICY)
@@ -231,8 +239,8 @@ def test_pending_events_survive_a_restart_and_one_process_delivers(tmp_path: Pat
         assert later.run_once() == 2
     finally:
         later.stop()
-        second._client.close()
-        first._client.close()
+        second._sender.close()
+        first._sender.close()
     assert _types(receiver.events(hook.secret)) == ["memory_store.created", "memory.created"]
 
 
@@ -240,7 +248,7 @@ def test_a_crash_between_commit_and_outbox_is_caught_up(home: Gitmem, receiver: 
     """A version committed with no outbox row (the writer died in between; here: a store object
     without the listener) is found by the catch-up scan."""
     ws = home.catalog.create_workspace("w")
-    hook = webhooks_for(home).create(ws.id, receiver.url, ["memory.created"])
+    hook = webhooks_for(home).create(ws.id, receiver.url, ["memory.created"], allow_networks=LOOPBACK)
     info = home.create_store(ws.id, "notes")
     home.store(ws.id, info.id).create("/seen.md", "x")
     unheard = MemoryStore(home.repo_path(info.id), info.id, clock=home.clock)
@@ -260,7 +268,9 @@ def test_a_crash_between_commit_and_outbox_is_caught_up(home: Gitmem, receiver: 
 
 def test_dream_and_store_deletion_events_come_from_the_catalog(home: Gitmem, receiver: Receiver) -> None:
     ws = home.catalog.create_workspace("w")
-    hook = webhooks_for(home).create(ws.id, receiver.url, ["dream.completed", "dream.failed", "memory_store.deleted"])
+    hook = webhooks_for(home).create(
+        ws.id, receiver.url, ["dream.completed", "dream.failed", "memory_store.deleted"], allow_networks=LOOPBACK
+    )
     info = home.create_store(ws.id, "notes")
     now = int(time.time() * 1e6)
     with home.catalog.transaction() as db:
@@ -376,7 +386,7 @@ def test_the_server_delivers_in_the_background(tmp_path: Path, receiver: Receive
 
 def test_a_redaction_is_an_event(home: Gitmem, receiver: Receiver) -> None:
     ws = home.catalog.create_workspace("w")
-    hook = webhooks_for(home).create(ws.id, receiver.url, ["memory_version.redacted"])
+    hook = webhooks_for(home).create(ws.id, receiver.url, ["memory_version.redacted"], allow_networks=LOOPBACK)
     store = home.store(ws.id, home.create_store(ws.id, "notes").id)
     note = store.create("/a.md", "a secret")
     store.update(note.id, "nothing to see")
@@ -390,7 +400,7 @@ def test_a_redaction_is_an_event(home: Gitmem, receiver: Receiver) -> None:
 
 def test_a_kept_conflict_is_an_event_without_its_text(home: Gitmem, receiver: Receiver) -> None:
     ws = home.catalog.create_workspace("w")
-    hook = webhooks_for(home).create(ws.id, receiver.url, ["memory.conflict"])
+    hook = webhooks_for(home).create(ws.id, receiver.url, ["memory.conflict"], allow_networks=LOOPBACK)
     store = home.store(ws.id, home.create_store(ws.id, "notes").id)
     note = store.create("/a.md", "one")
     won = store.update(note.id, "two")
@@ -407,7 +417,7 @@ def test_a_kept_conflict_is_an_event_without_its_text(home: Gitmem, receiver: Re
 
 def test_an_encrypted_stores_events_carry_no_path(home: Gitmem, receiver: Receiver) -> None:
     ws = home.catalog.create_workspace("w")
-    hook = webhooks_for(home).create(ws.id, receiver.url, ["memory.created"])
+    hook = webhooks_for(home).create(ws.id, receiver.url, ["memory.created"], allow_networks=LOOPBACK)
     info = home.create_store(ws.id, "vault", encrypted=True)
     note = home.store(ws.id, info.id).create("/diagnosis.md", "private")
     receiver.up()
@@ -425,7 +435,7 @@ def test_a_push_is_reported_when_it_lands(tmp_path: Path, receiver: Receiver) ->
     user, _token = home.catalog.create_user(ws.id, "ana")
     info = home.create_store(ws.id, "team")
     home.store(ws.id, info.id).create("/before.md", "made before anyone listened")
-    hook = webhooks_for(home).create(ws.id, receiver.url, ["memory.created"])
+    hook = webhooks_for(home).create(ws.id, receiver.url, ["memory.created"], allow_networks=LOOPBACK)
     pusher = Pusher(home, ws.id, info.id, user.id, tmp_path)
     pusher.write("pushed.md", "from my editor")
     pusher.commit("add a note")

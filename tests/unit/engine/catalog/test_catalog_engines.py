@@ -21,7 +21,7 @@ from gitmem.errors import NotFound
 from gitmem.model import Actor
 from gitmem.webhooks.outbox import webhooks_for
 from tests.checks import with_outbox
-from tests.system.test_webhooks import Receiver, one_round
+from tests.system.test_webhooks import LOOPBACK, Receiver, one_round
 
 
 @pytest.fixture
@@ -64,7 +64,10 @@ def test_a_tasks_list_is_frozen_and_its_events_append_only(home: Gitmem) -> None
 def test_catalog_changes_and_notes_reach_a_webhook_in_order(home: Gitmem, receiver: Receiver) -> None:
     ws = home.catalog.create_workspace("w")
     hook = webhooks_for(home).create(
-        ws.id, receiver.url, ["memory_store.created", "memory_store.archived", "memory.created", "dream.completed"]
+        ws.id,
+        receiver.url,
+        ["memory_store.created", "memory_store.archived", "memory.created", "dream.completed"],
+        allow_networks=LOOPBACK,
     )
     info = home.create_store(ws.id, "notes")
     home.store(ws.id, info.id).create("/a.md", "alpha")
