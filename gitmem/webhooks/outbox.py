@@ -178,12 +178,20 @@ class Webhooks(HomeTables):
             SUBSCRIPTIONS, workspace_id, lambda: bool(self._first_subscription(self.db, workspace_id))
         )
 
+    def _is_bank(self, store_id: str) -> bool:
+        """A profile bank is its user's alone: none of its changes is a workspace event (the admin's
+        webhooks would learn of what every other surface hides from the admin)."""
+        try:
+            return self.catalog.store(store_id).kind == "bank"
+        except NotFound:
+            return False
+
     def notes_changed(self, store: MemoryStore, workspace_id: str) -> int:
         """Write an outbox row for every version of ``store`` since its watermark; the number written.
 
         Called right after a commit lands and by :meth:`catch_up`. Cheap when nobody listens: one query.
         """
-        if not self._wants_note_events(workspace_id):
+        if not self._wants_note_events(workspace_id) or self._is_bank(store.id):
             return 0
         tip = str(store.index.catch_up() or "")
         written = 0
@@ -245,7 +253,7 @@ class Webhooks(HomeTables):
 
     def version_redacted(self, store: MemoryStore, workspace_id: str, version: Version) -> None:
         """Called right after a redaction commits: the ``memory_version.redacted`` event."""
-        if not self._wants_note_events(workspace_id):
+        if not self._wants_note_events(workspace_id) or self._is_bank(store.id):
             return
         data = {
             "id": version.id,
@@ -262,7 +270,7 @@ class Webhooks(HomeTables):
 
     def conflict_kept(self, store: MemoryStore, workspace_id: str, conflict: Conflict) -> None:
         """Called right after a conflict is kept: the ``memory.conflict`` event (the conflict without its text)."""
-        if not self._wants_note_events(workspace_id):
+        if not self._wants_note_events(workspace_id) or self._is_bank(store.id):
             return
         data = {
             "id": conflict.id,
@@ -308,7 +316,7 @@ class Webhooks(HomeTables):
             marks = dict(
                 self.db.execute(
                     "SELECT s.id, m.tip FROM stores s LEFT JOIN webhook_watermarks m ON m.store_id = s.id"
-                    " WHERE s.workspace_id=?",
+                    " WHERE s.workspace_id=? AND s.kind <> 'bank'",
                     (workspace_id,),
                 ).fetchall()
             )

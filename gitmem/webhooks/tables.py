@@ -16,7 +16,8 @@ _NOW_MICROS = "CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)"
 # A catalog event's data, as SQL: the SDK's memory_store.* shape (id, type, workspace_id, organization_id).
 _STORE_EVENT = """
 CREATE TRIGGER IF NOT EXISTS webhook_store_{name} AFTER {when} ON stores
-    WHEN {condition} AND EXISTS (SELECT 1 FROM webhooks WHERE workspace_id = {row}.workspace_id)
+    WHEN {condition} AND {row}.kind <> 'bank'
+         AND EXISTS (SELECT 1 FROM webhooks WHERE workspace_id = {row}.workspace_id)
     BEGIN INSERT INTO webhook_outbox (event_id, event_key, workspace_id, store_id, type, data, created_at)
           VALUES ('evt_' || lower(hex(randomblob(16))), NULL, {row}.workspace_id, {row}.id,
                   'memory_store.{name}',
@@ -28,6 +29,8 @@ _DREAM_EVENT = """
 CREATE TRIGGER IF NOT EXISTS webhook_dream_ended AFTER UPDATE OF status ON dreams
     WHEN NEW.status IN ('completed', 'failed') AND OLD.status <> NEW.status
          AND EXISTS (SELECT 1 FROM webhooks WHERE workspace_id = NEW.workspace_id)
+         AND NOT EXISTS (SELECT 1 FROM stores WHERE kind = 'bank'
+                         AND id IN (NEW.input_store_id, coalesce(NEW.output_store_id, '')))
     BEGIN INSERT INTO webhook_outbox (event_id, event_key, workspace_id, store_id, type, data, created_at)
           VALUES ('evt_' || lower(hex(randomblob(16))), NULL, NEW.workspace_id,
                   coalesce(NEW.output_store_id, NEW.input_store_id), 'dream.' || NEW.status,
@@ -124,7 +127,7 @@ BEGIN
     ELSE
         RETURN NULL;
     END IF;
-    IF EXISTS (SELECT 1 FROM webhooks WHERE workspace_id = r.workspace_id) THEN
+    IF r.kind <> 'bank' AND EXISTS (SELECT 1 FROM webhooks WHERE workspace_id = r.workspace_id) THEN
         {_OUTBOX}
         VALUES ({_NEW_EVENT_ID}, NULL, r.workspace_id, r.id, 'memory_store.' || what,
                 json_build_object('id', r.id, 'type', 'memory_store.' || what, 'workspace_id', r.workspace_id,
@@ -138,7 +141,9 @@ CREATE OR REPLACE TRIGGER webhook_store_event AFTER INSERT OR DELETE OR UPDATE O
 CREATE OR REPLACE FUNCTION gitmem_webhook_dream_ended() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF NEW.status IN ('completed', 'failed') AND (TG_OP = 'INSERT' OR OLD.status <> NEW.status)
-       AND EXISTS (SELECT 1 FROM webhooks WHERE workspace_id = NEW.workspace_id) THEN
+       AND EXISTS (SELECT 1 FROM webhooks WHERE workspace_id = NEW.workspace_id)
+       AND NOT EXISTS (SELECT 1 FROM stores WHERE kind = 'bank'
+                       AND id IN (NEW.input_store_id, coalesce(NEW.output_store_id, ''))) THEN
         {_OUTBOX}
         VALUES ({_NEW_EVENT_ID}, NULL, NEW.workspace_id, coalesce(NEW.output_store_id, NEW.input_store_id),
                 'dream.' || NEW.status,
@@ -153,4 +158,21 @@ CREATE OR REPLACE TRIGGER webhook_dream_ended AFTER INSERT OR UPDATE OF status O
     FOR EACH ROW EXECUTE FUNCTION gitmem_webhook_dream_ended();
 """
 
-MIGRATIONS = (Migration("webhooks", 1, TABLES + SQLITE_TRIGGERS, postgres_ddl(TABLES) + POSTGRES_TRIGGERS),)
+# Version 2: a profile bank (kind 'bank', private to its user) emits no workspace events; SQLite's
+# triggers are remade (they are kept by name), PostgreSQL's functions replaced.
+_SQLITE_TRIGGER_NAMES = (
+    "webhook_fan_out",
+    "webhook_store_created",
+    "webhook_store_archived",
+    "webhook_store_deleted",
+    "webhook_dream_ended",
+    "webhook_dream_failed_at_once",
+)
+_REMAKE_SQLITE_TRIGGERS = (
+    "".join(f"DROP TRIGGER IF EXISTS {name};\n" for name in _SQLITE_TRIGGER_NAMES) + SQLITE_TRIGGERS
+)
+
+MIGRATIONS = (
+    Migration("webhooks", 1, TABLES + SQLITE_TRIGGERS, postgres_ddl(TABLES) + POSTGRES_TRIGGERS),
+    Migration("webhooks", 2, _REMAKE_SQLITE_TRIGGERS, POSTGRES_TRIGGERS),
+)

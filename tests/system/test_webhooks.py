@@ -22,6 +22,7 @@ from fastapi.testclient import TestClient
 
 from gitmem.api.app import create_app
 from gitmem.api.settings import Settings
+from gitmem.banks.profiles import profiles_for
 from gitmem.clock import FrozenClock
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.rewrite.redaction import redact
@@ -446,3 +447,33 @@ def test_a_push_is_reported_when_it_lands(tmp_path: Path, receiver: Receiver) ->
     assert one_round(home) == 1
     [event] = receiver.events(hook.secret)
     assert event.data.type == "memory.created"
+
+
+def test_a_profile_bank_emits_no_workspace_events(home: Gitmem, receiver: Receiver) -> None:
+    """A user's bank is hidden from the workspace's admin on every surface: its webhooks hear nothing of
+    it (made, written, edited, redacted, deleted), while a shared store beside it is reported."""
+    ws = home.catalog.create_workspace("w")
+    hook = webhooks_for(home).create(ws.id, receiver.url, list(EVENT_TYPES), allow_networks=LOOPBACK)
+    user, _token = home.catalog.create_user(ws.id, "sam")
+    profiles = profiles_for(home)
+    profile = profiles.create(ws.id, user.id, "private")
+    bank = profiles.bank(profile)
+    sam = Actor("user_actor", user.id)
+    bank.put("diary.md", "one", actor=sam)
+    bank.put("diary.md", "two", actor=sam)
+    bank_store = home.store(ws.id, profile.bank_store_id)
+    redact(bank_store, bank_store.versions(limit=10).items[-1].id)
+    bank.delete("diary.md", actor=sam)
+    shared = home.create_store(ws.id, "team")
+    home.store(ws.id, shared.id).create("/a.md", "x")
+    profiles.delete(ws.id, user.id, profile.id)
+    receiver.up()
+    assert one_round(home) == 2
+    assert [(e.data.type, e.data.id) for e in receiver.events(hook.secret)][0] == ("memory_store.created", shared.id)
+    assert profile.bank_store_id not in "".join(body for body, _ in receiver.received)
+    assert (
+        home.catalog.db.execute(
+            "SELECT count(*) FROM webhook_outbox WHERE store_id=?", (profile.bank_store_id,)
+        ).fetchone()[0]
+        == 0
+    )
