@@ -227,7 +227,7 @@ class Profiles(HomeTables):
         """A profile of ``user_id`` with an empty, encrypted bank."""
         if not isinstance(name, str):
             raise InvalidRequest("a profile needs a name")
-        check_store_fields(name, None, None)
+        check_store_fields(name, None, None, filters=self.gm.filters)
         self._check_user(workspace_id, user_id)
         (count,) = self.db.execute(
             "SELECT count(*) FROM profiles WHERE workspace_id=? AND user_id=?", (workspace_id, user_id)
@@ -284,7 +284,7 @@ class Profiles(HomeTables):
         return [_profile(r) for r in self.db.execute(sql + " ORDER BY created_at, id", args)]
 
     def rename(self, workspace_id: str, user_id: str, profile_id: str, name: str) -> Profile:
-        check_store_fields(name, None, None)
+        check_store_fields(name, None, None, filters=self.gm.filters)
         self.get(workspace_id, user_id, profile_id)
         with self.catalog.transaction() as db:
             db.execute("UPDATE profiles SET name=?, updated_at=? WHERE id=?", (name, self._now(), profile_id))

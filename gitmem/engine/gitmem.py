@@ -182,7 +182,7 @@ class Gitmem:
         encrypted: bool = False,
     ) -> StoreInfo:
         metadata = dict(metadata or {})
-        check_store_fields(name, description, metadata)
+        check_store_fields(name, description, metadata, filters=self.filters)
         self.catalog.workspace(workspace_id)
         store_id = ids.new_id(ids.STORE)
         try:  # a failure anywhere (a full disk) leaves no half-made folder behind
@@ -247,7 +247,7 @@ class Gitmem:
                 else:
                     metadata[key] = value
             fields["metadata"] = metadata
-        check_store_fields(name, description, metadata)
+        check_store_fields(name, description, metadata, filters=self.filters)
         if name is not None:
             fields["name"] = name
         if description is not None:

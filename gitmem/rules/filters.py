@@ -6,14 +6,20 @@ off. Deployments extend the chain (e.g. to block their own identifier patterns) 
 ``GITMEM_FILTERS``: a comma-separated list of ``module:callable`` names, each returning a filter.
 Every write path (the store policy, the pre-receive hook) uses the chain :func:`load_filters` builds
 from those two settings where the program starts.
+
+The chain reads every text a caller can store, not only note bodies: :meth:`FilterChain.check_caller_text`
+is the one check, called for a note's body and path, a pushed commit's message and identities, a
+store's name, description and metadata, a worker's or profile's name, a task's and a dream's
+instructions and a task event's payload. A filter sees ``(what, text)``: for a body, its note's path.
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 import logging
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from gitmem.errors import SecretRefused
@@ -43,14 +49,41 @@ class FilterChain:
     filters: Sequence[ContentFilter] = DEFAULT_FILTERS
 
     def check(self, path: str, text: str) -> None:
-        """Raise :class:`SecretRefused` naming what was found (never echoing the secret)."""
-        for content_filter in self.filters:
-            reason = content_filter(path, text)
-            if reason:
-                raise SecretRefused(f"the content of {path} appears to hold {reason}; it was not saved")
+        """Raise :class:`SecretRefused` naming what was found in a note's body (never echoing the secret)."""
+        self.check_caller_text(f"the content of {path}", text, path=path)
+
+    def check_caller_text(self, what: str, value: object, *, path: str | None = None) -> None:
+        """Refuse a caller's text: ``value`` is a string, or a JSON-like value whose every string (keys
+        too) is read; ``what`` names the field in the refusal (never the text: it holds the secret).
+        The filters are given ``path`` (a note's, for its body) or else ``what``."""
+        for text in _strings(value):
+            for content_filter in self.filters:
+                reason = content_filter(what if path is None else path, text)
+                if reason:
+                    raise SecretRefused(f"{what} appears to hold {reason}; it was not saved")
 
     def extended(self, extra: Iterable[ContentFilter]) -> FilterChain:
         return FilterChain((*self.filters, *extra))
+
+
+def _strings(value: object) -> Iterator[str]:
+    # A structure is read as its JSON (so that a key names its value: {"password": "..."}) and each of
+    # its strings alone (so that JSON's escapes hide nothing: a key's lines written as "\\n").
+    if isinstance(value, str):
+        yield value
+        return
+    if isinstance(value, Mapping | list | tuple):
+        yield json.dumps(value, ensure_ascii=False, default=str)
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, Mapping):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
 
 
 def load_filters(spec: str = "", allow: str = "") -> FilterChain:

@@ -16,6 +16,7 @@ MAX_METADATA_PAIRS = 16
 MAX_METADATA_KEY_CHARS = 64
 MAX_METADATA_VALUE_CHARS = 512
 MAX_SHARED_STORES = 1000
+PATH_FIELD = "a note's path"  # how a refusal names a path that holds a secret (never the path itself)
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,11 @@ class StorePolicy:
     max_total_bytes: int | None
     validate_path: paths.PathValidator
     filters: FilterChain = field(default_factory=FilterChain)
+
+    def check_path(self, path: str) -> None:
+        """A note's path is valid for this store and holds no secret (a path is stored like a body)."""
+        self.filters.check_caller_text(PATH_FIELD, path)  # first: an invalid path's refusal quotes it
+        self.validate_path(path)
 
     def check_content(self, path: str, content: str) -> bytes:
         if not isinstance(content, str):
@@ -96,8 +102,10 @@ def _has_control(text: str) -> bool:
     return any(ord(ch) < 32 or 0x7F <= ord(ch) < 0xA0 for ch in text)
 
 
-def check_store_fields(name: str | None, description: str | None, metadata: dict[str, str] | None) -> None:
-    """Rules for a store's name, description and (resulting) metadata."""
+def check_store_fields(
+    name: str | None, description: str | None, metadata: dict[str, str] | None, *, filters: FilterChain
+) -> None:
+    """Rules for a store's name, description and (resulting) metadata (also a worker's or profile's name)."""
     check_text(name, "name")
     check_text(description, "description")
     check_text(metadata, "metadata")
@@ -118,3 +126,6 @@ def check_store_fields(name: str | None, description: str | None, metadata: dict
                 raise InvalidRequest(
                     f"metadata values must be strings of at most {MAX_METADATA_VALUE_CHARS} characters"
                 )
+    filters.check_caller_text("the name", name)
+    filters.check_caller_text("the description", description)
+    filters.check_caller_text("the metadata", metadata)

@@ -132,6 +132,7 @@ class Webhooks(HomeTables):
         types = _check_subscription(url, event_types, allow_networks)
         if len(description) > 1024:
             raise InvalidRequest("description is at most 1024 characters")
+        self.gm.filters.check_caller_text("the description", description)
         webhook_id, secret, now = ids.new_id(WEBHOOK_PREFIX), new_secret(), self._now()
         with self.catalog.transaction() as db:
             (count,) = db.execute("SELECT count(*) FROM webhooks WHERE workspace_id=?", (workspace_id,)).fetchone()

@@ -74,6 +74,7 @@ class Dreams(DreamRuns):
         model_id, speed = check_model(model)
         if instructions is not None:
             checked_text(instructions, "instructions", max_len=MAX_INSTRUCTIONS_CHARS)
+            self.gm.filters.check_caller_text("the instructions", instructions)
             instructions = instructions or None
         behavior = check_output(output_behavior, store_id)
 

@@ -23,6 +23,7 @@ from gitmem.errors import (
     TooLarge,
 )
 from gitmem.model import Note
+from gitmem.rules.policy import PATH_FIELD
 
 # The local implementation's limits and layout.
 MAX_LINES = 999_999
@@ -151,6 +152,8 @@ def describe_engine_error(error: GitmemError, tool_path: str) -> str:
     if isinstance(error, NotFound):
         return f"The file {tool_path} no longer exists (may have been deleted or renamed concurrently)."
     if isinstance(error, SecretRefused):
+        if error.message.startswith(PATH_FIELD):  # the path holds the secret: not repeated
+            return f"Refused to write that file: {error.message}"
         return f"Refused to write {tool_path}: {error.message}"
     if isinstance(error, TooLarge | LimitExceeded):
         return f"Refused to write {tool_path}: {error.message}"

@@ -47,6 +47,7 @@ class TaskEvents(HomeTables):
             raise InvalidRequest(f"an event payload must be plain JSON: {exc}") from None
         if len(text.encode("utf-8")) > MAX_EVENT_PAYLOAD_BYTES:
             raise TooLarge(f"an event payload is at most {MAX_EVENT_PAYLOAD_BYTES} bytes of JSON")
+        self.gm.filters.check_caller_text("the event payload", payload)
         event_id = ids.new_id("taskevt")
         with self.catalog.transaction() as db:
             if db.execute("SELECT 1 FROM tasks WHERE id=?", (task_id,)).fetchone() is None:

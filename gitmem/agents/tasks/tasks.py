@@ -144,6 +144,7 @@ class Tasks(Workers, TaskEvents):
                 raise InvalidRequest(f"{where}.instructions must be a string")
             if len(instructions) > MAX_INSTRUCTIONS_CHARS:
                 raise InvalidRequest(f"{where}.instructions must be at most {MAX_INSTRUCTIONS_CHARS} characters")
+            self.gm.filters.check_caller_text(f"{where}.instructions", instructions)
             if store_id in seen:
                 raise InvalidRequest(f"memory store {store_id} is named twice in resources")
             seen.add(store_id)

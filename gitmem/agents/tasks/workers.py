@@ -28,7 +28,7 @@ class Workers(HomeTables):
         """A worker with its own store (kind ``worker``) and the given stores attached."""
         if name is None:
             raise InvalidRequest("a worker needs a name")
-        check_store_fields(name, None, None)
+        check_store_fields(name, None, None, filters=self.gm.filters)
         self.catalog.workspace(workspace_id)
         attached = self._check_attachable(workspace_id, attached_store_ids, own_store_id=None)
         description = f"The own memory of worker {name}: read and written by every one of its tasks."

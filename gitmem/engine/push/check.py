@@ -18,7 +18,7 @@ from typing import Any
 
 import pygit2
 
-from gitmem.errors import GitmemError
+from gitmem.errors import GitmemError, SecretRefused
 from gitmem.git import pushes, repository
 from gitmem.git.commits import parse_message
 from gitmem.git.replay import Notes
@@ -144,6 +144,8 @@ class PushCheck:
             )
         for role, sig in (("author", commit.author), ("committer", commit.committer)):
             self._check_identity(commit, role, sig)
+        self._check_text(commit, "the commit message", commit.message)
+        self._check_text(commit, "the author's and committer's names", [commit.author.name, commit.committer.name])
         parent_tree = self.repo[commit.parent_ids[0]].tree if commit.parent_ids else None
         written = list(self._changed_blobs(commit, commit.tree, parent_tree, ""))
         for tree_path, entry in written:
@@ -265,6 +267,13 @@ class PushCheck:
         api = paths.api_path(tree_path)
         try:
             self._check_path(api)
+        except SecretRefused as exc:  # the refusal does not repeat a name that holds a secret
+            self.verdict.refuse(commit, None, f"a file's name: {exc.message}")
+            return
+        except GitmemError as exc:
+            self.verdict.refuse(commit, api, exc.message)
+            return
+        try:
             if self.info.archived_at is not None:
                 raise GitmemError(
                     f"memory store {self.info.id} is archived; its notes can be read and deleted,"
@@ -290,12 +299,19 @@ class PushCheck:
         except GitmemError as exc:
             self.verdict.refuse(commit, api, exc.message)
 
+    def _check_text(self, commit: pygit2.Commit, what: str, value: object) -> None:
+        # A commit's message and names are kept in every clone's history like a note's body.
+        try:
+            self.policy.filters.check_caller_text(what, value)
+        except GitmemError as exc:
+            self.verdict.refuse(commit, None, exc.message)
+
     def _check_path(self, api: str) -> None:
         segments = api[1:].split("/")
         for index, segment in enumerate(segments):
             if paths._is_git_reserved(segment, top_level=index == 0):
                 raise GitmemError(f"{segment!r} is a name Git reserves; it cannot be a note")
-        self.policy.validate_path(api)
+        self.policy.check_path(api)
 
 
 def pusher_identity(user_id: str, user_name: str) -> tuple[str, str]:

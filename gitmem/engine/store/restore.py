@@ -66,7 +66,7 @@ def restore_plan(
         if old.record.operation == "deleted" or old.blob_id is None or old.record.path is None:
             raise InvalidRequest(f"memory version {version_id} is a deletion: it has no content to restore")
         path = old.record.path
-        store.policy.validate_path(path)
+        store.policy.check_path(path)
         data = store.policy.check_content(path, store.codec.decode(path, view.read_blob(old.blob_id)).decode())
         note = index.note(memory_id)
         if note is None:

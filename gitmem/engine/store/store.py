@@ -231,7 +231,7 @@ class MemoryStore:
     # -- writing ----------------------------------------------------------------------------------
 
     def create(self, path: str, content: str, actor: Actor | None = None) -> Note:
-        self.policy.validate_path(path)
+        self.policy.check_path(path)
         data = self.policy.check_content(path, content)
 
         landed = self.commit_plan(lambda view: self.planner.create(view, path, data, actor))
@@ -244,7 +244,7 @@ class MemoryStore:
         """Create the note at ``path``, or replace its content if there is one: decided inside the write,
         against the tip, so two writers never both create. With ``expected_sha256``, only if a note is
         there with that content. Returns the note and whether it was created."""
-        self.policy.validate_path(path)
+        self.policy.check_path(path)
         data = self.policy.check_content(path, content)
         decided: list[tuple[str, bool]] = []  # (memory id, created) as planned by the attempt that ran last
 
@@ -277,7 +277,7 @@ class MemoryStore:
         """``merge``: a stale precondition merges three ways with the winner where the changes do not
         overlap, instead of a refusal (a gitmem extension; :mod:`gitmem.engine.store.conflict_resolution`)."""
         if path is not None:
-            self.policy.validate_path(path)
+            self.policy.check_path(path)
         data = None
         if content is not None:
             current = self.index.note(memory_id)  # only to name the note in a refusal

@@ -1,7 +1,8 @@
 """The secret detector: is there a credential in this note, and if so what kind and on which line?
 
 Every write goes through it (the store's policy on each REST, memory-tool, MCP, mount and bank write,
-and the pre-receive hook on each pushed note), as the first filter of :mod:`gitmem.rules.filters`.
+and the pre-receive hook on each pushed note), as the first filter of :mod:`gitmem.rules.filters`; so
+does every other text a caller stores, through :meth:`~gitmem.rules.filters.FilterChain.check_caller_text`.
 
 What is refused
     * tokens in a vendor's own format (:mod:`.vendors`: AWS, GitHub, GitLab, Slack, Stripe, OpenAI,

@@ -10,7 +10,9 @@ import datetime as dt
 import hashlib
 import json
 import os
+import random
 import shutil
+import string
 import subprocess
 import sys
 from pathlib import Path
@@ -400,6 +402,23 @@ def test_a_note_under_another_note_is_refused() -> None:
     assert clashes("/a/x") == ["/a"]
     assert clashes("/b") == ["/b/c"]
     assert clashes("/c") == []
+
+
+# A GitHub token's shape with seeded random letters: generated, never a real one.
+_TOKEN = "ghp_" + "".join(random.Random(28).choices(string.ascii_letters + string.digits, k=36))
+
+
+@pytest.mark.parametrize(
+    ("file_name", "message"),
+    [(f"people/{_TOKEN}.md", "add a note"), (f"{_TOKEN}/sam.md", "add a note"), ("people/ok.md", f"use {_TOKEN}")],
+    ids=["file name", "folder name", "commit message"],
+)
+def test_a_secret_in_a_pushed_name_or_message_is_refused(unchanged: Pusher, file_name: str, message: str) -> None:
+    unchanged.write(file_name, "plain text\n")
+    commit = unchanged.commit(message)
+    result = unchanged.push()
+    _assert_refused(unchanged, result, f"remote: gitmem: refused: {commit[:7]}", "appears to hold", "GitHub token")
+    assert _TOKEN not in result.stderr  # the refusal never repeats it
 
 
 def test_commits_that_borrow_gitmem_trailers_or_identities_are_refused(unchanged: Pusher) -> None:
