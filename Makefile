@@ -28,6 +28,7 @@ test: $(STAMP)
 	$(BIN)/ruff check gitmem api hooks tests bench tools
 	$(BIN)/python -m tools.typecheck  # mypy over the package as it installs (api/ as gitmem.api)
 	$(BIN)/python -m tools.importcheck  # the layers and no cycles (pyproject.toml)
+	$(BIN)/python -m tools.docscheck  # cog --check: README.md and docs/*.md show real output (skipped if unchanged)
 	$(PYCACHE) $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 
 lint: $(STAMP)
@@ -35,7 +36,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check gitmem api hooks tests bench tools docs
 	$(BIN)/python -m tools.importcheck
 	$(BIN)/python -m tools.typecheck
-	$(BIN)/cog --check -I docs README.md  # the README's CLI examples are real output (refresh: cog -r -I docs README.md)
+	$(BIN)/python -m tools.docscheck  # the pages' CLI examples are real output (refresh: python -m tools.docscheck --refresh)
 
 # The browser tests (tests/system/test_ui_browser.py) drive Debian's chromium with Playwright; CI installs it
 # here (as root) so `make test` itself stays quick. Without it those tests skip and say why.

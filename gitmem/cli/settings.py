@@ -1,4 +1,4 @@
-"""``gitmem settings``: the ``GITMEM_*`` settings in effect, or (``--markdown``) the README's table."""
+"""``gitmem settings``: the ``GITMEM_*`` settings in effect, or (``--markdown``) the table of docs/settings.md."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from gitmem.config.settings import PREFIX, load_settings, markdown_table
 
 
 @main.command("settings", hidden=True)
-@click.option("--markdown", is_flag=True, help="Print the README's table of every setting.")
+@click.option("--markdown", is_flag=True, help="Print the table of every setting (docs/settings.md).")
 def settings(markdown: bool) -> None:
     """Show the settings in effect (secrets masked)."""
     if markdown:

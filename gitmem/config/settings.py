@@ -4,7 +4,7 @@
 :class:`SettingsError` whose one line names the variable, what is wrong and the form expected (never the
 value: it may be a key). ``gitmem`` (every command, ``serve`` included) and the app factory check them
 before doing anything, so a bad setting stops the program (exit 2) instead of failing each request.
-The README's table of settings is :func:`markdown_table` (``gitmem settings --markdown``).
+The table of settings in docs/settings.md is :func:`markdown_table` (``gitmem settings --markdown``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ _OFF = frozenset({"0", "off", "false", "no"})
 def _setting(
     default: Any, description: str, expected: str, *, group: str = "server", shown_default: str | None = None
 ) -> Any:
-    """A field with what the README says about it (in the table's ``group``, with ``shown_default`` when the
+    """A field with what docs/settings.md says about it (in the table's ``group``, with ``shown_default`` when the
     default is not a plain value) and the form an error message asks for."""
     extra: dict[str, Any] = {"expected": expected, "group": group, "shown_default": shown_default}
     return Field(default, description=description, json_schema_extra=extra)
@@ -397,7 +397,7 @@ def _default_text(name: str) -> str:
 
 
 def markdown_table() -> str:
-    """The README's table of settings, generated from :class:`GitmemSettings`."""
+    """The table of settings in docs/settings.md, generated from :class:`GitmemSettings`."""
     sections = {
         "server": "the server and every command",
         "client": "client commands (`mount`, `clone`, `prompt`, the agent hooks)",

@@ -115,10 +115,10 @@ def test_the_app_factory_refuses_a_bad_setting_too(tmp_path: Path) -> None:
     assert result.stderr.strip().startswith("gitmem: GITMEM_MAX_BODY_BYTES: ")
 
 
-def test_the_readme_table_of_settings_is_the_generated_one() -> None:
+def test_the_docs_table_of_settings_is_the_generated_one() -> None:
     from gitmem.config.settings import GitmemSettings, markdown_table
 
-    readme = (REPO_ROOT / "README.md").read_text()
-    assert markdown_table() in readme
+    page = (REPO_ROOT / "docs" / "settings.md").read_text()
+    assert markdown_table() in page
     for name in GitmemSettings.model_fields:
         assert f"`GITMEM_{name}`" in markdown_table()

@@ -1,7 +1,7 @@
-"""README examples as real output: ``cog`` runs the commands and writes what they print.
+"""Examples in README.md and docs/*.md as real output: ``cog`` runs the commands and writes what they print.
 
-Used from the ``[[[cog ...]]]`` blocks of README.md (``cog -r -I docs README.md`` to refresh,
-``cog --check -I docs README.md`` in ``make lint``). Each :func:`console` call runs its commands in
+Used from the ``[[[cog ...]]]`` blocks of those pages (``cog -r -I docs README.md docs/*.md`` to
+refresh; ``make test`` checks them with ``python -m tools.docscheck``). Each :func:`console` call runs its commands in
 one ``bash`` on a fresh temporary data home, with this interpreter's ``gitmem`` first on ``PATH``, and
 prints them as a console session. Ids, secrets and times differ on every run, so they are replaced by
 stable stand-ins of the same length (the same value always by the same stand-in, times in the same
@@ -25,6 +25,17 @@ _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _ULID = re.compile(r"\b([a-z]+_)(01[0-9A-HJKMNP-TV-Z]{24})\b")
 _TIME = re.compile(r"\b\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z")
 _SECRET = re.compile(r"\b(gm_key_|gm_user_)([A-Za-z0-9_-]{20,})")
+
+
+# A store with a few versions, made out of sight for the examples that need one: $S, $SAM (a note's id),
+# $FIRST and $EDIT (two of its versions).
+TEAM_NOTES = r"""
+S=$(gitmem store create team-notes -d "What the team learned")
+read _ _ SAM FIRST < <(echo "Sam prefers terraform plans against staging first." | gitmem note put $S /people/sam.md)
+printf "# Acme\n- single-tenant\n- deploys with terraform on Fridays\n" | gitmem note put $S /projects/acme.md
+read _ _ _ EDIT < <(echo "Sam prefers plans against staging; applies on Fridays are off." \
+    | gitmem note put $S /people/sam.md)
+"""
 
 
 def _fake_ulid(prefix: str, n: int) -> str:
@@ -82,7 +93,7 @@ def run(commands: str, setup: str = "") -> str:
 
 
 def console(commands: str, setup: str = "", steady: dict[str, str] | None = None) -> None:
-    """Write a ``console`` code block of the commands and their real output into the README (after
+    """Write a ``console`` code block of the commands and their real output into the page (after
     ``setup``, run first and not shown). ``steady`` maps a pattern of output that changes from run to
     run (a duration) to what to print instead."""
     session = run(commands, setup)
