@@ -5,7 +5,7 @@ refresh; ``make test`` checks them with ``python -m tools.docscheck``). Each :fu
 one ``bash`` on a fresh temporary data home, with this interpreter's ``gitmem`` first on ``PATH``, and
 prints them as a console session. Ids, secrets and times differ on every run, so they are replaced by
 stable stand-ins of the same length (the same value always by the same stand-in, times in the same
-order), which keeps the README's tables aligned and ``cog --check`` quiet.
+order), which keeps the pages' tables aligned and ``cog --check`` quiet.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ The pages are checked side by side, one ``cog`` a page, as many at a time as the
     python -m tools.docscheck             # check (skipped when nothing changed)
     python -m tools.docscheck --force     # check even so
     python -m tools.docscheck --refresh   # rewrite the blocks with what the commands print now
+    python -m tools.docscheck --refresh docs/settings.md   # only these pages
 """
 
 from __future__ import annotations
@@ -62,8 +63,8 @@ def _cog(page: Path, *, refresh: bool) -> tuple[Path, int, str]:
     return page, done.returncode, (done.stdout + done.stderr).strip()
 
 
-def run(*, refresh: bool = False) -> int:
-    with_blocks = [p for p in pages() if "[[[cog" in p.read_text()]
+def run(*, refresh: bool = False, only: list[Path] | None = None) -> int:
+    with_blocks = [p for p in only or pages() if "[[[cog" in p.read_text()]
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         results = list(pool.map(lambda p: _cog(p, refresh=refresh), with_blocks))
     failed = [(page, out) for page, rc, out in results if rc != 0]
@@ -72,7 +73,7 @@ def run(*, refresh: bool = False) -> int:
     if failed and not refresh:
         print(
             "docs: an example no longer shows what its commands print; "
-            "refresh with `python -m tools.docscheck --refresh` and read the diff",
+            "refresh with `python -m tools.docscheck --refresh PAGE` and read the diff",
             file=sys.stderr,
         )
     return 1 if failed else 0
@@ -82,9 +83,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.docscheck", description=__doc__.split("\n")[0])
     parser.add_argument("--force", action="store_true", help="check even when nothing changed")
     parser.add_argument("--refresh", action="store_true", help="rewrite the blocks (cog -r)")
+    parser.add_argument("pages", nargs="*", type=Path, help="only these pages (a check of some is not kept)")
     args = parser.parse_args(argv)
-    if args.refresh:
-        return run(refresh=True)
+    only = [page.resolve() for page in args.pages]
+    if args.refresh or only:
+        return run(refresh=args.refresh, only=only)
     now = digest()
     if not args.force and STAMP.exists() and STAMP.read_text().strip() == now:
         print("docs: unchanged since their last check")
