@@ -18,7 +18,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gitmem import ids
-from gitmem.errors import GitmemError, RateLimited, as_insufficient_storage, storage_errors
+from gitmem.db import connection_errors, database_unreachable
+from gitmem.errors import GitmemError, RateLimited, Unavailable, as_insufficient_storage, storage_errors
 
 log = logging.getLogger("gitmem.api")
 
@@ -35,6 +36,7 @@ _TYPE_BY_STATUS = {
     409: "conflict_error",
     413: "request_too_large",
     429: "rate_limit_error",
+    503: "api_error",
     507: "api_error",
 }
 _RESERVED = frozenset({"type", "message"})
@@ -108,7 +110,7 @@ async def _gitmem_error(request: Request, exc: Exception) -> JSONResponse:
         request_id,
         details=exc.details,
         retryable=bool(exc.retryable),
-        retry_after=exc.retry_after if isinstance(exc, RateLimited) else None,
+        retry_after=exc.retry_after if isinstance(exc, RateLimited | Unavailable) else None,
         headers=headers,
     )
 
@@ -150,11 +152,24 @@ async def _storage_error(request: Request, exc: Exception) -> JSONResponse:
     return await _gitmem_error(request, refusal)
 
 
+async def _database_error(request: Request, exc: Exception) -> JSONResponse:
+    """PostgreSQL out of reach (down, restarting, cut off) is a retryable 503 with ``Retry-After``, in
+    the seconds the pool and connection timeouts allow; any other database error stays a 500."""
+    if not database_unreachable(exc):
+        raise exc
+    log.warning("database unreachable on %s %s: %s", request.method, request.url.path, type(exc).__name__)
+    return await _gitmem_error(request, Unavailable("the database cannot be reached just now; retry shortly"))
+
+
 def install(app: FastAPI) -> None:
     """Register the handlers. Unhandled exceptions become a 500 in the request middleware."""
     app.add_exception_handler(GitmemError, _gitmem_error)
     for storage_error in storage_errors():
         app.add_exception_handler(storage_error, _storage_error)
+    gm = getattr(app.state, "gm", None)
+    if gm is not None and gm.catalog.db.dialect == "postgresql":  # SQLite's app never imports psycopg
+        for database_error in connection_errors():
+            app.add_exception_handler(database_error, _database_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_exception)
 

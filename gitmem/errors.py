@@ -101,6 +101,19 @@ class RateLimited(GitmemError):
         self.retry_after = retry_after
 
 
+class Unavailable(GitmemError):
+    """A dependency the request needs (the catalog's PostgreSQL) cannot be reached now; a retry after
+    ``retry_after`` seconds may succeed. Whatever was acknowledged before stays."""
+
+    api_type = "api_error"
+    status = 503
+    retryable = True
+
+    def __init__(self, message: str, *, retry_after: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class InsufficientStorage(GitmemError):
     """The server's disk (or quota) is full: nothing was written, and a retry after space is freed
     will succeed."""

@@ -109,9 +109,10 @@ class Cluster:
         self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
         shutil.rmtree(self.root, ignore_errors=True)
 
-    def pause(self) -> None:
-        """Stop the server, keeping its data, as an outage would (a fast shutdown: clients are cut off)."""
-        done = self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+    def pause(self, mode: str = "fast") -> None:
+        """Stop the server, keeping its data, as an outage would (a fast shutdown: clients are cut off;
+        ``immediate``: a crash, every backend killed at once)."""
+        done = self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop")
         if done.returncode:
             raise RuntimeError(f"pg_ctl stop failed: {done.stderr or done.stdout}")
 

@@ -80,6 +80,34 @@ def database_errors() -> tuple[type[Exception], ...]:
     return (sqlite3.Error, psycopg.Error)
 
 
+def connection_errors() -> tuple[type[Exception], ...]:
+    """What a statement raises when it cannot reach PostgreSQL (and some refusals of the server's:
+    :func:`database_unreachable` tells them apart)."""
+    import psycopg
+
+    return (psycopg.OperationalError,)
+
+
+# SQLSTATEs of a server that is going away or not yet there: admin, crash and "cannot connect now".
+_GOING_AWAY = frozenset({"57P01", "57P02", "57P03"})
+
+
+def database_unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the database could not be reached (no connection in time, a connection cut,
+    the server shutting down or starting up): a retry may succeed once it is back. A lock timeout, a
+    cancelled statement or a constraint is the server's answer, not this."""
+    import psycopg
+    import psycopg_pool
+
+    if isinstance(exc, psycopg_pool.PoolTimeout | psycopg_pool.TooManyRequests):
+        return True
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    sqlstate = exc.sqlstate
+    # No SQLSTATE: the client's own report (connection refused, closed, timed out): no server answered.
+    return sqlstate is None or sqlstate.startswith("08") or sqlstate in _GOING_AWAY
+
+
 def integrity_errors() -> tuple[type[Exception], ...]:
     """A unique key or another constraint refused the change, on either engine."""
     import psycopg
@@ -99,7 +127,9 @@ __all__ = [
     "Rows",
     "SQLiteDatabase",
     "Transaction",
+    "connection_errors",
     "database_errors",
+    "database_unreachable",
     "integrity_errors",
     "is_postgres_url",
     "lock_id",

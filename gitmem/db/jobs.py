@@ -58,7 +58,7 @@ def claim_round(db: Database, name: str, every_seconds: float, owner: str, *, at
 def holding(db: Database, name: str) -> Iterator[bool]:
     """``True`` inside if this process holds the round's lock (no wait); ``False`` if another does."""
     if isinstance(db, PostgresDatabase):
-        with db.pool.connection() as conn:
+        with db.connection() as conn:
             key = lock_id(f"gitmem:round:{name}")
             row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
             if not (row and row[0]):

@@ -5,6 +5,19 @@ with the rows fetched (:class:`Rows`); a transaction keeps one connection until 
 thread's other reads join it. Rows read by name and position (:class:`Row`, like ``sqlite3.Row``).
 Statements arrive in SQLite's form and :func:`to_postgres` rewrites their placeholders. Listening uses
 one dedicated connection a process (:class:`_Listener`), outside the pool.
+
+**When the server goes away** (a crash, a failover, a restart), nothing waits long: a connection attempt
+gives up after ``CONNECT_TIMEOUT_SECONDS``, a request waits at most ``POOL_WAIT_SECONDS`` for a
+connection (then ``PoolTimeout``), a statement on a cut connection fails at once, and TCP keepalives and
+``tcp_user_timeout`` end one whose peer vanished without a word. :func:`gitmem.db.database_unreachable`
+tells these from the server's own refusals, and the API answers them 503 with ``Retry-After``. An idle
+pooled connection the server has hung up on is readable: it is dropped when taken
+(:meth:`PostgresDatabase.connection`, one ``select``), never used. The event loop's reads (a key's
+lookup) take only an idle connection (:meth:`PostgresDatabase.without_waiting`), else go to a thread,
+so no request waits behind another's wait. Coming back is quick: the pool's own reconnection backs off
+1, 2, 4, 8 s ..., so a connection of ours keeps trying every ``RECONNECT_EVERY_SECONDS`` for
+``RECONNECT_WINDOW_SECONDS`` first (:func:`_patient_connection`): the server is used again within a
+fraction of a second of its return.
 """
 
 from __future__ import annotations
@@ -13,14 +26,28 @@ import contextlib
 import functools
 import hashlib
 import logging
+import select
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from gitmem.db.interface import LOCK_TIMEOUT_SECONDS, Database, Dialect, Params
 
+if TYPE_CHECKING:
+    from psycopg import Connection
+
 log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_SECONDS = 2  # libpq's connect_timeout: whole seconds
+POOL_WAIT_SECONDS = 3.0  # a request waits this long for a connection, then is told to retry (503)
+_NO_WAIT_SECONDS = 0.001
+RECONNECT_EVERY_SECONDS = 0.25
+RECONNECT_WINDOW_SECONDS = 20.0
+# A peer that vanished (no FIN, no RST) ends a connection within about this many seconds.
+_KEEPALIVES = {"keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2, "keepalives_count": 2}
+_TCP_USER_TIMEOUT_MS = 10_000
 
 
 @functools.lru_cache(maxsize=1024)
@@ -206,6 +233,7 @@ class PostgresDatabase(Database):
         # One plain connection first: an unreachable server or a wrong password fails here at once, with
         # psycopg's reason, where the pool would keep retrying until its timeout.
         psycopg.connect(url, connect_timeout=10).close()
+        self._closing = threading.Event()
         self.pool = ConnectionPool(
             url,
             min_size=min_size,
@@ -215,8 +243,12 @@ class PostgresDatabase(Database):
                 "row_factory": _row_factory,
                 "application_name": application_name,
                 "options": options,
+                "connect_timeout": CONNECT_TIMEOUT_SECONDS,
+                "tcp_user_timeout": _TCP_USER_TIMEOUT_MS,
+                **_KEEPALIVES,
             },
-            timeout=LOCK_TIMEOUT_SECONDS,
+            connection_class=_patient_connection(psycopg.Connection, self._closing),
+            timeout=POOL_WAIT_SECONDS,
             name="gitmem",
             open=False,
         )
@@ -228,11 +260,36 @@ class PostgresDatabase(Database):
     def _current(self) -> Any:
         return getattr(self._local, "conn", None)
 
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[Connection[Any]]:
+        """A pooled connection the server has not hung up on (those are closed, and the pool replaces
+        them). In :meth:`without_waiting`, only one that is idle now: else ``PoolTimeout`` at once."""
+        timeout = _NO_WAIT_SECONDS if getattr(self._local, "no_wait", False) else None
+        for _ in range(self.pool.max_size + 1):
+            with self.pool.connection(timeout) as conn:
+                if _hung_up(conn):
+                    conn.close()
+                    continue
+                yield conn
+                return
+        raise self._psycopg.OperationalError("every pooled connection was cut off")
+
+    @contextlib.contextmanager
+    def without_waiting(self) -> Iterator[None]:
+        """Within it, this thread takes only a connection that is idle now (``PoolTimeout`` if none):
+        for the event loop, which must not wait ``POOL_WAIT_SECONDS`` for a server that is away."""
+        before = getattr(self._local, "no_wait", False)
+        self._local.no_wait = True
+        try:
+            yield
+        finally:
+            self._local.no_wait = before
+
     def execute(self, sql: str, params: Params = ()) -> Rows:
         conn = self._current()
         if conn is not None:
             return self._after_deferred(conn, sql, params)
-        with self.pool.connection() as conn:
+        with self.connection() as conn:
             return _run(conn, sql, params)
 
     def defer(self, sql: str, params: Params = ()) -> None:
@@ -256,7 +313,7 @@ class PostgresDatabase(Database):
         """Each statement's rows, in one round trip (in this thread's transaction if one is open)."""
         conn = self._current()
         if conn is None:
-            with self.pool.connection() as conn:
+            with self.connection() as conn:
                 return run_all(conn, statements)
         deferred = self._local.deferred  # the transaction's own list: emptied, never replaced
         sent = list(deferred)
@@ -286,7 +343,7 @@ class PostgresDatabase(Database):
         if self._current() is not None:
             raise RuntimeError("a transaction is open on this thread already")
         self._local.deferred, self._local.notified = [], []
-        with self.pool.connection() as conn, begun(conn, opening, self._local.deferred, read) as rows:
+        with self.connection() as conn, begun(conn, opening, self._local.deferred, read) as rows:
             self._local.conn = conn
             try:
                 yield _PostgresTransaction(self, conn, rows)
@@ -312,11 +369,44 @@ class PostgresDatabase(Database):
         return listener is not None and listener.trusted
 
     def close(self) -> None:
+        self._closing.set()  # a reconnection waiting for the server stops waiting
         with self._listener_guard:
             if self._listener is not None:
                 self._listener.stop()
                 self._listener = None
         self.pool.close()
+
+
+def _hung_up(conn: Any) -> bool:
+    """Whether the server hung up on this idle connection: an idle connection has nothing to read
+    unless the server closed it (its socket at EOF, or a FATAL such as 57P01 waiting). One ``select``,
+    no round trip."""
+    if conn.closed or conn.broken:
+        return True
+    readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    return bool(readable)
+
+
+def _patient_connection(base: type[Connection[Any]], closing: threading.Event) -> type[Connection[Any]]:
+    """``base`` whose ``connect`` keeps trying, every ``RECONNECT_EVERY_SECONDS`` for
+    ``RECONNECT_WINDOW_SECONDS``, before it fails: the pool's own retries back off (1, 2, 4, 8 s ...),
+    which left writes failing for seconds after the server was back. A pool worker waits in here,
+    never a request (a request waits for the pool, at most ``POOL_WAIT_SECONDS``)."""
+    import psycopg
+
+    class PatientConnection(base):  # type: ignore[valid-type, misc]
+        @classmethod
+        def connect(cls, *args: Any, **kwargs: Any) -> Any:
+            give_up = time.monotonic() + RECONNECT_WINDOW_SECONDS
+            while True:
+                try:
+                    return super().connect(*args, **kwargs)
+                except psycopg.OperationalError:
+                    if closing.is_set() or time.monotonic() >= give_up:
+                        raise
+                    closing.wait(RECONNECT_EVERY_SECONDS)
+
+    return PatientConnection
 
 
 class _Listener:

@@ -28,6 +28,7 @@ from gitmem.clock import Clock, from_micros, system_clock, to_micros
 from gitmem.db import (
     CATALOG_LOCK,
     Database,
+    PostgresDatabase,
     SQLiteDatabase,
     Transaction,
     integrity_errors,
@@ -313,7 +314,17 @@ class Catalog:
     def without_waiting(self) -> Iterator[None]:
         """Within it, this thread's catalog reads never wait for a lock: SQLite being busy, or an attempt
         to write, raises :class:`CatalogBusy` (redo the work outside, where it may wait). PostgreSQL's
-        reads never wait for a writer, so there it changes nothing."""
+        reads never wait for a writer, but may wait for a pooled connection (all busy, or the server
+        away): that is :class:`CatalogBusy` too."""
+        if isinstance(self.db, PostgresDatabase):
+            import psycopg_pool
+
+            try:
+                with self.db.without_waiting():
+                    yield
+            except psycopg_pool.PoolTimeout as exc:
+                raise CatalogBusy(str(exc)) from exc
+            return
         if not isinstance(self.db, SQLiteDatabase):
             yield
             return

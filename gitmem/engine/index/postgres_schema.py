@@ -181,7 +181,7 @@ class PgIndexDb:
         if self.database.in_transaction():
             self._check_same_store()
             return self.database.read_all(statements)
-        with self.database.pool.connection() as conn:
+        with self.database.connection() as conn:
             # The pool is the index's alone: a search_path left on a connection is only ever ours.
             if getattr(conn, "_gitmem_search_path", None) != self.search_path:
                 conn.execute("SELECT set_config('search_path', %s, false)", (self.search_path,))
@@ -271,7 +271,7 @@ class PgIndexDb:
         """The store's writer lock alone, in a transaction of its own held for the block (a push, the
         swap and purge of a history rewrite); the index is written by other transactions meanwhile."""
         with (
-            self.database.pool.connection() as conn,
+            self.database.connection() as conn,
             self._locked(functools.partial(begun, conn, deferred=[]), ("writer",), False),
         ):
             yield
@@ -279,7 +279,7 @@ class PgIndexDb:
     def compact(self) -> None:
         """Rewrite the store's tables after a history rewrite, so that no dead row version keeps the
         text of a redacted or expired note (PostgreSQL's WAL and backups keep it until recycled)."""
-        with self.database.pool.connection() as conn:
+        with self.database.connection() as conn:
             conn.execute(f"VACUUM FULL {self.schema}.notes, {self.schema}.versions, {self.schema}.search_text")
 
     def drop(self) -> None:
