@@ -1,7 +1,12 @@
 """gitmem's HTTP API: a thin FastAPI layer over the engine, wire-compatible with the official SDK.
 
 It routes, authenticates, (de)serialises and maps engine errors to the error envelope. It knows
-nothing of Git: every rule lives in ``gitmem/``.
+nothing of Git: every rule lives in ``gitmem/``. The application and its factory (:mod:`.app`, with
+its own settings :mod:`.settings`), the routers (:mod:`.routers`) and their wire models
+(:mod:`.schemas`), the caller and the store as route dependencies (:mod:`.deps`, rate limits in
+:mod:`.ratelimit`), the error envelope (:mod:`.errors`), answers already valid (:mod:`.responses`),
+request ids, body limits and the last-resort 500 (:mod:`.middleware`), a graceful stop
+(:mod:`.draining`), MCP (:mod:`.mcp`) and the web view (:mod:`.ui`).
 
 Wire decisions where the SDK and the seeds leave room:
 

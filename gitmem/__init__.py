@@ -10,7 +10,19 @@ The library; it knows nothing of HTTP (``gitmem.api`` puts it on the network). S
     store = gm.store(workspace.id, info.id)
     note = store.create("/people/sam.md", "Sam prefers async reviews.")
 
-docs/architecture.md says where each part lives and why; docs/engine-api.md walks the library.
+What lives here, top down as the layers import (docs/architecture.md says where each part lives and
+why; docs/engine-api.md walks the library):
+
+- :mod:`.cli` (the ``gitmem`` command) and :mod:`.config` (every setting, checked where a program
+  starts); ``gitmem.api`` (the HTTP layer, from ``api/``) sits beside them;
+- :mod:`.access` (who may read and write which store) and :mod:`.home_tables` (every catalog table);
+- :mod:`.webhooks`, :mod:`.agents` (tasks, the memory tool, dreams, the review) and :mod:`.banks`
+  (profiles' encrypted memory banks);
+- :mod:`.engine` (a data home and its stores), :mod:`.db` (the storage interface), :mod:`.git` (Git's
+  plumbing), :mod:`.crypto` (encryption at rest) and :mod:`.rules` (what a write may be);
+- :mod:`.sync`: the client side (``gitmem mount``, the MCP stdio bridge), which talks HTTP only;
+- shared by every layer: :mod:`.errors` (the one exception hierarchy), :mod:`.model` (domain values),
+  :mod:`.ids`, :mod:`.clock`, :mod:`.durable` (fsync), :mod:`.metrics` and :mod:`.json_log`.
 
 ``Gitmem`` and ``MemoryStore`` are imported on first use: Git starts processes of this package per push
 and per file (hooks, a clone's filter) that need neither.

@@ -1,1 +1,1 @@
-"""Profiles and their encrypted memory banks."""
+"""Profiles and their encrypted memory banks (:mod:`.profiles`)."""

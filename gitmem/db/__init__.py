@@ -37,7 +37,10 @@ so code that must not race (a count before an insert) takes a :meth:`Transaction
 catalog takes one lock for every write (:data:`CATALOG_LOCK`), which is what SQLite's file lock gave.
 Listening (:meth:`PostgresDatabase.listen`) uses one dedicated connection a process, outside the pool.
 
-See docs/architecture.md ("Where the rows live").
+Here: the interface (:mod:`.interface`), its two sides (:mod:`.sqlite`, :mod:`.postgres`), the
+per-thread connections (:mod:`.thread_connections`), migrations (:mod:`.migrations`), background rounds
+run once across a home (:mod:`.jobs`) and page tokens (:mod:`.page_tokens`). See docs/architecture.md
+("Where the rows live").
 """
 
 from __future__ import annotations

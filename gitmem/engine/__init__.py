@@ -6,7 +6,8 @@
 - :mod:`.rewrite`: history rewriting (retention, redaction, key rotation) and the purge;
 - :mod:`.push`: what Git's push hooks run;
 - :mod:`.audit`: who changed what (``gitmem log``); :mod:`.fsck`: consistency checks;
-- :mod:`.web_sessions` (the web view's sign-ins) and :mod:`.first_run` (a new home's first key).
+- :mod:`.web_sessions` (the web view's sign-ins), :mod:`.first_run` (a new home's first key) and
+  :mod:`.readiness` (whether this node can take work, for ``/readyz``).
 
 Above it: agents, banks, webhooks and access; below it: the storage interface (:mod:`gitmem.db`),
 Git's plumbing (:mod:`gitmem.git`), encryption (:mod:`gitmem.crypto`) and the rules.

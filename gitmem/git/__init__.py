@@ -2,4 +2,6 @@
 (:mod:`.trees`), a version as a commit (:mod:`.commits`), packs (:mod:`.pack`, :mod:`.packing`,
 :mod:`.roll_up`, :mod:`.pack_leftovers`), pushed commits (:mod:`.pushes`) and the one replay of history
 (:mod:`.replay`), smart HTTP (:mod:`.smart_http`, :mod:`.http_backend`, :mod:`.upload_wants`) and a
-clone's encryption filter (:mod:`.crypt_filter`). Knows nothing of notes' rules or the catalog."""
+clone's encryption filter (:mod:`.crypt_filter`); a ref moved with its objects as one pack
+(:mod:`.ref_pack`) and the commits that record conflicts (:mod:`.conflict_records`). Knows nothing of
+notes' rules or the catalog."""

@@ -1,3 +1,3 @@
 """The catalog: workspaces, keys, users and stores' rows (:mod:`.catalog`), and what a node may keep of
-them between requests (:mod:`.cache`).
+them between requests (:mod:`.cache`); the Git addresses a person commits with (:mod:`.user_emails`).
 """

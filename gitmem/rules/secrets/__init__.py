@@ -21,7 +21,8 @@ What is not
     hashes (bcrypt, argon2, crypt): a hash is what a system is meant to store and does not log anyone
     in. A hex string or UUID that a keyword names (``HEROKU_API_KEY=<uuid>``) *is* refused.
 
-A refusal names the rule and the line, never the value.
+A refusal names the rule and the line, never the value. The scan is one pass for trigger words, then
+only the rules they wake (:mod:`.engine`).
 
 Allow-listing
     ``GITMEM_SECRETS_ALLOW`` is a comma-separated list of rule ids (e.g. ``jwt,url-credentials``) that
