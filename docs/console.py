@@ -22,9 +22,11 @@ import cog  # type: ignore[import-not-found]  # provided by cogapp while it runs
 
 _MARK = "\x1e"
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-_ULID = re.compile(r"\b([a-z]+_)(01[0-9A-HJKMNP-TV-Z]{24})\b")
+# Ids: a prefix and 26 characters of Crockford's base32 (time-ordered, or derived from a pushed commit).
+_ULID = re.compile(r"\b([a-z]+_)([0-9A-HJKMNP-TV-Z]{26})\b")
+_PORT = re.compile(r"\b127\.0\.0\.1:\d+")
 _TIME = re.compile(r"\b\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z")
-_SECRET = re.compile(r"\b(gm_key_|gm_user_)([A-Za-z0-9_-]{20,})")
+_SECRET = re.compile(r"\b(gm_key_|gm_usr_|gm_user_|gm_tsk_)([A-Za-z0-9_-]{20,})")
 
 
 # A store with a few versions, made out of sight for the examples that need one: $S, $SAM (a note's id),
@@ -35,6 +37,26 @@ read _ _ SAM FIRST < <(echo "Sam prefers terraform plans against staging first."
 printf "# Acme\n- single-tenant\n- deploys with terraform on Fridays\n" | gitmem note put $S /projects/acme.md
 read _ _ _ EDIT < <(echo "Sam prefers plans against staging; applies on Fridays are off." \
     | gitmem note put $S /people/sam.md)
+"""
+
+# A shared store of runbooks with a note, for the examples of tasks and dreams: $S.
+RUNBOOKS = r"""
+S=$(gitmem store create runbooks -d "How we operate prod")
+echo "Restart the primary last." | gitmem note put $S /db/restart.md
+"""
+
+# A server on this home, on a free port, stopped when the example's shell exits: $GITMEM_URL; $S, a store
+# with a note; $GITMEM_TOKEN, the token of a user, ana, with write access.
+SERVER = r"""
+PORT=$(python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+export GITMEM_URL=http://127.0.0.1:$PORT
+gitmem serve --port $PORT > serve.log 2>&1 &
+SERVER_PID=$!
+trap 'kill $SERVER_PID; wait $SERVER_PID' EXIT
+for _ in $(seq 600); do curl -sf $GITMEM_URL/healthz > /dev/null && break; sleep 0.05; done
+S=$(gitmem store create team-notes -d "What the team learned")
+echo "Sam prefers terraform plans against staging first." | gitmem note put $S /people/sam.md
+export GITMEM_TOKEN=$(gitmem users create --name ana)
 """
 
 
@@ -59,6 +81,7 @@ def normalise(text: str) -> str:
 
     text = _SECRET.sub(secret, text)
     text = _ULID.sub(lambda m: m.group(1) + ulids.setdefault(m.group(2), _fake_ulid(m.group(1), len(ulids))), text)
+    text = _PORT.sub("127.0.0.1:8765", text)  # a server of the examples listens on a free port
     return _TIME.sub(lambda m: times[m.group(0)], text)
 
 
@@ -88,7 +111,7 @@ def run(commands: str, setup: str = "") -> str:
     for chunk in out.split(_MARK)[1:]:
         n, _, printed = chunk.partition("\n")
         session.append(f"$ {lines[int(n)]}")
-        session += printed.rstrip("\n").splitlines()
+        session += [line.rstrip() for line in printed.rstrip("\n").splitlines()]  # Git pads remote: lines
     return normalise("\n".join(session))
 
 
