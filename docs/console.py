@@ -46,17 +46,27 @@ echo "Restart the primary last." | gitmem note put $S /db/restart.md
 """
 
 # A server on this home, on a free port, stopped when the example's shell exits: $GITMEM_URL; $S, a store
-# with a note; $GITMEM_TOKEN, the token of a user, ana, with write access.
+# with a note; $GITMEM_TOKEN, the token of a user, ana, with write access; $GITMEM_API_KEY, the admin key
+# the server made on its first start.
 SERVER = r"""
 PORT=$(python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 export GITMEM_URL=http://127.0.0.1:$PORT
 gitmem serve --port $PORT > serve.log 2>&1 &
 SERVER_PID=$!
 trap 'kill $SERVER_PID; wait $SERVER_PID' EXIT
-for _ in $(seq 600); do curl -sf $GITMEM_URL/healthz > /dev/null && break; sleep 0.05; done
+python -c '
+import sys, time, urllib.request
+deadline = time.monotonic() + 60
+while time.monotonic() < deadline:
+    try:
+        urllib.request.urlopen(sys.argv[1] + "/healthz")
+        break
+    except OSError:
+        time.sleep(0.05)' $GITMEM_URL
 S=$(gitmem store create team-notes -d "What the team learned")
 echo "Sam prefers terraform plans against staging first." | gitmem note put $S /people/sam.md
 export GITMEM_TOKEN=$(gitmem users create --name ana)
+export GITMEM_API_KEY=$(cat $GITMEM_HOME/admin.key)
 """
 
 
