@@ -3,7 +3,8 @@ token refused as a note's content is refused, with the same 400 envelope and not
 note's path (create, move, the memory tool's create and rename, MCP's rename, a bank entry), a store's
 name, description and metadata, a worker's or profile's name, a task's and a dream's instructions, a
 task event's payload and a webhook's description. Pushes (file names, commit messages) are in
-tests/unit/engine/push/test_receive.py."""
+tests/unit/engine/push/test_receive.py, MCP's rename in tests/system/test_mcp.py (MCP's import is
+paid there once)."""
 
 from __future__ import annotations
 
@@ -182,33 +183,6 @@ def test_the_memory_tool_refuses_a_secret_in_a_path(api: Api, command: dict[str,
     response = api.client.post(f"/v1/memory_stores/{api.store_id}/memory_tool", json=command)
     assert response.status_code == 200 and response.json()["is_error"] is True, response.text
     assert "a note's path appears to hold" in response.json()["content"] and TOKEN not in response.text
-    assert api.state() == before
-
-
-def test_mcp_rename_refuses_a_secret_in_the_new_path(api: Api) -> None:
-    before = api.state()
-    call = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {
-            "name": "rename",
-            "arguments": {
-                "old_path": "/memories/b.md",
-                "new_path": f"/memories/{TOKEN}.md",
-                "memory_store_id": api.store_id,
-            },
-        },
-    }
-    response = api.client.post(
-        "/mcp",
-        json=call,
-        headers={"accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18"},
-    )
-    assert response.status_code == 200, response.text
-    result = response.json()["result"]
-    assert result["isError"] is True, result
-    assert "a note's path appears to hold" in result["content"][0]["text"] and TOKEN not in response.text
     assert api.state() == before
 
 

@@ -8,6 +8,8 @@ uses its own stores.
 from __future__ import annotations
 
 import json
+import random
+import string
 import subprocess
 import sys
 from contextlib import asynccontextmanager
@@ -48,6 +50,9 @@ TOOLS = {
     "restore",
     "list_stores",
 }
+
+# A GitHub token's shape with seeded random letters: generated, never a real one.
+FAKE_TOKEN = "ghp_" + "".join(random.Random(28).choices(string.ascii_letters + string.digits, k=36))
 
 
 @dataclass(frozen=True)
@@ -150,6 +155,7 @@ def test_memory_commands_answer_as_the_rest_route(live: Home) -> None:
         {"command": "view", "path": "/memories/a.md"},
         {"command": "view", "path": "/memories/a.md", "view_range": [1, 1]},
         {"command": "view", "path": "/memories/../etc/passwd"},
+        {"command": "rename", "old_path": "/memories/a.md", "new_path": f"/memories/{FAKE_TOKEN}.md"},
         {"command": "rename", "old_path": "/memories/a.md", "new_path": "/memories/d/b.md"},
         {"command": "view", "path": "/memories"},
         {"command": "delete", "path": "/memories/d"},
@@ -170,6 +176,9 @@ def test_memory_commands_answer_as_the_rest_route(live: Home) -> None:
         assert (text, is_error) == (rest["content"], rest["is_error"]), step
     assert any(is_error for _, is_error in mcp_answers)  # the refusals were compared too
     assert "three" in mcp_answers[6][0]
+    # A path is a caller's text like a body: a token in it is refused, and not repeated (issue 28, item 6).
+    assert mcp_answers[9][1] is True and "a note's path appears to hold" in mcp_answers[9][0]
+    assert FAKE_TOKEN not in mcp_answers[9][0]
 
 
 def test_history_shows_versions_attributed_to_the_caller(live: Home) -> None:
