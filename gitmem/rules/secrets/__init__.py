@@ -11,7 +11,8 @@ What is refused
       age, WireGuard);
     * values that a keyword names a password, secret, token, API key or credential, in assignments
       (env, YAML, JSON, XML, INI, TOML), command-line flags, HTTP headers, URLs, ``.netrc``,
-      connection strings, code and prose (:mod:`.keywords`), when the value looks like one
+      connection strings, code, command lines (:mod:`.commands`) and prose (:mod:`.keywords`), when the
+      value looks like one
       (:mod:`.values`: a password leniently, a token by its randomness).
 
 What is not
@@ -35,14 +36,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from gitmem.rules.secrets.commands import COMMAND_RULES
 from gitmem.rules.secrets.engine import Rule, Scanner
 from gitmem.rules.secrets.keys import KEY_RULES
 from gitmem.rules.secrets.keywords import KEYWORD_RULES
 from gitmem.rules.secrets.vendors import VENDOR_RULES
 
-RULES: tuple[Rule, ...] = (*VENDOR_RULES, *KEY_RULES, *KEYWORD_RULES)
+RULES: tuple[Rule, ...] = (*VENDOR_RULES, *KEY_RULES, *KEYWORD_RULES, *COMMAND_RULES)
 RULE_IDS = frozenset(rule.id for rule in RULES)
-_KEYWORD_RULE_IDS = frozenset(rule.id for rule in KEYWORD_RULES)
+_KEYWORD_RULE_IDS = frozenset(rule.id for rule in (*KEYWORD_RULES, *COMMAND_RULES))
 
 
 @dataclass(frozen=True)

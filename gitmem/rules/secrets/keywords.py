@@ -5,8 +5,11 @@ read and split into words; it names a secret only when its last word does (so ``
 ``token_url`` and ``max_tokens`` do not). What follows the key decides the syntax: an assignment in
 any config language (``=``, ``:``, ``:=``, ``=>``), an XML element, a command-line flag, a Dockerfile
 ``ENV``, or prose ("the password is ..."). The value is then judged by :mod:`gitmem.rules.secrets.values`.
-Fixed forms with their own shape (``.netrc``, ``curl -u``, ``docker login -p``, headers, URLs with
-credentials, ``NetworkCredential("u", "p")``) have rules of their own below.
+A key may also be followed by its value as code gives it: ``getenv("API_KEY", "value")``, ``key[]=``,
+``dict["secret"] =``, ``@"value"``, ``private_key 'value';``. Fixed forms with their own shape
+(``.netrc``, ``curl -u``, ``docker login -p``, ``psexec -p``, ``login: user / password``, a Terraform
+variable's ``default``, headers, URLs with credentials, ``NetworkCredential("u", "p")``) have rules
+of their own below.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ SECRET_WORDS = frozenset(
         "accesstoken",
         "refreshtoken",
         "sessiontoken",
+        "pat",
     }
 )
 KEY_QUALIFIERS = frozenset(
@@ -58,7 +62,7 @@ NOT_SECRET_QUALIFIERS = frozenset(
     words("""
     page next continuation pagination cursor sync resume csrf xsrf idempotency cancel cancellation max
     num count lexer parse input output prompt completion stop bos eos pad unk special sep cls mask start
-    end
+    end public publishable
 """)
 )
 _NEUTRAL_SUFFIXES = frozenset(
@@ -72,7 +76,7 @@ _SPLIT = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 def key_family(key: str) -> str | None:
     """``"password"`` or ``"secret"`` if the key names one (by its last word), else None."""
     words = [w.lower() for w in _SPLIT.findall(key)]
-    while len(words) > 1 and words[-1] in _NEUTRAL_SUFFIXES:
+    while len(words) > 1 and (words[-1] in _NEUTRAL_SUFFIXES or words[-1].isdigit()):
         words.pop()
     if not words:
         return None
@@ -95,18 +99,24 @@ def value_is_secret(family: str, raw: str, rest: str, *, key: str = "", prose: b
             return values.looks_like_password((raw + rest).strip(), multiword=True)
         return values.looks_like_password(raw, rest, strict=prose)
     bare_key = key.lower().strip("-_.\"'") in {"key", "auth"}
-    if values.looks_like_token(raw, min_length=16 if bare_key else 8):
+    min_length = 40 if _ROW_KEY.search(key) else 16 if bare_key else 8
+    if values.looks_like_token(raw, min_length=min_length):
         return True
     pair = values.credential_pair_password(raw) if "cred" in key.lower() else None
     return pair is not None and values.looks_like_password(pair)
 
 
+_ROW_KEY = re.compile(r"(?i)(?:primary|secondary)[_.\-]?key$")  # a column, unless as long as Azure's keys
 _KEY_CHARS = re.compile(r"[\w.\-]{0,64}")  # a key's characters, read forwards (and backwards, reversed)
 _VALUE = r"""(?P<value>"[^"\n]{0,300}"|'[^'\n]{0,300}'|`[^`\n]{0,300}`|[^\s"'`<>;,|&]{1,300})(?P<rest>[^\n]{0,120})"""
-_ASSIGNED = re.compile(r"""["']?[ \t]*(?::=|=>|==|[:=])[ \t]*""" + _VALUE)
+_ASSIGNED = re.compile(r"""(?:\[\])?["']?\]?[ \t]*(?::=|=>|==|[:=])[ \t]*@?""" + _VALUE)
+# getenv("API_KEY", "value"), config.get("db_password", "value"): a default given beside its key
+_CALL_DEFAULT = re.compile(r"""["'][ \t]*,[ \t]*(?P<value>"[^"\s]{1,300}"|'[^'\s]{1,300}')[ \t]*\)(?P<rest>)""")
+# private_key '...'; : a quoted value after the key, ending a statement
+_QUOTED_STATEMENT = re.compile(r"""[ \t]+(?P<value>"[^"\n]{1,300}"|'[^'\n]{1,300}')[ \t]*;(?P<rest>)""")
 _PROSE = re.compile(
-    r"""(?:[ \t]+(?:for|to|of|on|at)[ \t]+(?:the[ \t]+|my[ \t]+|our[ \t]+|this[ \t]+)?[\w.@\-]{1,40}"""
-    r"""(?:[ \t]+[\w.@\-]{1,40})?)?[ \t]+(?:is|was|are|=)[ \t]+"""
+    r"""(?:[ \t]+(?:for|to|of|on|at)[ \t]+(?:the[ \t]+|my[ \t]+|our[ \t]+|this[ \t]+)?["']?[\w.@\-]{1,40}["']?"""
+    r"""(?:[ \t]+["']?[\w.@\-]{1,40}["']?)?)?[ \t]+(?:is|was|are|=)[ \t]+"""
     r"""(?:now[ \t]+|still[ \t]+|set[ \t]+to[ \t]+"""
     r"""|just[ \t]+)?""" + _VALUE
 )
@@ -149,6 +159,10 @@ def _read_key(text: str, start: int) -> _Reading:
     match = _ASSIGNED.match(text, key_end)
     prose = False
     if match is None:
+        call = _CALL_DEFAULT.match(text, key_end) or _QUOTED_STATEMENT.match(text, key_end)
+        if call is not None:  # code: a value that is one word, not a label ("Mot de passe")
+            secret = _code_value(family, call["value"], key)
+            return _Reading(key_start, family, secret, call.end("value"))
         match = _SPACED.match(text, key_end) if flag else _PROSE.match(text, key_end)
         prose = not flag
     if match is None and family == "password":  # "passphrase Corr3ct-H0rse!": no verb, so only a strong shape
@@ -164,8 +178,16 @@ def _read_key(text: str, start: int) -> _Reading:
 
 def _strong(raw: str) -> bool:
     """Mixes upper and lower case, digits and symbols, at eight characters or more: no word of prose."""
+    value, quoted = values.strip_quotes(raw)
+    whole = raw.strip().strip("\"'`") if quoted else raw.strip()  # a password may end in "!"
+    return len(value) >= 8 and values.char_classes(whole) == 4 and values.looks_like_password(value)
+
+
+def _code_value(family: str, raw: str, key: str) -> bool:
     value, _ = values.strip_quotes(raw)
-    return len(value) >= 8 and values.char_classes(value) == 4 and values.looks_like_password(value)
+    if values.is_plain_word(value) or values.char_classes(value) < 2:
+        return False
+    return value_is_secret(family, raw, "", key=key)
 
 
 def _keyword_locator(family: str) -> Locator:
@@ -179,7 +201,7 @@ def _keyword_locator(family: str) -> Locator:
     return locate
 
 
-def _judged(family_of_key: str | None = None) -> Callable[[re.Match[str]], bool]:
+def judged(family_of_key: str | None = None) -> Callable[[re.Match[str]], bool]:
     """Accept a match whose ``value`` group is a secret (of the family the match's ``key`` names)."""
 
     def accept(match: re.Match[str]) -> bool:
@@ -207,7 +229,7 @@ def _url_credentials(match: re.Match[str]) -> bool:
 
 
 _QUOTED = r"""(?P<value>"[^"\n]{1,200}"|'[^'\n]{1,200}')"""
-_ANY = r"""(?P<value>"[^"\n]{1,200}"|'[^'\n]{1,200}'|[^\s"'|;&]{1,200})"""
+ANY_VALUE = r"""(?P<value>"[^"\n]{1,200}"|'[^'\n]{1,200}'|[^\s"'|;&]{1,200})"""
 
 # Where a keyword can be followed by a value: an assignment or an XML element (``password:``,
 # ``apiKey =``, ``"token":``, ``<password>``) or prose (``password is``, ``password for the db is``).
@@ -215,17 +237,25 @@ _ANY = r"""(?P<value>"[^"\n]{1,200}"|'[^'\n]{1,200}'|[^\s"'|;&]{1,200})"""
 _KEYWORDS = ("pass", "pw", "secret", "token", "key", "auth", "cred")
 # A value that cannot be a secret fails here already: a template or reference (``$``, ``{``, ``<``,
 # ``(``, ``[``, ``%``, ``*``), an empty string, or fewer than three characters.
-_VALUE_MAY_FOLLOW = r"""[ \t]*+["'`]?(?![$<{\[(%*"'`]|os\.|process\.|true\b|false\b|null\b|none\b)[^\s"'`]{3}"""
+_VALUE_MAY_FOLLOW = r"""[ \t]*+@?["'`]?(?![$<{\[(%*"'`]|os\.|process\.|true\b|false\b|null\b|none\b)[^\s"'`]{3}"""
 KEYWORD_ANCHOR = (
     r"""-+[a-z0-9_.\-]{0,40}+[ \t=]"""  # --password X, -Password X, --api-key=X
-    r"""|[a-z0-9_.\-]{0,40}+["']?[ \t]*+(?:(?::=|=>|==|[:=>])"""
+    r"""|[a-z0-9_.\-]{0,40}+(?:\[\])?["']?\]?[ \t]*+(?:(?::=|=>|==|[:=>])"""
     + _VALUE_MAY_FOLLOW
+    + r"""|(?<=["'])[ \t]*+,[ \t]*+["'][^\s"']{3}"""  # getenv("API_KEY", "...")
     + r"""|(?:is|was|are|for|to|of|on|at)[ \t]"""
     + r"""|(?=\S{0,60}[0-9])(?=\S{0,60}[^\sa-z0-9])\S{8})"""
 )  # "passphrase Corr3ct-H0rse!"
 _KEYWORD_TRIGGERS = _KEYWORDS + tuple("-" + k for k in _KEYWORDS)
 
 KEYWORD_RULES: tuple[Rule, ...] = (
+    Rule(
+        "pat-assignment",
+        "a secret (personal access token)",
+        ("pat",),
+        _keyword_locator("secret"),  # ado_pat, GITHUB_PAT: "pat" is too common a trigger for every rule
+        anchor=r"""(?<![a-z])pat["']?\]?[ \t]*+(?::=|=>|[:=])[ \t]*+["']?[a-z0-9_\-]{16}""",
+    ),
     Rule(
         "password-assignment",
         "a saved password",
@@ -256,7 +286,7 @@ KEYWORD_RULES: tuple[Rule, ...] = (
         r"(?m)^[ \t]*ENV[ \t]+(?P<key>[\w.\-]{1,64})[ \t]+(?P<value>[^\s\"'=][^\n]{0,200})",
         back=20,
         ahead=300,
-        accept=_judged(),
+        accept=judged(),
     ),
     regex_rule(
         "netrc-password",
@@ -264,76 +294,16 @@ KEYWORD_RULES: tuple[Rule, ...] = (
         ["login"],
         r"login(?<!\wlogin)[ \t]+\S{1,100}\s{1,20}password[ \t]+(?P<value>\S{1,200})",
         ahead=330,
-        accept=_judged("password"),
+        accept=judged("password"),
     ),
     regex_rule(
-        "cli-login-password",
-        "a saved password (command line)",
-        ["login"],
-        r"login(?<!\wlogin)\b[^\n|;&]{0,200}?[ \t](?:-p|--password)(?:[ \t]+|=)" + _ANY,
-        ahead=420,
-        accept=_judged("password"),
-    ),
-    regex_rule(
-        "mysql-password",
-        "a saved password (command line)",
-        ["mysql", "mariadb"],
-        r"\b(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n|;&]{0,200}?[ \t]-p"
-        r"(?P<value>[^\s\"'|;&-][^\s\"'|;&]{2,200})",
-        ahead=420,
-        accept=_judged("password"),
-    ),
-    regex_rule(
-        "sshpass-password",
-        "a saved password (command line)",
-        ["sshpass"],
-        r"\bsshpass[ \t]+-p[ \t]*" + _ANY,
-        ahead=220,
-        accept=_judged("password"),
-    ),
-    regex_rule(
-        "archive-password",
-        "a saved password (command line)",
-        ["zip ", "7z ", "7za ", "openssl "],
-        r"\b(?:(?:un)?zip\b[^\n|;&]{0,200}?[ \t]-P[ \t]+|7za?\b[^\n|;&]{0,200}?[ \t]-p"
-        r"|openssl\b[^\n|;&]{0,200}?[ \t](?:-k[ \t]+|-pass(?:in|out)?[ \t]+pass:))" + _ANY,
-        back=6,
-        ahead=420,
-        accept=_judged("password"),
-    ),
-    regex_rule(
-        "redis-password",
-        "a saved password (command line)",
-        ["redis-cli"],
-        r"\bredis-cli\b[^\n|;&]{0,200}?[ \t]-a[ \t]+" + _ANY,
-        ahead=420,
-        accept=_judged("password"),
-    ),
-    regex_rule(
-        "chpasswd-password",
-        "a saved password (command line)",
-        ["chpasswd"],
-        r"""echo[ \t]+["']?[\w.-]{1,32}:(?P<value>[^\s"':]{1,100})["']?[ \t]*\|[ \t]*(?:sudo[ \t]+)?chpasswd""",
-        back=160,
-        ahead=10,
-        accept=_judged("password"),
-    ),
-    regex_rule(
-        "htpasswd-password",
-        "a saved password (command line)",
-        ["htpasswd"],
-        r"""\bhtpasswd[ \t]+-[a-zA-Z]*b[a-zA-Z]*(?:[ \t]+-\w+)*[ \t]+\S{1,200}[ \t]+\S{1,64}[ \t]+""" + _ANY,
-        ahead=500,
-        accept=_judged("password"),
-    ),
-    regex_rule(
-        "cli-user-password",
-        "a saved password (command line)",
-        ["-u", "--user", "--proxy-user"],
-        r"""(?<![\w-])(?:-u|-U|--user|--proxy-user)(?:[ \t]+|=|(?=["']))["']?[^\s:"'$]{1,100}:"""
-        r"""(?P<value>[^\s"'@]{1,200})""",
-        ahead=320,
-        accept=_judged("password"),
+        "terraform-default",
+        "a saved password or secret (Terraform variable)",
+        ["variable"],
+        r"""variable[ \t]+"(?P<key>[\w.\-]{1,64})"[ \t]*\{[^{}]{0,400}?\bdefault[ \t]*=[ \t]*""" + _QUOTED,
+        ahead=700,
+        accept=judged(),
+        anchor=r"""variable[ \t]+"[a-z0-9_.\-]{0,64}(?:pass|pw|secret|token|key|auth|cred|pat)""",
     ),
     regex_rule(
         "bearer-token",
@@ -381,7 +351,7 @@ KEYWORD_RULES: tuple[Rule, ...] = (
         r"""[\w.$\[\]"']{1,64})[ \t]*,[ \t]*""" + _QUOTED,
         back=40,
         ahead=420,
-        accept=_judged("password"),
+        accept=judged("password"),
     ),
     regex_rule(
         "powershell-securestring",
@@ -390,7 +360,7 @@ KEYWORD_RULES: tuple[Rule, ...] = (
         r"""ConvertTo-SecureString[ \t]+(?:-String[ \t]+)?""" + _QUOTED + r"""[ \t]+-AsPlainText""",
         back=300,
         ahead=20,
-        accept=_judged("password"),
+        accept=judged("password"),
     ),
     regex_rule(
         "named-secret-value",
@@ -401,7 +371,7 @@ KEYWORD_RULES: tuple[Rule, ...] = (
         r"""[^\s"'<>,}]{1,300})""",
         back=120,
         ahead=320,
-        accept=_judged(),
+        accept=judged(),
         anchor=r"""value["']?[ \t]*[:=]""",
     ),  # Python's many "value"s cost one C-level check each
     regex_rule(

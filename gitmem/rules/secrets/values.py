@@ -139,7 +139,7 @@ def strip_quotes(raw: str) -> tuple[str, bool]:
         return raw[1:-1], True
     if raw[:1] in "\"'`":
         return raw[1:], True
-    if raw.endswith(("...", "…")):  # an elided example: is_placeholder must see the ellipsis
+    if raw.endswith(("...", "…")) or _WRAPPED.match(raw):  # an elided example, a [PLACEHOLDER]
         return raw, False
     return raw.rstrip(".,;:!?)]}>\"'`"), False
 
