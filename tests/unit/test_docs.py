@@ -86,3 +86,21 @@ def _module_exists(dotted: str) -> bool:
 def test_every_module_a_page_names_exists(page: Path) -> None:
     missing = sorted(n for n in _names(_MODULE, page) - _NOT_MODULES if not _module_exists(n))
     assert missing == []
+
+
+_CODE_DOC = re.compile(r"docs/([\w-]+\.md)(?:[,\s]+\(?\"([^\"]+)\")?")
+_SOURCES = sorted(p for top in ("gitmem", "api", "hooks") for p in (ROOT / top).rglob("*.py"))
+
+
+def _headings(page: Path) -> list[str]:
+    return [re.sub(r"^#+\s+(\d+\.\s+)?", "", line) for line in page.read_text().splitlines() if line.startswith("#")]
+
+
+def test_every_docs_page_and_section_the_code_names_exists() -> None:
+    wrong = []
+    for source in _SOURCES:
+        for page, section in _CODE_DOC.findall(source.read_text()):
+            found = DOCS / page
+            if not found.is_file() or (section and not any(h.startswith(section) for h in _headings(found))):
+                wrong.append(f"{source.relative_to(ROOT)}: docs/{page} {section}".strip())
+    assert wrong == []
