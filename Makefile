@@ -28,7 +28,7 @@ test: $(STAMP)
 	$(BIN)/ruff check gitmem api hooks tests bench tools
 	$(BIN)/python -m tools.typecheck  # mypy over the package as it installs (api/ as gitmem.api)
 	$(BIN)/python -m tools.importcheck  # the layers and no cycles (pyproject.toml)
-	$(BIN)/python -m tools.docscheck  # cog --check: README.md and docs/*.md show real output (skipped if unchanged)
+	$(BIN)/python -m tools.docscheck  # cog --check: README.md and docs/*.md show real output (a page only if it or the code changed)
 	$(PYCACHE) $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 
 lint: $(STAMP)

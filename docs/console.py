@@ -10,9 +10,12 @@ order), which keeps the pages' tables aligned and ``cog --check`` quiet.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -69,6 +72,9 @@ export GITMEM_TOKEN=$(gitmem users create --name ana)
 export GITMEM_API_KEY=$(cat $GITMEM_HOME/admin.key)
 """
 
+# Setups made once a check and copied into each example's home (they start no process).
+_SHAREABLE = (TEAM_NOTES, RUNBOOKS)
+
 
 def _fake_ulid(prefix: str, n: int) -> str:
     rng = random.Random(f"{prefix}{n}")
@@ -95,28 +101,57 @@ def normalise(text: str) -> str:
     return _TIME.sub(lambda m: times[m.group(0)], text)
 
 
+def _env(home: str | Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "GITMEM_HOME": str(home),
+        "GITMEM_FSYNC": "never",
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+
+
+def _bash(script: str, home: str | Path) -> str:
+    return subprocess.run(
+        ["bash", "--noprofile", "--norc"],
+        input=script,
+        env=_env(home),
+        cwd=home,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
+def _shared(setup: str, home: str) -> str:
+    """A shared setup made once a check (``GITMEM_DOCS_CACHE``, set by tools.docscheck) and copied into
+    ``home``: the variables it set, as a script. The pages of one check take turns making it."""
+    cache = Path(os.environ["GITMEM_DOCS_CACHE"]) / hashlib.sha256(setup.encode()).hexdigest()[:16]
+    cache.mkdir(exist_ok=True)
+    with (cache / "lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (cache / "variables").exists():
+            made = cache / "home"
+            made.mkdir()
+            listed = 'for v in $(compgen -v); do grep -qxF "$v" <<<"$BEFORE" || declare -p "$v"; done'
+            out = _bash(f'BEFORE="$(compgen -v)"\n{{ {setup}\n}} >/dev/null 2>&1\n{listed}\n', made)
+            (cache / "variables").write_text(out)
+    shutil.copytree(cache / "home", home, dirs_exist_ok=True)
+    return "".join(line + "\n" for line in (cache / "variables").read_text().splitlines() if " BEFORE=" not in line)
+
+
 def run(commands: str, setup: str = "") -> str:
     """The commands (one a line) and what each printed, as a console session. ``setup`` runs first in
-    the same shell (its variables stay set) and is not shown."""
+    the same shell (its variables stay set) and is not shown; a setup that starts with one shared by
+    several pages (TEAM_NOTES, RUNBOOKS) is made once a check and copied (``GITMEM_DOCS_CACHE``)."""
     lines = [c for c in commands.strip().splitlines() if c.strip()]
-    script = f"{{ {setup}\n}} >/dev/null 2>&1\n" if setup.strip() else ""
-    script += "".join(f"printf '{_MARK}%d\\n' {n}\n{{ {c}\n}} 2>&1\n" for n, c in enumerate(lines))
     with tempfile.TemporaryDirectory(prefix="gitmem-readme-") as home:
-        env = {
-            **os.environ,
-            "GITMEM_HOME": home,
-            "GITMEM_FSYNC": "never",
-            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-        }
-        out = subprocess.run(
-            ["bash", "--noprofile", "--norc"],
-            input=script,
-            env=env,
-            cwd=home,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
+        script = ""
+        shared = next((s for s in _SHAREABLE if setup.startswith(s)), None)
+        if shared and os.environ.get("GITMEM_DOCS_CACHE"):
+            script, setup = _shared(shared, home), setup[len(shared) :]
+        script += f"{{ {setup}\n}} >/dev/null 2>&1\n" if setup.strip() else ""
+        script += "".join(f"printf '{_MARK}%d\\n' {n}\n{{ {c}\n}} 2>&1\n" for n, c in enumerate(lines))
+        out = _bash(script, home)
     session: list[str] = []
     for chunk in out.split(_MARK)[1:]:
         n, _, printed = chunk.partition("\n")
