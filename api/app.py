@@ -23,7 +23,7 @@ from gitmem.api import errors, mcp
 from gitmem.api.deps import PUBLIC_PATHS, SECURITY_SCHEMES
 from gitmem.api.draining import Drain
 from gitmem.api.middleware import RequestContextMiddleware
-from gitmem.api.ratelimit import TokenBucketLimiter
+from gitmem.api.ratelimit import TokenBucketLimiter, WrongSecrets
 from gitmem.api.routers import (
     conflicts,
     dreams,
@@ -115,6 +115,8 @@ def create_app(gm: Gitmem, settings: Settings | None = None, *, close_on_shutdow
     app.state.retention = maintenance.RetentionStatus(settings.prune_interval_seconds)
     app.state.dream_runner = None  # started with the app (lifespan), if this process runs dreams
     app.state.limiter = TokenBucketLimiter(settings.rate_limit_per_second, settings.rate_limit_burst)
+    wrong_rate = settings.wrong_secret_per_second if settings.rate_limit_per_second > 0 else 0.0
+    app.state.wrong_secrets = WrongSecrets(wrong_rate, settings.wrong_secret_burst)
     app.state.drain = Drain()
     app.state.readiness = ReadinessProbe(gm.database, gm.home, min_free_bytes=settings.ready_min_free_bytes)
     if settings.metrics_token:

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, TypeVar
 
 from fastapi import Depends, Request
 from starlette.concurrency import run_in_threadpool
-from starlette.datastructures import Headers
 
 from gitmem import metrics
 from gitmem.access import check_reviewer, require_store
 from gitmem.agents.review.review import Reviews
+from gitmem.api.ratelimit import client_address
 from gitmem.engine.catalog.catalog import CatalogBusy, Principal
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.store.store import MemoryStore
@@ -20,7 +20,7 @@ from gitmem.errors import AuthenticationFailed, PermissionDenied, RateLimited
 from gitmem.model import StoreInfo
 
 if TYPE_CHECKING:
-    from gitmem.api.ratelimit import TokenBucketLimiter
+    from gitmem.api.ratelimit import TokenBucketLimiter, WrongSecrets
 
 T = TypeVar("T")
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -35,7 +35,7 @@ SECURITY_SCHEMES = {
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz"})
 
 
-def request_secret(headers: Headers) -> str | None:
+def request_secret(headers: Mapping[str, str]) -> str | None:
     """The key in ``x-api-key``, else in ``Authorization: Bearer <key>``."""
     api_key = headers.get("x-api-key")
     if api_key:
@@ -64,9 +64,16 @@ async def get_principal(request: Request) -> Principal:
     if not secret:
         raise AuthenticationFailed("missing API key: send it in x-api-key or Authorization: Bearer")
     gm: Gitmem = request.app.state.gm
-    principal = gm.catalog.authenticate_now(secret)
-    if principal is None:
-        principal = await run_in_threadpool(gm.catalog.authenticate, secret)
+    wrong: WrongSecrets = request.app.state.wrong_secrets
+    address = client_address(request.scope)
+    wrong.check(address)  # an address that sent too many wrong keys: 429, this key unlooked-at
+    try:
+        principal = gm.catalog.authenticate_now(secret)
+        if principal is None:
+            principal = await run_in_threadpool(gm.catalog.authenticate, secret)
+    except AuthenticationFailed:
+        wrong.failed(address)
+        raise
 
     # The SDK's optional workspace header: a key belongs to one workspace, so it must name that one.
     wanted = request.headers.get("anthropic-workspace-id")

@@ -28,6 +28,10 @@ class Settings:
     # 0 turns rate limiting off. The buckets live in each server process.
     rate_limit_per_second: float = 200.0
     rate_limit_burst: int = 400
+    # Wrong secrets a client address may send at once, then one every 1/rate seconds (api.ratelimit.
+    # WrongSecrets); off with rate limiting (rate_limit_per_second 0).
+    wrong_secret_burst: int = 20
+    wrong_secret_per_second: float = 0.2
     # The retention pruner runs in every server process this often (one process prunes a round; the
     # others skip it). 0 turns the schedule off; `gitmem prune` still works.
     prune_interval_seconds: float = 3600.0

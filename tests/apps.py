@@ -142,3 +142,15 @@ def in_process(home: Path | Gitmem, settings: Settings = QUIET) -> Iterator[InPr
     gm = home if isinstance(home, Gitmem) else Gitmem.open(home)
     with TestClient(create_app(gm, settings), base_url=BASE_URL) as app_client:
         yield InProcess(gm, app_client)
+
+
+def ui_sign_in(client: httpx.Client | TestClient, secret: str, **headers: str) -> httpx.Response:
+    """Sign ``client`` in to the web view as a browser does: the form first (its token and its
+    pre-session cookie), then the post (with ``headers``, e.g. an ``origin``)."""
+    import re
+
+    form = client.get("/ui/sign-in")
+    token = re.search(r'name="csrf_token" value="([^"]+)"', form.text)
+    assert token is not None, "the sign-in form has no token"
+    data = {"secret": secret, "csrf_token": token[1]}
+    return client.post("/ui/sign-in", data=data, headers=headers, follow_redirects=False)

@@ -24,20 +24,19 @@ from starlette.datastructures import Headers
 from starlette.types import Receive, Scope, Send
 
 from gitmem import metrics
+from gitmem.api.deps import request_secret
 from gitmem.api.errors import error_response, request_id_of
+from gitmem.api.ratelimit import WrongSecrets, client_address
 from gitmem.engine.catalog.catalog import Principal
 from gitmem.engine.gitmem import Gitmem
-from gitmem.errors import GitmemError, PermissionDenied, RateLimited
+from gitmem.errors import AuthenticationFailed, GitmemError, PermissionDenied, RateLimited
 
 MCP_PATH = "/mcp"
 
 
 def authenticate(gm: Gitmem, headers: Mapping[str, str]) -> Principal:
     """The caller named by the request's headers, exactly as ``api.deps.get_principal`` checks it."""
-    bearer = headers.get("authorization", "")
-    scheme, _, token = bearer.partition(" ")
-    secret = headers.get("x-api-key") or (token.strip() if scheme.lower() == "bearer" else "")
-    principal = gm.catalog.authenticate(secret or None)
+    principal = gm.catalog.authenticate(request_secret(headers))
     wanted = headers.get("anthropic-workspace-id")
     if wanted and wanted != principal.workspace_id:
         raise PermissionDenied("this key does not belong to the workspace named in anthropic-workspace-id")
@@ -80,7 +79,16 @@ class MCPEndpoint:
         request_id = request_id_of(scope)
         try:
             # The catalog is SQLite: ask it from a worker thread, as FastAPI runs the REST routes' auth.
-            principal = await anyio.to_thread.run_sync(authenticate, app_state.gm, Headers(scope=scope))
+            asked = Headers(scope=scope)
+            wrong: WrongSecrets = app_state.wrong_secrets
+            address = client_address(scope)
+            wrong.check(address)  # as the REST routes: too many wrong keys from here, and none is looked at
+            try:
+                principal = await anyio.to_thread.run_sync(authenticate, app_state.gm, asked)
+            except AuthenticationFailed:
+                if request_secret(asked):  # a wrong key, not a missing one
+                    wrong.failed(address)
+                raise
             scope.setdefault("state", {})["principal"] = principal  # for the access log: who called
             wait = app_state.limiter.acquire(principal.credential_id)
             if wait > 0:

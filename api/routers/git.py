@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import re
 import sys
@@ -23,10 +24,11 @@ from starlette.concurrency import run_in_threadpool
 
 from gitmem.access import store_access
 from gitmem.agents.review.review import Reviews
+from gitmem.api.ratelimit import WrongSecrets, client_address
 from gitmem.config.handoff import checked_for
 from gitmem.engine.catalog.catalog import Principal
 from gitmem.engine.gitmem import Gitmem
-from gitmem.errors import GitmemError, NotFound, StoreBusy
+from gitmem.errors import GitmemError, NotFound, RateLimited, StoreBusy
 from gitmem.git.repository import HOOKS_DIR
 from gitmem.git.smart_http import GitResponse, basic_auth_secret, serve_git, text_response, unauthorized_response
 
@@ -134,7 +136,7 @@ class GitEndpoint:
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         gm = self._gm_of(scope)
         # Catalog reads may wait on SQLite's busy timeout: in a worker thread, not on the event loop.
-        resolved = await run_in_threadpool(_resolve, gm, headers, store_id)
+        resolved = await run_in_threadpool(_resolve, gm, headers, store_id, scope)
         if isinstance(resolved, GitResponse):
             return resolved
         principal, access = resolved
@@ -170,11 +172,21 @@ def _lock_store(gm: Gitmem, principal: Principal, store_id: str, held: contextli
     held.enter_context(gm.store(principal.workspace_id, store_id).index.cluster_writer_lock())
 
 
-def _resolve(gm: Gitmem, headers: dict[str, str], store_id: str) -> tuple[Principal, str] | GitResponse:
+def _resolve(gm: Gitmem, headers: dict[str, str], store_id: str, scope: Scope) -> tuple[Principal, str] | GitResponse:
     """The caller and their access to the store, or the answer that refuses them."""
+    wrong: WrongSecrets = scope["app"].state.wrong_secrets
+    address, secret = client_address(scope), basic_auth_secret(headers)
     try:
-        principal = gm.catalog.authenticate(basic_auth_secret(headers))
+        wrong.check(address)  # too many wrong keys from here (Git's first, credential-less ask is none)
+    except RateLimited as limited:
+        return text_response(
+            429, f"gitmem: {limited.message}", [("Retry-After", str(max(1, math.ceil(limited.retry_after))))]
+        )
+    try:
+        principal = gm.catalog.authenticate(secret)
     except GitmemError:
+        if secret:
+            wrong.failed(address)
         return unauthorized_response()
     try:
         gm.get_store(principal.workspace_id, store_id)

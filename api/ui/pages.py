@@ -15,7 +15,20 @@ from gitmem.access import check_reviewer, require_access
 from gitmem.agents.review.review import Reviews, current_mark
 from gitmem.agents.tasks.scope import visible_store_ids
 from gitmem.api.deps import Engine
-from gitmem.api.ui.session import COOKIE, SIGN_IN, Session, UiRoute, page, set_session_cookie
+from gitmem.api.ratelimit import WrongSecrets, client_address
+from gitmem.api.ui.session import (
+    COOKIE,
+    SIGN_IN,
+    SIGN_IN_COOKIE,
+    Session,
+    UiRoute,
+    check_sign_in_post,
+    page,
+    pre_session,
+    set_session_cookie,
+    set_ui_cookie,
+    sign_in_token,
+)
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.store.conflict_resolution import compare, resolve
 from gitmem.engine.store.conflicts import ConflictLog
@@ -65,17 +78,32 @@ def stylesheet() -> Response:
 
 @router.get("/sign-in", response_class=HTMLResponse)
 def sign_in_form(request: Request) -> HTMLResponse:
-    return page(request, "sign_in.html", error=None)
+    return _sign_in_page(request, 200, None)
+
+
+def _sign_in_page(request: Request, status: int, error: str | None) -> HTMLResponse:
+    """The form, with the token of this browser's pre-session (the cookie set beside it)."""
+    pre = pre_session(request)
+    response = page(request, "sign_in.html", status, error=error, csrf_token=sign_in_token(pre))
+    set_ui_cookie(request, response, SIGN_IN_COOKIE, pre)
+    return response
 
 
 @router.post("/sign-in")
-def sign_in(request: Request, gm: Engine, secret: str = Form("")) -> Response:
+def sign_in(request: Request, gm: Engine, secret: str = Form(""), csrf_token: str = Form("")) -> Response:
+    check_sign_in_post(request, csrf_token)  # login CSRF: this browser's own form, from this site
+    wrong: WrongSecrets = request.app.state.wrong_secrets
+    address = client_address(request.scope)
+    wrong.check(address)
     try:
         session_id = WebSessions.of(gm).sign_in(secret.strip())
     except AuthenticationFailed as refused:
-        return page(request, "sign_in.html", 401, error=refused.message)
+        if secret.strip():
+            wrong.failed(address)
+        return _sign_in_page(request, 401, refused.message)
     response = RedirectResponse("/ui/", status_code=303)
     set_session_cookie(request, response, session_id)
+    response.delete_cookie(SIGN_IN_COOKIE, path="/ui")  # spent: the next sign-in gets a new one
     return response
 
 

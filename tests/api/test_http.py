@@ -18,7 +18,7 @@ from gitmem.api.app import create_app
 from gitmem.api.ratelimit import TokenBucketLimiter
 from gitmem.api.settings import Settings
 from gitmem.engine.gitmem import Gitmem
-from tests.apps import InProcess, TestHome, in_process, make_test_home
+from tests.apps import InProcess, TestHome, in_process, make_test_home, ui_sign_in
 
 REQUEST_ID = re.compile(r"^req_[0-9A-Z]{26}$")
 
@@ -337,6 +337,41 @@ def test_rate_limit_is_429_with_retry_after(tmp_path: Path) -> None:
         # Buckets are per key: another key is not slowed down.
         with server.http(home.other) as other:
             assert other.get("/v1/memory_stores").status_code == 200
+
+
+def test_a_flood_of_wrong_keys_from_one_address_is_refused_there_alone(tmp_path: Path) -> None:
+    """Wrong keys spend their address's budget on every surface (REST, MCP, Git, the web view's sign-in);
+    past it that address is 429 with Retry-After, even for a right key (so a flood guesses nothing more),
+    while a right key from another address is served."""
+    home = make_test_home(tmp_path, fsync="never")
+    settings = Settings(
+        wrong_secret_burst=4,
+        wrong_secret_per_second=0.001,  # no refill during the test
+        prune_interval_seconds=0,
+        dream_runner=False,
+        webhook_delivery=False,
+    )
+    app = create_app(Gitmem.open(home.path, fsync="never"), settings)
+    with TestClient(app, client=("203.0.113.7", 40000)) as flood, TestClient(app, client=("198.51.100.2", 1)) as other:
+        assert flood.get("/v1/memory_stores").status_code == 401  # a missing key spends nothing
+        assert flood.get("/v1/memory_stores/x.git/info/refs").status_code == 401  # nor Git's first, bare ask
+        wrong = {"x-api-key": "gm_key_wrong"}
+        assert flood.get("/v1/memory_stores", headers=wrong).status_code == 401
+        assert flood.post("/mcp", headers=wrong, json={}).status_code == 401
+        assert flood.get("/v1/memory_stores/x.git/info/refs", auth=("k", "gm_key_wrong")).status_code == 401
+        assert ui_sign_in(flood, "gm_key_wrong").status_code == 401
+        for refused in (
+            flood.get("/v1/memory_stores", headers=wrong),
+            flood.get("/v1/memory_stores", headers={"x-api-key": home.admin}),  # right, but from the flood
+            flood.post("/mcp", headers={"x-api-key": home.admin}, json={}),
+            flood.get("/v1/memory_stores/x.git/info/refs", auth=("k", home.admin)),
+        ):
+            assert refused.status_code == 429 and int(refused.headers["retry-after"]) >= 1, refused.text
+        assert_error(flood.get("/v1/memory_stores", headers=wrong), 429, "rate_limit_error")
+        signing_in = ui_sign_in(flood, home.user)
+        assert signing_in.status_code == 429 and "retry-after" in signing_in.headers
+        assert other.get("/v1/memory_stores", headers={"x-api-key": home.admin}).status_code == 200
+        assert ui_sign_in(other, home.user).status_code == 303
 
 
 def test_token_bucket_refills() -> None:

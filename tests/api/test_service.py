@@ -14,7 +14,7 @@ import pytest
 
 from gitmem.engine.gitmem import Gitmem
 from tests import postgres
-from tests.apps import QUIET, TestHome, in_process, make_test_home
+from tests.apps import QUIET, TestHome, in_process, make_test_home, ui_sign_in
 
 MIB = 1 << 20
 TOKEN = "metrics-token-0123456789"
@@ -107,7 +107,7 @@ def test_a_user_registers_their_addresses_and_nobody_else_can_claim_them(home: T
 def test_the_account_page_adds_and_removes_an_address(home: TestHome) -> None:
     with in_process(home.path) as app:
         browser = app.app_client
-        browser.post("/ui/sign-in", data={"secret": home.user}, follow_redirects=False)
+        assert ui_sign_in(browser, home.user).status_code == 303
         page = browser.get("/ui/account").text
         csrf = re.search(r'name="csrf_token" value="([^"]+)"', page)
         assert csrf is not None and "None yet." in page

@@ -13,11 +13,13 @@ from fastapi.testclient import TestClient
 from gitmem.agents.review.review import Reviews, current_mark
 from gitmem.agents.tasks.tasks import tasks_for
 from gitmem.api.app import create_app
+from gitmem.api.ui.session import COOKIE
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.rewrite import redaction
 from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import PreconditionFailed
 from gitmem.model import Actor
+from tests.apps import ui_sign_in
 
 EVIL_NOTE = """# Sam
 
@@ -63,7 +65,7 @@ def world(fast_gm: Gitmem) -> Iterator[World]:
 
 def signed_in(world: World, secret: str) -> TestClient:
     client = world.client()
-    response = client.post("/ui/sign-in", data={"secret": secret}, follow_redirects=False)
+    response = ui_sign_in(client, secret)
     assert response.status_code == 303 and response.headers["location"] == "/ui/"
     return client
 
@@ -83,7 +85,7 @@ def test_sign_in_sets_a_strict_httponly_cookie_and_keeps_no_secret(world: World)
     assert client.get("/ui/", follow_redirects=False).headers["location"] == "/ui/sign-in"
     form = client.get("/ui/sign-in")
     assert form.status_code == 200 and '<label for="secret">' in form.text
-    response = client.post("/ui/sign-in", data={"secret": world.user}, follow_redirects=False)
+    response = ui_sign_in(client, world.user)
     cookie = response.headers["set-cookie"]
     assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/ui" in cookie
     session_id = cookie.split(";")[0].split("=", 1)[1]
@@ -98,11 +100,34 @@ def test_sign_in_sets_a_strict_httponly_cookie_and_keeps_no_secret(world: World)
 
 def test_a_wrong_secret_or_a_task_token_cannot_sign_in(world: World) -> None:
     client = world.client()
-    refused = client.post("/ui/sign-in", data={"secret": "gm_key_wrong"})
-    assert refused.status_code == 401 and "invalid" in refused.text and "set-cookie" not in refused.headers
+    refused = ui_sign_in(client, "gm_key_wrong")
+    assert refused.status_code == 401 and "invalid" in refused.text and COOKIE not in refused.headers["set-cookie"]
     worker = tasks_for(world.gm).create_worker(world.workspace_id, "w")
     _, token = tasks_for(world.gm).create_task(world.workspace_id, worker.id)
-    assert client.post("/ui/sign-in", data={"secret": token}).status_code == 401
+    assert ui_sign_in(client, token).status_code == 401
+
+
+def test_sign_in_takes_this_browsers_own_form_from_this_site(world: World) -> None:
+    """Login CSRF: another site's page posting the form (the attacker's key, with no token, or with the
+    token of the attacker's own form, or from another Origin / Sec-Fetch-Site) signs nobody in."""
+    victim, attacker = world.client(), world.client()
+    forged = attacker.get("/ui/sign-in").text
+    victim.get("/ui/sign-in")  # the victim's browser has a pre-session of its own
+    attempts = [
+        {"data": {"secret": world.admin}},
+        {"data": {"secret": world.admin, "csrf_token": csrf(forged)}},
+    ]
+    for attempt in attempts:
+        refused = victim.post("/ui/sign-in", follow_redirects=False, **attempt)  # type: ignore[arg-type]
+        assert refused.status_code == 403 and COOKIE not in refused.headers.get("set-cookie", "")
+    cross = {"origin": "null", "sec-fetch-site": "cross-site"}
+    for other_site in ({"origin": "https://evil.example"}, {"sec-fetch-site": "same-site"}, cross):
+        refused = ui_sign_in(victim, world.admin, **other_site)
+        assert refused.status_code == 403 and "another site" in refused.text
+    assert victim.get("/ui/", follow_redirects=False).headers["location"] == "/ui/sign-in"  # signed in nowhere
+    same_site = {"origin": "null", "sec-fetch-site": "same-origin"}  # what Chromium sends under no-referrer
+    assert ui_sign_in(victim, world.user, **same_site).status_code == 303
+    assert ui_sign_in(world.client(), world.user, origin="http://testserver").status_code == 303
 
 
 def test_revoking_the_credential_signs_the_session_out_at_once(world: World) -> None:
