@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
+from pydantic import Field
+
 from gitmem.agents.review.review import ReviewSettings
 from gitmem.api.schemas.common import (
     InModel,
@@ -17,10 +19,22 @@ from gitmem.model import StoreInfo
 
 
 class StoreReview(OutModel):
-    """gitmem's extension of a memory store: it is under review (the SDK ignores the extra field)."""
+    """The store is under a steward's review."""
 
     enabled: bool
     read_approved_only: bool
+
+
+def _absent(value: object) -> bool:
+    return value is None
+
+
+class GitmemStoreFields(OutModel):
+    """gitmem's own fields of a memory store, none of them the hosted API's: kept under the one key
+    ``gitmem`` so that a field the hosted API adds later cannot collide with them, and left out
+    entirely when none applies (a store object is then exactly the SDK's ``BetaManagedAgentsMemoryStore``)."""
+
+    review: StoreReview | None = Field(None, exclude_if=_absent, description="Present while the store is under review")
 
 
 class MemoryStore(OutModel):
@@ -32,7 +46,9 @@ class MemoryStore(OutModel):
     created_at: Timestamp
     updated_at: Timestamp
     archived_at: Timestamp | None = None
-    review: StoreReview | None = None
+    gitmem: GitmemStoreFields | None = Field(
+        None, exclude_if=_absent, description="gitmem's own fields (docs/http-api.md); absent when none applies"
+    )
 
     @classmethod
     def of(cls, info: StoreInfo, review: ReviewSettings | None = None) -> MemoryStore:
@@ -44,7 +60,7 @@ class MemoryStore(OutModel):
             created_at=info.created_at,
             updated_at=info.updated_at,
             archived_at=info.archived_at,
-            review=StoreReview(enabled=True, read_approved_only=review.read_approved_only)
+            gitmem=GitmemStoreFields(review=StoreReview(enabled=True, read_approved_only=review.read_approved_only))
             if review is not None and review.enabled
             else None,
         )

@@ -41,11 +41,21 @@ def db_group() -> None:
 
 
 @db_group.command("copy")
-@click.option("--from", "source", type=click.Path(path_type=Path, exists=True, file_okay=False), required=True)
+@click.option(
+    "--from",
+    "source_text",
+    required=True,
+    metavar="sqlite|HOME",
+    help="`sqlite`: this home's SQLite catalog (--home, else GITMEM_HOME); or the folder of another home.",
+)
 @click.option("--to", "target", required=True, help="postgresql://user:password@host:5432/gitmem")
+@pass_context
 @refusals
-def copy(source: Path, target: str) -> None:
+def copy(ctx: Context, source_text: str, target: str) -> None:
     """Copy a home's catalog (SQLite) into an empty PostgreSQL database; repositories stay where they are."""
+    source = ctx.home if source_text.strip().lower() == "sqlite" else Path(source_text)
+    if not source.is_dir():
+        raise click.UsageError(f"--from: {source} is not a folder (name a home, or `sqlite` for this one)")
     if not (source / "catalog.sqlite3").is_file():
         raise click.UsageError(f"{source} holds no catalog.sqlite3")
     from_db = SQLiteDatabase(source / "catalog.sqlite3")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import anthropic
 import pytest
+from anthropic.types.beta import BetaManagedAgentsMemoryStore
 from anthropic.types.beta.memory_stores import (
     BetaManagedAgentsAPIActor,
     BetaManagedAgentsMemory,
@@ -105,6 +106,28 @@ def test_store_create_retrieve_update(client: anthropic.Anthropic) -> None:
 
     cleared = stores.update(created.id, description="")
     assert cleared.description == ""
+
+
+def test_a_store_object_has_the_sdks_fields_and_gitmems_only_under_one_key(client: anthropic.Anthropic) -> None:
+    """Every answer that is a store object (create, retrieve, update, list, archive) has exactly the
+    fields of the SDK's BetaManagedAgentsMemoryStore; gitmem's own (review) are under ``gitmem`` and only
+    when they apply, so no null field of ours sits where the hosted API may put one of its own."""
+    sdk_fields = set(BetaManagedAgentsMemoryStore.model_fields)
+    plain = client.post("/v1/memory_stores", body={"name": "exact"}, cast_to=object)
+    route = f"/v1/memory_stores/{plain['id']}"  # type: ignore[index]
+    answers = [
+        plain,
+        client.get(route, cast_to=object),
+        client.post(route, body={"description": "d"}, cast_to=object),
+        *client.get("/v1/memory_stores", cast_to=object)["data"],  # type: ignore[index]
+    ]
+    reviewed = client.post(route, body={"review": True}, cast_to=object)
+    archived = client.post(f"{route}/archive", cast_to=object)
+    for answer in answers:
+        assert set(answer) == sdk_fields, sorted(set(answer) ^ sdk_fields)  # type: ignore[arg-type]
+    for answer in (reviewed, archived):
+        assert set(answer) == sdk_fields | {"gitmem"}  # type: ignore[arg-type]
+        assert answer["gitmem"] == {"review": {"enabled": True, "read_approved_only": False}}  # type: ignore[index]
 
 
 def test_store_description_defaults_to_empty_string(client: anthropic.Anthropic) -> None:

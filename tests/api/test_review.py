@@ -67,7 +67,7 @@ def test_the_steward_story(world: World) -> None:
     created = call(
         admin, "POST", "/v1/memory_stores", {"name": "analytics", "review": True, "read_approved_only": True}
     )
-    assert created["review"] == {"enabled": True, "read_approved_only": True}
+    assert created["gitmem"] == {"review": {"enabled": True, "read_approved_only": True}}
     store_id = created["id"]
     # The SDK still parses a store with the extra field.
     assert admin.beta.memory_stores.retrieve(store_id).name == "analytics"
@@ -165,11 +165,11 @@ def test_who_may_review(world: World) -> None:
 def test_review_is_switched_on_and_off_by_update_and_the_cli(world: World) -> None:
     admin = world.sdk(world.admin)
     store = admin.beta.memory_stores.create(name="plain")
-    assert call(admin, "GET", f"/v1/memory_stores/{store.id}").get("review") is None
+    assert call(admin, "GET", f"/v1/memory_stores/{store.id}").get("gitmem") is None
     with pytest.raises(anthropic.BadRequestError):  # not under review
         call(admin, "GET", f"/v1/memory_stores/{store.id}/review")
     updated = call(admin, "POST", f"/v1/memory_stores/{store.id}", {"review": True})
-    assert updated["review"] == {"enabled": True, "read_approved_only": False}
+    assert updated["gitmem"]["review"] == {"enabled": True, "read_approved_only": False}
     note = admin.beta.memory_stores.memories.create(store.id, path="/a.md", content="pending one")
 
     runner, home = CliRunner(), ["--home", str(world.gm.home)]
@@ -181,7 +181,7 @@ def test_review_is_switched_on_and_off_by_update_and_the_cli(world: World) -> No
     )
     assert approved.exit_code == 0 and f"reviewed through {note.memory_version_id}" in approved.output
     assert runner.invoke(main, [*home, "review", "disable", store.id]).exit_code == 0
-    assert call(admin, "GET", f"/v1/memory_stores/{store.id}").get("review") is None
+    assert call(admin, "GET", f"/v1/memory_stores/{store.id}").get("gitmem") is None
     refused = runner.invoke(main, [*home, "review", "approve", store.id, "memver_nope"])
     assert refused.exit_code == 1 and "not under review" in refused.output
 
@@ -198,15 +198,17 @@ def test_only_a_reviewer_changes_the_review_settings(world: World) -> None:
         with pytest.raises(anthropic.PermissionDeniedError):
             call(agent, "POST", route, body)
     after = call(admin, "GET", route)
-    assert after["review"] == {"enabled": True, "read_approved_only": True} and after["name"] == "s"
+    assert after["gitmem"]["review"] == {"enabled": True, "read_approved_only": True} and after["name"] == "s"
     assert call(agent, "POST", route, {"name": "kept", "review": True})["name"] == "kept"  # no change asked
     with pytest.raises(anthropic.PermissionDeniedError):  # nor at creation: and no store is made
         call(agent, "POST", "/v1/memory_stores", {"name": "mine", "review": True})
     assert [s.name for s in admin.beta.memory_stores.list()] == ["kept"]
     # A person with write access may, as may an admin key.
     steward = world.sdk(world.steward)
-    assert call(steward, "POST", route, {"read_approved_only": False})["review"]["read_approved_only"] is False
-    assert call(admin, "POST", route, {"review": False}).get("review") is None
+    assert (
+        call(steward, "POST", route, {"read_approved_only": False})["gitmem"]["review"]["read_approved_only"] is False
+    )
+    assert call(admin, "POST", route, {"review": False}).get("gitmem") is None
 
 
 def test_a_task_writes_only_what_it_may_read(world: World) -> None:

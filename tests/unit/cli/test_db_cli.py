@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import psycopg
@@ -12,6 +13,7 @@ from gitmem.cli import main
 from gitmem.engine.gitmem import Gitmem
 from gitmem.home_tables import home_migrations
 from gitmem.webhooks.outbox import webhooks_for
+from tests import REPO_ROOT
 
 
 def run(*args: str, database: str | None = None) -> tuple[int, str]:
@@ -45,6 +47,12 @@ def test_a_bad_database_setting_is_one_line_without_the_password(tmp_path: Path)
     assert code == 2 and "cannot open the database postgresql://u:***@127.0.0.1:1/db" in out and "hunter2" not in out
 
 
+def _documented_copy(url: str) -> list[str]:
+    """The ``gitmem db copy`` command docs/deploy.md gives, with ``url`` for its ``postgresql://...``."""
+    [command] = re.findall(r"`gitmem (db copy [^`]*)`", (REPO_ROOT / "docs" / "deploy.md").read_text())
+    return command.replace("postgresql://...", url).split()
+
+
 def test_db_copy_moves_a_homes_catalog_into_postgres(tmp_path: Path, postgres_url: str) -> None:
     home = tmp_path / "home"
     local = Gitmem.open(home, fsync="never", database="")
@@ -59,7 +67,7 @@ def test_db_copy_moves_a_homes_catalog_into_postgres(tmp_path: Path, postgres_ur
     local.create_store(ws.id, "after the hook")  # an outbox event waiting for delivery
     local.close()
 
-    code, out = run("db", "copy", "--from", str(home), "--to", postgres_url)
+    code, out = run("--home", str(home), *_documented_copy(postgres_url))
     assert code == 0, out
     assert "stores: 3 rows" in out and "webhook_outbox: 1 rows" in out and "3 stores indexed" in out
 
@@ -75,5 +83,7 @@ def test_db_copy_moves_a_homes_catalog_into_postgres(tmp_path: Path, postgres_ur
     finally:
         node.close()
 
-    code, out = run("db", "copy", "--from", str(home), "--to", postgres_url)
+    code, out = run("db", "copy", "--from", str(home), "--to", postgres_url)  # a home named by its folder
     assert code == 1 and "holds a catalog already" in out
+    code, out = run("db", "copy", "--from", str(tmp_path / "nowhere"), "--to", postgres_url)
+    assert code == 2 and "is not a folder" in out
