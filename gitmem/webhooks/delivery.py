@@ -39,6 +39,7 @@ from typing import Any
 
 from gitmem import metrics
 from gitmem.clock import from_micros, to_micros
+from gitmem.db import database_unreachable
 from gitmem.engine.gitmem import Gitmem
 from gitmem.errors import InvalidRequest
 from gitmem.webhooks.outbox import SECRET_PREFIX, webhooks_for
@@ -327,6 +328,9 @@ class Dispatcher:
         while not self._stop.is_set():
             try:
                 self._start_turns()  # not waited for: a turn still running keeps its subscription busy
-            except Exception:
-                log.exception("a webhook delivery round failed")
+            except Exception as exc:
+                if database_unreachable(exc):  # PostgreSQL away: a line a poll, not a traceback
+                    log.warning("webhook delivery waits for the database (%s)", type(exc).__name__)
+                else:
+                    log.exception("a webhook delivery round failed")
             self._stop.wait(poll_seconds)

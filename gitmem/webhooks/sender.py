@@ -35,9 +35,6 @@ Resolver = Callable[[str, int, int, int], Sequence[tuple[Any, ...]]]
 MAX_RESPONSE_BYTES = 4096
 USER_AGENT = "gitmem-webhooks/0.1"
 _deadline = threading.local()
-# getaddrinfo cannot be interrupted: it runs here so that an attempt can stop waiting for it at its
-# deadline (the lookup itself ends when the resolver gives up).
-_resolver = ThreadPoolExecutor(max_workers=4, thread_name_prefix="gitmem-webhook-dns")
 
 
 def _remaining(kind: type[Exception]) -> float:
@@ -80,9 +77,10 @@ class _DeadlineStream(httpcore.NetworkStream):
 class _GuardedBackend(httpcore.NetworkBackend):
     """Connects only to addresses the allow-list and the rules of :mod:`targets` admit."""
 
-    def __init__(self, allow: Networks, resolve: Resolver) -> None:
+    def __init__(self, allow: Networks, resolve: Resolver, lookups: ThreadPoolExecutor) -> None:
         self._allow = allow
         self._resolve = resolve
+        self._lookups = lookups
         self._sockets = httpcore.SyncBackend()
 
     def connect_tcp(
@@ -93,7 +91,7 @@ class _GuardedBackend(httpcore.NetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore.NetworkStream:
-        lookup = _resolver.submit(self._resolve, host, port, 0, socket.SOCK_STREAM)
+        lookup = self._lookups.submit(self._resolve, host, port, 0, socket.SOCK_STREAM)
         try:
             infos = lookup.result(timeout=_bounded(timeout, httpcore.ConnectTimeout))
         except FutureTimeout:
@@ -128,8 +126,14 @@ class Sender:
         self, allow: Networks = (), *, max_connections: int = 32, resolve: Resolver = socket.getaddrinfo
     ) -> None:
         self.allow = allow
+        # getaddrinfo cannot be interrupted: lookups run in these threads so that an attempt stops waiting
+        # at its deadline (the lookup ends when the resolver gives up). As many as connections: a name
+        # whose servers never answer holds its own lookups, not everyone's.
+        self._lookups = ThreadPoolExecutor(max_workers=max_connections, thread_name_prefix="gitmem-webhook-dns")
         self._pool = httpcore.ConnectionPool(
-            network_backend=_GuardedBackend(allow, resolve), max_connections=max_connections, keepalive_expiry=5.0
+            network_backend=_GuardedBackend(allow, resolve, self._lookups),
+            max_connections=max_connections,
+            keepalive_expiry=5.0,
         )
 
     def post(self, url: str, body: bytes, headers: Mapping[str, str], deadline_seconds: float) -> int:
@@ -167,6 +171,7 @@ class Sender:
 
     def close(self) -> None:
         self._pool.close()
+        self._lookups.shutdown(wait=False, cancel_futures=True)
 
 
 def _request_target(url: str) -> bytes:
