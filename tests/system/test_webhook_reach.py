@@ -199,13 +199,13 @@ def test_one_bad_url_fails_alone_and_the_round_goes_on(home: Gitmem, receiver: R
         home.store(ws.id, home.create_store(ws.id, "notes").id).create("/a.md", "x")
     dispatcher = Dispatcher(home, POLICY)
     try:
-        assert dispatcher.run_once() == 1
+        assert dispatcher.run_once() == 1, [v for k, v in _deliveries(home).items() if k == good.id]
         home.clock.advance(hours=1)  # type: ignore[attr-defined]
         assert dispatcher.run_once() == 0  # nothing left to try: the bad ones were given up
     finally:
         dispatcher.stop()
     rows = _deliveries(home)
-    assert rows[good.id][0] is not None
+    assert rows[good.id][0] is not None, rows[good.id]
     for webhook_id in bad:
         delivered, given_up, error, attempts = rows[webhook_id]
         assert delivered is None and given_up is not None and attempts == 1 and error.startswith("invalid url")
@@ -295,7 +295,7 @@ class RawReceiver:
         self._listener.close()
 
 
-def _trickle(connection: socket.socket, receiver: RawReceiver, every: float = 0.1, limit: int = 150) -> None:
+def _trickle(connection: socket.socket, receiver: RawReceiver, every: float = 0.1, limit: int = 300) -> None:
     """A byte of a status line every ``every`` seconds (``limit`` bytes at most: a broken sender must not
     hang the suite)."""
     stop = threading.Event()
@@ -317,7 +317,7 @@ def _flood(connection: socket.socket, receiver: RawReceiver) -> None:
 
 
 def test_a_trickling_receiver_delays_no_other_tenant(home: Gitmem, receiver: Receiver) -> None:
-    """A receiver sending a byte every 0.1 s is cut off at the attempt's deadline (1 s), and another
+    """A receiver sending a byte every 0.1 s is cut off at the attempt's deadline (2 s), and another
     workspace's event, behind it in the outbox, arrives while the trickle is still going on."""
     trickler = RawReceiver(_trickle)
     slow_ws, fast_ws = home.catalog.create_workspace("slow"), home.catalog.create_workspace("fast")
@@ -332,7 +332,7 @@ def test_a_trickling_receiver_delays_no_other_tenant(home: Gitmem, receiver: Rec
         seen_while_trickling.append(trickler.open_connections > 0)
 
     receiver.received = _Recording(note)
-    dispatcher = Dispatcher(home, dataclasses.replace(POLICY, timeout_seconds=1.0))
+    dispatcher = Dispatcher(home, POLICY)
     try:
         assert dispatcher.run_once() == 1
     finally:
@@ -343,7 +343,7 @@ def test_a_trickling_receiver_delays_no_other_tenant(home: Gitmem, receiver: Rec
     rows = _deliveries(home)
     slow_delivered, _, slow_error, _ = next(v for k, v in rows.items() if k != fast.id)
     assert slow_delivered is None and "Timeout" in slow_error, slow_error
-    assert trickler.sent < 40  # cut off by the deadline (~10 bytes), not by the trickler's own limit
+    assert trickler.sent < 100  # cut off by the deadline (~20 bytes), not by the trickler's own limit (300)
 
 
 class _Recording(list[Any]):
