@@ -19,7 +19,7 @@ from gitmem.git import repository
 from tests.checks import assert_fsck_clean, index_snapshot, run_threads
 
 THREADS = 12
-ROUNDS = 15
+ROUNDS = 6
 
 
 @pytest.fixture
