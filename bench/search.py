@@ -1,6 +1,8 @@
-"""Search: latency over HTTP on a big store, and what keeping the text index costs a write.
+"""Search: latency over HTTP on a big store, what keeping the text index costs a write, and what the
+costliest query a reader may send costs.
 
     python -m bench.search [--notes 10000] [--queries 300] [--writes 200] [--fsync always|never] [--quick]
+    python -m bench.search --bounds [--notes 3000] [--postgres]
 
 1. A store of N notes of 20 to 80 words drawn with Zipf frequencies (made in one commit, then
    indexed) served by a real uvicorn on 127.0.0.1; ``GET /search`` for a mix of queries (one word,
@@ -9,6 +11,13 @@
    search p50 <= 20 ms.
 2. Updates to notes of that store, alternating rounds with the text index kept and with it switched off
    (the index's ``search_index.index_note`` made a no-op), in the same process. Target: <= 15% more.
+
+3. ``--bounds`` (alone): the costliest queries the bounds allow (64 terms, 8 prefixes of 2 letters,
+   in the shapes that cost most: ANDed groups of ORed common words and prefixes) beside a plain
+   one-word query, and the red team's queries (one-letter prefixes, 10 x 20 to 64 x 64), which are
+   now refused. Each over HTTP, p50 of a few runs, with its status: a 400 past the budget
+   (``GITMEM_SEARCH_BUDGET``, 1 s) is the budget at work. ``--postgres``: the home's catalog and
+   indexes in a throwaway PostgreSQL (tests/postgres.py).
 
 Timings on a shared machine are noisy: read the ratios.
 """
@@ -176,6 +185,69 @@ def time_writes(store: MemoryStore, n: int, note_ids: list[str], kept: bool, rng
         search_index.index_note = original
 
 
+def _shapes() -> dict[str, str]:
+    """The costliest queries within the bounds, made of the vocabulary's commonest words and of the
+    2-letter prefixes that stand for the most of its text, and the red team's, past them."""
+    common = [w for w in VOCABULARY if len(w) > 2][:64]
+    mass: dict[str, float] = {}
+    for word, frequency in zip(VOCABULARY, FREQUENCIES, strict=True):
+        mass[word[:2]] = mass.get(word[:2], 0.0) + frequency
+    prefixes = [p + "*" for p in sorted(mass, key=mass.__getitem__, reverse=True)[:8]]
+    letters = "abcdefghijklmnopqrstuvwxyz"
+
+    def red_team(groups: int, per: int) -> str:
+        return " ".join(" OR ".join(f"{letters[(g + i) % 26]}*" for i in range(per)) for g in range(groups))
+
+    return {
+        "plain: deploy": "deploy",
+        "64 common words ORed": " OR ".join(common),
+        "16 x 4 of the 8 commonest words": " ".join(
+            " OR ".join(common[(4 * g + k) % 8] for k in range(4)) for g in range(16)
+        ),
+        "32 x 2 of the 8 commonest words": " ".join(
+            " OR ".join(common[(2 * g + k) % 8] for k in range(2)) for g in range(32)
+        ),
+        "8 commonest 2-letter prefixes ORed": " OR ".join(prefixes),
+        "8 x (a prefix OR 7 words)": " ".join(" OR ".join([prefixes[g]] + common[7 * g : 7 * g + 7]) for g in range(8)),
+        "16 x 4, 8 of them prefixes": " ".join(
+            " OR ".join(([prefixes[g]] if g < 8 else []) + [common[(4 * g + k) % 8] for k in range(4 - (g < 8))])
+            for g in range(16)
+        ),
+        "refused: 10 x 20 one-letter prefixes": red_team(10, 20),
+        "refused: 30 x 20 one-letter prefixes": red_team(30, 20),
+        "refused: 64 x 64 one-letter prefixes": red_team(64, 64),
+        # 40,000 words (PostgreSQL's stack overflow) fit an MCP call, not a GET's line: 1,500 do.
+        "refused: an OR group of 1,500 words": " OR ".join(f"w{i}" for i in range(1500)),
+    }
+
+
+def run_bounds(home: Path, notes: int, database: str | None) -> None:
+    gm = Gitmem.open(home, fsync="never", database=database)
+    ws = gm.catalog.create_workspace("bench")
+    _, key = gm.catalog.create_api_key(ws.id, "bench")
+    store, index_seconds = build_store(gm, ws.id, notes)
+    engine = "PostgreSQL" if database else "SQLite"
+    print(f"{notes} notes indexed on {engine} in {index_seconds:.2f} s; search budget 1 s (GITMEM_SEARCH_BUDGET)")
+    env = {"GITMEM_DATABASE": database} if database else None
+    with serve(home, env=env) as base, httpx.Client(base_url=base, headers={"x-api-key": key}, timeout=60) as client:
+        route = f"/v1/memory_stores/{store.id}/search"
+        rows = []
+        for label, query in _shapes().items():
+            times, status = [], 0
+            for _ in range(5):
+                started = time.perf_counter()
+                answer = client.get(route, params={"q": query, "limit": 20})
+                times.append((time.perf_counter() - started) * 1000)
+                status = answer.status_code
+            rows.append((label, statistics.median(times), status))
+    plain = rows[0][1]
+    print(f"\nthe costliest queries a reader may send, over HTTP, {notes} notes (p50 of 5)")
+    for label, ms, status in rows:
+        print(f"  {label:40} {ms:8.2f} ms  x{ms / plain:7.1f}  {status}")
+    allowed = [ms for label, ms, status in rows[1:] if not label.startswith("refused")]
+    print(f"  the worst allowed query / the plain one: x{max(allowed) / plain:.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--notes", type=int, default=10_000)
@@ -183,12 +255,24 @@ def main() -> None:
     parser.add_argument("--writes", type=int, default=200)
     parser.add_argument("--fsync", choices=["always", "never"], default="always")
     parser.add_argument("--quick", action="store_true", help="1,000 notes, 90 queries, 60 writes")
+    parser.add_argument("--bounds", action="store_true", help="only the costliest queries (default 3,000 notes)")
+    parser.add_argument("--postgres", action="store_true", help="with --bounds: on a throwaway PostgreSQL")
     args = parser.parse_args()
     if args.quick:
         args.notes, args.queries, args.writes = 1000, 90, 60
     home = Path(tempfile.mkdtemp(prefix="gitmem-bench-search-"))
     try:
-        run(home, args.notes, args.queries, args.writes, args.fsync == "always")
+        if args.bounds:
+            database = None
+            if args.postgres:
+                from tests import postgres
+
+                cluster = postgres.cluster()
+                assert cluster is not None, postgres.SKIP_REASON
+                database = cluster.fresh_database()
+            run_bounds(home, args.notes if args.notes != 10_000 else 3000, database)
+        else:
+            run(home, args.notes, args.queries, args.writes, args.fsync == "always")
     finally:
         shutil.rmtree(home, ignore_errors=True)
 

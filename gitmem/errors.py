@@ -35,6 +35,11 @@ class SecretRefused(InvalidRequest):
     """Content that holds a password, private key or access token."""
 
 
+class SearchTooCostly(InvalidRequest):
+    """A search past the bounds of the work one query may cause: too many terms or prefixes, a prefix
+    too short, or over the engine's time budget (docs/search.md)."""
+
+
 class ArchivedStore(InvalidRequest):
     """A write to an archived store."""
 

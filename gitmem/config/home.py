@@ -51,6 +51,7 @@ def open_home(values: Values, home: Path | None = None) -> Gitmem:
         fsync=values("FSYNC"),
         master_key=master_key(values),
         filters=filters(values),
+        search_budget=float(values("SEARCH_BUDGET")),
     )
     gm.listen(webhooks_for(gm))
     return gm

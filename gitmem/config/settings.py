@@ -122,6 +122,12 @@ class GitmemSettings(BaseSettings):
     DREAM_HOLD: Annotated[float, Field(ge=0)] = _setting(
         30.0, "Tests only: seconds the `offline-hold` dreamer holds a dream.", "a number of seconds >= 0"
     )
+    SEARCH_BUDGET: Annotated[float, Field(gt=0)] = _setting(
+        1.0,
+        "Seconds one search may take in the database (SQLite's progress handler, PostgreSQL's"
+        " `statement_timeout`); a search stopped there answers 400 (docs/search.md).",
+        "a number of seconds > 0",
+    )
     SECRETS_ALLOW: str = _setting(
         "",
         "Secret-detector rule ids a deployment does not enforce, comma-separated (e.g. `jwt,url-credentials`).",

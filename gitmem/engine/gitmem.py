@@ -27,6 +27,7 @@ from gitmem.db.migrations import Migration
 from gitmem.db.page_tokens import PageTokens, tokens_for
 from gitmem.durable import Durability, FsyncMode
 from gitmem.engine.catalog.catalog import Catalog
+from gitmem.engine.index.search import SEARCH_BUDGET_SECONDS
 from gitmem.engine.index.search import forget_store as forget_search_text
 from gitmem.engine.store.conflicts import Conflict as KeptConflict
 from gitmem.engine.store.store import MemoryStore
@@ -96,14 +97,17 @@ class Gitmem:
         master_key: MasterKeySource | None = None,
         filters: FilterChain | None = None,
         clock: Clock = system_clock,
+        search_budget: float = SEARCH_BUDGET_SECONDS,
     ) -> None:
         """``database``: a ``postgresql://`` URL for the catalog (and the stores' indexes), else SQLite in
         the home; ``fsync``: how writes reach the disk (:class:`gitmem.durable.Durability`); ``master_key``:
         where encrypted stores' master key comes from (the home's ``master.key`` unless given);
-        ``filters``: what every write is checked against (the secret detector unless given)."""
+        ``filters``: what every write is checked against (the secret detector unless given);
+        ``search_budget``: the seconds one search may take in the database (then a 400)."""
         self.home = home
         self.clock = clock
         self.durability = Durability(fsync)
+        self.search_budget = search_budget
         self.master_key = master_key or MasterKeySource()
         self.filters = filters or FilterChain()
         home.mkdir(parents=True, exist_ok=True)
@@ -126,9 +130,18 @@ class Gitmem:
         master_key: MasterKeySource | None = None,
         filters: FilterChain | None = None,
         clock: Clock = system_clock,
+        search_budget: float = SEARCH_BUDGET_SECONDS,
     ) -> Gitmem:
         """The home at ``home``, made if it does not exist (see :meth:`__init__` for the options)."""
-        return cls(Path(home), database=database, fsync=fsync, master_key=master_key, filters=filters, clock=clock)
+        return cls(
+            Path(home),
+            database=database,
+            fsync=fsync,
+            master_key=master_key,
+            filters=filters,
+            clock=clock,
+            search_budget=search_budget,
+        )
 
     @property
     def database(self) -> Database:
@@ -309,6 +322,7 @@ class Gitmem:
                 on_conflict=lambda s, c: self.tell_conflict_kept(s, info.workspace_id, c),
                 database_url=self.index_database_url,
                 durability=self.durability,
+                search_budget=self.search_budget,
             )
             cache[store_id] = store
             self._opened.add(store_id)

@@ -3,8 +3,10 @@ has no method for them): the wire shapes and the access rules of every other sto
 
 from __future__ import annotations
 
+import html
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -13,7 +15,12 @@ from fastapi.testclient import TestClient
 
 from gitmem.agents.tasks.tasks import tasks_for
 from gitmem.api.app import create_app
+from gitmem.config.home import open_home
+from gitmem.config.settings import load_settings
+from gitmem.config.values import from_settings
 from gitmem.engine.gitmem import Gitmem
+from tests.apps import ui_sign_in
+from tests.unit.engine.index.test_search import EXPENSIVE, budget_notes
 
 
 @dataclass(frozen=True)
@@ -275,3 +282,40 @@ def test_restore_over_http(client: anthropic.Anthropic, store_id: str) -> None:
         post(client, route, {"version_id": squatter.memory_version_id})
     with pytest.raises(anthropic.BadRequestError):
         post(client, route, {})
+
+
+def test_a_search_past_its_bounds_or_budget_is_a_400_on_rest_and_in_the_web_view(world: World, tmp_path: Path) -> None:
+    """One rule for every surface: a query over the bounds, or over the budget GITMEM_SEARCH_BUDGET
+    gives the home, is the API's 400 envelope with the engine's message, and the web view's 400 page
+    shows the same message; an allowed query answers (MCP: tests/system/test_mcp.py)."""
+    sdk = world.sdk()
+    store_id = sdk.beta.memory_stores.create(name="many").id
+    expected = budget_notes(world.gm.store(world.workspace_id, store_id))
+    route = f"/v1/memory_stores/{store_id}/search"
+    short = "the prefix s* is too short: a prefix needs at least 2 letters or digits before the *"
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        get(sdk, route, q="deploy OR s*")
+    assert refused.value.status_code == 400
+    envelope = refused.value.body
+    assert envelope["type"] == "error"  # type: ignore[index]
+    assert envelope["error"] == {"type": "invalid_request_error", "message": short}  # type: ignore[index]
+    assert len(get(sdk, route, q=EXPENSIVE, limit=100)["data"]) == len(expected)  # within the budget
+
+    values = from_settings(load_settings({"GITMEM_HOME": str(world.gm.home), "GITMEM_SEARCH_BUDGET": "1e-9"}))
+    tiny = open_home(values)
+    assert tiny.search_budget == 1e-9
+    with TestClient(create_app(tiny)) as app_client:
+        client = anthropic.Anthropic(
+            api_key=world.admin, base_url="http://testserver", max_retries=0, http_client=app_client
+        )
+        with pytest.raises(anthropic.BadRequestError) as over:
+            get(client, route, q=EXPENSIVE)
+        assert over.value.body["error"]["type"] == "invalid_request_error"  # type: ignore[index]
+        message = over.value.body["error"]["message"]  # type: ignore[index]
+        assert message.startswith("this search was stopped after 1e-09 s, the most one search may take here;")
+        assert [hit["memory"]["path"] for hit in get(client, route, q="7")["data"]] == ["/budget/007.md"]  # cheap
+        browser = TestClient(app_client.app, base_url="http://testserver")
+        assert ui_sign_in(browser, world.admin).status_code == 303
+        for query, shown in ((EXPENSIVE, message), ("s*", short)):
+            page = browser.get(f"/ui/stores/{store_id}", params={"q": query})
+            assert page.status_code == 400 and html.escape(shown, quote=False) in page.text, query

@@ -19,18 +19,19 @@ from gitmem.engine.index.store_index import StoreIndex
 from gitmem.engine.rewrite.redaction import redact
 from gitmem.engine.rewrite.retention import prune_store
 from gitmem.engine.store.store import MemoryStore
-from gitmem.errors import PreconditionFailed, StoreBusy
+from gitmem.errors import PreconditionFailed, SearchTooCostly, StoreBusy
 from gitmem.git import repository
 from tests.checks import assert_fsck_clean, index_snapshot, run_threads
 from tests.unit.engine.index.test_index import answers, plumbing_commit, populate
+from tests.unit.engine.index.test_search import EXPENSIVE, budget_notes, every_hit
 
 STORE_ID = "memstore_01PGINDEX"
 
 
-def open_store(path: Path, clock: FrozenClock, url: str | None) -> MemoryStore:
+def open_store(path: Path, clock: FrozenClock, url: str | None, search_budget: float = 1.0) -> MemoryStore:
     if not path.exists():
         repository.init_bare(path)
-    return MemoryStore(path, STORE_ID, clock=clock, database_url=url)
+    return MemoryStore(path, STORE_ID, clock=clock, database_url=url, search_budget=search_budget)
 
 
 @pytest.fixture
@@ -112,6 +113,47 @@ def test_search_finds_what_sqlite_finds(pg_store: MemoryStore, clock: FrozenCloc
         if page is None:
             break
     assert sorted(pages) == sorted(set(pages)) and len(pages) >= 3
+    on_sqlite.close()
+
+
+def test_a_search_past_its_budget_is_stopped_on_postgresql(
+    pg_store: MemoryStore, clock: FrozenClock, postgres_url: str
+) -> None:
+    expected = budget_notes(pg_store, 40)  # PostgreSQL's ranking and snippets cost more a row
+    roomy = open_store(pg_store.path, clock, postgres_url, search_budget=60)
+    assert sorted(every_hit(roomy, EXPENSIVE, 20)) == sorted(expected)  # the most a query may ask: answered, right
+    tiny = open_store(pg_store.path, clock, postgres_url, search_budget=1e-9)  # statement_timeout 1ms
+    with pytest.raises(SearchTooCostly) as refused:
+        tiny.search(EXPENSIVE)
+    assert refused.value.message.startswith("this search was stopped after 1e-09 s, the most one search may take")
+    for store in (roomy, pg_store):  # the timeout was the search's transaction's alone
+        assert [h.note.path for h in store.search("note 7").items] == ["/budget/007.md"]
+    timeout = pg_store.index.db.execute("SELECT current_setting('statement_timeout')").fetchone()[0]
+    assert timeout == "0"
+    roomy.close()
+    tiny.close()
+
+
+def test_a_huge_or_group_is_refused_as_on_sqlite(pg_store: MemoryStore, clock: FrozenClock) -> None:
+    """An OR group of 40,000 words was PostgreSQL's "stack depth limit exceeded" (a 500); it is the
+    same bounded refusal as on SQLite, and the most terms a query may have answer as there."""
+    pg_store.create("/w.md", "w7 and w63 and w64")
+    on_sqlite = open_store(pg_store.path, clock, None)
+    huge = " OR ".join(f"w{i}" for i in range(40_000))
+    messages = set()
+    for store in (pg_store, on_sqlite):
+        with pytest.raises(SearchTooCostly) as refused:
+            store.search(huge)
+        messages.add(refused.value.message)
+    assert messages == {
+        "this search has more than 64 terms; a search may have at most 64 (words, phrases and prefixes,"
+        " OR alternatives included)"
+    }
+    most = " OR ".join(f"w{i}" for i in range(64))
+    for store in (pg_store, on_sqlite):
+        assert [h.note.path for h in store.search(most).items] == ["/w.md"]
+        with pytest.raises(SearchTooCostly):
+            store.search(most + " OR w64")
     on_sqlite.close()
 
 

@@ -285,18 +285,24 @@ def test_search_diff_and_restore_answer_as_rest_does(live: Home) -> None:
         versions = http.get(f"{base}/memory_versions", params={"memory_id": note["id"]}).json()["data"]
         newest, oldest = versions[0]["id"], versions[-1]["id"]
         rest_search = http.get(f"{base}/search", params={"q": "kiwi"}).json()
+        rest_refusal = http.get(f"{base}/search", params={"q": "kiwi OR k*"})
         rest_diff = http.get(f"{base}/memory_versions/{newest}/diff").json()
 
     async def run() -> tuple[tuple[str, bool], ...]:
         async with session(live.url, live.admin) as client:
             return (
                 await call(client, "search", memory_store_id=live.store_id, query="kiwi"),
+                await call(client, "search", memory_store_id=live.store_id, query="kiwi OR k*"),
                 await call(client, "diff", memory_store_id=live.store_id, version_id=newest),
                 await call(client, "restore", memory_store_id=live.store_id, memory_id=note["id"], version_id=oldest),
             )
 
-    (search_text, search_error), (diff_text, diff_error), (restore_text, restore_error) = anyio.run(run)
+    (search_text, search_error), refusal, (diff_text, diff_error), (restore_text, restore_error) = anyio.run(run)
     assert not search_error and json.loads(search_text) == rest_search
+    # A search past the bounds of one query: the tool's error, in the REST 400's words (one rule).
+    assert rest_refusal.status_code == 400 and rest_refusal.json()["error"]["type"] == "invalid_request_error"
+    assert refusal == (f"invalid_request_error: {rest_refusal.json()['error']['message']}", True)
+    assert rest_refusal.json()["error"]["message"].startswith("the prefix k* is too short")
     assert not diff_error and json.loads(diff_text) == rest_diff
     assert not restore_error
     with httpx.Client(headers=auth, timeout=30) as http:

@@ -191,6 +191,23 @@ class PgIndexDb:
                 return [Rows(cursor.fetchall() if returns_rows(cursor) else [], cursor.rowcount)]
             return run_all(conn, statements)
 
+    def read_bounded(self, sql: str, params: Any, seconds: float) -> Rows:
+        """One read, outside any transaction, that the server stops after ``seconds``
+        (``statement_timeout`` for its own transaction alone): then :class:`TimeoutError`."""
+        import psycopg
+
+        if self.database.in_transaction():
+            raise RuntimeError("a bounded read runs in a transaction of its own")
+        settings = "SELECT set_config('search_path', ?, true), set_config('statement_timeout', ?, true)"
+        timeout = f"{max(1, round(seconds * 1000))}ms"
+        with self.database.connection() as conn:
+            try:
+                with begun(conn, (settings, (self.search_path, timeout)), [], (sql, params)) as rows:
+                    assert rows is not None
+                    return rows
+            except psycopg.errors.QueryCanceled:
+                raise TimeoutError(f"statement_timeout {timeout}") from None
+
     def defer(self, sql: str, params: Any = ()) -> None:
         """``execute`` for a write whose row count nobody reads: in a transaction, it goes to the
         server with the next statement or the ``COMMIT`` (one round trip less)."""

@@ -7,14 +7,23 @@ that applies each version (:mod:`gitmem.engine.index.search_table`): a note is f
 Encrypted stores put no text on disk: each process keeps an in-memory FTS table per store, filled
 from decrypted notes on the first search and brought up to date, note by note, whenever ``main`` has
 moved since the last one.
+
+**A time budget.** The query's bounds (:mod:`gitmem.engine.index.search_query`) keep what one query may
+ask for small; what it may still cost on a big store is bounded by the store's ``search_budget``
+(``GITMEM_SEARCH_BUDGET`` seconds): SQLite's progress handler stops the statement once the budget is
+spent, PostgreSQL's ``statement_timeout`` (set for the search's transaction alone) does the same there,
+and either is :class:`~gitmem.errors.SearchTooCostly`, a 400 on every surface.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import sqlite3
 import threading
+import time
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -27,7 +36,7 @@ from gitmem.engine.index import postgres_schema as index_pg
 from gitmem.engine.index.search_query import groups, to_fts
 from gitmem.engine.index.search_table import ensure_schema, forget, put
 from gitmem.engine.index.store_index import NoteRow, StoreIndex, upper_bound
-from gitmem.errors import InvalidRequest
+from gitmem.errors import InvalidRequest, SearchTooCostly
 from gitmem.git.repository import blob_at
 from gitmem.model import Note, Page
 from gitmem.rules import paths
@@ -39,6 +48,8 @@ PATH_WEIGHT, BODY_WEIGHT = 5.0, 1.0
 MARK = "**"  # around each matched word in a snippet
 SNIPPET_TOKENS = 24
 MEMORY_INDEXES_PER_PROCESS = 32  # encrypted stores whose text a process keeps in memory
+SEARCH_BUDGET_SECONDS = 1.0  # the default of GITMEM_SEARCH_BUDGET
+PROGRESS_STEPS = 1000  # SQLite virtual machine steps between two looks at the clock
 
 
 class Searched(Protocol):
@@ -47,6 +58,7 @@ class Searched(Protocol):
     path: Path
     index: StoreIndex
     codec: ContentCodec
+    search_budget: float  # seconds one search may take in the database
 
     @property
     def repo(self) -> pygit2.Repository: ...
@@ -130,6 +142,28 @@ _QUERY = (
 )
 
 
+def over_budget(seconds: float) -> SearchTooCostly:
+    return SearchTooCostly(
+        f"this search was stopped after {seconds:g} s, the most one search may take here;"
+        " search with fewer OR alternatives, fewer prefixes (word*) or longer ones"
+    )
+
+
+@contextlib.contextmanager
+def _budget(db: sqlite3.Connection, seconds: float) -> Iterator[None]:
+    """The block's statements on ``db`` stopped (:class:`SearchTooCostly`) once ``seconds`` have passed."""
+    deadline = time.monotonic() + seconds
+    db.set_progress_handler(lambda: time.monotonic() > deadline, PROGRESS_STEPS)
+    try:
+        yield
+    except sqlite3.OperationalError as error:
+        if str(error) != "interrupted":
+            raise
+        raise over_budget(seconds) from None
+    finally:
+        db.set_progress_handler(None, 0)
+
+
 def _fingerprint(query: str, prefix: str) -> str:
     return hashlib.sha256(f"{prefix}\x00{query}".encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
@@ -164,16 +198,23 @@ def _search(store: Searched, query: str, path_prefix: str | None, limit: int, pa
         return Page([], None)
     upper = upper_bound(prefix) if prefix != "/" else "0"
     args = (prefix, upper, limit + 1, offset)
+    budget = store.search_budget
     if not isinstance(store.codec, PlainCodec):
         text = _memory_text(store)
         with text.lock:
             text.sync(store)
-            rows = text.db.execute(_QUERY, (expression, *args)).fetchall()
+            with _budget(text.db, budget):
+                rows = text.db.execute(_QUERY, (expression, *args)).fetchall()
     elif store.index.dialect == "postgresql":
         statement = index_pg.search_sql(SNIPPET_TOKENS)
-        rows = store.index.db.execute(statement, (index_pg.to_tsquery(groups(query)), *args)).fetchall()
+        tsquery = index_pg.to_tsquery(groups(query))
+        try:
+            rows = store.index.db.read_bounded(statement, (tsquery, *args), budget).fetchall()
+        except TimeoutError:
+            raise over_budget(budget) from None
     else:
-        rows = store.index.db.execute(_QUERY, (expression, *args)).fetchall()
+        with _budget(store.index.db, budget):
+            rows = store.index.db.execute(_QUERY, (expression, *args)).fetchall()
     hits = []
     for memory_id, score, snippet in rows[:limit]:
         row = store.index.note(memory_id)
@@ -184,4 +225,4 @@ def _search(store: Searched, query: str, path_prefix: str | None, limit: int, pa
     return Page(hits, store.index.tokens.encode("search", offset + limit, fingerprint) if more else None)
 
 
-__all__ = ["MAX_SEARCH_PAGE", "SearchHit", "forget_store", "search"]
+__all__ = ["MAX_SEARCH_PAGE", "SEARCH_BUDGET_SECONDS", "SearchHit", "forget_store", "over_budget", "search"]

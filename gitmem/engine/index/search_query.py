@@ -12,15 +12,28 @@ quoted FTS5 string, which FTS5 only ever tokenises, never parses. What keeps a m
 
 Everything else is text: punctuation separates words, an unbalanced quote or an ``OR`` with nothing on
 one side is ignored or searched as a word, and terms that hold no letter or digit are dropped.
+
+**What a query may cost** is bounded here, for both engines (FTS5 and PostgreSQL's ``tsquery``), so
+every surface (REST, MCP, the web view, the CLI) refuses the same queries with the same
+:class:`~gitmem.errors.SearchTooCostly` (400): at most :data:`MAX_TERMS` terms in all (the OR
+alternatives of every group counted), at most :data:`MAX_PREFIXES` of them prefixes, and no prefix
+shorter than :data:`MIN_PREFIX_CHARS` (``a*`` stands for most of the store's vocabulary; ANDed groups
+of such alternatives cost seconds to minutes of CPU on a few thousand notes). What a query within those
+bounds may still cost on a big store is the engine's time budget (:mod:`gitmem.engine.index.search`).
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-MAX_TERMS = 64  # more ANDed terms than this match nothing in practice; it bounds FTS5's work
+from gitmem.errors import SearchTooCostly
+
+MAX_TERMS = 64  # terms a query, in all its groups (a group of 40,000 was PostgreSQL's stack overflow)
+MAX_PREFIXES = 8  # prefix terms (word*) a query: each stands for every word it begins
+MIN_PREFIX_CHARS = 2  # letters or digits a prefix's last word needs before its *
 _PIECE = re.compile(r'"([^"]*)"(\*?)|([^\s"]+)')
 
 
@@ -46,49 +59,71 @@ def _clean(text: str) -> str:
     return " ".join("".join(c if _is_token_char(c) else " " for c in text).split())
 
 
-def _terms(query: str) -> list[Term | str]:
+def _terms(query: str) -> Iterator[Term | str]:
     """Terms in order, with the string ``"OR"`` where a bare OR stands."""
-    out: list[Term | str] = []
     for match in _PIECE.finditer(query.replace("\x00", " ")):
         phrase, phrase_star, word = match.groups()
         if word is None:
             text, prefix = _clean(phrase), bool(phrase_star)
         elif word == "OR":
-            out.append("OR")
+            yield "OR"
             continue
         else:
             stripped = word.rstrip("*")
             text = _clean(stripped)
             prefix = stripped != word and _is_token_char(stripped[-1:] or " ")
         if text:
-            out.append(Term(text, prefix))
-    return out
+            yield Term(text, prefix)
 
 
 def groups(query: str) -> list[list[Term]]:
-    """ANDed groups of ORed terms. An OR with no term on one side is dropped."""
+    """ANDed groups of ORed terms (an OR with no term on one side is dropped), or
+    :class:`~gitmem.errors.SearchTooCostly` for a query past the bounds (read no further than the
+    term past :data:`MAX_TERMS`: a megabyte of words costs no more than 65 of them)."""
     result: list[list[Term]] = []
-    joining = False
+    joining, count, prefixes = False, 0, 0
     for item in _terms(query):
         if item == "OR":
             joining = bool(result)
             continue
         assert isinstance(item, Term)
+        count += 1
+        if count > MAX_TERMS:
+            raise SearchTooCostly(
+                f"this search has more than {MAX_TERMS} terms; a search may have at most {MAX_TERMS}"
+                " (words, phrases and prefixes, OR alternatives included)"
+            )
+        if item.prefix:
+            prefixes += 1
+            _check_prefix(item, prefixes)
         if joining:
             result[-1].append(item)
         else:
             result.append([item])
         joining = False
-    return result[:MAX_TERMS]
+    return result
+
+
+def _check_prefix(term: Term, prefixes: int) -> None:
+    if prefixes > MAX_PREFIXES:
+        raise SearchTooCostly(
+            f"this search has more than {MAX_PREFIXES} prefixes (word*); a search may have at most {MAX_PREFIXES}"
+        )
+    last = term.text.split()[-1]
+    if len(last) < MIN_PREFIX_CHARS:
+        raise SearchTooCostly(
+            f"the prefix {last}* is too short: a prefix needs at least {MIN_PREFIX_CHARS}"
+            " letters or digits before the *"
+        )
 
 
 def to_fts(query: str) -> str | None:
     """The FTS5 MATCH expression for ``query``, or ``None`` when it holds no searchable word."""
     parts = []
     for group in groups(query):
-        alternatives = " OR ".join(term.fts() for term in group[:MAX_TERMS])
+        alternatives = " OR ".join(term.fts() for term in group)
         parts.append(alternatives if len(group) == 1 else f"({alternatives})")
     return " AND ".join(parts) if parts else None
 
 
-__all__ = ["MAX_TERMS", "Term", "groups", "to_fts"]
+__all__ = ["MAX_PREFIXES", "MAX_TERMS", "MIN_PREFIX_CHARS", "Term", "groups", "to_fts"]

@@ -19,7 +19,7 @@ import pygit2
 from gitmem.clock import Clock, from_micros, system_clock, to_micros
 from gitmem.crypto.codec import ContentCodec, PlainCodec
 from gitmem.durable import DURABLE, Durability
-from gitmem.engine.index.search import SearchHit, search
+from gitmem.engine.index.search import SEARCH_BUDGET_SECONDS, SearchHit, search
 from gitmem.engine.index.store_index import NoteRow, StoreIndex, VersionRow
 from gitmem.engine.store.conflicts import Conflict, ConflictLog, LostWrite, StaleWrite
 from gitmem.engine.store.diff import VersionDiff, diff_versions
@@ -74,9 +74,11 @@ class MemoryStore:
         on_conflict: Callable[[MemoryStore, Conflict], None] | None = None,
         database_url: str | None = None,
         durability: Durability = DURABLE,
+        search_budget: float = SEARCH_BUDGET_SECONDS,
     ) -> None:
         self.path = repo_path
         self.durability = durability  # the home's GITMEM_FSYNC
+        self.search_budget = search_budget  # the home's GITMEM_SEARCH_BUDGET: seconds a search may take
         self.id = store_id
         self.policy = policy
         self.codec: ContentCodec = codec or PlainCodec()

@@ -3,21 +3,29 @@ expired left in the index file's bytes, and no plaintext of an encrypted store o
 
 from __future__ import annotations
 
+import datetime as dt
+import hashlib
 import sqlite3
 import threading
 from pathlib import Path
 
+import pygit2
 import pytest
 
 from gitmem.clock import FrozenClock
+from gitmem.durable import Durability
 from gitmem.engine.catalog.catalog import Workspace
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.index.search import _fingerprint as search_fingerprint
+from gitmem.engine.index.search_query import MAX_PREFIXES, MAX_TERMS, groups
 from gitmem.engine.rewrite.redaction import redact
 from gitmem.engine.rewrite.retention import prune_store
 from gitmem.engine.store.restore import restore
 from gitmem.engine.store.store import MemoryStore
-from gitmem.errors import InvalidRequest
+from gitmem.errors import InvalidRequest, SearchTooCostly
+from gitmem.git import repository
+from gitmem.git.commits import author_for
+from gitmem.git.pack import PackObject, write_pack
 from tests.unit.engine.push.test_receive import Pusher
 
 
@@ -165,3 +173,65 @@ def test_threads_share_an_encrypted_stores_memory_index(gm: Gitmem, workspace: W
         thread.join()
     assert errors == []
     assert sorted(found(gm.store(workspace.id, info.id), "otters")) == [f"/n{i}.md" for i in range(8)]
+
+
+# -- what a search may cost -------------------------------------------------------------------------
+
+BUDGET_WORDS = ["amber", "birch", "cedar", "dune", "ember", "fjord", "grove", "heath"]
+BUDGET_NOTES = 200
+# The most a query may ask for: 64 terms, 8 of them prefixes of 2 letters, in 16 ANDed groups of 4
+# alternatives, every one found in most notes. Only the even notes hold "heath" (the last group).
+EXPENSIVE = (
+    " ".join(
+        " OR ".join(
+            [f"{BUDGET_WORDS[g][:2]}*" if g < 7 else BUDGET_WORDS[(g + 4) % 7]]
+            + [BUDGET_WORDS[(g + k) % 7] for k in range(1, 4)]
+        )
+        for g in range(15)
+    )
+    + " heath OR heath OR heath OR he*"
+)
+
+
+def budget_notes(store: MemoryStore, count: int = BUDGET_NOTES) -> set[str]:
+    """``count`` notes in one commit of one pack (as a push lands them), each holding every budget
+    word but the odd ones "heath"; the paths the expensive query finds."""
+    repo = store.repo
+    blobs, changes = [], {}
+    for i in range(count):
+        words = BUDGET_WORDS if i % 2 == 0 else BUDGET_WORDS[:7]
+        data = store.codec.encode(f"/budget/{i:03d}.md", (f"note {i}: " + " ".join(words * 3) + "\n").encode())
+        blobs.append(PackObject(b"blob", data, hashlib.sha1(b"blob %d\x00" % len(data) + data).digest()))
+        changes[f"budget/{i:03d}.md"] = pygit2.Oid(raw=blobs[-1].oid)
+    write_pack(Path(repo.path) / "objects", blobs, durability=Durability("never"))
+    tip = repository.read_tip(repo)
+    tree = repository.tree_with(repo, repo[tip].tree if tip else None, changes)
+    when = dt.datetime(2026, 2, 1, tzinfo=dt.UTC)
+    commit = repository.commit(repo, tree=tree, parent=tip, message="many notes\n", author=author_for(None, when))
+    assert repository.compare_and_swap(repo, tip, commit)
+    return {f"/budget/{i:03d}.md" for i in range(0, count, 2)}
+
+
+def every_hit(store: MemoryStore, query: str, limit: int = 100) -> list[str]:
+    seen, page = [], None
+    while True:
+        result = store.search(query, limit=limit, page=page)
+        seen += [h.note.path for h in result.items]
+        if (page := result.next_page) is None:
+            return seen
+
+
+def test_a_search_past_its_budget_is_stopped(any_store: MemoryStore, gm: Gitmem, workspace: Workspace) -> None:
+    expected = budget_notes(any_store)
+    terms = [term for group in groups(EXPENSIVE) for term in group]
+    assert len(groups(EXPENSIVE)) == 16 and len(terms) == MAX_TERMS and sum(t.prefix for t in terms) == MAX_PREFIXES
+    roomy = Gitmem.open(gm.home, fsync="never", search_budget=60).store(workspace.id, any_store.id)
+    found_all = every_hit(roomy, EXPENSIVE)  # within the bounds: answered, and right
+    assert sorted(found_all) == sorted(expected)
+    tiny = Gitmem.open(gm.home, fsync="never", search_budget=1e-9).store(workspace.id, any_store.id)
+    with pytest.raises(SearchTooCostly) as refused:
+        tiny.search(EXPENSIVE)
+    assert refused.value.message.startswith("this search was stopped after 1e-09 s, the most one search may take")
+    assert isinstance(refused.value, InvalidRequest)  # a 400 on every surface
+    assert found(tiny, "7") == ["/budget/007.md"]  # a cheap query never looks at the clock
+    assert found(roomy, "note 7") == ["/budget/007.md"]  # nothing is left set on the connection

@@ -1,14 +1,17 @@
-"""The query translator: any string is a valid FTS5 query (never an error), and a query of words,
-punctuation, OR and prefixes finds what a simple model of "ANDed groups of ORed words" finds."""
+"""The query translator: any string is a valid FTS5 query or a refusal for its cost (never another
+error), a query of words, punctuation, OR and prefixes finds what a simple model of "ANDed groups of
+ORed words" finds, and the bounds of one query are exact."""
 
 from __future__ import annotations
 
 import sqlite3
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gitmem.engine.index.search_query import MAX_TERMS, groups, to_fts
+from gitmem.engine.index.search_query import MAX_PREFIXES, MAX_TERMS, MIN_PREFIX_CHARS, groups, to_fts
+from gitmem.errors import InvalidRequest, SearchTooCostly
 
 WORDS = ["cat", "dog", "fox", "owl", "yak", "emu", "cow", "ant"]  # words porter leaves as they are
 PUNCTUATION = "-:/()^+,.!?;{}[]#@&|~<>='"
@@ -24,7 +27,10 @@ def fts_table(docs: list[list[str]]) -> sqlite3.Connection:
 
 
 def matches(db: sqlite3.Connection, query: str) -> set[int]:
-    expression = to_fts(query)
+    try:
+        expression = to_fts(query)
+    except SearchTooCostly:
+        return set()
     if expression is None:
         return set()
     return {row[0] for row in db.execute("SELECT rowid FROM t WHERE t MATCH ?", (expression,))}
@@ -72,10 +78,38 @@ def test_fts5_syntax_pieces_in_any_order_are_valid(pieces: list[str]) -> None:
         matches(DB, glue.join(pieces))
 
 
-def test_a_very_long_query_is_bounded() -> None:
-    query = " ".join(["word"] * 5000)
-    assert len(query) > 10_000 and len(groups(query)) == MAX_TERMS
-    assert matches(DB, query) == set()
+def refusal(query: str) -> str:
+    with pytest.raises(SearchTooCostly) as refused:
+        to_fts(query)
+    assert isinstance(refused.value, InvalidRequest)  # a 400 on every surface
+    return refused.value.message
+
+
+def test_a_query_has_at_most_64_terms_in_all_its_groups() -> None:
+    assert (MAX_TERMS, MAX_PREFIXES, MIN_PREFIX_CHARS) == (64, 8, 2)
+    for most in (" ".join(["word"] * 64), " OR ".join(["word"] * 64), "a OR b " * 16 + "c " * 32):
+        assert sum(len(group) for group in groups(most)) == MAX_TERMS
+    message = (
+        "this search has more than 64 terms; a search may have at most 64 (words, phrases and prefixes,"
+        " OR alternatives included)"
+    )
+    for past in (" ".join(["word"] * 65), " OR ".join(["word"] * 40_000), "a OR b " * 32 + "c"):
+        assert refusal(past) == message
+    assert refusal(" ".join(["word"] * 5000) + " " + "x* " * 100) == message  # read no further
+    assert to_fts(" ".join(["word"] * 64) + " - * ! OR") is not None  # what is not a term is not counted
+
+
+def test_a_query_has_at_most_8_prefixes_of_2_letters_or_more() -> None:
+    assert to_fts(" OR ".join(f"{a}{b}*" for a, b in zip("abcdefgh", "aeiouaei", strict=True))) is not None
+    assert refusal(" ".join(f"p{i}*" for i in range(9))) == (
+        "this search has more than 8 prefixes (word*); a search may have at most 8"
+    )
+    short = "the prefix s* is too short: a prefix needs at least 2 letters or digits before the *"
+    for query in ("s*", "deploy OR s*", '"sam s"*', "sam-s*"):
+        assert refusal(query) == short, query
+    assert refusal("ab* 7*").startswith("the prefix 7* is too short")  # a digit counts as a letter does
+    assert to_fts('sa* "sam st"* 42*') == '"sa"* AND "sam st"* AND "42"*'
+    assert to_fts("s") == '"s"' and to_fts("s *") == '"s"'  # a star alone makes no prefix
 
 
 term = st.tuples(
