@@ -52,7 +52,8 @@ def is_write(request: Request) -> bool:
 
 
 async def get_gm(request: Request) -> Gitmem:
-    return request.app.state.gm
+    gm: Gitmem = request.app.state.gm
+    return gm
 
 
 async def get_principal(request: Request) -> Principal:

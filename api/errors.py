@@ -52,7 +52,7 @@ def request_id_of(scope: Mapping[str, Any]) -> str:
     return state.get("request_id") or new_request_id()
 
 
-def envelope(api_type: str, message: str, request_id: str, details: Mapping[str, Any] | None = None) -> dict:
+def envelope(api_type: str, message: str, request_id: str, details: Mapping[str, Any] | None = None) -> dict[str, Any]:
     error: dict[str, Any] = {"type": api_type, "message": message}
     for key, value in (details or {}).items():
         if key not in _RESERVED:
@@ -85,7 +85,7 @@ def error_response(
     return JSONResponse(envelope(api_type, message, request_id, details), status_code=status, headers=all_headers)
 
 
-def internal_error_body(request_id: str) -> dict:
+def internal_error_body(request_id: str) -> dict[str, Any]:
     """The body of a 500: nothing about the failure itself leaves the server."""
     return envelope("api_error", "internal server error", request_id)
 

@@ -24,7 +24,8 @@ from gitmem.api.schemas.dreams import Dream, DreamCreate, DreamList, Status
 
 def get_runner(request: Request) -> DreamRunner | None:
     """This process's dream runner (``None`` with ``GITMEM_DREAM_RUNNER=off``): a new dream wakes it."""
-    return request.app.state.dream_runner
+    runner: DreamRunner | None = request.app.state.dream_runner
+    return runner
 
 
 Runner = Annotated[DreamRunner | None, Depends(get_runner)]

@@ -80,4 +80,5 @@ class RetentionStatus:
 def retention_status(request: Request, principal: Caller) -> RetentionRun:
     if principal.role != "admin":
         raise PermissionDenied("only an admin key may see maintenance status")
-    return request.app.state.retention.view(principal.workspace_id)
+    run: RetentionRun = request.app.state.retention.view(principal.workspace_id)
+    return run

@@ -12,7 +12,7 @@ import dataclasses
 import hashlib
 import logging
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from fastapi import APIRouter, Header, Query, Response
 
@@ -34,7 +34,7 @@ _BLOB_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 router = APIRouter(prefix="/v1/memory_stores/{memory_store_id}/memories", tags=["memories"], responses=ERROR_RESPONSES)
 
 # Memory responses carry the note's blob id as a strong entity tag.
-WITH_ETAG: dict[int | str, dict] = {
+WITH_ETAG: dict[int | str, dict[str, Any]] = {
     200: {"headers": {"ETag": {"description": 'The note\'s blob id, "<blob id>"', "schema": {"type": "string"}}}}
 }
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
 from gitmem.access import check_reviewer, require_access
-from gitmem.agents.review.review import Reviews, current_mark
+from gitmem.agents.review.review import PendingChange, Reviews, current_mark
 from gitmem.agents.tasks.scope import visible_store_ids
 from gitmem.api.deps import Engine
 from gitmem.api.ratelimit import WrongSecrets, client_address
@@ -35,7 +35,7 @@ from gitmem.engine.store.conflicts import ConflictLog
 from gitmem.engine.store.store import MemoryStore
 from gitmem.engine.web_sessions import WebSession, WebSessions
 from gitmem.errors import AuthenticationFailed, InvalidRequest, NotFound, PreconditionFailed
-from gitmem.git.conflict_records import RESOLUTIONS, Resolution
+from gitmem.git.conflict_records import RESOLUTIONS
 from gitmem.model import MemoryPrefix, Note
 from gitmem.rules.paths import validate_prefix
 
@@ -265,7 +265,7 @@ def resolve_form(
         resolve(
             store,
             conflict_id,
-            cast(Resolution, take),
+            take,
             content=text,
             expected_sha256=expected_sha256 or None,
             actor=session.principal.actor,
@@ -314,7 +314,7 @@ def review_page(
     store, ctx = _open(gm, session, store_id)
     reviews = Reviews.of(gm)
     result = reviews.pending(store, limit=REVIEW_PAGE, page=page_token)
-    groups: dict[str, list] = {}
+    groups: dict[str, list[PendingChange]] = {}
     for change in result.items:
         groups.setdefault(change.version.memory_id, []).append(change)
     return page(

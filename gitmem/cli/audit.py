@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import click
+from click.decorators import FC
 
 from gitmem.cli.base import emit_json, main, pass_context, refusals, table, workspace_option
 from gitmem.engine.audit import log as audit
 from gitmem.errors import InvalidRequest, NotFound
 
 
-def _time_option(name: str, help_text: str):  # type: ignore[no-untyped-def]
+def _time_option(name: str, help_text: str) -> Callable[[FC], FC]:
     return click.option(name, default=None, metavar="TIME", help=help_text)
 
 

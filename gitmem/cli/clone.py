@@ -45,7 +45,8 @@ def _resolve_profile(base: str, profile_id: str, token: str | None) -> str:
     if not token:
         raise InvalidRequest("cloning a profile's bank needs the user's --token (or $GITMEM_TOKEN)")
     with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=30) as client:
-        return get_json(client, f"/v1/profiles/{profile_id}")["memory_bank_id"]
+        bank_id: str = get_json(client, f"/v1/profiles/{profile_id}")["memory_bank_id"]
+        return bank_id
 
 
 def _source(target: str, base_url: str, token: str | None) -> tuple[str, str | None, str | None]:

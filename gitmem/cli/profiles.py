@@ -7,7 +7,7 @@ the agent hooks use it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 import httpx
@@ -121,19 +121,21 @@ def profiles_delete(ctx: Context, profile_id: str, yes: bool) -> None:
 
 def _http_error(response: httpx.Response) -> str:
     try:
-        return response.json()["error"]["message"]
+        message: str = response.json()["error"]["message"]
+        return message
     except (ValueError, KeyError, TypeError):
         return f"HTTP {response.status_code}"
 
 
-def get_json(client: httpx.Client, path: str) -> dict:
+def get_json(client: httpx.Client, path: str) -> dict[str, Any]:
     try:
         response = client.get(path)
     except httpx.HTTPError as exc:
         raise InvalidRequest(f"cannot reach {client.base_url}: {exc}") from None
     if response.status_code != 200:
         raise InvalidRequest(_http_error(response))
-    return response.json()
+    body: dict[str, Any] = response.json()
+    return body
 
 
 @main.command("prompt")

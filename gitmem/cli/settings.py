@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from gitmem.cli.base import main
-from gitmem.config.settings import PREFIX, load_settings, markdown_table
+from gitmem.config.names import PREFIX
+from gitmem.config.settings import load_settings, markdown_table
 
 
 @main.command("settings", hidden=True)

@@ -66,6 +66,7 @@ class PageTokens:
             raise InvalidRequest("invalid page token") from None
         if not hmac.compare_digest(mac, self._mac(payload)):
             raise InvalidRequest("invalid page token: it was not issued by this server")
+        parts: list[Any]
         try:
             found_kind, *parts = json.loads(payload)
         except (ValueError, TypeError):

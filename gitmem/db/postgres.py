@@ -68,7 +68,7 @@ def to_postgres(sql: str) -> str:
     return "".join(out)
 
 
-class Row(tuple):
+class Row(tuple[Any, ...]):
     """A row read by position and by column name, like ``sqlite3.Row`` (one subclass a column list)."""
 
     _index: dict[str, int] = {}

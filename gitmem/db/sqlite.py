@@ -73,7 +73,7 @@ class SQLiteDatabase(Database):
     @property
     def conn(self) -> sqlite3.Connection:
         """This thread's connection (inside :meth:`without_waiting`, its read-only one that never waits)."""
-        quick = getattr(self._local, "quick", None)
+        quick: sqlite3.Connection | None = getattr(self._local, "quick", None)
         if quick is not None and getattr(self._local, "no_wait", False):
             return quick
         return self.connections.get()

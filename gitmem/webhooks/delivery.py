@@ -66,7 +66,7 @@ class DeliveryPolicy:
 
     def retry_delay(self, attempts: int) -> float:
         """The wait after the ``attempts``-th failed attempt (1, 2, ...)."""
-        return min(self.first_retry_seconds * 2 ** min(attempts - 1, 40), self.max_retry_seconds)
+        return min(self.first_retry_seconds * 2.0 ** min(attempts - 1, 40), self.max_retry_seconds)
 
 
 @dataclass(frozen=True)

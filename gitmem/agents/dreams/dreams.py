@@ -139,6 +139,7 @@ class Dreams(DreamRuns):
         return self.get_dream(dream_id)
 
     def _live_shared(self, workspace_id: str) -> int:
+        count: int
         (count,) = self.db.execute(
             "SELECT count(*) FROM stores WHERE workspace_id=? AND kind='shared' AND archived_at IS NULL",
             (workspace_id,),

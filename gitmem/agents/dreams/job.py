@@ -246,7 +246,8 @@ class DreamJob:
             raise StopDream("internal_error", error.message)
         if error is not None:
             raise error
-        return box["result"]
+        result: DreamResult = box["result"]
+        return result
 
     def _write(self, action: str, path: str, call: Any) -> bool:
         try:

@@ -74,7 +74,8 @@ class DreamRuns(HomeTables):
                 "UPDATE dreams SET status='running', started_at=?, claimed_by=? WHERE id=? AND status='pending'",
                 (self._now(), runner_id, row[0]),
             )
-            return row[0]
+            dream_id: str = row[0]
+            return dream_id
 
     def claim(self, dream_id: str, runner_id: str) -> bool:
         """Move this dream to ``running`` if it is still pending (e.g. ``gitmem dreams create --run``)."""
@@ -180,6 +181,7 @@ class DreamRuns(HomeTables):
                 " DO UPDATE SET worker_id=excluded.worker_id WHERE dream_workers.worker_id=?",
                 (workspace_id, worker.id, row[0] if row else ""),
             )
+            chosen: str
             (chosen,) = db.execute(
                 "SELECT worker_id FROM dream_workers WHERE workspace_id=?", (workspace_id,)
             ).fetchone()
