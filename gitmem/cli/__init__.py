@@ -10,7 +10,7 @@ what every command shares). ``store``: :mod:`.stores`; ``note``, ``versions``, `
 ``clone``: :mod:`.clone`; ``prune``, ``retention``: :mod:`.prune`; ``dreams``: :mod:`.dreams`;
 ``search``, ``diff``, ``restore``: :mod:`.find`; ``review``: :mod:`.review`; ``conflicts``:
 :mod:`.conflicts`; ``mcp``: :mod:`.mcp`; ``settings``: :mod:`.settings`; ``migrate``, ``db``:
-:mod:`.database`.
+:mod:`.database`; ``export``, ``import``: :mod:`.transfer`.
 
 Hidden commands are what Git and agent runtimes start, not people: ``gitmem hook`` (the push hooks
 and the agent session hooks) and ``gitmem git-filter`` (the encryption filter of a clone), both in
@@ -44,6 +44,7 @@ COMMAND_MODULES = {
     "gitmem.cli.settings": ["settings"],
     "gitmem.cli.internal": ["hook", "git-filter"],
     "gitmem.cli.database": ["migrate", "db"],
+    "gitmem.cli.transfer": ["export", "import"],
 }
 
 for _module, _names in COMMAND_MODULES.items():

@@ -6,6 +6,8 @@
 - :mod:`.rewrite`: history rewriting (retention, redaction, key rotation) and the purge;
 - :mod:`.push`: what Git's push hooks run;
 - :mod:`.audit`: who changed what (``gitmem log``); :mod:`.fsck`: consistency checks;
+- :mod:`.transfer`: a store's whole history out to an archive and in from an archive, another server
+  or a folder (``gitmem export``, ``gitmem import``);
 - :mod:`.web_sessions` (the web view's sign-ins), :mod:`.first_run` (a new home's first key) and
   :mod:`.readiness` (whether this node can take work, for ``/readyz``).
 

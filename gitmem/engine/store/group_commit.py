@@ -26,7 +26,7 @@ import copy
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -146,12 +146,26 @@ class GroupCommitter:
 
     def submit(self, index: StoreIndex, plan: Plan, after_batch: Callable[[], None]) -> Landed | None:
         """Run ``plan`` in the next batch; its commit once on ``main`` (None if it changed nothing)."""
-        request = _Request(plan)
+        (request,) = self._run(index, [_Request(plan)], after_batch)
+        if request.error is not None:
+            raise request.error
+        return request.landed
+
+    def submit_all(
+        self, index: StoreIndex, plans: Sequence[Plan], after_batch: Callable[[], None]
+    ) -> list[Landed | None | BaseException]:
+        """Run ``plans`` in one batch, in order (a bulk import): what each came to, its commit on ``main``,
+        None, or the error that refused it alone. One pack and one move of ``main`` for them all."""
+        requests = self._run(index, [_Request(plan) for plan in plans], after_batch)
+        return [request.error if request.error is not None else request.landed for request in requests]
+
+    def _run(self, index: StoreIndex, requests: list[_Request], after_batch: Callable[[], None]) -> list[_Request]:
+        """Queue ``requests`` together; lead the batch that takes them unless another leader already did."""
         with self._cond:
-            self._queue.append(request)
-            while self._leading and not request.done:
+            self._queue.extend(requests)
+            while self._leading and not requests[-1].done:
                 self._cond.wait()
-            lead = not request.done
+            lead = not requests[-1].done  # a leader takes the whole queue: ours are in one batch
             if lead:
                 self._leading = True
                 batch, self._queue = self._queue, []
@@ -164,16 +178,14 @@ class GroupCommitter:
             except BaseException as exc:
                 for other in batch:
                     if not other.done:
-                        other.error = exc if other is request else copy.copy(exc)
+                        other.error = exc if other is requests[0] else copy.copy(exc)
                         other.done = True
             finally:
                 with self._cond:
                     self._leading = False
                     self._cond.notify_all()
             _count(batch)
-        if request.error is not None:
-            raise request.error
-        return request.landed
+        return requests
 
     def _commit(self, index: StoreIndex, batch: list[_Request], after_batch: Callable[[], None]) -> None:
         with index.batch_lock():

@@ -11,7 +11,7 @@ import copy
 import dataclasses
 import datetime as dt
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pygit2
@@ -407,6 +407,19 @@ class MemoryStore:
         if landed is not None:
             self._tell(self._on_commit, self)
         return landed
+
+    def commit_plans(self, plans: Sequence[Plan]) -> Sequence[Landed | None | BaseException]:
+        """Commit ``plans`` in order in one batch, one commit each, one pack and one move of ``main`` for
+        them all: a bulk import (:mod:`gitmem.engine.transfer`). Each comes to its commit, None, or the
+        error that refused it alone; none is kept as a conflict."""
+        self._write_guard()
+        fence = self._fence
+        if fence is not None:
+            plans = [_behind(plan, fence) for plan in plans]
+        results = committer_for(self.path, self.durability).submit_all(self.index, list(plans), self._after_write)
+        if any(isinstance(result, Landed) for result in results):
+            self._tell(self._on_commit, self)
+        return results
 
     def fenced(self, fence: Callable[[BatchView], BatchView]) -> MemoryStore:
         """This store, its writes planned on ``fence(view)`` rather than on the batch's own view: how a
