@@ -205,5 +205,11 @@ def create_app_from_env() -> FastAPI:
     json_log.install(settings.LOG_FORMAT, settings.LOG_LEVEL or "INFO")
     values = from_settings(settings)
     gm = open_home(values)
-    log.info("serving gitmem home %s", gm.home)
+    stores = gm.open_stores()
+    log.info(
+        "serving gitmem home %s (up to %d stores open at once, for a limit of %s open files)",
+        gm.home,
+        stores.capacity,
+        stores.descriptor_limit or "unlimited",
+    )
     return create_app(gm, Settings.from_values(settings, values), close_on_shutdown=True)

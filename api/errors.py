@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gitmem import ids
 from gitmem.db import connection_errors, database_unreachable
+from gitmem.db.descriptors import out_of_descriptors
 from gitmem.errors import GitmemError, RateLimited, Unavailable, as_insufficient_storage, storage_errors
 
 log = logging.getLogger("gitmem.api")
@@ -145,6 +146,13 @@ async def _http_exception(request: Request, exc: Exception) -> JSONResponse:
 async def _storage_error(request: Request, exc: Exception) -> JSONResponse:
     """A full disk is a retryable 507 naming the cause; any other storage failure stays a 500."""
     gm = getattr(request.app.state, "gm", None)
+    if out_of_descriptors(exc):
+        # The engine makes room and retries where it opens a store; this is what is left (a file
+        # opened mid-request): idle stores are closed and the client told to retry, never a 500.
+        if gm is not None:
+            gm.open_store_cache.shrink(max(1, gm.open_stores().open_stores // 2))
+        log.warning("out of file descriptors on %s %s: %s", request.method, request.url.path, exc)
+        return await _gitmem_error(request, Unavailable("the server has too many files open just now; retry"))
     refusal = as_insufficient_storage(exc, gm.home if gm is not None else None)
     if refusal is None:
         raise exc

@@ -22,6 +22,7 @@ from gitmem.api.errors import (
     internal_error_body,
     new_request_id,
 )
+from gitmem.engine.open_stores import leases
 from gitmem.json_log import ACCESS_LOGGER
 
 log = logging.getLogger("gitmem.api")
@@ -49,7 +50,9 @@ class RequestContextMiddleware:
     - turns an unhandled exception into a 500 ``api_error`` with no detail, and logs it;
     - while the process drains (:mod:`gitmem.api.draining`), answers 503 before the app sees the request;
     - counts every request by method, route template and status, with its duration (``/metrics``), and
-      with ``access_log`` writes one line a request (:mod:`gitmem.json_log`'s fields).
+      with ``access_log`` writes one line a request (:mod:`gitmem.json_log`'s fields);
+    - opens the request's lease scope: the stores it opens are returned to the home's bounded cache
+      when it ends (:mod:`gitmem.engine.open_stores`).
     """
 
     def __init__(
@@ -78,7 +81,10 @@ class RequestContextMiddleware:
         state["request_id"] = request_id
         status = 0
         try:
-            status = await self._handle(scope, receive, send, request_id)
+            # Every store the request opens is lent to it and returned once the answer is sent
+            # (gitmem.engine.open_stores): a streamed answer (a clone) keeps its store until the end.
+            with leases():
+                status = await self._handle(scope, receive, send, request_id)
         finally:
             self._observe(scope, state, request_id, status or 500, time.perf_counter() - began)
 

@@ -120,7 +120,8 @@ def copy_catalog(source: Database, target: Database, progress: Callable[[str, in
 
 def catch_up_index(gm: Gitmem, info: StoreInfo) -> None:
     """Bring a store's index up to its history (built from nothing where there is none yet)."""
-    gm.store(info.workspace_id, info.id).index.catch_up()
+    with gm.leases():  # a copy of every store's index holds one open at a time
+        gm.store(info.workspace_id, info.id).index.catch_up()
 
 
 def count_rows(db: Database) -> int:

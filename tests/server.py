@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,17 +58,22 @@ def serve(
     app: str = "gitmem.api.app:create_app_from_env",
     startup_timeout: float = 60.0,
     attempts: int = 3,
+    prefix: Sequence[str] = (),
+    started: list[subprocess.Popen] | None = None,
 ) -> Iterator[str]:
     """Start ``uvicorn --factory app`` in a subprocess serving ``home``; yield its base URL; stop it.
 
     ``env`` adds to (or overrides) the environment, e.g. ``{"GITMEM_RATE_LIMIT_RPS": "1"}``. The port
-    is picked free and retried if another process takes it first.
+    is picked free and retried if another process takes it first. ``prefix``: a command that execs
+    the server (``prlimit --nofile=256:256 --``); ``started`` gets the server's process.
     """
     last_error: Exception | None = None
     for _ in range(attempts):
         with tempfile.TemporaryFile() as log_file:
             port = free_port()
-            proc = _start(home, port, app, env, log_file)
+            proc = _start(home, port, app, env, log_file, prefix)
+            if started is not None:
+                started.append(proc)
             base_url = f"http://127.0.0.1:{port}"
             try:
                 _wait_healthy(proc, base_url, startup_timeout, log_file)
@@ -87,13 +92,16 @@ def serve(
     raise ServerFailed(f"uvicorn did not start after {attempts} attempts") from last_error
 
 
-def _start(home: Path | str, port: int, app: str, env: Mapping[str, str] | None, log_file) -> subprocess.Popen:
+def _start(
+    home: Path | str, port: int, app: str, env: Mapping[str, str] | None, log_file, prefix: Sequence[str] = ()
+) -> subprocess.Popen:
     child_env = dict(os.environ)
     child_env["GITMEM_HOME"] = str(home)
     child_env.setdefault("GITMEM_LOG_LEVEL", "WARNING")
     child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), child_env.get("PYTHONPATH")]))
     child_env.update(env or {})
     cmd = [
+        *prefix,
         sys.executable,
         "-m",
         "uvicorn",

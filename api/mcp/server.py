@@ -97,7 +97,9 @@ def build_server(gm: Gitmem) -> MCPServer:
     def call(ctx: Context, fn: Callable[[Principal], str | CallToolResult]) -> CallToolResult:
         """Run ``fn`` as the caller; access and input errors are the tool's answer (is_error), never a crash."""
         try:
-            answer = fn(authenticate(gm, ctx.headers or {}))
+            # A scope of its own: the SDK's session runs tools in its own task, outside the request's.
+            with gm.leases():
+                answer = fn(authenticate(gm, ctx.headers or {}))
         except GitmemError as error:
             return _text(f"{error.api_type}: {error.message}", error=True)
         return answer if isinstance(answer, CallToolResult) else _text(answer)

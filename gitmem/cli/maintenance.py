@@ -29,10 +29,11 @@ def reindex(ctx: Context, store_id: str | None, workspace: str | None) -> None:
     stores = _stores(ctx, store_id, workspace)
     with click.progressbar(stores, label="reindexing", file=sys.stderr, show_pos=True) as bar:
         for info in bar:
-            store = ctx.gm.store(info.workspace_id, info.id)
-            store.index.rebuild()
+            with ctx.gm.leases():  # one store open at a time, however many there are
+                ctx.gm.store(info.workspace_id, info.id).index.rebuild()
     for info in stores:
-        count, size = ctx.gm.store(info.workspace_id, info.id).index.totals()
+        with ctx.gm.leases():
+            count, size = ctx.gm.store(info.workspace_id, info.id).index.totals()
         click.echo(f"{info.id}: {count} notes, {size} bytes")
 
 

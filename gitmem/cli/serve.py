@@ -83,6 +83,21 @@ def _installed(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
+def _raise_open_files() -> None:
+    """Raise the soft limit on open files to the hard one (the workers inherit it) and say so: the
+    bounded cache of open stores is sized from it (gitmem/engine/open_stores.py)."""
+    from gitmem.db.descriptors import raise_descriptor_limit
+
+    limits = raise_descriptor_limit()
+    if limits is None:
+        return
+    before, after = limits
+    if after > before:
+        click.echo(f"Open files: soft limit raised from {before} to {after} (the hard limit)", err=True)
+    else:
+        click.echo(f"Open files: limit {after} (the hard limit; open stores are sized to fit it)", err=True)
+
+
 @main.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=8765, show_default=True)
@@ -99,6 +114,7 @@ def serve(ctx: Context, host: str, port: int, workers: int, database: str | None
     """Serve the API. On an empty home, create a workspace and an admin key first."""
     import uvicorn
 
+    _raise_open_files()
     if database is not None:
         connect(database, ctx.home, "--database").close()  # one line and exit 2 if it is unusable
         os.environ["GITMEM_DATABASE"] = database  # for the workers and the push hooks they run

@@ -38,7 +38,8 @@ catalog takes one lock for every write (:data:`CATALOG_LOCK`), which is what SQL
 Listening (:meth:`PostgresDatabase.listen`) uses one dedicated connection a process, outside the pool.
 
 Here: the interface (:mod:`.interface`), its two sides (:mod:`.sqlite`, :mod:`.postgres`), the
-per-thread connections (:mod:`.thread_connections`), migrations (:mod:`.migrations`), background rounds
+per-thread connections (:mod:`.thread_connections`), the process's file descriptors and what gives
+them back when they run out (:mod:`.descriptors`), migrations (:mod:`.migrations`), background rounds
 run once across a home (:mod:`.jobs`) and page tokens (:mod:`.page_tokens`). See docs/architecture.md
 ("Where the rows live").
 """

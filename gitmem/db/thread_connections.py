@@ -1,9 +1,15 @@
 """SQLite connections to one file, one per thread, and one write lock per file in the process.
 
 A transaction belongs to a connection, so a connection shared by threads lets one thread's
-``ROLLBACK`` end another's transaction. Here every thread opens its own connection on first use;
+``ROLLBACK`` end another's transaction. Here every thread takes its own connection on first use;
 writers of one process take turns on a lock per file (SQLite's busy handler sleeps in growing
 steps), and other processes meet SQLite's own lock.
+
+A thread keeps its connection until the file's owner says no thread is using it (:meth:`park`): the
+bindings are then dropped, a few connections are kept for whichever threads come next and the rest
+closed, so a file that many threads touched once does not hold a connection (three descriptors: the
+file, its ``-wal`` and ``-shm``) per thread for ever. :meth:`close` closes them all, the last one after
+checkpointing the log into the file and truncating it, so a file at rest has no log beside it.
 """
 
 from __future__ import annotations
@@ -12,8 +18,11 @@ import contextlib
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
+
+from gitmem.db import descriptors
 
 # WAL pages after which a commit checkpoints (SQLite's default is 1,000, i.e. a 4 MB WAL), and the size
 # the WAL file is cut back to when it restarts: while written, the file's disk stays near its own size;
@@ -21,8 +30,16 @@ from pathlib import Path
 WAL_AUTOCHECKPOINT_PAGES = 64
 WAL_SIZE_LIMIT_BYTES = 0
 QUIET_CHECKPOINT_TIMEOUT = 1.0
+IDLE_CONNECTIONS = 1  # kept open by park() for the next threads (a cold connection costs ~0.1 ms)
 
 BUSY_TIMEOUT_SECONDS = 30.0
+CONNECT_ATTEMPTS = 4
+
+
+class _Connection(sqlite3.Connection):
+    """A connection that can be referred to weakly: a thread that ends drops its own, and with it the
+    connection, as it did when each thread held its connection alone."""
+
 
 _write_locks: dict[str, threading.Lock] = {}
 _write_locks_guard = threading.Lock()
@@ -38,23 +55,67 @@ def write_lock(path: Path) -> threading.Lock:
 class ThreadConnections:
     """A WAL-mode SQLite file seen through one connection per thread."""
 
-    def __init__(self, path: Path, *, durable: bool = False) -> None:
+    def __init__(self, path: Path, *, durable: bool = False, page_size: int | None = None) -> None:
         """``durable``: every commit reaches the disk (``synchronous=FULL``), for what nothing else can
-        rebuild (the catalog); otherwise ``NORMAL``, for what Git can (indexes)."""
+        rebuild (the catalog); otherwise ``NORMAL``, for what Git can (indexes). ``page_size``: of a
+        file made here (an existing file keeps its own)."""
         self.path = path
         self.durable = durable
+        self.page_size = page_size
         self.write_lock = write_lock(path)
         self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
+        # Every connection open, weakly: a thread's own is held by its thread (and dies with it), an idle
+        # one by _idle.
+        self._all: list[weakref.ref[sqlite3.Connection]] = []
+        self._idle: list[sqlite3.Connection] = []  # open, bound to no thread (see park)
         self._all_guard = threading.Lock()
 
     def get(self) -> sqlite3.Connection:
         """This thread's connection."""
         db = getattr(self._local, "db", None)
         if db is None:
-            # check_same_thread=False only so that close() may close it from another thread.
-            db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False)
-            db.row_factory = sqlite3.Row
+            with self._all_guard:
+                db = self._idle.pop() if self._idle else None
+            self._local.db = db = db or self._connect()
+        return db
+
+    @property
+    def open_connections(self) -> int:
+        return len(self._live())
+
+    def _live(self) -> list[sqlite3.Connection]:
+        with self._all_guard:
+            live = [db for ref in self._all if (db := ref()) is not None]
+            self._all = [weakref.ref(db) for db in live]
+        return live
+
+    def _connect(self) -> sqlite3.Connection:
+        """A new connection; when the process is out of descriptors, after others gave some back
+        (:func:`gitmem.db.descriptors.relieve`), a few times."""
+        for attempt in range(1, CONNECT_ATTEMPTS + 1):
+            try:
+                return self._connect_once()
+            except sqlite3.Error as exc:
+                if attempt == CONNECT_ATTEMPTS or not descriptors.out_of_descriptors(exc):
+                    raise
+                if descriptors.relieve() == 0:
+                    time.sleep(0.05 * attempt)  # the requests holding files finish and return them
+        raise AssertionError("unreachable")
+
+    def _connect_once(self) -> sqlite3.Connection:
+        # check_same_thread=False so that a connection may pass to another thread once parked, and so
+        # that close() may close it from any thread.
+        db = sqlite3.connect(
+            self.path,
+            timeout=BUSY_TIMEOUT_SECONDS,
+            isolation_level=None,
+            check_same_thread=False,
+            factory=_Connection,
+        )
+        db.row_factory = sqlite3.Row
+        try:
+            if self.page_size is not None:
+                db.execute(f"PRAGMA page_size={int(self.page_size)}")  # a no-op once the file has pages
             self._use_wal(db)
             if self.durable:
                 db.execute("PRAGMA synchronous=FULL")
@@ -63,9 +124,12 @@ class ThreadConnections:
                 db.execute("PRAGMA synchronous=NORMAL")  # what it holds is rebuildable; Git holds durability
             db.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
             db.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT_BYTES}")
-            with self._all_guard:
-                self._all.append(db)
-            self._local.db = db
+        except BaseException:
+            db.close()
+            raise
+        with self._all_guard:
+            self._all = [ref for ref in self._all if ref() is not None]
+            self._all.append(weakref.ref(db))
         return db
 
     def _use_wal(self, db: sqlite3.Connection) -> None:
@@ -105,12 +169,35 @@ class ThreadConnections:
         finally:
             self.write_lock.release()
 
-    def close(self) -> None:
+    def park(self, keep: int = IDLE_CONNECTIONS) -> None:
+        """Unbind every thread's connection and keep them open for the next threads if there are at
+        most ``keep``, else close them all. Only for a caller that knows no thread is using the file at
+        this moment (the store's last user has returned it, :mod:`gitmem.engine.open_stores`).
+
+        All, not all but ``keep``: while one connection stays open in WAL mode (it holds a lock on the
+        shared memory), SQLite keeps the descriptor of every other connection closed on the same file
+        until the last one closes (POSIX locks belong to the process, not the descriptor)."""
+        live = self._live()
+        if len(live) > keep:
+            self.close()
+            return
         with self._all_guard:
-            connections, self._all = self._all, []
-        for db in connections:
+            self._local = threading.local()
+            self._all, self._idle = [weakref.ref(db) for db in live], list(live)
+
+    def close(self) -> None:
+        """Close every connection; the last checkpoints the log into the file and truncates it first
+        (SQLite removes the log and its shared memory once no process has the file open)."""
+        connections = self._live()
+        with self._all_guard:
+            self._all, self._idle = [], []
+            self._local = threading.local()
+        for n, db in enumerate(connections, 1):
+            if n == len(connections):
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute(f"PRAGMA busy_timeout={int(QUIET_CHECKPOINT_TIMEOUT * 1000)}")
+                    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             db.close()
-        self._local = threading.local()
 
 
 def checkpoint(path: Path) -> None:

@@ -51,7 +51,8 @@ def check_home_store(gm: Gitmem, info: StoreInfo) -> FsckReport:
     """:func:`check_store` on one store of a home; a store that cannot even be opened is reported, not
     raised, so a check of every store goes on to the next."""
     try:
-        return check_store(gm.store(info.workspace_id, info.id))
+        with gm.leases():  # a check of every store holds one open at a time
+            return check_store(gm.store(info.workspace_id, info.id))
     except Exception as exc:  # noqa: BLE001 - whatever broke, the report says so and fsck goes on
         log.exception("fsck of %s failed", info.id)
         return FsckReport(info.id, [f"could not be checked: {type(exc).__name__}: {exc}"])

@@ -10,6 +10,7 @@ read where a program starts (:mod:`gitmem.config.home`), never here.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import shutil
@@ -29,6 +30,8 @@ from gitmem.durable import Durability, FsyncMode
 from gitmem.engine.catalog.catalog import Catalog
 from gitmem.engine.index.search import SEARCH_BUDGET_SECONDS
 from gitmem.engine.index.search import forget_store as forget_search_text
+from gitmem.engine.open_stores import OpenStores, OpenStoreStats
+from gitmem.engine.open_stores import leases as store_leases
 from gitmem.engine.store.conflicts import Conflict as KeptConflict
 from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import ArchivedStore, Conflict, NotFound
@@ -98,12 +101,15 @@ class Gitmem:
         filters: FilterChain | None = None,
         clock: Clock = system_clock,
         search_budget: float = SEARCH_BUDGET_SECONDS,
+        open_stores: int | None = None,
     ) -> None:
         """``database``: a ``postgresql://`` URL for the catalog (and the stores' indexes), else SQLite in
         the home; ``fsync``: how writes reach the disk (:class:`gitmem.durable.Durability`); ``master_key``:
         where encrypted stores' master key comes from (the home's ``master.key`` unless given);
         ``filters``: what every write is checked against (the secret detector unless given);
-        ``search_budget``: the seconds one search may take in the database (then a 400)."""
+        ``search_budget``: the seconds one search may take in the database (then a 400);
+        ``open_stores``: how many stores this process may hold open (else sized from its open-file
+        limit, :mod:`gitmem.engine.open_stores`)."""
         self.home = home
         self.clock = clock
         self.durability = Durability(fsync)
@@ -113,11 +119,11 @@ class Gitmem:
         home.mkdir(parents=True, exist_ok=True)
         (home / "stores").mkdir(exist_ok=True)
         self.catalog = Catalog.for_home(home, database or None, clock)
-        self._local = threading.local()
+        self._stores = OpenStores(open_stores)
         self._keyring: KeyRing | None = None
         self._services: dict[type, HomeTables] = {}
         self._services_lock = threading.Lock()
-        self._opened: set[str] = set()  # stores opened by some thread of this process (see opened_before)
+        self._opened: set[str] = set()  # stores whose index this process has seen made (see opened_before)
         self._listeners: tuple[ChangeListener, ...] = ()
 
     @classmethod
@@ -131,6 +137,7 @@ class Gitmem:
         filters: FilterChain | None = None,
         clock: Clock = system_clock,
         search_budget: float = SEARCH_BUDGET_SECONDS,
+        open_stores: int | None = None,
     ) -> Gitmem:
         """The home at ``home``, made if it does not exist (see :meth:`__init__` for the options)."""
         return cls(
@@ -141,6 +148,7 @@ class Gitmem:
             filters=filters,
             clock=clock,
             search_budget=search_budget,
+            open_stores=open_stores,
         )
 
     @property
@@ -155,9 +163,9 @@ class Gitmem:
         return getattr(self.database, "url", None) if self.database.dialect == "postgresql" else None
 
     def close(self) -> None:
-        """Close this thread's stores and the database's connections (the pool, on PostgreSQL)."""
-        for store_id in list(self._local.__dict__.get("stores", {})):
-            self._forget(store_id)
+        """Close the open stores (those in use as their users return them) and the database's
+        connections (the pool, on PostgreSQL)."""
+        self._stores.close_all()
         self.catalog.close()
 
     @property
@@ -300,33 +308,54 @@ class Gitmem:
             PgIndexDb(url, store_id).drop()
 
     def store(self, workspace_id: str, store_id: str, *, info: StoreInfo | None = None) -> MemoryStore:
-        """The store's notes and versions. One object per thread, reused (pygit2 and sqlite3 objects
-        must not cross threads). ``info``: the store's catalog row as the caller has just read it
-        for ``workspace_id`` (an access check), not read again."""
+        """The store's notes and versions: the process's open handle, shared by threads (each gets its
+        own connection and repository from it), lent to the current lease scope and returned when it
+        ends (:func:`gitmem.engine.open_stores.leases`; outside one, for the life of the process).
+        ``info``: the store's catalog row as the caller has just read it for ``workspace_id`` (an
+        access check), not read again."""
         if info is None or info.id != store_id or info.workspace_id != workspace_id:
             info = self.get_store(workspace_id, store_id)
-        cache: dict[str, MemoryStore] = self._local.__dict__.setdefault("stores", {})
-        store = cache.get(store_id)
-        if store is not None and info.encrypted and self._rotated_since(store):
-            store = None  # `gitmem encryption rotate` ran in another process: write with the new key
-        if store is None or not store.path.exists():
-            store = MemoryStore(
-                self.repo_path(store_id),
-                store_id,
-                policy=policy_for(info.kind, self.filters),
-                codec=self.codec_for(info),
-                clock=self.clock,
-                write_guard=lambda: self._check_writable(store_id),
-                on_commit=lambda s: self.tell_notes_changed(s, info.workspace_id),
-                on_redact=lambda s, v: self.tell_version_redacted(s, info.workspace_id, v),
-                on_conflict=lambda s, c: self.tell_conflict_kept(s, info.workspace_id, c),
-                database_url=self.index_database_url,
-                durability=self.durability,
-                search_budget=self.search_budget,
-            )
-            cache[store_id] = store
-            self._opened.add(store_id)
+        found = info
+
+        def usable(store: MemoryStore) -> bool:
+            # `gitmem encryption rotate` ran in another process: write with the new key.
+            return store.path.exists() and not (found.encrypted and self._rotated_since(store))
+
+        store = self._stores.checkout(store_id, lambda: self._open_store(found), usable)
+        self._opened.add(store_id)
         return store
+
+    def _open_store(self, info: StoreInfo) -> MemoryStore:
+        store_id = info.id
+        return MemoryStore(
+            self.repo_path(store_id),
+            store_id,
+            policy=policy_for(info.kind, self.filters),
+            codec=self.codec_for(info),
+            clock=self.clock,
+            write_guard=lambda: self._check_writable(store_id),
+            on_commit=lambda s: self.tell_notes_changed(s, info.workspace_id),
+            on_redact=lambda s, v: self.tell_version_redacted(s, info.workspace_id, v),
+            on_conflict=lambda s, c: self.tell_conflict_kept(s, info.workspace_id, c),
+            database_url=self.index_database_url,
+            durability=self.durability,
+            search_budget=self.search_budget,
+        )
+
+    @staticmethod
+    def leases() -> contextlib.AbstractContextManager[None]:
+        """A lease scope: every store :meth:`store` lends inside is returned at its end (one a request,
+        one a store a background loop visits; :func:`gitmem.engine.open_stores.leases`)."""
+        return store_leases()
+
+    def open_stores(self) -> OpenStoreStats:
+        """The stores this process holds open, their evictions and its descriptor headroom."""
+        return self._stores.stats()
+
+    @property
+    def open_store_cache(self) -> OpenStores:
+        """The cache itself (the server's maintenance sweeps it; tests evict from it)."""
+        return self._stores
 
     def opened_before(self, store_id: str) -> bool:
         """Whether a thread of this process has opened the store: opening it again then only reads
@@ -364,10 +393,7 @@ class Gitmem:
 
     def _forget(self, store_id: str) -> None:
         self._opened.discard(store_id)
-        cache = self._local.__dict__.get("stores", {})
-        store = cache.pop(store_id, None)
-        if store is not None:
-            store.close()
+        self._stores.forget(store_id)
 
     def all_stores(self) -> list[StoreInfo]:
         from gitmem.engine.catalog.catalog import store_info

@@ -325,7 +325,8 @@ class Webhooks(HomeTables):
                 try:
                     if tip is not None and tip == self._tip_of(store_id):
                         continue
-                    written += self.notes_changed(self.gm.store(workspace_id, store_id), workspace_id)
+                    with self.gm.leases():  # the scan visits every store: each returned as it goes
+                        written += self.notes_changed(self.gm.store(workspace_id, store_id), workspace_id)
                 except (NotFound, pygit2.GitError):
                     continue  # deleted in between
         return written

@@ -78,7 +78,8 @@ class DreamRunner:
                 return count
             self._running = dream_id
             try:
-                self.dreams.run(dream_id, self.dreamer, timeout_seconds=self.timeout_seconds)
+                with self.gm.leases():  # the dream's stores go back to the bounded cache after it
+                    self.dreams.run(dream_id, self.dreamer, timeout_seconds=self.timeout_seconds)
             finally:
                 self._running = None
             count += 1

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import weakref
 import zlib
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,11 @@ CREATE TRIGGER IF NOT EXISTS notes_resized AFTER UPDATE OF size ON notes
     BEGIN UPDATE totals SET bytes = bytes - OLD.size + NEW.size; END;
 """
 SCHEMA_VERSION = "1"
+# Pages of a new index file: its two dozen tables and indexes take a page each at least, so SQLite's
+# 4 KiB made an index of one note 84 KiB; at 1 KiB it is about 24 KiB (a store at rest costs what Git
+# costs, issue 27). Existing files keep theirs.
+PAGE_SIZE = 1024
+IDLE_REPOSITORIES = 1  # repository handles kept for the next threads when the store is parked
 SCHEMA_MARK = zlib.crc32(SCHEMA.encode()) & 0x7FFFFFFF  # kept in PRAGMA user_version
 
 
@@ -94,13 +100,21 @@ class StoreIndex(IndexQueries):
         *,
         database_url: str | None = None,
         store_id: str | None = None,
+        owns_repo: bool = False,
     ) -> None:
+        """``owns_repo``: ``repo`` is the index's to free when it closes (else the caller's, who may
+        go on using it: a push's repository sees the quarantined objects)."""
         self._repo_path = repo.path
+        self._given = None if owns_repo else repo
         self.path = db_path or Path(repo.path) / "gitmem" / "index.sqlite3"
         self.path.parent.mkdir(exist_ok=True)
         self.tokens = tokens_for(self.path.parent)
         self._repos = threading.local()
         self._repos.repo = repo
+        self._repos_idle: list[pygit2.Repository] = []
+        # Weakly, as the connections (gitmem.db.thread_connections): a thread that ends drops its own.
+        self._repos_all: list[weakref.ref[pygit2.Repository]] = [weakref.ref(repo)]
+        self._repos_guard = threading.Lock()
         self._pg: PgIndexDb | None = None
         self.set_aside: Path | None = None
         if database_url and db_path is None:
@@ -109,7 +123,7 @@ class StoreIndex(IndexQueries):
             return
         self.dialect = "sqlite"
         self.set_aside = set_aside_if_damaged(self.path)
-        self._connections = ThreadConnections(self.path)
+        self._connections = ThreadConnections(self.path, page_size=PAGE_SIZE)
         self.write_lock = self._connections.write_lock
         # The schema script writes; run it only when the file's schema mark differs from this
         # SCHEMA's, so that opening an index (every thread does) takes no write lock.
@@ -124,7 +138,14 @@ class StoreIndex(IndexQueries):
         """This thread's repository (libgit2 objects must not be used by two threads at once)."""
         repo = getattr(self._repos, "repo", None)
         if repo is None:
-            repo = self._repos.repo = pygit2.Repository(self._repo_path)
+            with self._repos_guard:
+                repo = self._repos_idle.pop() if self._repos_idle else None
+            if repo is None:
+                repo = pygit2.Repository(self._repo_path)
+                with self._repos_guard:
+                    self._repos_all = [r for r in self._repos_all if r() is not None]
+                    self._repos_all.append(weakref.ref(repo))
+            self._repos.repo = repo
         return repo
 
     @property
@@ -137,10 +158,39 @@ class StoreIndex(IndexQueries):
         if self._pg is None:
             thread_db.checkpoint(self.path)
 
+    def park(self) -> None:
+        """Unbind every thread's connection and repository, keeping a few for the next threads: only
+        when no thread is using the store (:mod:`gitmem.engine.open_stores`)."""
+        if self._pg is None:
+            self._connections.park()
+        with self._repos_guard:
+            self._repos = threading.local()
+            live = [repo for r in self._repos_all if (repo := r()) is not None]
+            kept, dropped = live[:IDLE_REPOSITORIES], live[IDLE_REPOSITORIES:]
+            self._repos_all, self._repos_idle = [weakref.ref(r) for r in kept], kept
+        self._free(dropped)
+
+    @property
+    def open_handles(self) -> int:
+        """SQLite connections and repository handles open now (each connection is three descriptors)."""
+        repos = sum(1 for r in self._repos_all if r() is not None)
+        return (0 if self._pg is not None else self._connections.open_connections) + repos
+
     def close(self) -> None:
         if self._pg is None:
             self._connections.close()
-        self._repos = threading.local()
+        with self._repos_guard:
+            self._repos = threading.local()
+            dropped = [repo for r in self._repos_all if (repo := r()) is not None]
+            self._repos_all, self._repos_idle = [], []
+        self._free(dropped)
+
+    def _free(self, repos: list[pygit2.Repository]) -> None:
+        """Close what libgit2 holds of each (its packs' descriptors and maps) now: a pygit2 repository
+        is in a reference cycle, so it would otherwise wait for the garbage collector."""
+        for repo in repos:
+            if repo is not self._given:
+                repo.free()
 
     def drop(self) -> None:
         """Forget the index (its store is being deleted): PostgreSQL's schema; the SQLite file goes

@@ -89,7 +89,9 @@ class MemoryStore:
         self._on_commit = on_commit
         self._on_redact = on_redact
         # database_url: the index in PostgreSQL rather than in a SQLite file beside the repository.
-        self.index = StoreIndex(pygit2.Repository(str(repo_path)), database_url=database_url, store_id=store_id)
+        self.index = StoreIndex(
+            pygit2.Repository(str(repo_path)), database_url=database_url, store_id=store_id, owns_repo=True
+        )
         # The losing side of every write refused for a stale precondition (gitmem.engine.store.conflicts).
         self.conflicts = ConflictLog(
             store_id,
@@ -108,6 +110,11 @@ class MemoryStore:
 
     def close(self) -> None:
         self.index.close()
+
+    def park(self) -> None:
+        """No thread is using the store now: give back all but one connection and repository
+        (:mod:`gitmem.engine.open_stores`)."""
+        self.index.park()
 
     # -- reading ----------------------------------------------------------------------------------
 

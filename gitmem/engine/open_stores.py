@@ -1,0 +1,428 @@
+"""The stores a process holds open: a bounded cache of store handles, lent out and returned.
+
+A process may serve any number of stores (a workspace holds up to 1,000; a node any number of
+workspaces), but it may hold only so many open files: an open store is an index connection (three
+descriptors: the SQLite file, its ``-wal`` and ``-shm``) and a repository handle (its packs mapped in
+memory). Before this module every thread kept a store object for every store it had ever opened, so
+open files and memory grew with threads × stores touched until ``open()`` failed (issue 27: EMFILE
+after ~190 stores under the usual soft limit of 1,024 files, and 500s).
+
+**The design.** One :class:`OpenStores` a home in a process: an LRU of store handles keyed by store id,
+each handle shared by every thread (a store's index already gives each thread its own connection and
+repository, :mod:`gitmem.engine.index.store_index`). The alternatives measured worse or were not
+safe: a per-thread dictionary bounded per thread still multiplies by the threads (40 in the server's
+pool); a small pool of connections per open store would need every query of the index to check a
+connection out and in (dozens of call sites, each a chance to leak one), where here a thread keeps
+the connection it took for as long as the store is lent to anyone and the store alone decides when to
+take them back.
+
+- **Lent, never closed under a user.** :meth:`OpenStores.checkout` counts a user; the caller returns
+  the handle with :meth:`OpenStores.checkin`. Callers do not do that by hand: ``Gitmem.store`` lends
+  the store to the *lease scope* open in the current context (:func:`leases`, a context variable, so a
+  request's event-loop code and the worker thread it hops to share one scope), and the scope returns
+  everything when it ends. The HTTP middleware opens one a request, the background loops one a store
+  visited, the CLI's loops one a store. A store taken outside any scope is lent for the life of the
+  process (the CLI's single commands, the library used directly): it is never closed under its caller,
+  and it is counted (``pinned``), so a server path that forgets its scope shows in ``/metrics``.
+- **When the last user returns it**, the store is *parked*: every thread's connection and repository
+  is unbound and all but one of each closed. A store touched by 40 threads does not keep 40
+  connections; a store at rest holds one connection and one repository.
+- **Bounded.** Past ``capacity`` open stores the least recently used idle ones are closed; one in use
+  is only marked, and closed by its last user's return (a new request meanwhile gets a fresh handle:
+  two handles of one store are as safe as two processes). ``capacity`` comes from the open-file limit
+  the process actually has (:func:`capacity_for`); a store idle for ``idle_seconds`` is closed too,
+  by :meth:`OpenStores.sweep` (the server's maintenance calls it every second), so a store at rest has
+  no connection, hence no ``-wal`` or ``-shm`` beside its index.
+- **Out of descriptors is managed, not an error.** Before a cold open, when the process's free
+  descriptors fall under a low-water mark, idle stores are closed until there is room; an open that
+  fails anyway with EMFILE (as the OS, SQLite or libgit2 report it) closes half the idle stores and
+  tries again, and only if nothing can be closed becomes a retryable 503
+  (:class:`gitmem.errors.Unavailable`), never a 500.
+- **Closing** (:meth:`gitmem.db.thread_connections.ThreadConnections.close`) checkpoints the index's
+  log into the file and truncates it before the last connection goes.
+
+Keys are not cached here: a handle carries its store's codec, and ``Gitmem.store`` checks the key ring
+on every checkout of an encrypted store, so a rotated key replaces the handle at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+import threading
+import time
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gitmem.db.descriptors import descriptor_limit, free_descriptors, low_water, out_of_descriptors, when_short
+from gitmem.errors import Unavailable
+
+if TYPE_CHECKING:
+    from gitmem.engine.store.store import MemoryStore
+
+log = logging.getLogger(__name__)
+
+DESCRIPTORS_PER_STORE = 8  # an open store: its connection (3), a pack, a checkpoint's file; room while busy
+RESERVED_DESCRIPTORS = 192  # the catalog's connections (3 a thread), sockets, Git's pipes, logs
+MIN_OPEN_STORES = 8
+MAX_OPEN_STORES = 256  # however many files the process may open: memory stays bounded too
+IDLE_SECONDS = 5.0  # a store unused this long is closed (at rest, it then costs only its files)
+OPEN_ATTEMPTS = 4
+SWEEP_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class OpenStoreStats:
+    """What the cache holds now, for ``/metrics`` and ``/readyz``."""
+
+    open_stores: int  # handles open (in the LRU, plus those evicted while in use)
+    in_use: int  # handles lent to someone now
+    pinned: int  # lent outside any lease scope (never returned)
+    capacity: int
+    evictions: int  # handles closed to stay within capacity or descriptors, since the process began
+    idle_closes: int  # handles closed after idle_seconds unused
+    descriptor_limit: int | None  # the soft RLIMIT_NOFILE (None: unlimited or unknown)
+    free_descriptors: int | None
+
+
+def capacity_for(limit: int | None) -> int:
+    """Open stores a process with ``limit`` open files may keep: what is left after the reserve, at
+    :data:`DESCRIPTORS_PER_STORE` a store, between :data:`MIN_OPEN_STORES` and :data:`MAX_OPEN_STORES`."""
+    if limit is None:
+        return MAX_OPEN_STORES
+    reserve = min(RESERVED_DESCRIPTORS, limit // 2)
+    return max(MIN_OPEN_STORES, min(MAX_OPEN_STORES, (limit - reserve) // DESCRIPTORS_PER_STORE))
+
+
+class _Entry:
+    __slots__ = ("key", "store", "users", "last_used", "retired", "closed", "pinned", "__weakref__")
+
+    def __init__(self, key: str, store: MemoryStore, now: float) -> None:
+        self.key = key
+        self.store = store
+        self.users = 0
+        self.last_used = now
+        self.retired = False  # out of the LRU: closed by its last user's return
+        self.closed = False
+        self.pinned = False  # lent outside any lease scope: never closed by the cache
+
+    @property
+    def idle(self) -> bool:
+        return self.users == 0 and not self.pinned
+
+
+class _Scope:
+    """The stores lent within one :func:`leases` block."""
+
+    def __init__(self) -> None:
+        self.held: list[tuple[OpenStores, _Entry]] = []
+        self.lock = threading.Lock()
+
+    def add(self, cache: OpenStores, entry: _Entry) -> None:
+        with self.lock:
+            self.held.append((cache, entry))
+
+    def release(self) -> None:
+        with self.lock:
+            held, self.held = self.held, []
+        for cache, entry in held:
+            cache.checkin(entry)
+
+
+_scope: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar("gitmem_store_leases", default=None)
+
+
+@contextlib.contextmanager
+def leases() -> Iterator[None]:
+    """Every store ``Gitmem.store`` lends inside this block (in this context, and in the threads it
+    hands work to with the context copied) is returned when the block ends."""
+    scope = _Scope()
+    token = _scope.set(scope)
+    try:
+        yield
+    finally:
+        _scope.reset(token)
+        scope.release()
+
+
+class OpenStores:
+    """A home's open stores in this process (see the module docstring)."""
+
+    def __init__(
+        self,
+        capacity: int | None = None,
+        *,
+        idle_seconds: float = IDLE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.limit = descriptor_limit()
+        self.capacity = capacity if capacity is not None else capacity_for(self.limit)
+        self.idle_seconds = idle_seconds
+        self._clock = clock
+        self._lru: OrderedDict[str, _Entry] = OrderedDict()  # least recently used first
+        self._retired: set[_Entry] = set()  # evicted while in use
+        self._lock = threading.Lock()
+        self.evictions = 0
+        self.idle_closes = 0
+        _sweeper.watch(self)
+        when_short(self._relieve)
+
+    def _relieve(self) -> int:
+        """Another part of the process ran out of descriptors (a connection to the catalog): close
+        half the idle stores."""
+        return self.shrink(max(1, len(self._lru) // 2))
+
+    # -- lending ------------------------------------------------------------------------------------
+
+    def checkout(
+        self, key: str, open_store: Callable[[], MemoryStore], usable: Callable[[MemoryStore], bool]
+    ) -> MemoryStore:
+        """The open handle of ``key`` (opened with ``open_store`` if there is none, or if ``usable``
+        says the one there is stale), lent to the current lease scope."""
+        entry = self._take(key)
+        if entry is not None and not usable(entry.store):
+            self._retire(entry)
+            self.checkin(entry)
+            entry = None
+        if entry is None:
+            entry = self._add(key, self._open(open_store))
+        scope = _scope.get()
+        if scope is None:
+            with self._lock:
+                entry.pinned = True  # lent for the life of the process
+                entry.users -= 1
+        else:
+            scope.add(self, entry)
+        return entry.store
+
+    def checkin(self, entry: _Entry) -> None:
+        """One user of ``entry`` is done with it: parked when it was the last, closed if retired."""
+        with self._lock:
+            entry.users -= 1
+            entry.last_used = self._clock()
+            if entry.users > 0 or entry.closed:
+                return
+            if entry.pinned:  # its unscoped holders may still use it: left to the garbage collector
+                self._retired.discard(entry)
+                return
+            if not entry.retired:
+                entry.store.park()  # under the lock: no checkout may hand it out half parked
+                return
+            self._retired.discard(entry)
+            entry.closed = True
+        self._close(entry)
+
+    def _take(self, key: str) -> _Entry | None:
+        with self._lock:
+            entry = self._lru.get(key)
+            if entry is not None:
+                entry.users += 1
+                self._lru.move_to_end(key)
+            return entry
+
+    def _add(self, key: str, store: MemoryStore) -> _Entry:
+        with self._lock:
+            entry = self._lru.get(key)
+            if entry is not None:  # another thread opened it meanwhile: use theirs
+                entry.users += 1
+                self._lru.move_to_end(key)
+                spare: MemoryStore | None = store
+            else:
+                entry = self._lru[key] = _Entry(key, store, self._clock())
+                entry.users = 1
+                spare = None
+            victims = self._over_capacity()
+        if spare is not None:
+            spare.close()
+        self._close_all(victims)
+        return entry
+
+    def _open(self, open_store: Callable[[], MemoryStore]) -> MemoryStore:
+        """Open a store, making room first when descriptors run low, and again on EMFILE."""
+        self.make_room()
+        for attempt in range(1, OPEN_ATTEMPTS + 1):
+            try:
+                return open_store()
+            except Exception as exc:
+                if not out_of_descriptors(exc):
+                    raise
+                closed = self.shrink(max(1, len(self._lru) // 2))
+                log.warning(
+                    "out of file descriptors opening a store (attempt %d); closed %d idle stores", attempt, closed
+                )
+                if closed == 0:
+                    time.sleep(0.05 * attempt)  # the requests holding stores finish and return them
+        raise Unavailable("the server has too many files open just now; retry shortly")
+
+    # -- closing ------------------------------------------------------------------------------------
+
+    def _retire(self, entry: _Entry) -> None:
+        """Take ``entry`` out of the LRU (caller holds a use of it, so it is closed on return)."""
+        with self._lock:
+            if self._lru.get(entry.key) is entry:
+                del self._lru[entry.key]
+            if not entry.closed:
+                entry.retired = True
+                self._retired.add(entry)
+
+    def _over_capacity(self) -> list[_Entry]:
+        """Idle entries to close, least recently used first, so that the LRU fits (lock held). Stores in
+        use stay: past capacity only while more stores than that are in use at once."""
+        victims: list[_Entry] = []
+        excess = len(self._lru) - self.capacity
+        for entry in list(self._lru.values()):
+            if excess <= 0:
+                break
+            if entry.idle:
+                del self._lru[entry.key]
+                entry.closed = True
+                victims.append(entry)
+                excess -= 1
+        self.evictions += len(victims)
+        return victims
+
+    def shrink(self, count: int) -> int:
+        """Close up to ``count`` idle stores, least recently used first; returns how many."""
+        with self._lock:
+            victims: list[_Entry] = []
+            for entry in list(self._lru.values()):
+                if len(victims) >= count:
+                    break
+                if entry.idle:
+                    del self._lru[entry.key]
+                    entry.closed = True
+                    victims.append(entry)
+            self.evictions += len(victims)
+        self._close_all(victims)
+        return len(victims)
+
+    def make_room(self) -> int:
+        """Close idle stores while free descriptors are under the low-water mark; returns how many."""
+        closed = 0
+        mark = low_water(self.limit)
+        while True:
+            free = free_descriptors()
+            if free is None or free >= mark:
+                return closed
+            shrunk = self.shrink(max(1, (mark - free) // 3 + 1))
+            if shrunk == 0:
+                return closed
+            closed += shrunk
+
+    def sweep(self) -> int:
+        """Close the stores unused for ``idle_seconds``; returns how many."""
+        cutoff = self._clock() - self.idle_seconds
+        with self._lock:
+            victims = [e for e in self._lru.values() if e.idle and e.last_used <= cutoff]
+            for entry in victims:
+                del self._lru[entry.key]
+                entry.closed = True
+            self.idle_closes += len(victims)
+        self._close_all(victims)
+        return len(victims)
+
+    def forget(self, key: str) -> None:
+        """Close the store's handle now if idle, else when its last user returns it (a store being
+        deleted; an operator's or a test's eviction). A checkout meanwhile gets a fresh handle."""
+        with self._lock:
+            entry = self._lru.pop(key, None)
+            if entry is None:
+                return
+            if not entry.idle:
+                entry.retired = True
+                if not entry.pinned:
+                    self._retired.add(entry)
+                    return
+            entry.closed = True
+        self._close(entry)
+
+    def close_all(self) -> None:
+        """Close every idle store (the home is closing); those in use close on return."""
+        with self._lock:
+            entries = list(self._lru.values())
+            self._lru.clear()
+            victims = []
+            for entry in entries:
+                if entry.users == 0:  # pinned ones too: the home is closing under its holders
+                    entry.closed = True
+                    victims.append(entry)
+                else:
+                    entry.retired = True
+                    self._retired.add(entry)
+        self._close_all(victims)
+
+    def _close_all(self, entries: list[_Entry]) -> None:
+        for entry in entries:
+            self._close(entry)
+
+    @staticmethod
+    def _close(entry: _Entry) -> None:
+        try:
+            entry.store.close()
+        except Exception:  # a store that fails to close must not fail the request that evicted it
+            log.warning("closing store %s failed", entry.key, exc_info=True)
+
+    # -- looking ------------------------------------------------------------------------------------
+
+    def is_open(self, key: str) -> bool:
+        return key in self._lru
+
+    def stats(self) -> OpenStoreStats:
+        with self._lock:
+            entries = [*self._lru.values(), *self._retired]
+            in_use = sum(1 for e in entries if e.users > 0)
+            pinned = sum(1 for e in entries if e.pinned)
+            evictions, idle = self.evictions, self.idle_closes
+        return OpenStoreStats(
+            open_stores=len(entries),
+            in_use=in_use,
+            pinned=pinned,
+            capacity=self.capacity,
+            evictions=evictions,
+            idle_closes=idle,
+            descriptor_limit=descriptor_limit(),
+            free_descriptors=free_descriptors(),
+        )
+
+
+class _Sweeper:
+    """One thread a process that closes every cache's idle stores each :data:`SWEEP_SECONDS`."""
+
+    def __init__(self) -> None:
+        self._caches: weakref.WeakSet[OpenStores] = weakref.WeakSet()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, cache: OpenStores) -> None:
+        with self._lock:
+            self._caches.add(cache)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="gitmem-open-stores", daemon=True)
+                self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(SWEEP_SECONDS)
+            with self._lock:
+                caches = list(self._caches)
+            for cache in caches:
+                try:
+                    cache.sweep()
+                except Exception:  # housekeeping: the next sweep tries again
+                    log.warning("closing idle stores failed", exc_info=True)
+            del caches
+
+
+_sweeper = _Sweeper()
+
+
+__all__ = [
+    "OpenStoreStats",
+    "OpenStores",
+    "capacity_for",
+    "leases",
+]

@@ -1,0 +1,213 @@
+"""The bounded cache of open stores (gitmem/engine/open_stores.py), in one process: a real home, real
+repositories and SQLite files, descriptors counted in /proc/self/fd."""
+
+from __future__ import annotations
+
+import gc
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.open_stores import OpenStores, capacity_for
+from gitmem.engine.rewrite.rotation import rotate_store_key
+
+
+def open_files_under(folder: Path) -> int:
+    """Descriptors of this process on files under ``folder``."""
+    count = 0
+    prefix = str(folder.resolve())
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}").startswith(prefix):
+                count += 1
+        except OSError:
+            continue
+    return count
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("open-stores") / "home"
+
+
+def fresh(home: Path, capacity: int) -> tuple[Gitmem, str]:
+    gm = Gitmem.open(home, fsync="never", open_stores=capacity)
+    ws = gm.catalog.workspace_by_name("w") or gm.catalog.create_workspace("w")
+    return gm, ws.id
+
+
+def test_open_stores_stay_within_capacity_however_many_are_touched(home: Path) -> None:
+    gm, ws = fresh(home, 6)
+    infos = [gm.create_store(ws, f"bounded-{i}") for i in range(30)]
+    for info in infos:
+        with gm.leases():
+            store = gm.store(ws, info.id)
+            store.create("/a.md", f"note {info.id}")
+            assert store.get_by_path("/a.md").content == f"note {info.id}"
+        stats = gm.open_stores()
+        assert stats.open_stores <= 6 and stats.in_use == 0
+    stats = gm.open_stores()
+    assert stats.evictions >= 24 and stats.pinned == 0
+    # A store open holds one parked connection (3 descriptors), its pack and at most one file a quiet
+    # checkpoint left for SQLite to close with it; the stores closed hold nothing.
+    assert open_files_under(home / "stores") <= 6 * 5
+    # Every store still reads after its eviction (a cold open).
+    for info in infos[:5]:
+        with gm.leases():
+            assert gm.store(ws, info.id).get_by_path("/a.md").content == f"note {info.id}"
+    gm.close()
+    assert open_files_under(home / "stores") == 0
+
+
+def test_a_closed_store_leaves_no_log_and_is_small_on_disk(home: Path) -> None:
+    gm, ws = fresh(home, 4)
+    info = gm.create_store(ws, "at-rest")
+    with gm.leases():
+        store = gm.store(ws, info.id)
+        for i in range(3):
+            store.create(f"/n{i}.md", "a small note")
+    repo = gm.repo_path(info.id)
+    assert (repo / "gitmem" / "index.sqlite3-wal").exists()  # open: SQLite's log is there
+    gm.open_store_cache.forget(info.id)  # what idle eviction does
+    assert not (repo / "gitmem" / "index.sqlite3-wal").exists()
+    assert not (repo / "gitmem" / "index.sqlite3-shm").exists()
+    index_bytes = (repo / "gitmem" / "index.sqlite3").stat().st_size
+    assert index_bytes <= 40 * 1024, index_bytes  # 1 KiB pages: about 24 KiB for a few notes
+    gm.close()
+
+
+def test_threads_that_read_a_store_give_their_connections_back(home: Path) -> None:
+    gm, ws = fresh(home, 4)
+    info = gm.create_store(ws, "many-threads")
+    with gm.leases():
+        gm.store(ws, info.id).create("/a.md", "shared")
+    barrier = threading.Barrier(8)
+    errors: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            with gm.leases():
+                store = gm.store(ws, info.id)
+                barrier.wait()  # all eight hold the store, each with a connection of its own
+                assert store.get_by_path("/a.md").content == "shared"
+                barrier.wait()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=read) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    # Eight threads each opened a connection (24 descriptors); once the last returned the store they
+    # were closed, all of them (SQLite holds a closed one's file while another stays open), leaving
+    # the one repository's pack.
+    assert open_files_under(gm.repo_path(info.id)) <= 2
+    gm.close()
+
+
+def test_eviction_while_another_thread_uses_the_store(home: Path) -> None:
+    gm, ws = fresh(home, 4)
+    info = gm.create_store(ws, "held")
+    others = [gm.create_store(ws, f"filler-{i}") for i in range(8)]
+    with gm.leases():
+        gm.store(ws, info.id).create("/a.md", "still here")
+    holding, evicted = threading.Event(), threading.Event()
+    seen: list[str] = []
+
+    def hold() -> None:
+        with gm.leases():
+            store = gm.store(ws, info.id)
+            assert store.get_by_path("/a.md").content == "still here"
+            holding.set()
+            evicted.wait(10)
+            # Evicted meanwhile: the handle stays open for its user, and answers.
+            seen.append(store.get_by_path("/a.md").content or "")
+            seen.append(store.create("/b.md", "written after").path)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    assert holding.wait(10)
+    gm.open_store_cache.forget(info.id)
+    for other in others:  # and the LRU overflows past it
+        with gm.leases():
+            gm.store(ws, other.id).list()
+    assert open_files_under(gm.repo_path(info.id)) > 0  # not closed under its user
+    with gm.leases():  # another request gets a fresh handle meanwhile
+        assert gm.store(ws, info.id).get_by_path("/a.md").content == "still here"
+    gm.open_store_cache.forget(info.id)
+    evicted.set()
+    t.join()
+    assert seen == ["still here", "/b.md"]
+    # The last user returned it: closed, nothing of it left open.
+    assert open_files_under(gm.repo_path(info.id)) == 0
+    assert gm.open_stores().open_stores <= 4
+    gm.close()
+
+
+def test_an_encrypted_store_evicted_and_reopened_reads_and_takes_a_rotated_key(home: Path) -> None:
+    gm, ws = fresh(home, 4)
+    info = gm.create_store(ws, "secret", encrypted=True)
+    with gm.leases():
+        gm.store(ws, info.id).create("/k.md", "under the first key")
+    first = gm.keyring.current(info.id).key_id
+    gm.open_store_cache.forget(info.id)
+    assert open_files_under(gm.repo_path(info.id)) == 0
+    with gm.leases():
+        store = gm.store(ws, info.id)
+        assert store.get_by_path("/k.md").content == "under the first key"
+        assert store.codec.key_id == first  # type: ignore[attr-defined]
+    rotate_store_key(gm, info.id)
+    second = gm.keyring.current(info.id).key_id
+    assert second != first
+    with gm.leases():  # the cached handle had the old key: replaced on checkout, not reused
+        store = gm.store(ws, info.id)
+        assert store.codec.key_id == second  # type: ignore[attr-defined]
+        store.create("/k2.md", "under the second key")
+        assert store.get_by_path("/k.md").content == "under the first key"
+    gm.open_store_cache.forget(info.id)
+    with gm.leases():
+        assert gm.store(ws, info.id).get_by_path("/k2.md").content == "under the second key"
+    assert gm.open_stores().open_stores <= 4
+    gm.close()
+    gc.collect()  # the rotation's own repositories (a pygit2 repository is in a reference cycle)
+    assert open_files_under(gm.repo_path(info.id)) == 0
+
+
+def test_idle_stores_are_closed_by_the_sweep(home: Path) -> None:
+    gm, ws = fresh(home, 8)
+    gm.open_store_cache.idle_seconds = 0.0
+    info = gm.create_store(ws, "idle")
+    with gm.leases():
+        gm.store(ws, info.id).create("/a.md", "x")
+    assert gm.open_store_cache.sweep() >= 1
+    assert open_files_under(gm.repo_path(info.id)) == 0
+    assert gm.open_stores().idle_closes >= 1
+    gm.close()
+
+
+def test_a_store_taken_outside_a_scope_is_never_closed_under_its_holder(home: Path) -> None:
+    gm, ws = fresh(home, 2)
+    pinned = gm.create_store(ws, "pinned")
+    store = gm.store(ws, pinned.id)  # the library used directly: no scope
+    store.create("/a.md", "kept")
+    for i in range(5):
+        info = gm.create_store(ws, f"churn-{i}")
+        with gm.leases():
+            gm.store(ws, info.id).list()
+    assert store.get_by_path("/a.md").content == "kept"
+    assert gm.open_stores().pinned == 1
+    gm.close()
+
+
+def test_capacity_follows_the_open_file_limit() -> None:
+    assert capacity_for(1024) < capacity_for(4096) <= capacity_for(None)
+    assert capacity_for(256) >= 8
+    # The capacity plus its reserve fits under the limit.
+    for limit in (256, 1024, 4096):
+        assert capacity_for(limit) * 8 < limit
+    assert OpenStores().capacity == capacity_for(OpenStores().limit)
