@@ -15,13 +15,14 @@ from gitmem.cli.base import Context, main, pass_context, refusals, workspace_opt
 
 
 class _Bars:
-    """A progress bar on standard error for each phase the library reports (listing, importing), when
-    standard error is a terminal (a log gets the summary only)."""
+    """A progress bar on standard error for each phase the library reports (a count where the total is
+    not known yet: listing, reading), when standard error is a terminal (a log gets the summary only)."""
 
     def __init__(self) -> None:
         self._shows = sys.stderr.isatty()
         self._phase: str | None = None
         self._bar: Any = None
+        self._counting = False
         self._shown = 0
 
     def __call__(self, phase: str, done: int, total: int | None) -> None:
@@ -30,14 +31,21 @@ class _Bars:
         if phase != self._phase:
             self.close()
             self._phase, self._shown = phase, 0
-            self._bar = click.progressbar(length=total or 0, label=phase, file=sys.stderr, show_pos=True)
+        if total is None:  # not known yet: a count on one line
+            click.echo(f"\r{phase} {done}", file=sys.stderr, nl=False)
+            self._counting = True
+            return
+        if self._bar is None:
+            self.close()
+            self._bar = click.progressbar(length=total, label=phase, file=sys.stderr, show_pos=True)
             self._bar.__enter__()
-        if total and self._bar.length != total:
-            self._bar.length = total
         self._bar.update(done - self._shown)
         self._shown = done
 
     def close(self) -> None:
+        if self._counting:
+            click.echo("", file=sys.stderr)
+            self._counting = False
         if self._bar is not None:
             self._bar.__exit__(None, None, None)
             self._bar = None

@@ -68,6 +68,7 @@ class FolderSource:
                 continue
             when = dt.datetime.fromtimestamp(file.lstat().st_mtime, dt.UTC) if self.use_mtime else now
             self._notes.append((when, "/" + relative, text))
+        progress("reading", len(self._notes) + len(self._refused), None)
         self._notes.sort(key=lambda note: (note[0], note[1]) if self.use_mtime else (now, note[1]))
         return len(self._notes)
 
