@@ -113,8 +113,8 @@ def test_an_import_through_the_sdk_reproduces_the_version_list(source: Source, t
     store = gm.store(ws.id, report.store_id)
     assert replayed(store) == expected  # ids, operations, paths, content, actors and times
     notes = source.client().beta.memory_stores.memories.list(source.store_id, view="full", limit=20)
-    here = {n.path: (n.id, store.get(n.id).content) for n in store.list(limit=100).items}  # type: ignore[union-attr]
-    assert here == {n.path: (n.id, n.content) for n in notes}  # type: ignore[union-attr]
+    here = {n.path: (n.id, store.get(n.id).content, n.created_at, n.updated_at) for n in store.list(limit=100).items}  # type: ignore[union-attr]
+    assert here == {n.path: (n.id, n.content, n.created_at, n.updated_at) for n in notes}  # type: ignore[union-attr]
     info = gm.catalog.store(report.store_id)
     assert (info.name, info.description, info.metadata) == ("team-notes", "What we learned", {"t": "1"})
     # The redacted version stays redacted: no path, no content, in the index and in the commit.

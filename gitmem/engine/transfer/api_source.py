@@ -6,9 +6,9 @@ spooled, a page at a time, into the import's journal (``listing.jsonl``, and ``l
 next page's token and how much of the spool it covers), so an import killed while listing goes on from
 the page it had reached; the replay then reads the spool backwards, oldest first. A source's versions
 keep their ids (the ``Memory-Id`` and ``Memory-Version`` trailers: they survive every later rewrite),
-their operation, path, content, actor and time; a redacted one stays redacted. A note's creation time
-is its oldest listed version's. The SDK's ``session_actor`` is gitmem's ``task_actor``, as the API maps
-them.
+their operation, path, content, actor and time; a redacted one stays redacted. A live note's creation
+time is the server's (one listing of the notes), another's its oldest listed version's. The SDK's
+``session_actor`` is gitmem's ``task_actor``, as the API maps them.
 
 This module only calls the client it is handed; :meth:`ApiSource.connect` makes one where a program
 starts (the CLI), with the base URL and key it was given.
@@ -52,6 +52,7 @@ class ApiSource:
         self.store_id = store_id
         self.base_url = base_url.rstrip("/")
         self._spool: Path | None = None
+        self._created: dict[str, str] = {}
 
     @classmethod
     def connect(cls, base_url: str, api_key: str, store_id: str) -> ApiSource:
@@ -92,7 +93,20 @@ class ApiSource:
                 _write_state(state_path, state)
                 crash_point("listing", state["count"])
         progress("listing", state["count"], state["count"])
+        self._created = self._note_times(spool.folder / "notes.json")
         return int(state["count"])
+
+    def _note_times(self, path: Path) -> dict[str, str]:
+        """When each live note was made, as the server says (its oldest version may be gone to retention):
+        one listing of the notes, 100 a page, kept beside the spool."""
+        try:
+            return dict(json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError):
+            pass
+        notes = self.client.beta.memory_stores.memories.list(self.store_id, limit=100)
+        made = {n.id: n.created_at.isoformat() for n in notes if getattr(n, "type", "") == "memory"}
+        _write_state(path, made)
+        return made
 
     def versions(self) -> Iterator[Incoming]:
         """The spooled versions, oldest first (the spool is newest first)."""
@@ -104,7 +118,7 @@ class ApiSource:
                 if not spool.readline():
                     offsets.pop()
                     break
-            first_seen: dict[str, dt.datetime] = {}
+            first_seen = {memory_id: parse_time(when) for memory_id, when in self._created.items()}
             for offset in reversed(offsets):
                 spool.seek(offset)
                 yield incoming_from_sdk(json.loads(spool.readline()), first_seen)
@@ -127,7 +141,7 @@ def _read_state(path: Path) -> dict[str, Any]:
     return {"next_page": None, "bytes": 0, "count": 0, "listed": False}
 
 
-def _write_state(path: Path, state: dict[str, Any]) -> None:
+def _write_state(path: Path, state: dict[str, Any] | dict[str, str]) -> None:
     temporary = path.with_suffix(".tmp")
     temporary.write_text(json.dumps(state))
     os.replace(temporary, path)  # a SIGKILL leaves the old state or the new, never half of one
