@@ -78,8 +78,9 @@ COPIED_TABLES = (
     "webhook_deliveries",
     "webhook_watermarks",
     "webhooks",
+    "erasures",
 )
-IDENTITY_KEYS = {"webhook_outbox": "seq"}  # PostgreSQL's counters, moved past the copied values
+IDENTITY_KEYS = {"webhook_outbox": "seq", "erasures": "seq"}  # PostgreSQL's counters, moved past the copied values
 BATCH = 500
 
 

@@ -107,7 +107,7 @@ def resolve_conflict(conflict_id: str, body: ConflictResolve, ref: OpenStore) ->
 def redact(conflict_id: str, ref: OpenStore, principal: Caller) -> MemoryConflict:
     store = ref.open()
     store.conflicts.get(conflict_id, with_content=False)  # 404 for one the caller may not read
-    return MemoryConflict.of(redact_conflict(store, conflict_id, principal.actor), "basic")
+    return MemoryConflict.of(redact_conflict(store, conflict_id, principal.actor, ref.gm.catalog.erasures), "basic")
 
 
 def _note(store: MemoryStore, memory_id: str) -> Note | None:

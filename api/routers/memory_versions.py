@@ -6,7 +6,7 @@ import datetime as dt
 
 from fastapi import APIRouter, Query
 
-from gitmem.api.deps import Caller, Store
+from gitmem.api.deps import Caller, Engine, Store
 from gitmem.api.schemas.common import ERROR_RESPONSES, Operation, View, as_utc
 from gitmem.api.schemas.memory_versions import MemoryVersion, MemoryVersionList
 from gitmem.api.schemas.search import MemoryVersionDiff
@@ -75,5 +75,5 @@ def diff_memory_version(
 
 
 @router.post("/{memory_version_id}/redact", response_model=MemoryVersion, summary="Redact a memory version")
-def redact_memory_version(memory_version_id: str, store: Store, principal: Caller) -> MemoryVersion:
-    return MemoryVersion.of(redact(store, memory_version_id, principal.actor), "basic")
+def redact_memory_version(memory_version_id: str, store: Store, principal: Caller, gm: Engine) -> MemoryVersion:
+    return MemoryVersion.of(redact(store, memory_version_id, principal.actor, gm.catalog.erasures), "basic")

@@ -122,5 +122,5 @@ def resolve_cmd(
 def redact_cmd(ctx: Context, store_id: str, conflict_id: str, workspace: str | None) -> None:
     """Blank CONFLICT_ID: its path and text leave the repository (a history rewrite of its note's line)."""
     store = ctx.gm.store(ctx.workspace_id(workspace), store_id)
-    conflict = redact_conflict(store, conflict_id)
+    conflict = redact_conflict(store, conflict_id, ledger=ctx.gm.catalog.erasures)
     click.echo(f"redacted {conflict.id} (at {iso(conflict.redacted_at) if conflict.redacted_at else '?'})")

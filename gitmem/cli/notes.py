@@ -147,5 +147,5 @@ def redact(ctx: Context, store_id: str, version_id: str, as_user: str | None, wo
         if user.kind != "user" or user.workspace_id != workspace_id:
             raise NotFound(f"user {as_user} not found")
         actor = Actor("user_actor", user.id)
-    version = redaction.redact(ctx.gm.store(workspace_id, store_id), version_id, actor)
+    version = redaction.redact(ctx.gm.store(workspace_id, store_id), version_id, actor, ctx.gm.catalog.erasures)
     click.echo(f"redacted {version.id} at {iso(version.redacted_at)}" if version.redacted_at else version.id)

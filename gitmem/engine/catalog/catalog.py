@@ -36,6 +36,8 @@ from gitmem.db import (
 )
 from gitmem.db.migrations import Migration, migrate
 from gitmem.engine.catalog.cache import CatalogCache
+from gitmem.engine.catalog.erasures import MIGRATIONS as ERASURES
+from gitmem.engine.catalog.erasures import Erasure, ErasureLedger
 from gitmem.errors import AuthenticationFailed, InvalidRequest, NotFound
 from gitmem.model import Actor, Role, StoreInfo, StoreKind
 
@@ -53,7 +55,7 @@ CREATE TABLE IF NOT EXISTS stores (
     created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, archived_at INTEGER);
 CREATE INDEX IF NOT EXISTS stores_workspace ON stores (workspace_id, created_at, id);
 """
-MIGRATIONS = (Migration("catalog", 1, SCHEMA),)
+MIGRATIONS = (Migration("catalog", 1, SCHEMA), *ERASURES)
 CHANGES = "gitmem_catalog"  # the channel of :meth:`Catalog.on_change`: "<kind> <id>"
 
 ROLES: tuple[Role, ...] = ("admin", "read-write", "read-only")
@@ -151,6 +153,7 @@ class Catalog:
         self.clock = clock
         migrate(self.db, MIGRATIONS)
         self.cache = CatalogCache(self.db, self.on_change)
+        self.erasures = ErasureLedger(self.db)  # what was erased, for restores (gitmem.engine.catalog.erasures)
 
     @classmethod
     def for_home(cls, home: Path, url: str | None = None, clock: Clock = system_clock) -> Catalog:
@@ -418,9 +421,12 @@ class Catalog:
         return self.store(store_id)
 
     def delete_store(self, store_id: str, tx: Transaction | None = None) -> None:
-        """The store's row goes (in ``tx``, with whatever else it changes, if given)."""
+        """The store's row goes (in ``tx``, with whatever else it changes, if given), and the erasure
+        ledger says so in the same transaction: a restore from an older backup deletes it again."""
         with contextlib.nullcontext(tx) if tx is not None else self.transaction() as db:
-            db.execute("DELETE FROM stores WHERE id=?", (store_id,))
+            gone = db.execute("DELETE FROM stores WHERE id=?", (store_id,)).rowcount
+            if gone:
+                self.erasures.record(Erasure(store_id, "store_deleted", self.clock()), db)
             self.changed(db, "store", store_id)
 
 

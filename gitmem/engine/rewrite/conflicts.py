@@ -85,8 +85,11 @@ def rewrite_conflicts(
     reencode: Reencode | None = None,
     purge: bool = True,
     lock_timeout: float = 60.0,
+    erased: Callable[[ConflictRewriteReport], None] | None = None,
 ) -> ConflictRewriteReport:
-    """Apply ``plan`` (and ``reencode``) to every conflict of ``store``; see the module's docstring."""
+    """Apply ``plan`` (and ``reencode``) to every conflict of ``store``; see the module's docstring.
+    ``erased`` is told, under the locks right after the refs move, what was dropped and redacted (the
+    erasure ledger; a failure there is logged and the rewrite goes on)."""
     report = ConflictRewriteReport(store.id)
     with rewrite_lock(store.path, lock_timeout), writer_lock(store):
         repo = store.repo
@@ -107,6 +110,11 @@ def rewrite_conflicts(
         for line in lines:
             _swap(store, line)
         report.lines_changed = len(lines)
+        if erased is not None and (report.dropped or report.redacted):
+            try:
+                erased(report)
+            except Exception:
+                log.exception("%s: the erasure ledger could not record this conflict rewrite", store.id)
         if purge:
             report.purge = RewriteReport(store.id, bytes_before=objects_size(store.path))
             purge_locked(store.path)

@@ -6,13 +6,17 @@ A redacted version keeps its id, author and time and gains ``Redacted-At`` and `
 and content leave every commit, the index and the object store. The newest version of a note that still
 exists cannot be redacted (409): that would change the note. Redacting again changes nothing. Allowed on
 archived stores (no note changes).
+
+Given the home's erasure ledger (``ledger``: :attr:`gitmem.engine.catalog.catalog.Catalog.erasures`), the
+rewrite records each redaction there as it swaps history in, for restores from older backups.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gitmem.engine.rewrite.conflicts import rewrite_conflicts
+from gitmem.engine.catalog.erasures import Erasure, ErasureLedger
+from gitmem.engine.rewrite.conflicts import ConflictRewriteReport, rewrite_conflicts
 from gitmem.engine.rewrite.history import Entry
 from gitmem.engine.rewrite.purge import finish_pending_purge
 from gitmem.engine.rewrite.report import RewriteReport
@@ -29,8 +33,10 @@ __all__ = ["redact", "redact_conflict", "redact_version"]
 _NEWEST = "the newest version of a memory that still exists cannot be redacted"
 
 
-def redact_version(store: MemoryStore, version_id: str, actor: Actor | None) -> RewriteReport:
-    """Blank one version of ``store`` everywhere; what the rewrite did."""
+def redact_version(
+    store: MemoryStore, version_id: str, actor: Actor | None, ledger: ErasureLedger | None = None
+) -> RewriteReport:
+    """Blank one version of ``store`` everywhere (recorded in ``ledger``); what the rewrite did."""
     store.index.catch_up()
     row = store.index.version(version_id)
     if row is None:
@@ -55,18 +61,27 @@ def redact_version(store: MemoryStore, version_id: str, actor: Actor | None) -> 
             raise Refused(_NEWEST)
         return [target.redact(when, actor) if e is target else e for e in entries]
 
-    return rewrite_history(store, plan)
+    def erased(report: RewriteReport, blobs: frozenset[str]) -> None:
+        assert ledger is not None
+        erasure = Erasure(store.id, "redaction", store.clock(), tuple(report.redacted), (), tuple(blobs), when, actor)
+        ledger.record(erasure)
+
+    return rewrite_history(store, plan, erased=erased if ledger is not None else None)
 
 
-def redact(store: MemoryStore, version_id: str, actor: Actor | None = None) -> Version:
+def redact(
+    store: MemoryStore, version_id: str, actor: Actor | None = None, ledger: ErasureLedger | None = None
+) -> Version:
     """Blank one version of ``store`` everywhere; the version as it reads now (without content)."""
-    redact_version(store, version_id, actor)
+    redact_version(store, version_id, actor, ledger)
     version = store.version(version_id, with_content=False)
     store.announce_redaction(version)
     return version
 
 
-def redact_conflict(store: MemoryStore, conflict_id: str, actor: Actor | None = None) -> Conflict:
+def redact_conflict(
+    store: MemoryStore, conflict_id: str, actor: Actor | None = None, ledger: ErasureLedger | None = None
+) -> Conflict:
     """Blank one conflict: its path, text and hashes leave its record and its text leaves the objects;
     its id, note, author and time stay. Redacting again changes nothing."""
     conflict = store.conflicts.get(conflict_id, with_content=False)
@@ -76,5 +91,10 @@ def redact_conflict(store: MemoryStore, conflict_id: str, actor: Actor | None = 
         def plan(record: ConflictRecord) -> ConflictRecord:
             return record.redacted(when, actor) if record.conflict_id == conflict_id else record
 
-        rewrite_conflicts(store, plan)
+        def erased(report: ConflictRewriteReport) -> None:
+            assert ledger is not None
+            ids, blobs = tuple(report.redacted), tuple(report.gone)
+            ledger.record(Erasure(store.id, "conflict_redaction", store.clock(), (), ids, blobs, when, actor))
+
+        rewrite_conflicts(store, plan, erased=erased if ledger is not None else None)
     return store.conflicts.get(conflict_id, with_content=False)

@@ -9,7 +9,9 @@ version). The two newest versions of every note that still exists are always kep
 age; versions of deleted notes and redacted versions follow the age rule alone (a redacted version is
 never one of the "two newest" a note keeps). A version is expired once it is ``retention_days`` old.
 
-The server runs :class:`PruneScheduler`; people run ``gitmem prune`` (:mod:`gitmem.cli.prune`).
+The server runs :class:`PruneScheduler`; people run ``gitmem prune`` (:mod:`gitmem.cli.prune`). Every
+drop is recorded in the home's erasure ledger as it happens (:mod:`gitmem.engine.catalog.erasures`), so
+a restore from an older backup drops it again.
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ from typing import TYPE_CHECKING
 from gitmem import metrics
 from gitmem.clock import to_micros
 from gitmem.db.jobs import claim_round, holding
+from gitmem.engine.catalog.erasures import Erasure, ErasureLedger
+from gitmem.engine.rewrite.conflicts import ConflictRewriteReport, rewrite_conflicts
 from gitmem.engine.rewrite.conflicts import expired as expired_by
-from gitmem.engine.rewrite.conflicts import rewrite_conflicts
 from gitmem.engine.rewrite.fast_import import Progress
 from gitmem.engine.rewrite.history import Entry
 from gitmem.engine.rewrite.purge import finish_pending_purge
@@ -136,8 +139,9 @@ def prune_store(
     workspace_id: str | None = None,
     progress: Progress | None = None,
     lock_timeout: float = 60.0,
+    ledger: ErasureLedger | None = None,
 ) -> PruneReport:
-    """Apply the retention rule to one store (``days=None``: keep-all)."""
+    """Apply the retention rule to one store (``days=None``: keep-all), recording what it drops in ``ledger``."""
     started = time.monotonic()
     report = _report(store.id, workspace_id, days, dry_run)
     try:
@@ -147,7 +151,9 @@ def prune_store(
                 _absorb(report, finish_pending_purge(store, lock_timeout=lock_timeout))
             return report
         cutoff = (now or store.clock()) - dt.timedelta(days=days)
-        report.conflicts_dropped = _expire_conflicts(store, cutoff, dry_run=dry_run, lock_timeout=lock_timeout)
+        report.conflicts_dropped = _expire_conflicts(
+            store, cutoff, dry_run=dry_run, lock_timeout=lock_timeout, ledger=ledger
+        )
         if not dry_run and _droppable(store, cutoff) == 0:
             report.skipped = "nothing expired"
             _absorb(report, finish_pending_purge(store, lock_timeout=lock_timeout))
@@ -156,7 +162,12 @@ def prune_store(
         _absorb(
             report,
             rewrite_history(
-                store, retention_plan(cutoff), dry_run=dry_run, progress=progress, lock_timeout=lock_timeout
+                store,
+                retention_plan(cutoff),
+                dry_run=dry_run,
+                progress=progress,
+                lock_timeout=lock_timeout,
+                erased=_recorder(store, ledger) if ledger is not None else None,
             ),
         )
     except GitmemError as exc:
@@ -166,14 +177,32 @@ def prune_store(
     return report
 
 
-def _expire_conflicts(store: MemoryStore, cutoff: dt.datetime, *, dry_run: bool, lock_timeout: float) -> list[str]:
+def _recorder(store: MemoryStore, ledger: ErasureLedger) -> Callable[[RewriteReport, frozenset[str]], None]:
+    def erased(report: RewriteReport, blobs: frozenset[str]) -> None:
+        ledger.record(Erasure(store.id, "retention", store.clock(), tuple(report.dropped), (), tuple(blobs)))
+
+    return erased
+
+
+def _expire_conflicts(
+    store: MemoryStore, cutoff: dt.datetime, *, dry_run: bool, lock_timeout: float, ledger: ErasureLedger | None = None
+) -> list[str]:
     """Drop the conflicts kept at or before ``cutoff`` (the ids). Their purge is the one that follows:
     the rewrite of ``main``, or finishing the purge its marker asks for."""
     expired = [c.id for c in store.conflicts.all() if c.created_at <= cutoff]
     if dry_run or not expired:
         return expired
     micros = to_micros(cutoff)
-    return rewrite_conflicts(store, expired_by(micros), purge=False, lock_timeout=lock_timeout).dropped
+
+    def erased(report: ConflictRewriteReport) -> None:
+        assert ledger is not None
+        ledger.record(
+            Erasure(store.id, "conflict_retention", store.clock(), (), tuple(report.dropped), tuple(report.gone))
+        )
+
+    return rewrite_conflicts(
+        store, expired_by(micros), purge=False, lock_timeout=lock_timeout, erased=erased if ledger else None
+    ).dropped
 
 
 def _droppable(store: MemoryStore, cutoff: dt.datetime) -> int | None:
@@ -238,6 +267,7 @@ def prune_info(
             workspace_id=info.workspace_id,
             progress=progress,
             lock_timeout=lock_timeout,
+            ledger=gm.catalog.erasures,
         )
     finally:
         store.close()

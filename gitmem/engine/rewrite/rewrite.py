@@ -61,6 +61,10 @@ MAX_SWAP_ATTEMPTS = 20
 # A plan sees every version (oldest first) and the ids of the notes that exist at the tip, and says
 # what each becomes: the same Entry (kept as is), another Entry (blanked, or a new blob) or None (dropped).
 Plan = Callable[[Sequence[Entry], frozenset[str]], list["Entry | None"]]
+# Told, under the writer lock right after ``main`` is swapped and before the purge, what the rewrite
+# erases: its report (the versions dropped and redacted) and the blobs it purges. The erasure ledger
+# is written here (gitmem.engine.catalog.erasures); a failure is logged, and the erasure goes on.
+Erased = Callable[[RewriteReport, frozenset[str]], None]
 
 
 @dataclass
@@ -90,11 +94,15 @@ def rewrite_history(
     progress: Progress | None = None,
     lock_timeout: float = 60.0,
     landed: Callable[[Entry], Entry] | None = None,
+    erased: Erased | None = None,
+    notes_may_change: bool = False,
 ) -> RewriteReport:
     """Replay ``main`` through ``plan``, swap it in, and purge what the old history alone held.
 
     Versions that land while the rewrite runs are replayed on top as they are, or through ``landed``
-    (a key rotation re-encrypts them too)."""
+    (a key rotation re-encrypts them too). ``erased`` is told what goes (see :data:`Erased`).
+    ``notes_may_change``: the new history may end with other notes than ``main`` has (a restore
+    erasing again what a later history had erased, where the later versions are not in the backup)."""
     repo_path = store.path
     report = RewriteReport(store.id, dry_run=dry_run)
     with contextlib.nullcontext() if dry_run else rewrite_lock(repo_path, lock_timeout):
@@ -115,9 +123,9 @@ def rewrite_history(
                 report.bytes_after = objects_size(repo_path)
             return report
         with _timed(report, "rebuild"):
-            new_history, new_tip = _rebuild(repo_path, repo, planned, progress)
+            new_history, new_tip = _rebuild(repo_path, repo, planned, progress, check=not notes_may_change)
         try:
-            _swap_and_purge(store, repo, planned, new_history, new_tip, landed, report)
+            _swap_and_purge(store, repo, planned, new_history, new_tip, landed, report, erased)
         except BaseException:
             if report.new_tip is None:  # nothing swapped: forget the new history (the marker stays
                 delete_ref(repo_path, REWRITE_REF)  # harmless; it only asks for a purge)
@@ -159,13 +167,14 @@ def _snapshot_and_plan(repo: pygit2.Repository, plan: Plan, report: RewriteRepor
 
 
 def _rebuild(
-    repo_path: Path, repo: pygit2.Repository, planned: _Planned, progress: Progress | None
+    repo_path: Path, repo: pygit2.Repository, planned: _Planned, progress: Progress | None, *, check: bool = True
 ) -> tuple[NewHistory, str]:
     """Write the new history with ``git fast-import`` (no lock held) and check it ends with the same notes."""
     assert planned.snapshot is not None
     new_history = NewHistory(repo_path)
     new_tip = new_history.run(planned.kept, None, progress)
-    check_same_notes(repo, planned.snapshot, new_tip, planned.blob_map)
+    if check:
+        check_same_notes(repo, planned.snapshot, new_tip, planned.blob_map)
     checkpoint("built")
     return new_history, new_tip
 
@@ -178,8 +187,10 @@ def _swap_and_purge(
     new_tip: str,
     landed: Callable[[Entry], Entry] | None,
     report: RewriteReport,
+    erased: Erased | None = None,
 ) -> None:
-    """Under the writer lock: replay what landed since the snapshot, mark what to purge, swap ``main``, purge."""
+    """Under the writer lock: replay what landed since the snapshot, mark what to purge, swap ``main``,
+    tell ``erased``, purge."""
     repo_path = store.path
     clock = time.monotonic()
     with writer_lock(store):
@@ -193,7 +204,8 @@ def _swap_and_purge(
                 new_tip = _replay_landed(repo, planned, new_history, base, current, new_tip, landed, report)
                 base = current
             previous = read_marker(repo_path) or set()
-            write_marker(repo_path, (planned.gone | previous) - new_history.blobs)
+            purged = (planned.gone | previous) - new_history.blobs
+            write_marker(repo_path, purged)
             checkpoint("before-swap")
             if repository.compare_and_swap(repo, base, pygit2.Oid(hex=new_tip)):
                 break
@@ -201,10 +213,20 @@ def _swap_and_purge(
             raise StoreBusy(f"store {store.id} kept changing; its history was not rewritten")
         checkpoint("after-swap")
         report.new_tip = new_tip
+        _tell_erased(erased, report, frozenset(purged))
         report.timings["swap"] = time.monotonic() - clock
         clock = time.monotonic()
         purge_locked(repo_path)
     report.timings["purge"] = time.monotonic() - clock
+
+
+def _tell_erased(erased: Erased | None, report: RewriteReport, purged: frozenset[str]) -> None:
+    if erased is None or not (report.dropped or report.redacted):
+        return
+    try:
+        erased(report, purged)
+    except Exception:  # the erasure itself must go on; the ledger's gap is logged loudly
+        log.exception("%s: the erasure ledger could not record this rewrite", report.store_id)
 
 
 def _replay_landed(
@@ -244,4 +266,4 @@ def _verify_purged(repo_path: Path, shared: set[str], report: RewriteReport) -> 
     report.bytes_after = objects_size(repo_path)
 
 
-__all__ = ["Plan", "rewrite_history"]
+__all__ = ["Erased", "Plan", "rewrite_history"]
