@@ -10,7 +10,8 @@ what every command shares). ``store``: :mod:`.stores`; ``note``, ``versions``, `
 ``clone``: :mod:`.clone`; ``prune``, ``retention``: :mod:`.prune`; ``dreams``: :mod:`.dreams`;
 ``search``, ``diff``, ``restore``: :mod:`.find`; ``review``: :mod:`.review`; ``conflicts``:
 :mod:`.conflicts`; ``mcp``: :mod:`.mcp`; ``settings``: :mod:`.settings`; ``migrate``, ``db``:
-:mod:`.database`; ``export``, ``import``: :mod:`.transfer`.
+:mod:`.database`; ``export``, ``import``: :mod:`.transfer`; ``backup`` (and a backup's ``restore``):
+:mod:`.backup`.
 
 Hidden commands are what Git and agent runtimes start, not people: ``gitmem hook`` (the push hooks
 and the agent session hooks) and ``gitmem git-filter`` (the encryption filter of a clone), both in
@@ -45,6 +46,7 @@ COMMAND_MODULES = {
     "gitmem.cli.internal": ["hook", "git-filter"],
     "gitmem.cli.database": ["migrate", "db"],
     "gitmem.cli.transfer": ["export", "import"],
+    "gitmem.cli.backup": ["backup"],
 }
 
 for _module, _names in COMMAND_MODULES.items():

@@ -1,8 +1,10 @@
-"""``gitmem search``, ``gitmem diff`` and ``gitmem restore``."""
+"""``gitmem search``, ``gitmem diff`` and ``gitmem restore`` (a version; a whole backup is
+:mod:`gitmem.cli.backup`'s)."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import click
 
@@ -85,17 +87,53 @@ def diff(ctx: Context, store_id: str, version_id: str, other: str | None, worksp
 
 
 @main.command("restore")
-@click.argument("store_id")
-@click.argument("memory_id")
-@click.argument("version_id")
+@click.argument("store_id", metavar="STORE|SRC")
+@click.argument("memory_id", metavar="[MEMORY", required=False)
+@click.argument("version_id", metavar="VERSION]", required=False)
 @click.option("--if-sha256", default=None, help="Only if the note's content still has this SHA-256.")
+@click.option(
+    "--home",
+    "new_home",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="With SRC: the new, empty home to restore the backup into.",
+)
+@click.option(
+    "--master-key-file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="With SRC: the home's master key, copied into the new home (no backup holds it).",
+)
+@click.option(
+    "--erasures-from",
+    multiple=True,
+    help="With SRC: another catalog whose erasure ledger to apply (a home's folder or a postgresql:// URL).",
+)
 @workspace_option
 @pass_context
 @refusals
 def restore(
-    ctx: Context, store_id: str, memory_id: str, version_id: str, if_sha256: str | None, workspace: str | None
+    ctx: Context,
+    store_id: str,
+    memory_id: str | None,
+    version_id: str | None,
+    if_sha256: str | None,
+    new_home: Path | None,
+    master_key_file: Path | None,
+    erasures_from: tuple[str, ...],
+    workspace: str | None,
 ) -> None:
-    """Bring back VERSION's content and path as a new version of MEMORY (a deleted note comes back)."""
+    """Bring back VERSION's content and path as a new version of MEMORY (a deleted note comes back);
+    or, as ``gitmem restore SRC --home NEW``, rebuild a whole home from the backup SRC (docs/backup.md)."""
+    if memory_id is None and version_id is None:
+        if new_home is None:
+            raise click.UsageError("restoring a backup: name the new home with --home NEW")
+        from gitmem.cli.backup import restore_backup
+
+        restore_backup(ctx, Path(store_id), new_home, master_key_file, erasures_from)
+        return
+    if memory_id is None or version_id is None:
+        raise click.UsageError("restoring a version: STORE MEMORY VERSION")
     store = ctx.gm.store(ctx.workspace_id(workspace), store_id)
     note = restore_version(store, memory_id, version_id, expected_sha256=if_sha256)
     click.echo(f"restored {note.path} {note.id} {note.version_id}")

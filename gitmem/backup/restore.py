@@ -1,0 +1,162 @@
+"""``gitmem restore SRC --home NEW``: a home rebuilt from a backup (docs/backup.md).
+
+Into an empty folder (and, on PostgreSQL, an empty database) only: a restore never merges into a home.
+In order, before the restored home can serve:
+
+1. the catalog (:func:`gitmem.backup.catalog_copy.restore_catalog`) and the key ring, as the backup
+   holds them; the master key is the home's own, given as for ``gitmem serve`` (``GITMEM_MASTER_KEY``
+   or ``GITMEM_MASTER_KEY_FILE``) or copied in with ``--master-key-file``: a backup never holds it;
+2. each store's repository from its bundle, made as ``gitmem store create`` makes one (its hooks,
+   its settings), every ref the bundle holds;
+3. every erasure made after the backup, erased again (:mod:`gitmem.backup.erase_again`);
+4. each store's index rebuilt from its history, then ``gitmem fsck``'s checks of every store.
+
+``RESTORING`` in the new home marks a restore that has not finished (a crash): remove the home and
+restore again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gitmem.backup.catalog_copy import restore_catalog
+from gitmem.backup.erase_again import ErasedAgain, erase_again, later_erasures
+from gitmem.backup.layout import CATALOG, KEYS, Manifest, read_manifest, resolve
+from gitmem.crypto.master_key import MasterKeySource
+from gitmem.db import open_database
+from gitmem.durable import FsyncMode
+from gitmem.engine.fsck import check_home_store, orphan_folders
+from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.rewrite.locked_git import NO_HOOKS
+from gitmem.errors import Conflict, GitmemError, InvalidRequest
+from gitmem.git import repository
+
+log = logging.getLogger(__name__)
+
+MARKER = "RESTORING"
+MASTER_KEY_FILE = "master.key"
+
+
+@dataclass
+class RestoreReport:
+    home: Path
+    backup: Path
+    manifest: Manifest
+    stores: int = 0
+    erased: ErasedAgain = field(default_factory=ErasedAgain)
+    problems: dict[str, list[str]] = field(default_factory=dict)  # fsck's, by store
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and not self.erased.problems
+
+
+def restore_home(
+    src: Path,
+    home: Path,
+    *,
+    database: str | None = None,
+    master_key: MasterKeySource | None = None,
+    master_key_file: Path | None = None,
+    erasures_from: Sequence[str | Path] = (),
+    fsync: FsyncMode = "always",
+    on_store: Callable[[str], None] | None = None,
+) -> RestoreReport:
+    """Rebuild a home at ``home`` from the backup at ``src`` (a backup, or a destination: its newest)."""
+    clock = time.monotonic()
+    home = home.absolute()
+    backup = resolve(src.absolute())  # git runs in each store's folder
+    manifest = read_manifest(backup)
+    report = RestoreReport(home, backup, manifest)
+    _refuse_non_empty(home)
+    if _has_encrypted(backup) and master_key_file is None and not _given(master_key):
+        raise InvalidRequest(
+            "the backup holds encrypted stores and no backup holds the master key: give the home's key"
+            " with --master-key-file (or GITMEM_MASTER_KEY / GITMEM_MASTER_KEY_FILE)"
+        )
+    source_home = Path(manifest.home)
+    later, sources = later_erasures(backup, source_home if source_home != home else None, erasures_from)
+    home.mkdir(parents=True, exist_ok=True)
+    (home / MARKER).write_text("a restore into this home has not finished\n")
+    target_db = open_database(database, home / CATALOG) if database else None
+    try:
+        restore_catalog(backup / CATALOG, home, target_db)
+    finally:
+        if target_db is not None:
+            target_db.close()
+    if (backup / KEYS).is_file():
+        _private_copy(backup / KEYS, home / KEYS)
+    if master_key_file is not None:
+        _private_copy(master_key_file, home / MASTER_KEY_FILE)
+    (home / "stores").mkdir(exist_ok=True)
+    for store_id, copy in manifest.stores.items():
+        repo = home / "stores" / f"{store_id}.git"
+        repository.init_bare(repo)
+        if copy.bundle is not None:
+            _unbundle(repo, backup / copy.bundle)
+        if on_store is not None:
+            on_store(store_id)
+    gm = Gitmem.open(home, database=database, master_key=master_key, fsync=fsync)
+    try:
+        for info in gm.all_stores():
+            if info.id not in manifest.stores:  # deleted while the backup ran: its row goes too
+                gm.catalog.delete_store(info.id)
+        report.erased = erase_again(gm, later)
+        report.erased.sources = sources
+        for info in gm.all_stores():
+            gm.store(info.workspace_id, info.id).index.catch_up()
+            result = check_home_store(gm, info)
+            report.stores += 1
+            if not result.ok:
+                report.problems[info.id] = result.problems
+        for orphan in orphan_folders(gm):
+            report.problems[orphan.name] = ["no store in the catalog owns this folder"]
+    finally:
+        gm.close()
+    if report.ok:
+        (home / MARKER).unlink()
+    report.seconds = time.monotonic() - clock
+    return report
+
+
+def _refuse_non_empty(home: Path) -> None:
+    if home.exists() and (not home.is_dir() or any(home.iterdir())):
+        raise Conflict(f"{home} is not empty: a backup is restored into a new, empty home only")
+
+
+def _given(source: MasterKeySource | None) -> bool:
+    return source is not None and (source.text is not None or source.file is not None)
+
+
+def _has_encrypted(backup: Path) -> bool:
+    db = sqlite3.connect(f"file:{backup / CATALOG}?mode=ro", uri=True)
+    try:
+        return bool(db.execute("SELECT count(*) FROM stores WHERE encrypted != 0").fetchone()[0])
+    finally:
+        db.close()
+
+
+def _private_copy(source: Path, target: Path) -> None:
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as out, open(source, "rb") as f:
+        shutil.copyfileobj(f, out)
+        out.flush()
+        os.fsync(out.fileno())
+
+
+def _unbundle(repo: Path, bundle: Path) -> None:
+    """Every ref of ``bundle`` into the new repository ``repo``."""
+    result = repository.git(repo, *NO_HOOKS, "fetch", "--quiet", "--no-write-fetch-head", str(bundle), "+refs/*:refs/*")
+    if result.returncode != 0:
+        raise GitmemError(f"{bundle} could not be restored: {result.stderr.decode(errors='replace').strip()}")
+
+
+__all__ = ["MARKER", "RestoreReport", "restore_home"]
