@@ -114,6 +114,9 @@ def serve(ctx: Context, host: str, port: int, workers: int, database: str | None
     """Serve the API. On an empty home, create a workspace and an admin key first."""
     import uvicorn
 
+    if (ctx.home / "RESTORING").exists():  # gitmem.backup.restore.MARKER: erasures may not be applied yet
+        click.echo(f"gitmem: {ctx.home} holds a restore that has not finished; remove it and restore again", err=True)
+        sys.exit(1)
     _raise_open_files()
     if database is not None:
         connect(database, ctx.home, "--database").close()  # one line and exit 2 if it is unusable

@@ -2,10 +2,11 @@
 
 A backup is a copy of a moment; what was erased after that moment is still in it. The ledger is how a
 restore knows what to erase again before the restored home serves
-(docs/backup.md, "Erased stays erased"). The history rewrite writes a row the moment it erases, under the store's writer lock right
-after ``main`` is swapped (:func:`gitmem.engine.rewrite.rewrite.rewrite_history`'s ``erased``), the
-conflict rewrite right after its refs move, and :meth:`gitmem.engine.catalog.catalog.Catalog.delete_store`
-in the transaction that deletes the store's row (which is also when an encrypted store's key goes).
+(docs/backup.md, "Erased stays erased"). The history rewrite writes a row the moment it erases, under
+the store's writer lock right after ``main`` is swapped
+(:func:`gitmem.engine.rewrite.rewrite.rewrite_history`'s ``erased``); the conflict rewrite right after
+its refs move; :meth:`gitmem.engine.catalog.catalog.Catalog.delete_store` in the transaction that
+deletes the store's row (which is also when an encrypted store's key goes).
 
 A row names what was erased, never what it held: the store, the version or conflict ids, the ids of
 the blobs purged, when, and for a redaction its ``Redacted-At`` and ``Redacted-By`` (so a re-applied

@@ -194,6 +194,9 @@ def test_retention_and_a_deleted_encrypted_store_after_the_backup_stay_erased(tm
     _seed_old(tmp_path / "home", ws.id, [info.id])
     first = take_backup(home, tmp_path / "dest")
     assert secret.id in json.loads((first.folder / KEYS).read_text())["owners"]
+    master = (tmp_path / "home" / "master.key").read_bytes() if (tmp_path / "home" / "master.key").exists() else b""
+    written = [p.read_bytes() for p in first.folder.rglob("*") if p.is_file()]
+    assert not any(b"a" * 43 in data for data in written) and (not master or not any(master in d for d in written))
     prune_all(home)
     home.delete_store(ws.id, secret.id)
     second = take_backup(home, tmp_path / "dest")  # the older backup forgets the destroyed key

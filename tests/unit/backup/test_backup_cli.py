@@ -37,6 +37,9 @@ def test_backup_restore_and_prune_commands(tmp_path: Path) -> None:
     assert run("note", "get", sid, "/a.md", at=new).output == "first"
     refused = run("restore", str(dest), "--home", str(new))
     assert refused.exit_code == 1 and "is not empty" in refused.output
+    (new / "RESTORING").write_text("as a crash mid-restore leaves it")
+    unfinished = run("serve", at=new)
+    assert unfinished.exit_code == 1 and "has not finished" in unfinished.output
     pruned = run("backup", "prune", str(dest), "--older-than", "0s")
     assert pruned.output.startswith("dropped gitmem-backup-") and "1 backups dropped" in pruned.output
     assert run("backup", "prune", str(dest), "--older-than", "soon").exit_code == 2
