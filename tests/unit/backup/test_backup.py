@@ -4,9 +4,11 @@ are busy, incremental, erased stays erased, encrypted keys forgotten, old backup
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import subprocess
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,9 +21,9 @@ from gitmem.clock import FrozenClock, system_clock
 from gitmem.crypto.master_key import MasterKeySource
 from gitmem.engine.fsck import check_home_store
 from gitmem.engine.gitmem import Gitmem
-from gitmem.engine.rewrite.redaction import redact
+from gitmem.engine.rewrite.redaction import redact, redact_conflict
 from gitmem.engine.rewrite.retention import prune_all
-from gitmem.errors import Conflict
+from gitmem.errors import Conflict, PreconditionFailed
 
 OLD = dt.timedelta(days=60)
 
@@ -120,6 +122,8 @@ def test_backup_while_writers_and_retention_are_busy_restores_every_acknowledged
     for store_id, memory_id, version_id, content in before:
         version = new.store(ws.id, store_id).version(version_id)
         assert (version.memory_id, version.content) == (memory_id, content)
+    new.close()
+    gm.close()
 
 
 def _versions(gm: Gitmem, ws_id: str, store_id: str) -> list:
@@ -134,8 +138,10 @@ def _versions(gm: Gitmem, ws_id: str, store_id: str) -> list:
 
 
 @pytest.fixture
-def home(tmp_path: Path) -> Gitmem:
-    return Gitmem.open(tmp_path / "home", fsync="never")
+def home(tmp_path: Path) -> Iterator[Gitmem]:
+    gm = Gitmem.open(tmp_path / "home", fsync="never")
+    yield gm
+    gm.close()
 
 
 def test_a_version_redacted_after_the_backup_is_not_in_the_restored_objects_or_index(
@@ -163,6 +169,7 @@ def test_a_version_redacted_after_the_backup_is_not_in_the_restored_objects_or_i
     assert version.redacted_at is not None and version.content is None
     assert restored.get_by_path("/sam.md").content == "Sam likes tea"  # back to the version before
     assert [e.id for e in new.catalog.erasures.since()] == [e.id for e in home.catalog.erasures.since()]
+    new.close()
 
 
 def test_an_incremental_backup_after_three_changed_stores_copies_three(home: Gitmem, tmp_path: Path) -> None:
@@ -213,6 +220,8 @@ def test_retention_and_a_deleted_encrypted_store_after_the_backup_stay_erased(tm
     assert not new.repo_path(secret.id).exists()
     assert b"old text 0" not in _all_objects(new.repo_path(info.id))
     assert new.store(ws.id, info.id).get_by_path("/old.md").content == f"old text 4 of {info.id}"
+    new.close()
+    home.close()
 
 
 def test_restore_refuses_a_home_that_is_not_empty_and_prune_keeps_the_newest(home: Gitmem, tmp_path: Path) -> None:
@@ -230,3 +239,26 @@ def test_restore_refuses_a_home_that_is_not_empty_and_prune_keeps_the_newest(hom
     take_backup(home, dest)
     assert len(prune_backups(dest, dt.timedelta(days=30))) == 1
     assert [read_manifest(b).started_at[:4] for b in backups(dest)] == [str(system_clock().year)]
+
+
+def test_a_conflict_redacted_after_the_backup_stays_redacted(home: Gitmem, tmp_path: Path) -> None:
+    ws = home.catalog.create_workspace("team")
+    info = home.create_store(ws.id, "notes")
+    store = home.store(ws.id, info.id)
+    note = store.create("/plan.md", "base")
+    store.update(note.id, "the winner")
+    with pytest.raises(PreconditionFailed) as refused:
+        store.update(
+            note.id, content="the loser's pin is otter-2291", expected_sha256=hashlib.sha256(b"base").hexdigest()
+        )
+    conflict_id = str(refused.value.details["conflict_id"])
+    backup = take_backup(home, tmp_path / "dest").folder
+    redact_conflict(store, conflict_id, ledger=home.catalog.erasures)
+
+    report = restore_home(backup, tmp_path / "restored")
+    assert report.ok and report.erased.conflicts_erased == 1
+    new = Gitmem.open(tmp_path / "restored")
+    restored = new.store(ws.id, info.id)
+    assert restored.conflicts.get(conflict_id, with_content=False).redacted_at is not None
+    assert b"otter-2291" not in _all_objects(restored.path)
+    new.close()

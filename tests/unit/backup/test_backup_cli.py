@@ -35,6 +35,7 @@ def test_backup_restore_and_prune_commands(tmp_path: Path) -> None:
     assert restored.exit_code == 0, restored.output
     assert "gitmem fsck: every store ok" in restored.output
     assert run("note", "get", sid, "/a.md", at=new).output == "first"
+    assert run("fsck", at=new).exit_code == 0
     refused = run("restore", str(dest), "--home", str(new))
     assert refused.exit_code == 1 and "is not empty" in refused.output
     (new / "RESTORING").write_text("as a crash mid-restore leaves it")
@@ -66,3 +67,5 @@ def test_a_postgresql_home_backs_up_and_restores_into_another_database(tmp_path:
     assert [v.id for v in again.versions().items] == [v.id for v in store.versions().items]
     with pytest.raises(Exception, match="catalog already"):
         restore_home(report.folder, tmp_path / "newer", database=target)
+    new.close()
+    gm.close()
