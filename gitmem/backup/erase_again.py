@@ -110,10 +110,11 @@ def erase_again(gm: Gitmem, erasures: Sequence[Erasure]) -> ErasedAgain:
             gm.delete_store(info.workspace_id, store_id, force=True)
             done.stores_deleted.append(store_id)
         else:
-            store = gm.store(info.workspace_id, store_id)
-            _versions(store, items, done)
-            _conflicts(store, items, done)
-            done.problems += _still_readable(store, items)
+            with gm.leases():  # one store open at a time
+                store = gm.store(info.workspace_id, store_id)
+                _versions(store, items, done)
+                _conflicts(store, items, done)
+                done.problems += _still_readable(store, items)
         done.applied += items
     gm.catalog.erasures.record_all(done.applied)
     return done

@@ -112,7 +112,8 @@ def restore_home(
         report.erased = erase_again(gm, later)
         report.erased.sources = sources
         for info in gm.all_stores():
-            gm.store(info.workspace_id, info.id).index.catch_up()
+            with gm.leases():  # one store open at a time, however many there are
+                gm.store(info.workspace_id, info.id).index.catch_up()
             result = check_home_store(gm, info)
             report.stores += 1
             if not result.ok:
