@@ -79,8 +79,8 @@ def engine_ms_per_write(root: Path, writes: int, database: str) -> tuple[float, 
                 seconds[side] += sides[side].write(i)
         return seconds[0] * 1000 / writes, seconds[1] * 1000 / writes
     finally:
-        for side in sides:
-            side.gm.close()
+        for engine_store in sides:
+            engine_store.gm.close()
 
 
 @contextlib.contextmanager

@@ -13,6 +13,7 @@ On a busy machine the end-to-end rows move by more than the codec costs: compare
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import random
 import statistics
@@ -22,10 +23,14 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.store.store import MemoryStore
 from gitmem.model import Actor
+
+if TYPE_CHECKING:
+    from gitmem.crypto.codec import ContentCodec
 
 ACTOR = Actor("api_actor", "apikey_bench")
 
@@ -35,7 +40,7 @@ def _text(rng: random.Random, size: int) -> str:
     return " ".join(words)[:size]
 
 
-def _timed(fn: Callable[[], None]) -> float:
+def _timed(fn: Callable[[], object]) -> float:
     start = time.perf_counter()
     fn()
     return time.perf_counter() - start
@@ -44,6 +49,14 @@ def _timed(fn: Callable[[], None]) -> float:
 def _packed_bytes(repo: Path) -> int:
     subprocess.run(["git", "-C", str(repo), "repack", "-a", "-d", "-q"], check=True)
     return sum(p.stat().st_size for p in (repo / "objects" / "pack").glob("*.pack"))
+
+
+def _encode_all(codec: ContentCodec, data: list[bytes]) -> list[bytes]:
+    return [codec.encode(f"bench/n{i:05}.md", d) for i, d in enumerate(data)]
+
+
+def _decode_all(codec: ContentCodec, blobs: list[bytes]) -> list[bytes]:
+    return [codec.decode(f"bench/n{i:05}.md", b) for i, b in enumerate(blobs)]
 
 
 def _codec_rows(bodies: list[str]) -> list[tuple[str, float, float, str]]:
@@ -61,11 +74,9 @@ def _codec_rows(bodies: list[str]) -> list[tuple[str, float, float, str]]:
             reps = []
             for _ in range(5):
                 if name == "encode":
-                    reps.append(_timed(lambda c=c: [c.encode(f"bench/n{i:05}.md", d) for i, d in enumerate(data)]))
+                    reps.append(_timed(functools.partial(_encode_all, c, data)))
                 else:
-                    reps.append(
-                        _timed(lambda c=c, blobs=blobs: [c.decode(f"bench/n{i:05}.md", b) for i, b in enumerate(blobs)])
-                    )
+                    reps.append(_timed(functools.partial(_decode_all, c, blobs)))
             cells.append(statistics.median(reps) / len(data) * 1e6)
         rows.append((f"codec {name} (\u00b5s/note)", cells[0], cells[1], f"{cells[1] / cells[0]:.0f}x"))
     return rows

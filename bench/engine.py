@@ -26,7 +26,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import functools
 import hashlib
+import importlib.metadata
 import json
 import os
 import random
@@ -40,24 +42,23 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pygit2
 
 from bench.words import WORDS
 from gitmem import ids
+from gitmem.durable import fsync_dir
 from gitmem.engine.gitmem import Gitmem
-from gitmem.git import packing, repository
-from gitmem.git.repository import fsync_dir
-from gitmem.model import Actor
+from gitmem.git import packing
+from gitmem.model import Actor, ActorType
 
-LAYOUTS = {
+LAYOUTS: dict[str, tuple[str, Callable[[int], str]]] = {
     "folders": ("100 folders", lambda i: f"/topic-{i % 100:02d}/note-{i:05d}.md"),
     "flat": ("one flat folder", lambda i: f"/notes/note-{i:05d}.md"),
 }
-ACTORS = [
-    Actor(kind, f"{prefix}_bench{i:02d}")
-    for i, (kind, prefix) in enumerate([("task_actor", "task"), ("api_actor", "apikey"), ("user_actor", "user")] * 4)
-][:10]
+KINDS: list[tuple[ActorType, str]] = [("task_actor", "task"), ("api_actor", "apikey"), ("user_actor", "user")]
+ACTORS = [Actor(kind, f"{prefix}_bench{i:02d}") for i, (kind, prefix) in enumerate(KINDS * 4)][:10]
 READ_SAMPLES = 1000
 VERSION_SAMPLES = 500
 UPDATE_EVERY = 10  # one note in ten is updated once after the bulk write
@@ -117,7 +118,7 @@ class Run:
     by_actor_all: float | None = None
     by_actor_count: int = 0
     disk: int | None = None
-    extra: dict[str, object] = field(default_factory=dict)
+    extra: dict[str, float] = field(default_factory=dict)
 
 
 # -- gitmem -------------------------------------------------------------------------------------------
@@ -129,19 +130,19 @@ def counting_packers() -> Iterator[list[float]]:
     calls: list[float] = []
     original = packing.pack_in_background
 
-    def counted(repo_path: Path) -> None:
+    def counted(repo_path: Path, mode: packing.PackMode = "geometric", *, fsync: bool = True) -> None:
         calls.append(time.perf_counter())
-        original(repo_path)
+        original(repo_path, mode, fsync=fsync)
 
-    packing.pack_in_background = counted  # type: ignore[assignment]
+    packing.pack_in_background = counted
     try:
         yield calls
     finally:
-        packing.pack_in_background = original  # type: ignore[assignment]
+        packing.pack_in_background = original
 
 
 def wait_for_packers(repo_path: Path) -> None:
-    thread = repository._packers.get(str(repo_path))
+    thread = packing._packers.get(str(repo_path))
     if thread is not None:
         thread.join()
 
@@ -207,16 +208,17 @@ def run_gitmem(root: Path, layout: str, texts: list[str], fsync: bool, seed: int
 
     run.list_all = min(timed(list_all) for _ in range(3))
     for memory_id in rng.choices(memory_ids, k=VERSION_SAMPLES):
-        run.by_memory.append(timed(lambda m=memory_id: store.versions(memory_id=m, limit=100)))
+        run.by_memory.append(timed(functools.partial(store.versions, memory_id=memory_id, limit=100)))
     for _ in range(10):
         for actor in ACTORS:
-            kwargs = {actor.id_field: actor.id}
-            run.by_actor_first.append(timed(lambda k=kwargs: store.versions(limit=100, **k)))
+            kwargs: dict[str, Any] = {actor.id_field: actor.id}
+            run.by_actor_first.append(timed(functools.partial(store.versions, limit=100, **kwargs)))
 
     def by_actor_all() -> int:
         seen, page = 0, None
         while True:
-            result = store.versions(limit=100, page=page, **{ACTORS[0].id_field: ACTORS[0].id})
+            first: dict[str, Any] = {ACTORS[0].id_field: ACTORS[0].id}
+            result = store.versions(limit=100, page=page, **first)
             seen += len(result.items)
             page = result.next_page
             if page is None:
@@ -306,17 +308,18 @@ class FilesStore:
         return memory_id
 
     def read(self, memory_id: str) -> str:
+        path: str
         (path,) = self.db.execute("SELECT path FROM notes WHERE memory_id=?", (memory_id,)).fetchone()
         return (self.files / path[1:]).read_text()
 
-    def list_page(self, after: str, limit: int) -> list[tuple]:
+    def list_page(self, after: str, limit: int) -> list[tuple[Any, ...]]:
         return self.db.execute(
             "SELECT memory_id, path, sha256, size, version_id, created_at, updated_at FROM notes"
             " WHERE path>? ORDER BY path LIMIT ?",
             (after, limit),
         ).fetchall()
 
-    def versions(self, where: str, args: tuple, before: int | None, limit: int) -> list[tuple]:
+    def versions(self, where: str, args: tuple[object, ...], before: int | None, limit: int) -> list[tuple[Any, ...]]:
         sql = f"SELECT * FROM versions WHERE {where}" + (" AND seq<?" if before is not None else "")
         return self.db.execute(
             sql + " ORDER BY seq DESC LIMIT ?", (*args, *([before] if before is not None else []), limit)
@@ -339,7 +342,7 @@ def run_files(root: Path, layout: str, texts: list[str], fsync: bool, seed: int)
         run.update.append(time.perf_counter() - start)
     rng = random.Random(seed)
     for memory_id in rng.choices(memory_ids, k=READ_SAMPLES):
-        run.read.append(timed(lambda m=memory_id: store.read(m)))
+        run.read.append(timed(functools.partial(store.read, memory_id)))
 
     def list_all() -> None:
         count, after = 0, ""
@@ -353,11 +356,13 @@ def run_files(root: Path, layout: str, texts: list[str], fsync: bool, seed: int)
 
     run.list_all = min(timed(list_all) for _ in range(3))
     for memory_id in rng.choices(memory_ids, k=VERSION_SAMPLES):
-        run.by_memory.append(timed(lambda m=memory_id: store.versions("memory_id=?", (m,), None, 100)))
+        run.by_memory.append(timed(functools.partial(store.versions, "memory_id=?", (memory_id,), None, 100)))
     for _ in range(10):
         for actor in ACTORS:
             run.by_actor_first.append(
-                timed(lambda a=actor: store.versions("actor_type=? AND actor_id=?", (a.type, a.id), None, 100))
+                timed(
+                    functools.partial(store.versions, "actor_type=? AND actor_id=?", (actor.type, actor.id), None, 100)
+                )
             )
 
     def by_actor_all() -> int:
@@ -421,7 +426,7 @@ def ms(seconds: float | None) -> float | None:
     return None if seconds is None else seconds * 1e3
 
 
-def mib(size: int | None) -> float | None:
+def mib(size: float | None) -> float | None:
     return None if size is None else size / 2**20
 
 
@@ -502,13 +507,13 @@ def report(layout: str, n: int, sample: int, texts: list[str], gitmem: Run, file
         f"  gitmem at the end of the writes: background packing started {e['packers started']} times;"
         f" {e['packs at end of writes']} packs, {e['loose objects at end of writes']:,} loose objects",
         f"  gitmem as written (packers finished): objects {mib(e['disk as written']):.1f} MiB in"
-        f" {e['packs as written']} packs + {e['loose as written']:,} loose ="  # type: ignore[arg-type]
-        f" {e['disk as written'] / e['objects after maintenance']:.1f}x the fully packed objects",  # type: ignore[operator]
+        f" {e['packs as written']} packs + {e['loose as written']:,} loose ="
+        f" {e['disk as written'] / e['objects after maintenance']:.1f}x the fully packed objects",
         f"  gitmem after packing.pack(full=True) ({e['full pack seconds']:.1f} s): {mib(gitmem.disk):.1f} MiB"
-        f" (objects {mib(e['objects after maintenance']):.1f}, index {mib(e['index after maintenance']):.1f})",  # type: ignore[arg-type]
-        f"  the same objects all loose (git unpack-objects): {mib(e['loose equivalent']):.1f} MiB"  # type: ignore[arg-type]
-        f" = {e['loose equivalent'] / e['objects after maintenance']:.0f}x the packed objects",  # type: ignore[operator]
-        f"  files+SQLite: files {mib(files.extra['files']):.1f} MiB, SQLite {mib(files.extra['sqlite']):.1f} MiB",  # type: ignore[arg-type]
+        f" (objects {mib(e['objects after maintenance']):.1f}, index {mib(e['index after maintenance']):.1f})",
+        f"  the same objects all loose (git unpack-objects): {mib(e['loose equivalent']):.1f} MiB"
+        f" = {e['loose equivalent'] / e['objects after maintenance']:.0f}x the packed objects",
+        f"  files+SQLite: files {mib(files.extra['files']):.1f} MiB, SQLite {mib(files.extra['sqlite']):.1f} MiB",
     ]
     return "\n".join(out)
 
@@ -518,7 +523,8 @@ def environment(fsync: bool) -> str:
     load = os.getloadavg()
     return (
         f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, Python {sys.version.split()[0]}, pygit2"
-        f" {pygit2.__version__} (libgit2 {pygit2.LIBGIT2_VERSION}), {git_version}, {os.cpu_count()} CPUs,"
+        f" {importlib.metadata.version('pygit2')} (libgit2 {pygit2.LIBGIT2_VERSION}), {git_version},"
+        f" {os.cpu_count()} CPUs,"
         f" load average {load[0]:.1f}, fsync {'on' if fsync else 'off'} (gitmem and files+SQLite alike)"
     )
 

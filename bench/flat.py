@@ -57,6 +57,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from bench.engine import du
 from gitmem import ids
@@ -65,6 +66,8 @@ from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.store.store import MemoryStore
 from gitmem.git import packing, repository
 from gitmem.git.commits import VersionRecord, format_message
+
+T = TypeVar("T")
 
 SMALL_FOLDER = 100
 QUIET_WAIT_SECONDS = 10.0
@@ -133,11 +136,11 @@ def seed_notes(repo_path: Path, notes: Mapping[str, str], when: dt.datetime | No
         )
     message = format_message(records).encode()
     tip = repository.git(repo_path, "rev-parse", "-q", "--verify", repository.MAIN).stdout.decode().strip()
-    when = f"{int(now.timestamp())} +0000"
+    stamp = f"{int(now.timestamp())} +0000"
     stream = [
         b"commit %s\n" % repository.MAIN.encode(),
-        f"author gitmem <gitmem@localhost> {when}\n".encode(),
-        f"committer gitmem <gitmem@localhost> {when}\n".encode(),
+        f"author gitmem <gitmem@localhost> {stamp}\n".encode(),
+        f"committer gitmem <gitmem@localhost> {stamp}\n".encode(),
         b"data %d\n" % len(message),
         message,
         b"\n",
@@ -177,7 +180,7 @@ class Subject:
     next_number: int = 0
     times: dict[str, list[float]] = field(default_factory=dict)
 
-    def timed(self, kind: str, fn: Callable[[], object]) -> object:
+    def timed(self, kind: str, fn: Callable[[], T]) -> T:
         """Run ``fn``, keeping its wall time under ``kind`` and the CPU time of this thread (where a lone
         write is committed) under ``kind + " cpu"``: steadier than wall time on a busy machine."""
         start, cpu = time.perf_counter(), time.thread_time()
@@ -189,7 +192,7 @@ class Subject:
     def create(self, text: str, kind: str = "create") -> None:
         path = self.path_of(self.next_number)
         self.next_number += 1
-        self.ids.append(self.timed(kind, lambda: self.store.create(path, text)).id)  # type: ignore[attr-defined]
+        self.ids.append(self.timed(kind, lambda: self.store.create(path, text)).id)
 
 
 def one_round(subject: Subject, rng: random.Random, text: str) -> None:
@@ -400,11 +403,17 @@ def main(argv: list[str] | None = None) -> None:
                 f" loose objects {f['loose']}/{g['loose']}"
             )
         lines.append("")
-        f, g = listing["flat"], listing["folders"]
-        lines.append(f"{'list every note, 1,000 a page (ms)':<34}{f * 1e3:12.1f}{g * 1e3:14.1f}   {f / g:5.2f}x")
+        flat_s, folders_s = listing["flat"], listing["folders"]
+        lines.append(
+            f"{'list every note, 1,000 a page (ms)':<34}{flat_s * 1e3:12.1f}{folders_s * 1e3:14.1f}"
+            f"   {flat_s / folders_s:5.2f}x"
+        )
         for what in ("clone", "log -p"):
-            f, g = git_times["flat"][what], git_times["folders"][what]
-            lines.append(f"{'git ' + what + ' (s), stock git':<34}{f:12.2f}{g:14.2f}   {f / g:5.2f}x (works)")
+            flat_s, folders_s = git_times["flat"][what], git_times["folders"][what]
+            lines.append(
+                f"{'git ' + what + ' (s), stock git':<34}{flat_s:12.2f}{folders_s:14.2f}"
+                f"   {flat_s / folders_s:5.2f}x (works)"
+            )
         print("\n".join(lines), flush=True)
         if profile:
             out = io.StringIO()

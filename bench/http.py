@@ -57,7 +57,7 @@ class Server:
     base_url: str
     key: str
     data: Path
-    proc: subprocess.Popen
+    proc: subprocess.Popen[bytes]
     store_dir: Callable[[str], Path]
 
 
@@ -91,10 +91,11 @@ def note_text(i: int, rng: random.Random) -> str:
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
-def _start(cmd: list[str], env: dict[str, str], log: Path) -> tuple[subprocess.Popen, str]:
+def _start(cmd: list[str], env: dict[str, str], log: Path) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
     root = str(Path(__file__).resolve().parent.parent)
     env = {
@@ -110,7 +111,7 @@ def _start(cmd: list[str], env: dict[str, str], log: Path) -> tuple[subprocess.P
     return proc, f"http://127.0.0.1:{port}"
 
 
-def _wait_healthy(proc: subprocess.Popen, base_url: str, log: Path, timeout: float = 60) -> None:
+def _wait_healthy(proc: subprocess.Popen[bytes], base_url: str, log: Path, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -160,7 +161,10 @@ def servers(tmp: Path, workers: int = 1) -> Iterator[tuple[Server, Server]]:
 # -- load ---------------------------------------------------------------------------------------------
 
 
-def drive(server: Server, clients: int, jobs: list[Callable[[httpx.Client], httpx.Response]]) -> Run:
+Job = Callable[[httpx.Client], httpx.Response]  # one request, on a client of the driver's
+
+
+def drive(server: Server, clients: int, jobs: list[Job]) -> Run:
     """Run ``jobs`` (each one request) from ``clients`` threads, each with its own keep-alive client."""
     lock = threading.Lock()
     queue = iter(jobs)
@@ -192,7 +196,8 @@ def drive(server: Server, clients: int, jobs: list[Callable[[httpx.Client], http
 def create_store(server: Server, name: str) -> str:
     response = httpx.post(f"{server.base_url}/v1/memory_stores", json={"name": name}, headers={"x-api-key": server.key})
     response.raise_for_status()
-    return response.json()["id"]
+    store_id: str = response.json()["id"]
+    return store_id
 
 
 class Writer:
@@ -312,7 +317,9 @@ def main(argv: list[str] | None = None) -> int:
         many = {s.name: [create_store(s, f"bench-{k}") for k in range(8)] for s in pair}
         order = 0
 
-        def both(label: str, clients: int, make: Callable[[Server], list], goal: dict[str, tuple[float, bool]]) -> None:
+        def both(
+            label: str, clients: int, make: Callable[[Server], list[Job]], goal: dict[str, tuple[float, bool]]
+        ) -> None:
             nonlocal order
             runs: dict[str, Run] = {}
             cpu: dict[str, Cpu | None] = {}

@@ -24,13 +24,17 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from bench.words import WORDS
 from gitmem import ids
 from gitmem.clock import iso
 from gitmem.git import repository
 from gitmem.git.commits import VersionRecord, author_for, format_message
-from gitmem.model import Actor
+from gitmem.model import Actor, Operation
+
+if TYPE_CHECKING:
+    import pygit2
 
 DAYS = 120
 RETENTION_DAYS = 30
@@ -38,7 +42,7 @@ START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 END = START + dt.timedelta(days=DAYS)
 
 
-def _sig(sig) -> bytes:
+def _sig(sig: pygit2.Signature) -> bytes:
     return f"{sig.name} <{sig.email}> {sig.time} +0000".encode()
 
 
@@ -49,12 +53,12 @@ def build(repo_path: Path, notes: int, versions: int, seed: int = 1) -> dict[str
     per_note = [1] * notes
     for _ in range(versions - notes):
         per_note[rng.randrange(notes)] += 1
-    events = []  # (time, note, kind)
+    events: list[tuple[float, int, Operation]] = []  # (time, note, kind)
     for note, count in enumerate(per_note):
         times = sorted(rng.uniform(0, DAYS * 86400) for _ in range(count))
         deleted = count > 1 and rng.random() < 0.05
         for k, t in enumerate(times):
-            kind = "created" if k == 0 else ("deleted" if deleted and k == count - 1 else "modified")
+            kind: Operation = "created" if k == 0 else ("deleted" if deleted and k == count - 1 else "modified")
             events.append((t, note, kind))
     events.sort()
     memory_ids = [ids.new_id(ids.MEMORY) for _ in range(notes)]
@@ -88,7 +92,7 @@ def build(repo_path: Path, notes: int, versions: int, seed: int = 1) -> dict[str
             memory_ids[note],
             ids.new_id(ids.VERSION),
             kind,
-            path,  # type: ignore[arg-type]
+            path,
             hashlib.sha256(body).hexdigest() if body is not None else None,
             len(body) if body is not None else None,
             actor,
@@ -193,13 +197,14 @@ def run_prune(repo_path: Path, traced: bool) -> dict[str, object]:
     }
 
 
-def _subprocess(repo_path: Path, traced: bool) -> dict[str, object]:
+def _subprocess(repo_path: Path, traced: bool) -> dict[str, Any]:
     args = [sys.executable, "-m", "bench.prune", "--run", str(repo_path)] + (["--traced"] if traced else [])
     root = Path(__file__).resolve().parent.parent
     done = subprocess.run(args, capture_output=True, text=True, cwd=root, env=dict(os.environ, PYTHONPATH=str(root)))
     if done.returncode != 0:
         raise SystemExit(done.stderr)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])  # the child's JSON line
+    return report
 
 
 def _table(rows: list[tuple[str, str]]) -> None:
@@ -253,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
 
         timed = _subprocess(repo_path, traced=False)
         traced = _subprocess(copy, traced=True)
-        seconds = float(timed["seconds"])  # type: ignore[arg-type]
+        seconds = float(timed["seconds"])
         phases = timed["timings"]
         assert isinstance(phases, dict)
         mib = 1024 * 1024
@@ -267,17 +272,16 @@ def main(argv: list[str] | None = None) -> int:
                 ("blobs purged (verified) / shared", f"{timed['purged']} / {timed['shared']}"),
                 (
                     "objects before -> after",
-                    f"{int(timed['bytes_before']) / mib:.1f} MiB -> "  # type: ignore[call-overload]
-                    f"{int(timed['bytes_after']) / mib:.1f} MiB",
-                ),  # type: ignore[call-overload]
+                    f"{int(timed['bytes_before']) / mib:.1f} MiB -> {int(timed['bytes_after']) / mib:.1f} MiB",
+                ),
                 ("prune wall time", f"{seconds:.2f} s"),
                 *[
-                    (f"  phase {name}", f"{value:.2f} s, peak RSS {timed['phase_rss'].get(name, 0)} MiB")  # type: ignore[union-attr]
+                    (f"  phase {name}", f"{value:.2f} s, peak RSS {timed['phase_rss'].get(name, 0)} MiB")
                     for name, value in phases.items()
                 ],
                 ("peak RSS, pruner process", f"{timed['rss']:.0f} MiB"),
                 ("peak RSS, largest git child", f"{timed['children_rss']:.0f} MiB"),
-                ("tracemalloc peak (Python heap)", f"{int(traced['tracemalloc_peak']) / mib:.0f} MiB"),  # type: ignore[call-overload]
+                ("tracemalloc peak (Python heap)", f"{int(traced['tracemalloc_peak']) / mib:.0f} MiB"),
                 ("baseline: git repack -a -d", f"{repack_s:.2f} s"),
                 ("baseline: index rebuild (catch_up)", f"{index_s:.2f} s"),
                 ("ratio prune / git repack", f"{seconds / repack_s:.1f}x"),

@@ -97,8 +97,8 @@ def main() -> None:
     cpu_plain, wall_plain = results["plain"]
     print(f"{args.pushes} pushes a remote, one new note each; ratio = against a plain bare repository")
     print(f"  {'remote':<12}{'CPU s a push':>14}{'ratio':>8}{'wall ms a push':>17}{'ratio':>8}")
-    for remote, (cpu, wall) in results.items():
-        print(f"  {remote:<12}{cpu:14.3f}{cpu / cpu_plain:7.1f}x{wall * 1e3:17.0f}{wall / wall_plain:7.1f}x")
+    for name, (cpu, wall) in results.items():
+        print(f"  {name:<12}{cpu:14.3f}{cpu / cpu_plain:7.1f}x{wall * 1e3:17.0f}{wall / wall_plain:7.1f}x")
 
 
 if __name__ == "__main__":

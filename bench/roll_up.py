@@ -14,6 +14,7 @@ the ratios gitmem / git.
 from __future__ import annotations
 
 import argparse
+import functools
 import random
 import resource
 import shutil
@@ -85,9 +86,9 @@ def main() -> None:
                     copy = root / f"{name}-{who}-{turn}"
                     shutil.copytree(source, copy)
                     if who == "gitmem":
-                        cpu = cpu_ms(lambda c=copy: roll_up(c, depth=packing.DELTA_DEPTH, fsync=True))
+                        cpu = cpu_ms(functools.partial(roll_up, copy, depth=packing.DELTA_DEPTH, fsync=True))
                     else:
-                        cpu = cpu_ms(lambda c=copy: subprocess.run(git_repack, cwd=c, check=True))
+                        cpu = cpu_ms(functools.partial(subprocess.run, git_repack, cwd=copy, check=True))
                     seen = packing.on_disk(copy)
                     results[who].append((cpu, seen.bytes, seen.packs))
                     shutil.rmtree(copy)

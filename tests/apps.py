@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import httpx2
@@ -22,6 +22,8 @@ if TYPE_CHECKING:  # imported where used
 
 
 BASE_URL = "http://gitmem.test"
+# starlette's TestClient speaks httpx2 where it is installed (the SDK's own fork), our own clients httpx
+Response = httpx.Response | httpx2.Response
 
 
 @dataclass(frozen=True)
@@ -115,14 +117,14 @@ class InProcess:
             headers = {"authorization": f"Bearer {secret}"} if bearer else {"x-api-key": secret}
         return httpx.Client(base_url=self.base_url, headers=headers, transport=HttpxToApp(self.app_client))
 
-    def sdk(self, secret: str, **kwargs: object) -> anthropic.Anthropic:
+    def sdk(self, secret: str, **kwargs: Any) -> anthropic.Anthropic:
         """The official SDK. No retries: a retry would hide a wrong status or a missing x-should-retry."""
         import anthropic
 
         return anthropic.Anthropic(
             api_key=secret,
             base_url=self.base_url,
-            max_retries=0,  # type: ignore[arg-type]
+            max_retries=0,
             http_client=httpx2.Client(transport=Httpx2ToApp(self.app_client)),
             **kwargs,
         )
@@ -144,7 +146,7 @@ def in_process(home: Path | Gitmem, settings: Settings = QUIET) -> Iterator[InPr
         yield InProcess(gm, app_client)
 
 
-def ui_sign_in(client: httpx.Client | TestClient, secret: str, **headers: str) -> httpx.Response:
+def ui_sign_in(client: httpx.Client | TestClient, secret: str, **headers: str) -> Response:
     """Sign ``client`` in to the web view as a browser does: the form first (its token and its
     pre-session cookie), then the post (with ``headers``, e.g. an ``origin``)."""
     import re

@@ -7,9 +7,12 @@ import contextlib
 import dataclasses
 import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pygit2
 
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.index.store_index import NoteRow, VersionRow
@@ -17,6 +20,45 @@ from gitmem.engine.store.store import MemoryStore
 from gitmem.git import repository
 from gitmem.git.packing import loose_objects
 from gitmem.git.repository import MAIN
+from gitmem.model import MemoryPrefix, Note
+
+if TYPE_CHECKING:
+    from anthropic.types.beta.memory_stores import BetaManagedAgentsMemory, BetaManagedAgentsMemoryPrefix
+
+
+def listed_notes(items: Iterable[Note | MemoryPrefix]) -> list[Note]:
+    """A listing's items, each a note (a listing without ``depth`` holds no folder prefix)."""
+    found = list(items)
+    assert all(isinstance(item, Note) for item in found), found
+    return [item for item in found if isinstance(item, Note)]
+
+
+def memory(item: BetaManagedAgentsMemory | BetaManagedAgentsMemoryPrefix) -> BetaManagedAgentsMemory:
+    """An SDK listing's item, a memory (not a folder prefix)."""
+    assert item.type == "memory", item
+    return item
+
+
+def commit(found: object) -> pygit2.Commit:
+    """A Git object that is a commit (pygit2 types ``revparse_single`` and ``repo[oid]`` as any object)."""
+    assert isinstance(found, pygit2.Commit), found
+    return found
+
+
+def tree(found: object) -> pygit2.Tree:
+    assert isinstance(found, pygit2.Tree), found
+    return found
+
+
+def blob(found: object) -> pygit2.Blob:
+    assert isinstance(found, pygit2.Blob), found
+    return found
+
+
+def json_object(answer: object) -> dict[str, Any]:
+    """A JSON answer that is an object (``cast_to=object`` leaves the SDK's answer unchecked)."""
+    assert isinstance(answer, dict), answer
+    return answer
 
 
 def with_outbox(gm: Gitmem) -> Gitmem:

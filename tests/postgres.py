@@ -127,7 +127,7 @@ class Cluster:
         import psycopg
 
         with psycopg.connect(self.url(database), autocommit=True) as conn:
-            conn.execute(statement)  # type: ignore[arg-type]
+            conn.execute(statement)
 
     _names = itertools.count(1)
 

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import httpx
 
@@ -47,7 +48,8 @@ class ServerFailed(RuntimeError):
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 @contextlib.contextmanager
@@ -93,8 +95,13 @@ def serve(
 
 
 def _start(
-    home: Path | str, port: int, app: str, env: Mapping[str, str] | None, log_file, prefix: Sequence[str] = ()
-) -> subprocess.Popen:
+    home: Path | str,
+    port: int,
+    app: str,
+    env: Mapping[str, str] | None,
+    log_file: IO[bytes],
+    prefix: Sequence[str] = (),
+) -> subprocess.Popen[bytes]:
     child_env = dict(os.environ)
     child_env["GITMEM_HOME"] = str(home)
     child_env.setdefault("GITMEM_LOG_LEVEL", "WARNING")
@@ -118,7 +125,9 @@ def _start(
     return subprocess.Popen(cmd, cwd=REPO_ROOT, env=child_env, stdout=log_file, stderr=subprocess.STDOUT)
 
 
-def wait_healthy(proc: subprocess.Popen, base_url: str, timeout: float = 120.0, log: Callable[[], str] = str) -> None:
+def wait_healthy(
+    proc: subprocess.Popen[bytes], base_url: str, timeout: float = 120.0, log: Callable[[], str] = str
+) -> None:
     """Wait until the server ``proc`` answers ``/healthz`` with 200; fail with ``log()`` if it exits or
     does not answer in ``timeout`` seconds (generous: a loaded shared machine starts Python slowly)."""
     deadline = time.monotonic() + timeout
@@ -145,11 +154,11 @@ def start_gitmem_serve(port: int, env: Mapping[str, str], log: Path, *args: str)
         )
 
 
-def _wait_healthy(proc: subprocess.Popen, base_url: str, timeout: float, log_file) -> None:
+def _wait_healthy(proc: subprocess.Popen[bytes], base_url: str, timeout: float, log_file: IO[bytes]) -> None:
     wait_healthy(proc, base_url, timeout, lambda: _tail(log_file))
 
 
-def _stop(proc: subprocess.Popen) -> None:
+def _stop(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         proc.terminate()
         try:
@@ -159,6 +168,6 @@ def _stop(proc: subprocess.Popen) -> None:
             proc.wait(timeout=10)
 
 
-def _tail(log_file, limit: int = 4000) -> str:
+def _tail(log_file: IO[bytes], limit: int = 4000) -> str:
     log_file.seek(0)
     return log_file.read().decode("utf-8", "replace")[-limit:]

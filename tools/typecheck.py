@@ -18,7 +18,7 @@ from mypy.modulefinder import BuildSource
 
 from tools.layout import ROOT, package_sources
 
-CHECKED_TOO = ("tools",)  # the tests and benchmarks join once they pass strict mode
+CHECKED_TOO = ("tools", "tests", "bench")  # checked as strictly as the package
 
 
 def sources() -> list[BuildSource]:

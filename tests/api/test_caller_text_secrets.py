@@ -21,6 +21,7 @@ from gitmem.api.app import create_app
 from gitmem.api.settings import Settings
 from gitmem.engine.gitmem import Gitmem
 from gitmem.rules.filters import FilterChain
+from tests.checks import listed_notes
 
 # A GitHub token's shape with random letters: generated, never a real one.
 TOKEN = "ghp_" + "".join(random.Random(28).choices(string.ascii_letters + string.digits, k=36))
@@ -46,7 +47,7 @@ class Api:
         tasks = self.client.get("/v1/tasks", params={"limit": 100}).json()
         return (
             [(s.id, s.name, s.description, s.metadata) for s in self.gm.list_stores(ws, limit=100).items],
-            sorted((n.path, n.content_sha256) for n in store.list(limit=100).items),
+            sorted((n.path, n.content_sha256) for n in listed_notes(store.list(limit=100).items)),
             self.client.get("/v1/workers", params={"limit": 100}).json(),
             tasks,
             self.client.get(f"/v1/tasks/{self.task_id}/events").json(),

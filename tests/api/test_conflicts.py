@@ -17,6 +17,7 @@ import anyio.to_thread
 import httpx2
 import pytest
 from anthropic.lib.tools._memories import SessionMemoryStores
+from anthropic.types.beta.memory_stores import BetaManagedAgentsPreconditionParam
 
 from gitmem.agents.review.review import Reviews
 from gitmem.agents.tasks.tasks import tasks_for
@@ -32,7 +33,7 @@ def sha(text: str) -> str:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[InProcess, TestHome]]:
-    home = make_test_home(tmp_path_factory.mktemp("conflicts-api"), fsync=False)
+    home = make_test_home(tmp_path_factory.mktemp("conflicts-api"), fsync="never")
     with in_process(home.path) as ip:
         yield ip, home
 
@@ -126,7 +127,7 @@ def test_access_review_and_the_merge_extension(served: tuple[InProcess, TestHome
     store = admin.beta.memory_stores.create(name="access")
     note = admin.beta.memory_stores.memories.create(store.id, path="/a.md", content="1\n2\n3\n4\n5\n")
     admin.beta.memory_stores.memories.update(note.id, memory_store_id=store.id, content="one\n2\n3\n4\n5\n")
-    stale = {"type": "content_sha256", "content_sha256": note.content_sha256}
+    stale: BetaManagedAgentsPreconditionParam = {"type": "content_sha256", "content_sha256": note.content_sha256}
     with pytest.raises(anthropic.APIStatusError) as refused:  # the SDK sees the 409 it knows
         admin.beta.memory_stores.memories.update(
             note.id, memory_store_id=store.id, content="1\n2\n3\n4\nfive\n", precondition=stale

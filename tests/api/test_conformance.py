@@ -16,6 +16,7 @@ from anthropic.types.beta.memory_stores import (
     BetaManagedAgentsAPIActor,
     BetaManagedAgentsMemory,
     BetaManagedAgentsMemoryPrefix,
+    BetaManagedAgentsPreconditionParam,
     BetaManagedAgentsSessionActor,
     BetaManagedAgentsUserActor,
 )
@@ -23,6 +24,7 @@ from anthropic.types.beta.memory_stores import (
 from gitmem.agents.tasks.tasks import tasks_for
 from gitmem.engine.gitmem import Gitmem
 from tests.apps import InProcess, TestHome, in_process
+from tests.checks import json_object, memory
 
 
 @dataclass(frozen=True)
@@ -31,7 +33,8 @@ class Live:
     test_home: TestHome
 
     def __getattr__(self, name: str) -> str:  # the home's keys and ids: live.admin, live.reader, ...
-        return getattr(self.test_home, name)
+        found: str = getattr(self.test_home, name)
+        return found
 
     @property
     def home(self) -> Path:
@@ -78,7 +81,8 @@ def sha(text: str) -> str:
 
 def error_type(exc: anthropic.APIStatusError) -> str:
     assert isinstance(exc.body, dict), exc.body
-    return exc.body["error"]["type"]
+    found: str = exc.body["error"]["type"]
+    return found
 
 
 # -- memory stores ---------------------------------------------------------------------------------
@@ -113,21 +117,21 @@ def test_a_store_object_has_the_sdks_fields_and_gitmems_only_under_one_key(clien
     fields of the SDK's BetaManagedAgentsMemoryStore; gitmem's own (review) are under ``gitmem`` and only
     when they apply, so no null field of ours sits where the hosted API may put one of its own."""
     sdk_fields = set(BetaManagedAgentsMemoryStore.model_fields)
-    plain = client.post("/v1/memory_stores", body={"name": "exact"}, cast_to=object)
-    route = f"/v1/memory_stores/{plain['id']}"  # type: ignore[index]
+    plain = json_object(client.post("/v1/memory_stores", body={"name": "exact"}, cast_to=object))
+    route = f"/v1/memory_stores/{plain['id']}"
     answers = [
         plain,
-        client.get(route, cast_to=object),
-        client.post(route, body={"description": "d"}, cast_to=object),
-        *client.get("/v1/memory_stores", cast_to=object)["data"],  # type: ignore[index]
+        json_object(client.get(route, cast_to=object)),
+        json_object(client.post(route, body={"description": "d"}, cast_to=object)),
+        *map(json_object, json_object(client.get("/v1/memory_stores", cast_to=object))["data"]),
     ]
-    reviewed = client.post(route, body={"review": True}, cast_to=object)
-    archived = client.post(f"{route}/archive", cast_to=object)
+    reviewed = json_object(client.post(route, body={"review": True}, cast_to=object))
+    archived = json_object(client.post(f"{route}/archive", cast_to=object))
     for answer in answers:
-        assert set(answer) == sdk_fields, sorted(set(answer) ^ sdk_fields)  # type: ignore[arg-type]
+        assert set(answer) == sdk_fields, sorted(set(answer) ^ sdk_fields)
     for answer in (reviewed, archived):
-        assert set(answer) == sdk_fields | {"gitmem"}  # type: ignore[arg-type]
-        assert answer["gitmem"] == {"review": {"enabled": True, "read_approved_only": False}}  # type: ignore[index]
+        assert set(answer) == sdk_fields | {"gitmem"}
+        assert answer["gitmem"] == {"review": {"enabled": True, "read_approved_only": False}}
 
 
 def test_store_description_defaults_to_empty_string(client: anthropic.Anthropic) -> None:
@@ -246,7 +250,7 @@ def test_memory_update_content_with_precondition(client: anthropic.Anthropic, st
 def test_retry_of_landed_update_is_200_without_new_version(client: anthropic.Anthropic, store_id: str) -> None:
     memories = client.beta.memory_stores.memories
     note = memories.create(store_id, path="/retry.md", content="v1")
-    condition = {"type": "content_sha256", "content_sha256": sha("v1")}
+    condition: BetaManagedAgentsPreconditionParam = {"type": "content_sha256", "content_sha256": sha("v1")}
     first = memories.update(note.id, memory_store_id=store_id, content="v2", precondition=condition)
     again = memories.update(note.id, memory_store_id=store_id, content="v2", precondition=condition)
     assert again.memory_version_id == first.memory_version_id
@@ -350,7 +354,7 @@ def test_paging_through_130_notes(client: anthropic.Anthropic, store_id: str) ->
     # view=full clamps a page to 20 notes; the pages still add up to the whole store.
     full_page = memories.list(store_id, limit=100, view="full")
     assert len(full_page.data) == 20 and full_page.next_page
-    full = [(i.path, i.content) for i in memories.list(store_id, limit=100, view="full")]
+    full = [(i.path, memory(i).content) for i in memories.list(store_id, limit=100, view="full")]
     assert len(full) == 130 and all(path == content for path, content in full)
 
     with pytest.raises(anthropic.BadRequestError):
@@ -442,7 +446,7 @@ def test_other_workspace_sees_404(live: Live, client: anthropic.Anthropic, store
     note = client.beta.memory_stores.memories.create(store_id, path="/private.md", content="mine")
     version_id = note.memory_version_id
     outsider = live.client(live.other_workspace).beta.memory_stores
-    calls = [
+    calls: list[Callable[[], object]] = [
         lambda: outsider.retrieve(store_id),
         lambda: outsider.update(store_id, name="taken"),
         lambda: outsider.archive(store_id),
@@ -468,7 +472,7 @@ def test_read_only_key_cannot_write(live: Live, client: anthropic.Anthropic, sto
     assert reader.retrieve(store_id).id == store_id
     assert reader.memories.retrieve(note.id, memory_store_id=store_id).content == "ro"
     assert [v.memory_id for v in reader.memory_versions.list(store_id)] == [note.id]
-    writes = [
+    writes: list[Callable[[], object]] = [
         lambda: reader.create(name="nope"),
         lambda: reader.update(store_id, name="nope"),
         lambda: reader.archive(store_id),

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import anthropic
 import pytest
-from anthropic.types.beta import BetaDream
+from anthropic.types.beta import BetaDream, BetaDreamMemoryStoreInputParam
 
 from gitmem.agents.tasks.tasks import tasks_for
 from gitmem.api.settings import Settings
@@ -192,7 +192,7 @@ def test_pending_rules(idle: anthropic.Anthropic, idle_store_id: str) -> None:
 
 
 def test_refusals(live: Live, client: anthropic.Anthropic, store_id: str) -> None:
-    store = {"type": "memory_store", "memory_store_id": store_id}
+    store: BetaDreamMemoryStoreInputParam = {"type": "memory_store", "memory_store_id": store_id}
     with pytest.raises(anthropic.BadRequestError) as fast:
         client.beta.dreams.create(inputs=[store], model={"id": MODEL, "speed": "fast"})
     assert "fast" in str(fast.value)

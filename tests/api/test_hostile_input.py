@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 from gitmem.api.app import create_app
 from gitmem.api.settings import Settings
 from gitmem.engine.gitmem import Gitmem
+from tests.apps import Response
 
 
 @dataclass
@@ -120,7 +121,7 @@ def test_tokens_the_server_handed_out_still_page_and_are_bound_to_their_listing(
 SURROGATE = '"a\\udc80"'
 
 
-def _post_raw(api: Api, url: str, body: str, headers: dict[str, str] | None = None) -> object:
+def _post_raw(api: Api, url: str, body: str, headers: dict[str, str] | None = None) -> Response:
     return api.client.post(url, content=body.encode(), headers={"content-type": "application/json", **(headers or {})})
 
 

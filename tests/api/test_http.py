@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -18,7 +19,7 @@ from gitmem.api.app import create_app
 from gitmem.api.ratelimit import TokenBucketLimiter
 from gitmem.api.settings import Settings
 from gitmem.engine.gitmem import Gitmem
-from tests.apps import InProcess, TestHome, in_process, make_test_home, ui_sign_in
+from tests.apps import InProcess, Response, TestHome, in_process, make_test_home, ui_sign_in
 
 REQUEST_ID = re.compile(r"^req_[0-9A-Z]{26}$")
 
@@ -56,14 +57,15 @@ def http(live: Live) -> Iterator[httpx.Client]:
 def store_id(http: httpx.Client) -> str:
     response = http.post("/v1/memory_stores", json={"name": "raw"})
     assert response.status_code == 200, response.text
-    return response.json()["id"]
+    store: str = response.json()["id"]
+    return store
 
 
-def assert_error(response: httpx.Response, status: int, error_type: str) -> dict:
+def assert_error(response: Response, status: int, error_type: str) -> dict[str, Any]:
     """The envelope, the request id in body and header, and x-should-retry."""
     assert response.status_code == status, response.text
     assert response.headers["content-type"].startswith("application/json")
-    body = response.json()
+    body: dict[str, Any] = response.json()
     assert body["type"] == "error"
     assert body["error"]["type"] == error_type
     assert isinstance(body["error"]["message"], str) and body["error"]["message"]

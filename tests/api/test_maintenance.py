@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from gitmem.api.settings import Settings
 from gitmem.engine.gitmem import Gitmem
 from tests.apps import in_process
 
 
-def test_the_scheduled_pruner_runs_and_reports(tmp_path) -> None:
+def test_the_scheduled_pruner_runs_and_reports(tmp_path: Path) -> None:
     gm = Gitmem.open(tmp_path)
     ws = gm.catalog.create_workspace("w")
     _, admin = gm.catalog.create_api_key(ws.id, "admin")

@@ -4,6 +4,7 @@ in, one result out, with the caller's access and attribution."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -24,7 +25,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[InProcess, 
         yield server, admin, reader, store_id
 
 
-def call(live: tuple[InProcess, str, str, str], command: dict, secret: str | None = None) -> httpx.Response:
+def call(live: tuple[InProcess, str, str, str], command: dict[str, Any], secret: str | None = None) -> httpx.Response:
     server, admin, _reader, store_id = live
     with server.http(secret or admin) as http:
         return http.post(f"/v1/memory_stores/{store_id}/memory_tool", json=command)

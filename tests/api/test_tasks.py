@@ -17,7 +17,8 @@ from fastapi.testclient import TestClient
 from gitmem.agents.tasks.tasks import tasks_for
 from gitmem.api.app import Settings, create_app
 from gitmem.engine.gitmem import Gitmem
-from tests.apps import InProcess, TestHome, in_process
+from tests.apps import InProcess, Response, TestHome, in_process
+from tests.checks import commit
 
 # -- fixtures --------------------------------------------------------------------------------------
 
@@ -48,21 +49,23 @@ def api(live: Live) -> Iterator[httpx.Client]:
         yield client
 
 
-def ok(response: httpx.Response, status: int = 200) -> Any:
+def ok(response: Response, status: int = 200) -> Any:
     assert response.status_code == status, response.text
     return response.json()
 
 
-def refused(response: httpx.Response, status: int, error_type: str) -> str:
+def refused(response: Response, status: int, error_type: str) -> str:
     assert response.status_code == status, response.text
     body = response.json()
     assert body["type"] == "error" and body["error"]["type"] == error_type, body
     assert body["request_id"].startswith("req_")
-    return body["error"]["message"]
+    message: str = body["error"]["message"]
+    return message
 
 
 def new_store(api: httpx.Client, name: str, description: str = "") -> str:
-    return ok(api.post("/v1/memory_stores", json={"name": name, "description": description}))["id"]
+    store: str = ok(api.post("/v1/memory_stores", json={"name": name, "description": description}))["id"]
+    return store
 
 
 def resource(store_id: str, **extra: object) -> dict[str, object]:
@@ -173,7 +176,7 @@ def test_task_with_read_only_and_read_write_stores(live: Live, api: httpx.Client
                     json={"content": "the build needs make and git"},
                 )
             )
-        log = Gitmem.open(live.home).store(live.workspace_id, rw).repo.revparse_single("main")
+        log = commit(Gitmem.open(live.home).store(live.workspace_id, rw).repo.revparse_single("main"))
         assert log.author.name == task["id"] and f"task_actor task_id={task['id']}" in log.message
 
         # A read-only store can be read but not written: 403.
@@ -246,7 +249,7 @@ def test_task_refusals(live: Live, api: httpx.Client) -> None:
     ok(api.post(f"/v1/memory_stores/{archived}/archive"))
     worker = ok(api.post("/v1/workers", json={"name": "w"}))
 
-    def create(*resources: dict, client: httpx.Client = api) -> httpx.Response:
+    def create(*resources: dict[str, Any], client: httpx.Client = api) -> httpx.Response:
         return client.post("/v1/tasks", json={"worker_id": worker["id"], "resources": list(resources)})
 
     refused(create(resource(store, access="write")), 400, "invalid_request_error")
@@ -345,7 +348,7 @@ def test_events_are_append_only_and_paged(live: Live, api: httpx.Client) -> None
 
     seen, page = [], None
     while True:
-        params: dict[str, object] = {"limit": 4}
+        params: dict[str, str | int] = {"limit": 4}
         if page:
             params["page"] = page
         body = ok(api.get(events_url, params=params))

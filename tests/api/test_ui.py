@@ -19,7 +19,7 @@ from gitmem.engine.rewrite import redaction
 from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import PreconditionFailed
 from gitmem.model import Actor
-from tests.apps import ui_sign_in
+from tests.apps import Response, ui_sign_in
 
 EVIL_NOTE = """# Sam
 
@@ -117,6 +117,7 @@ def test_sign_in_takes_this_browsers_own_form_from_this_site(world: World) -> No
         {"data": {"secret": world.admin}},
         {"data": {"secret": world.admin, "csrf_token": csrf(forged)}},
     ]
+    refused: Response
     for attempt in attempts:
         refused = victim.post("/ui/sign-in", follow_redirects=False, **attempt)  # type: ignore[arg-type]
         assert refused.status_code == 403 and COOKIE not in refused.headers.get("set-cookie", "")

@@ -25,9 +25,9 @@ import pytest
 
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.index.postgres_schema import STORE_LOCK_TIMEOUT_SECONDS
-from tests import postgres
+from tests import REPO_ROOT, postgres
 from tests.checks import git
-from tests.server import REPO_ROOT, _start, _stop, _wait_healthy, free_port
+from tests.server import _start, _stop, _wait_healthy, free_port
 
 pytestmark = pytest.mark.slow
 

@@ -102,7 +102,7 @@ def refused_within(seconds: float, write: Callable[[], object], error: type[Exce
 def raw_sql(url: str, sql: str, params: tuple[object, ...]) -> None:
     """A change made behind gitmem's back: no notification goes out."""
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(sql, params)  # type: ignore[arg-type]
+        conn.execute(sql, params)
 
 
 def test_a_node_keeps_what_every_write_asks_until_it_is_told_of_a_change(

@@ -31,9 +31,9 @@ from gitmem.config.values import from_environment
 from gitmem.engine.catalog.catalog import Workspace
 from gitmem.engine.gitmem import Gitmem
 from gitmem.model import Note
+from tests import REPO_ROOT
 from tests.apps import Httpx2ToApp
 from tests.checks import assert_fsck_clean, store_state
-from tests.server import REPO_ROOT
 
 MODEL = "claude-opus-4-7"
 DEADLINE = 20.0

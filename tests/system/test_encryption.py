@@ -28,7 +28,8 @@ from gitmem.engine.rewrite.rotation import blob_key_ids, rotate_store_key
 from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import PreconditionFailed
 from gitmem.model import Actor, StoreInfo
-from tests.checks import assert_fsck_clean, git
+from tests.checks import assert_fsck_clean, git, listed_notes
+from tests.checks import blob as blob_of
 from tests.server import RealServer
 
 SECRETS = {
@@ -97,7 +98,7 @@ def all_blobs(repo: Path) -> Iterator[bytes]:
     for line in listing.decode().splitlines():
         oid, kind = line.split()
         if kind == "blob":
-            yield handle[oid].data
+            yield blob_of(handle[oid]).data
 
 
 def raw_files(repo: Path) -> Iterator[tuple[Path, bytes]]:
@@ -309,7 +310,7 @@ def test_rotation_leaves_nothing_the_old_key_can_read(gm: Gitmem, workspace: Wor
         (v.id, v.operation, v.path, v.content_sha256, v.created_by, v.created_at)
         for v in store.versions(limit=100).items
     ]
-    before_notes = {n.path: store.get(n.id).content for n in store.list(limit=100).items}
+    before_notes = {n.path: store.get(n.id).content for n in listed_notes(store.list(limit=100).items)}
 
     readable = SivCodec(old_key, encrypted.id)
     for blob in all_blobs(repo):  # before: the old key reads every blob
@@ -345,12 +346,12 @@ def test_rotation_leaves_nothing_the_old_key_can_read(gm: Gitmem, workspace: Wor
         (v.id, v.operation, v.path, v.content_sha256, v.created_by, v.created_at)
         for v in store.versions(limit=100).items
     ] == before_versions
-    assert {n.path: store.get(n.id).content for n in store.list(limit=100).items} == before_notes
+    assert {n.path: store.get(n.id).content for n in listed_notes(store.list(limit=100).items)} == before_notes
     assert_fsck_clean(repo)
     assert_no_plaintext(repo)
     # A reindex from the history alone gives the same answers; writes go on under the new key.
     store.index.rebuild()
-    assert {n.path: store.get(n.id).content for n in store.list(limit=100).items} == before_notes
+    assert {n.path: store.get(n.id).content for n in listed_notes(store.list(limit=100).items)} == before_notes
     assert [c.content for c in store.conflicts.list(with_content=True).items] == [LOST_EDIT]  # re-encrypted too
     store.create("/after-rotation.md", "new")
     assert set(blob_key_ids(repo)) == {new_key.key_id}
@@ -471,7 +472,7 @@ def test_a_cached_store_writes_with_the_key_rotated_by_another_process(gm: Gitme
     store = gm.store(workspace.id, info.id)  # the server's cached store had the retired key
     store.create("/after.md", "new key")
     assert set(blob_key_ids(gm.repo_path(info.id))) == {gm.keyring.current(info.id).key_id}
-    assert {n.path: store.get(n.id).content for n in store.list().items} == {
+    assert {n.path: store.get(n.id).content for n in listed_notes(store.list().items)} == {
         "/after.md": "new key",
         "/before.md": "old key",
     }

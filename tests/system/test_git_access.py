@@ -14,12 +14,14 @@ from pathlib import Path
 
 import anthropic
 import pytest
+from anthropic.types.beta.memory_stores import BetaManagedAgentsUserActor
 from click.testing import CliRunner
 
 from gitmem.agents.tasks.tasks import tasks_for
 from gitmem.cli import main
 from gitmem.engine.gitmem import Gitmem
 from tests.apps import make_test_home
+from tests.checks import memory
 from tests.server import RealServer
 
 # The real git client against a real uvicorn: the network is the point.
@@ -113,8 +115,11 @@ def test_pushed_edit_is_a_version_by_the_user(site: Site, tmp_path: Path) -> Non
         ("created", "/people/ana.md"),
         ("modified", "/people/sam.md"),
     ]
-    assert all(v.created_by.type == "user_actor" and v.created_by.user_id == site.user_id for v in versions[:2])
-    notes = {m.path: m for m in client.beta.memory_stores.memories.list(store_id, view="full")}
+    assert all(
+        isinstance(v.created_by, BetaManagedAgentsUserActor) and v.created_by.user_id == site.user_id
+        for v in versions[:2]
+    )
+    notes = {m.path: memory(m) for m in client.beta.memory_stores.memories.list(store_id, view="full")}
     assert notes["/people/sam.md"].content == "new from my editor"
     assert (
         git("rev-parse", "HEAD", cwd=work).stdout
@@ -154,14 +159,14 @@ def test_only_users_with_write_access_push(site: Site, tmp_path: Path) -> None:
     assert as_reader.returncode != 0 and "may only read" in as_reader.stderr
     as_key = git("push", "origin", "main", cwd=work, secret=site.admin, check=False)
     assert as_key.returncode != 0 and "user's token" in as_key.stderr
-    assert site.sdk().beta.memory_stores.memories.list(store_id, view="full").data[0].content == "a"
+    assert memory(site.sdk().beta.memory_stores.memories.list(store_id, view="full").data[0]).content == "a"
     git("push", "-q", "origin", "main", cwd=work, secret=site.user)  # a user with write access may
     git("reset", "-q", "--hard", "HEAD~1", cwd=work)
     (work / "a.md").write_text("history rewritten")
     git("commit", "-qam", "rewrite", cwd=work)
     forced = git("push", "--force", "origin", "main", cwd=work, secret=site.user, check=False)
     assert forced.returncode != 0
-    assert site.sdk().beta.memory_stores.memories.list(store_id, view="full").data[0].content == "changed"
+    assert memory(site.sdk().beta.memory_stores.memories.list(store_id, view="full").data[0]).content == "changed"
 
 
 def test_no_key_wrong_key_and_other_workspaces_cannot_clone(site: Site, tmp_path: Path) -> None:
@@ -220,7 +225,7 @@ def test_unreachable_objects_are_not_served(site: Site, tmp_path: Path) -> None:
 def test_a_redacted_version_cannot_be_fetched_by_id(site: Site, tmp_path: Path) -> None:
     client = site.sdk()
     store_id = new_store(site, {"/plan.md": "the secret plan"})
-    note = next(iter(client.beta.memory_stores.memories.list(store_id)))
+    note = memory(next(iter(client.beta.memory_stores.memories.list(store_id))))
     client.beta.memory_stores.memories.update(note.id, memory_store_id=store_id, content="the public plan")
     work = clone(site, store_id, tmp_path / "before", site.reader)  # a clone from before the rewrite
     repo = Gitmem.open(site.home).repo_path(store_id)

@@ -179,7 +179,7 @@ def test_an_index_behind_main_catches_up_from_history(pg_store: MemoryStore) -> 
     # A node that died between moving main and committing its index rows leaves exactly this.
     plumbing_commit(pg_store, {"b.md": "two"}, "by hand\n", when=dt.datetime(2026, 3, 1, tzinfo=dt.UTC))
     assert pg_store.index.indexed_tip() != str(repository.read_tip(pg_store.repo))
-    assert sorted(n.path for n in pg_store.list().items) == ["/a.md", "/b.md"]  # type: ignore[union-attr]
+    assert sorted(n.path for n in pg_store.list().items) == ["/a.md", "/b.md"]
     assert pg_store.index.indexed_tip() == str(repository.read_tip(pg_store.repo))
 
 
@@ -205,7 +205,7 @@ def test_the_writer_lock_holds_across_connections_and_times_out(
     release.set()
     holder.join()
     assert other_node.create("/free.md", "y").path == "/free.md"
-    assert [n.path for n in pg_store.list().items] == ["/free.md"]  # type: ignore[union-attr]
+    assert [n.path for n in pg_store.list().items] == ["/free.md"]
     other_node.close()
 
 

@@ -12,6 +12,7 @@ import random
 import string
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,8 +30,9 @@ from mcp.client.streamable_http import streamable_http_client
 from gitmem.agents.tasks.tasks import tasks_for
 from gitmem.api.app import create_app
 from gitmem.engine.gitmem import Gitmem
+from tests import REPO_ROOT
 from tests.apps import make_test_home
-from tests.server import REPO_ROOT, RealServer
+from tests.server import RealServer
 
 # MCP over real HTTP (a live uvicorn) and the stdio bridge in a subprocess.
 pytestmark = pytest.mark.slow
@@ -102,7 +104,7 @@ def live(real_server: RealServer) -> Home:
 
 
 @asynccontextmanager
-async def session(url: str, token: str):
+async def session(url: str, token: str) -> AsyncIterator[ClientSession]:
     async with (
         httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http,
         streamable_http_client(f"{url}/mcp", http_client=http) as (read, write),
@@ -126,7 +128,8 @@ def rest_memory_tool(live: Home, token: str, store_id: str, command: dict[str, A
         timeout=30,
     )
     assert response.status_code == 200, response.text
-    return response.json()
+    answer: dict[str, Any] = response.json()
+    return answer
 
 
 def test_lists_the_tools(live: Home) -> None:

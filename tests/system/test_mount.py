@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anthropic
 import pytest
@@ -20,9 +21,11 @@ from gitmem.engine.gitmem import Gitmem
 from gitmem.sync.merge import merge3, merge3_git, merge3_python
 from gitmem.sync.mount import Mount, MountSpec, conflict_path, is_ignored, task_mount_specs
 from gitmem.sync.remote import MemoryStoreRemote, RemoteEntry
+from tests.checks import memory
 from tests.server import RealServer
 
 WAIT = 10.0
+Mounted = Callable[..., Mount]  # the fixture: mounted(store_id, folder=None, **options)
 
 # watchdog's inotify emitter warns when a new folder is filled faster than it adds the watch; harmless here
 # Mounts sync with a real uvicorn over the network, as they would from another machine.
@@ -57,12 +60,12 @@ def store_id(client: anthropic.Anthropic, request: pytest.FixtureRequest) -> str
 
 
 @pytest.fixture
-def mounted(client: anthropic.Anthropic, tmp_path: Path) -> Iterator[Callable[..., Mount]]:
+def mounted(client: anthropic.Anthropic, tmp_path: Path) -> Iterator[Mounted]:
     """Start a mount of a store on a folder; every mount is stopped at the end."""
     mounts: list[Mount] = []
 
     def make(store: str, folder: Path | None = None, **kwargs: object) -> Mount:
-        options: dict = {"debounce": 0.1, "poll_interval": 0.2, **kwargs}
+        options: dict[str, Any] = {"debounce": 0.1, "poll_interval": 0.2, **kwargs}
         mount = Mount(MemoryStoreRemote(client, store), folder or tmp_path / "mnt", **options)
         mount.start()
         mounts.append(mount)
@@ -87,7 +90,9 @@ def notes(client: anthropic.Anthropic, store: str) -> dict[str, tuple[str, str]]
     """path -> (id, content) of every note in the store."""
     out = {}
     for item in client.beta.memory_stores.memories.list(store, view="full", limit=20):
-        out[item.path] = (item.id, item.content)
+        note = memory(item)
+        assert note.content is not None, note  # view=full carries every note's content
+        out[note.path] = (note.id, note.content)
     return out
 
 
@@ -115,7 +120,9 @@ def write(file: Path, text: str) -> None:
 # -- materialise ------------------------------------------------------------------------------------------
 
 
-def test_materialises_nested_notes(client, store_id, mounted, tmp_path):
+def test_materialises_nested_notes(
+    client: anthropic.Anthropic, store_id: str, mounted: Mounted, tmp_path: Path
+) -> None:
     memories = client.beta.memory_stores.memories
     memories.create(store_id, path="/top.md", content="top\n")
     memories.create(store_id, path="/people/sam.md", content="Sam likes tea\n")
@@ -133,7 +140,9 @@ def test_materialises_nested_notes(client, store_id, mounted, tmp_path):
     assert files == ["empty.md", "people/sam.md", "projects/acme/plan.md", "top.md"]  # no temp files left
 
 
-def test_clean_removes_files_that_are_not_notes(client, store_id, mounted, tmp_path):
+def test_clean_removes_files_that_are_not_notes(
+    client: anthropic.Anthropic, store_id: str, mounted: Mounted, tmp_path: Path
+) -> None:
     client.beta.memory_stores.memories.create(store_id, path="/keep.md", content="keep\n")
     folder = tmp_path / "bank"
     write(folder / "stray.md", "left over\n")
@@ -143,7 +152,9 @@ def test_clean_removes_files_that_are_not_notes(client, store_id, mounted, tmp_p
     assert set(notes(client, store_id)) == {"/keep.md"}
 
 
-def test_files_already_in_the_folder_are_kept(client, store_id, mounted, tmp_path):
+def test_files_already_in_the_folder_are_kept(
+    client: anthropic.Anthropic, store_id: str, mounted: Mounted, tmp_path: Path
+) -> None:
     client.beta.memory_stores.memories.create(store_id, path="/same.md", content="same\n")
     client.beta.memory_stores.memories.create(store_id, path="/differs.md", content="the store's\n")
     folder = tmp_path / "mnt"
@@ -163,7 +174,9 @@ def test_files_already_in_the_folder_are_kept(client, store_id, mounted, tmp_pat
     }
 
 
-def test_read_only_mount_moves_a_differing_local_file_aside(client, store_id, mounted, tmp_path):
+def test_read_only_mount_moves_a_differing_local_file_aside(
+    client: anthropic.Anthropic, store_id: str, mounted: Mounted, tmp_path: Path
+) -> None:
     client.beta.memory_stores.memories.create(store_id, path="/x.md", content="store\n")
     folder = tmp_path / "ro"
     write(folder / "x.md", "local\n")
@@ -177,7 +190,9 @@ def test_read_only_mount_moves_a_differing_local_file_aside(client, store_id, mo
 # -- local -> store ---------------------------------------------------------------------------------------
 
 
-def test_local_create_edit_rename_delete_reach_the_store(client, store_id, mounted, tmp_path):
+def test_local_create_edit_rename_delete_reach_the_store(
+    client: anthropic.Anthropic, store_id: str, mounted: Mounted, tmp_path: Path
+) -> None:
     mounted(store_id)
     folder = tmp_path / "mnt"
 
@@ -222,7 +237,9 @@ def test_local_create_edit_rename_delete_reach_the_store(client, store_id, mount
     ]
 
 
-def test_editor_temp_files_and_refused_paths_are_not_synced(client, store_id, mounted, tmp_path):
+def test_editor_temp_files_and_refused_paths_are_not_synced(
+    client: anthropic.Anthropic, store_id: str, mounted: Mounted, tmp_path: Path
+) -> None:
     mount = mounted(store_id)
     folder = tmp_path / "mnt"
     for name in [
@@ -253,7 +270,9 @@ def test_editor_temp_files_and_refused_paths_are_not_synced(client, store_id, mo
 # -- store -> local ---------------------------------------------------------------------------------------
 
 
-def test_changes_made_elsewhere_arrive(client, store_id, mounted, tmp_path):
+def test_changes_made_elsewhere_arrive(
+    client: anthropic.Anthropic, store_id: str, mounted: Mounted, tmp_path: Path
+) -> None:
     memories = client.beta.memory_stores.memories
     kept = memories.create(store_id, path="/a.md", content="a\n")
     mount = mounted(store_id)
@@ -280,7 +299,9 @@ def test_changes_made_elsewhere_arrive(client, store_id, mounted, tmp_path):
 # -- read-only --------------------------------------------------------------------------------------------
 
 
-def test_read_only_store_is_read_only_on_disk_and_never_pushed(client, store_id, mounted, tmp_path, caplog):
+def test_read_only_store_is_read_only_on_disk_and_never_pushed(
+    client: anthropic.Anthropic, store_id: str, mounted: Mounted, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     client.beta.memory_stores.memories.create(store_id, path="/docs/guide.md", content="the guide\n")
     folder = tmp_path / "ro"
     mount = mounted(store_id, folder, read_only=True)
@@ -326,7 +347,9 @@ def test_read_only_store_is_read_only_on_disk_and_never_pushed(client, store_id,
 LINES = "".join(f"line {i}\n" for i in range(1, 11))
 
 
-def test_concurrent_non_overlapping_edits_merge(client, store_id, mounted, tmp_path):
+def test_concurrent_non_overlapping_edits_merge(
+    client: anthropic.Anthropic, store_id: str, mounted: Mounted, tmp_path: Path
+) -> None:
     note = client.beta.memory_stores.memories.create(store_id, path="/shared.md", content=LINES)
     mount = mounted(store_id, poll_interval=3600)  # only the precondition can notice the other edit
     file = tmp_path / "mnt" / "shared.md"
@@ -343,7 +366,9 @@ def test_concurrent_non_overlapping_edits_merge(client, store_id, mounted, tmp_p
     assert list((tmp_path / "mnt").iterdir()) == [file]
 
 
-def test_overlapping_edits_keep_both_sides(client, store_id, mounted, tmp_path):
+def test_overlapping_edits_keep_both_sides(
+    client: anthropic.Anthropic, store_id: str, mounted: Mounted, tmp_path: Path
+) -> None:
     note = client.beta.memory_stores.memories.create(store_id, path="/notes/shared.md", content=LINES)
     mount = mounted(store_id, poll_interval=3600)
     file = tmp_path / "mnt" / "notes" / "shared.md"
@@ -365,7 +390,9 @@ def test_overlapping_edits_keep_both_sides(client, store_id, mounted, tmp_path):
     assert mount.status.conflicts == 1
 
 
-def test_local_delete_of_a_note_changed_elsewhere_keeps_the_change(client, store_id, mounted, tmp_path):
+def test_local_delete_of_a_note_changed_elsewhere_keeps_the_change(
+    client: anthropic.Anthropic, store_id: str, mounted: Mounted, tmp_path: Path
+) -> None:
     note = client.beta.memory_stores.memories.create(store_id, path="/x.md", content="x\n")
     mount = mounted(store_id, poll_interval=3600)
     client.beta.memory_stores.memories.update(note.id, memory_store_id=store_id, content="x, newer\n")
@@ -378,7 +405,9 @@ def test_local_delete_of_a_note_changed_elsewhere_keeps_the_change(client, store
 # -- stop -------------------------------------------------------------------------------------------------
 
 
-def test_stop_mid_burst_loses_nothing(client, store_id, mounted, tmp_path):
+def test_stop_mid_burst_loses_nothing(
+    client: anthropic.Anthropic, store_id: str, mounted: Mounted, tmp_path: Path
+) -> None:
     mount = mounted(store_id, debounce=0.3)
     folder = tmp_path / "mnt"
     for i in range(50):
@@ -392,7 +421,7 @@ def test_stop_mid_burst_loses_nothing(client, store_id, mounted, tmp_path):
 # -- the CLI and the pieces -------------------------------------------------------------------------------
 
 
-def test_cli_mount_once(client, store_id, live, tmp_path):
+def test_cli_mount_once(client: anthropic.Anthropic, store_id: str, live: Live, tmp_path: Path) -> None:
     client.beta.memory_stores.memories.create(store_id, path="/cli/a.md", content="from the store\n")
     write(tmp_path / "cli-mnt" / "local.md", "from the folder\n")
     result = CliRunner().invoke(
@@ -407,7 +436,7 @@ def test_cli_mount_once(client, store_id, live, tmp_path):
     assert usage.exit_code == 2
 
 
-def test_task_mount_specs():
+def test_task_mount_specs() -> None:
     payload = {
         "type": "task_memory",
         "task_id": "task_1",
@@ -455,7 +484,7 @@ def test_task_mount_specs():
     assert task_mount_specs([{"id": "memstore_x", "name": "a/b"}]) == [MountSpec("memstore_x", False, "a_b")]
 
 
-def test_ignored_names_and_conflict_names():
+def test_ignored_names_and_conflict_names() -> None:
     for path in [
         "/.x.md.swp",
         "/x.md.swp",
@@ -477,7 +506,7 @@ def test_ignored_names_and_conflict_names():
     assert conflict_path("/a/README", "0123456789") == "/a/README.conflict-01234567"
 
 
-def test_merge_git_and_python_agree():
+def test_merge_git_and_python_agree() -> None:
     base = LINES
     ours, theirs = base.replace("line 1\n", "one\n"), base.replace("line 10\n", "ten\n")
     for fn in (merge3_git, merge3_python):
@@ -488,7 +517,7 @@ def test_merge_git_and_python_agree():
     assert merge3("a", "a\nb", "a\nb", use_git=True).text == "a\nb"
 
 
-def test_remote_entry_contract(client, store_id):
+def test_remote_entry_contract(client: anthropic.Anthropic, store_id: str) -> None:
     """The SDK-backed Remote: ids stable over renames, sha256 preconditions, typed failures."""
     from gitmem.sync.remote import RemoteNotFound, RemotePathConflict, RemotePreconditionFailed
 

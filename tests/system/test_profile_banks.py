@@ -19,8 +19,9 @@ import pytest
 
 from gitmem.banks.profiles import profiles_for
 from gitmem.engine.gitmem import Gitmem
+from tests import REPO_ROOT
 from tests.apps import InProcess, in_process
-from tests.server import REPO_ROOT, serve
+from tests.server import serve
 
 KIB = 1024
 MIB = 1024 * 1024
@@ -74,7 +75,8 @@ def sam(env: Env) -> Iterator[httpx.Client]:
 def profile_id(sam: httpx.Client) -> str:
     response = sam.post("/v1/profiles", json={"name": "research"})
     assert response.status_code == 200, response.text
-    return response.json()["id"]
+    found: str = response.json()["id"]
+    return found
 
 
 def put(client: httpx.Client, profile_id: str, path: str, content: str, **headers: str) -> httpx.Response:
@@ -87,7 +89,8 @@ def error(response: httpx.Response, status: int, kind: str) -> str:
     assert response.status_code == status, response.text
     body = response.json()
     assert body["type"] == "error" and body["error"]["type"] == kind and body["request_id"].startswith("req_")
-    return body["error"]["message"]
+    message: str = body["error"]["message"]
+    return message
 
 
 def wait_for(check: Callable[[], bool], timeout: float = 15.0) -> None:
@@ -190,7 +193,9 @@ def test_seed_walkthrough(env: Env, sam: httpx.Client, profile_id: str) -> None:
     info = profiles_for(env.gm).get(env.workspace_id, env.sam_id, profile_id)
     versions = env.gm.store(env.workspace_id, info.bank_store_id).versions(limit=100).items
     assert [v.operation for v in versions] == ["deleted", "created", "modified", "created"]
-    assert {(v.created_by.type, v.created_by.id) for v in versions} == {("user_actor", env.sam_id)}
+    assert {(v.created_by and v.created_by.type, v.created_by and v.created_by.id) for v in versions} == {
+        ("user_actor", env.sam_id)
+    }
 
 
 @pytest.mark.parametrize(

@@ -22,8 +22,10 @@ from pathlib import Path
 import anthropic
 import httpx2
 
+from tests import REPO_ROOT
 from tests.apps import make_test_home
-from tests.server import REPO_ROOT, free_port, wait_healthy
+from tests.checks import memory
+from tests.server import free_port, wait_healthy
 
 WRITERS = 8
 STOP_BOUND = 0.5 + 3 + 3  # GITMEM_DRAIN_SECONDS + GITMEM_STOP_TIMEOUT + the process's own exit, generously
@@ -156,7 +158,7 @@ def test_a_rolling_restart_loses_no_write_and_answers_no_5xx_but_draining_503s(t
         assert not failures, failures[:3]
         assert not [s for s, _ in statuses if s >= 500 and s != 503], statuses
         assert statuses[(503, False)] == 0 and statuses[(503, True)] > 0, statuses  # drained, with Retry-After
-        listed = {m.id: m.path for m in admin.beta.memory_stores.memories.list(store_id, limit=100)}
+        listed = {memory(m).id: m.path for m in admin.beta.memory_stores.memories.list(store_id, limit=100)}
         assert len(written) == len(set(written))
         assert {memory_id: path for memory_id, path in written}.items() <= listed.items()
     finally:

@@ -15,6 +15,7 @@ import pytest
 
 from gitmem.engine.fsck import check_store
 from gitmem.engine.gitmem import Gitmem
+from tests.checks import memory
 from tests.server import free_port, start_gitmem_serve, wait_healthy
 
 # `gitmem serve` with several workers, in a subprocess.
@@ -45,7 +46,7 @@ def test_serve_bootstraps_an_empty_home_and_workers_share_it(tmp_path: Path) -> 
 
         with ThreadPoolExecutor(4) as pool:
             written = [i for ids in pool.map(write, range(4)) for i in ids]
-        listed = {m.id for m in client.beta.memory_stores.memories.list(store_id, limit=1000)}
+        listed = {memory(m).id for m in client.beta.memory_stores.memories.list(store_id, limit=1000)}
         assert listed == set(written) and len(written) == 40
 
         # A key in a query string (refused or not) never reaches the access log; the request does.

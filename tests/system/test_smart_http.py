@@ -93,7 +93,8 @@ class Server:
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 @pytest.fixture(scope="module")
@@ -474,7 +475,9 @@ def test_large_clone_streams_in_bounded_memory(server: Server, tmp_path: Path) -
     status = Path(f"/proc/{server.pid}/status")
 
     def peak_rss() -> int:
-        return int(re.search(r"VmHWM:\s+(\d+) kB", status.read_text())[1]) * 1024
+        found = re.search(r"VmHWM:\s+(\d+) kB", status.read_text())
+        assert found is not None, status.read_text()
+        return int(found[1]) * 1024
 
     with contextlib.suppress(OSError):
         Path(f"/proc/{server.pid}/clear_refs").write_text("5")  # reset the peak, where allowed

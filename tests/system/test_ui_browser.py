@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
@@ -21,7 +22,11 @@ import pytest
 from gitmem.agents.review.review import Reviews
 from gitmem.engine.gitmem import Gitmem
 from gitmem.model import Actor
-from tests.server import REPO_ROOT, free_port
+from tests import REPO_ROOT
+from tests.server import free_port
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Dialog, Page
 
 pytestmark = pytest.mark.slow  # a real server and a real browser
 
@@ -98,7 +103,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]
 
 
 @pytest.fixture(scope="module")
-def browser(served: dict[str, str]) -> Iterator[object]:
+def browser(served: dict[str, str]) -> Iterator[Browser]:
     with sync_api.sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
         try:
@@ -107,35 +112,40 @@ def browser(served: dict[str, str]) -> Iterator[object]:
             chromium.close()
 
 
-def check_accessible(page: object, name: str) -> None:
+def check_accessible(page: Page, name: str) -> None:
     """One h1; every visible field has a label; Tab reaches every control; a screenshot."""
-    assert page.locator("h1").count() == 1, f"{name}: one h1"  # type: ignore[attr-defined]
+    assert page.locator("h1").count() == 1, f"{name}: one h1"
     unlabelled = page.evaluate("""() => [...document.querySelectorAll('input, textarea, select')]
         .filter(e => e.type !== 'hidden')
         .filter(e => !(e.id && document.querySelector(`label[for="${e.id}"]`)) && !e.getAttribute('aria-label'))
-        .map(e => e.outerHTML)""")  # type: ignore[attr-defined]
+        .map(e => e.outerHTML)""")
     assert unlabelled == [], f"{name}: fields without a label: {unlabelled}"
     ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)  # type: ignore[attr-defined]
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
     # Every link, button and field can be reached with Tab alone (none is skipped or trapped).
     focusable = page.evaluate("""() => [...document.querySelectorAll('a[href], button, input, textarea')]
-        .filter(e => e.type !== 'hidden').length""")  # type: ignore[attr-defined]
+        .filter(e => e.type !== 'hidden').length""")
     reached = set()
     for _ in range(focusable + 2):
-        page.keyboard.press("Tab")  # type: ignore[attr-defined]
+        page.keyboard.press("Tab")
         reached.add(
             page.evaluate("""() => { const e = document.activeElement;
             return [...document.querySelectorAll('a[href], button, input, textarea')]
                 .filter(c => c.type !== 'hidden').indexOf(e); }""")
-        )  # type: ignore[attr-defined]
+        )
     assert set(range(focusable)) <= reached, f"{name}: Tab reached {len(reached - {-1})} of {focusable} controls"
 
 
-def test_a_person_reads_a_store_a_note_its_history_and_a_diff(browser: object, served: dict[str, str]) -> None:
-    context = browser.new_context()  # type: ignore[attr-defined]
+def test_a_person_reads_a_store_a_note_its_history_and_a_diff(browser: Browser, served: dict[str, str]) -> None:
+    context = browser.new_context()
     page = context.new_page()
     dialogs: list[str] = []
-    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+
+    def dismiss(dialog: Dialog) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", dismiss)
     requests: list[str] = []
     page.on("request", lambda r: requests.append(r.url))
 
@@ -187,8 +197,8 @@ def test_a_person_reads_a_store_a_note_its_history_and_a_diff(browser: object, s
     context.close()
 
 
-def test_a_steward_reviews_a_change_in_the_browser(browser: object, served: dict[str, str]) -> None:
-    context = browser.new_context()  # type: ignore[attr-defined]
+def test_a_steward_reviews_a_change_in_the_browser(browser: Browser, served: dict[str, str]) -> None:
+    context = browser.new_context()
     page = context.new_page()
     page.goto(f"{served['base']}/ui/sign-in")
     page.get_by_label("Key or user token").fill(served["secret"])

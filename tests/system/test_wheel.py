@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.server import REPO_ROOT, free_port, wait_healthy
+from tests import REPO_ROOT
+from tests.server import free_port, wait_healthy
 
 pytestmark = pytest.mark.slow
 

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
 from gitmem.engine.catalog.catalog import Workspace
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.store.store import MemoryStore
+from gitmem.model import Version
 from tests import REPO_ROOT
-from tests.checks import assert_fsck_clean, index_snapshot, start_together
+from tests.checks import assert_fsck_clean, index_snapshot, listed_notes, start_together
 
 # Several writer processes at once.
 pytestmark = pytest.mark.slow
@@ -50,10 +52,11 @@ print(f"done {conflicts}", flush=True)
 """
 
 
-def all_versions(store: MemoryStore, limit: int = 100, **kwargs: object) -> list:
-    versions, page = [], None
+def all_versions(store: MemoryStore, limit: int = 100, **kwargs: Any) -> list[Version]:
+    versions: list[Version] = []
+    page = None
     while True:
-        result = store.versions(limit=limit, page=page, **kwargs)  # type: ignore[arg-type]
+        result = store.versions(limit=limit, page=page, **kwargs)
         versions += result.items
         page = result.next_page
         if page is None:
@@ -92,7 +95,7 @@ def test_four_processes_writing_into_one_store(gm: Gitmem, workspace: Workspace,
         outputs.append(out.splitlines())
 
     # Every acknowledged note is there with its content: 4 x 200.
-    listed = {n.path: n for n in store.list(limit=1000).items}
+    listed = {n.path: n for n in listed_notes(store.list(limit=1000).items)}
     assert len(listed) == PROCESSES * WRITES + 1
     for me, lines in enumerate(outputs):
         acked = [line.split() for line in lines if line.startswith("C ")]

@@ -11,7 +11,8 @@ from gitmem.json_log import JsonFormatter
 def _line(record: logging.LogRecord) -> dict[str, object]:
     text = JsonFormatter().format(record)
     assert "\n" not in text
-    return json.loads(text)
+    line: dict[str, object] = json.loads(text)
+    return line
 
 
 def test_a_request_line_holds_the_listed_fields_and_nothing_else() -> None:

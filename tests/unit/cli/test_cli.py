@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Protocol
 
 import pytest
 from click.testing import CliRunner, Result
@@ -12,8 +13,12 @@ from gitmem.cli import main
 from gitmem.engine.gitmem import Gitmem
 
 
+class Run(Protocol):
+    def __call__(self, *args: str, input: str | None = None) -> Result: ...
+
+
 @pytest.fixture
-def run(tmp_path: Path):
+def run(tmp_path: Path) -> Run:
     runner = CliRunner()
 
     def invoke(*args: str, input: str | None = None) -> Result:
@@ -22,13 +27,13 @@ def run(tmp_path: Path):
     return invoke
 
 
-def store_id(run) -> str:
+def store_id(run: Run) -> str:
     result = run("store", "create", "team-notes", "-d", "What we learned", "--meta", "team=infra")
     assert result.exit_code == 0
     return result.output.strip()
 
 
-def test_store_lifecycle(run, tmp_path: Path) -> None:
+def test_store_lifecycle(run: Run, tmp_path: Path) -> None:
     sid = store_id(run)
     listed = json.loads(run("store", "list", "--json").output)
     assert [(s["id"], s["name"], s["metadata"]) for s in listed] == [(sid, "team-notes", {"team": "infra"})]
@@ -44,7 +49,7 @@ def test_store_lifecycle(run, tmp_path: Path) -> None:
     assert run("store", "show", sid).exit_code == 1
 
 
-def test_notes_versions_and_redaction(run) -> None:
+def test_notes_versions_and_redaction(run: Run) -> None:
     sid = store_id(run)
     assert run("note", "put", sid, "/people/sam.md", input="v1").output.startswith("created /people/sam.md")
     assert run("note", "put", sid, "/people/sam.md", input="v2").output.startswith("updated /people/sam.md")
@@ -61,7 +66,7 @@ def test_notes_versions_and_redaction(run) -> None:
     assert run("note", "get", sid, "/people/sam.md").exit_code == 1
 
 
-def test_refusals_exit_1_with_the_reason_and_usage_errors_exit_2(run) -> None:
+def test_refusals_exit_1_with_the_reason_and_usage_errors_exit_2(run: Run) -> None:
     sid = store_id(run)
     secret = run("note", "put", sid, "/creds.md", input="password: hunter2hunter2")
     assert secret.exit_code == 1 and "saved password" in secret.output
@@ -71,7 +76,7 @@ def test_refusals_exit_1_with_the_reason_and_usage_errors_exit_2(run) -> None:
     assert run("retention", "zero").exit_code == 2
 
 
-def test_reindex_and_fsck(run, tmp_path: Path) -> None:
+def test_reindex_and_fsck(run: Run, tmp_path: Path) -> None:
     sid = store_id(run)
     for i in range(5):
         run("note", "put", sid, f"/n{i}.md", input=f"note {i}")
@@ -80,7 +85,7 @@ def test_reindex_and_fsck(run, tmp_path: Path) -> None:
     assert run("fsck").output.strip() == f"{sid}: ok"
 
 
-def test_fsck_finds_an_index_that_drifted_from_history(run, tmp_path: Path) -> None:
+def test_fsck_finds_an_index_that_drifted_from_history(run: Run, tmp_path: Path) -> None:
     sid = store_id(run)
     run("note", "put", sid, "/a.md", input="a")
     gm = Gitmem.open(tmp_path)
@@ -90,7 +95,7 @@ def test_fsck_finds_an_index_that_drifted_from_history(run, tmp_path: Path) -> N
     assert result.exit_code == 1 and "/forged.md" in result.output
 
 
-def test_keys_users_and_retention(run, tmp_path: Path) -> None:
+def test_keys_users_and_retention(run: Run, tmp_path: Path) -> None:
     secret = run("keys", "create", "--name", "ci", "--role", "read-only").output.strip()
     assert secret.startswith("gm_key_") and "\n" not in secret
     gm = Gitmem.open(tmp_path)
@@ -108,7 +113,7 @@ def test_keys_users_and_retention(run, tmp_path: Path) -> None:
     assert run("retention", "7", "-w", "other").output.strip() == "7 days"
 
 
-def test_several_workspaces_need_a_name(run) -> None:
+def test_several_workspaces_need_a_name(run: Run) -> None:
     run("keys", "create", "--name", "a", "--workspace", "alpha")
     run("keys", "create", "--name", "b", "--workspace", "beta")
     ambiguous = run("store", "list")
@@ -116,7 +121,7 @@ def test_several_workspaces_need_a_name(run) -> None:
     assert run("store", "list", "-w", "beta").exit_code == 0
 
 
-def test_a_cli_redaction_names_its_actor(run, tmp_path: Path) -> None:
+def test_a_cli_redaction_names_its_actor(run: Run, tmp_path: Path) -> None:
     from anthropic.types.beta.memory_stores import BetaManagedAgentsMemoryVersion
     from fastapi.testclient import TestClient
 
@@ -144,7 +149,7 @@ def test_a_cli_redaction_names_its_actor(run, tmp_path: Path) -> None:
             assert BetaManagedAgentsMemoryVersion.model_validate(body).redacted_by is not None
 
 
-def test_a_read_with_an_unknown_workspace_is_refused_and_creates_nothing(run, tmp_path: Path) -> None:
+def test_a_read_with_an_unknown_workspace_is_refused_and_creates_nothing(run: Run, tmp_path: Path) -> None:
     sid = store_id(run)
     run("note", "put", sid, "/a.md", input="a")
     for read in (
@@ -162,20 +167,20 @@ def test_a_read_with_an_unknown_workspace_is_refused_and_creates_nothing(run, tm
     assert run("store", "list", "-w", "second").exit_code == 0
 
 
-def test_a_read_on_a_fresh_home_creates_no_workspace(run, tmp_path: Path) -> None:
+def test_a_read_on_a_fresh_home_creates_no_workspace(run: Run, tmp_path: Path) -> None:
     refused = run("store", "list")
     assert refused.exit_code == 1 and "workspace 'default' not found (workspaces here: none yet)" in refused.output
     assert Gitmem.open(tmp_path).catalog.list_workspaces() == []
 
 
-def test_note_put_with_a_precondition_on_a_missing_note_is_refused(run) -> None:
+def test_note_put_with_a_precondition_on_a_missing_note_is_refused(run: Run) -> None:
     sid = store_id(run)
     refused = run("note", "put", sid, "/new.md", "--if-sha256", "0" * 64, input="x")
     assert refused.exit_code == 1 and "no memory at /new.md" in refused.output
     assert run("note", "get", sid, "/new.md").exit_code == 1
 
 
-def test_the_service_has_one_name_in_versions_and_log(run) -> None:
+def test_the_service_has_one_name_in_versions_and_log(run: Run) -> None:
     sid = store_id(run)
     run("note", "put", sid, "/a.md", input="one")
     run("note", "put", sid, "/a.md", input="two")
@@ -242,14 +247,14 @@ def test_a_hidden_command_imports_only_its_own_module() -> None:
     assert out.strip() == "['gitmem.cli.base', 'gitmem.cli.internal']"
 
 
-def test_hidden_commands_stay_out_of_the_help(run) -> None:
+def test_hidden_commands_stay_out_of_the_help(run: Run) -> None:
     shown = run("--help").output
     assert "serve" in shown
     assert not {"hook", "git-filter"} & set(shown.split())
     assert run("hook", "--help").exit_code == 0
 
 
-def test_git_filter_usage_errors_exit_2(run) -> None:
+def test_git_filter_usage_errors_exit_2(run: Run) -> None:
     assert run("git-filter", "smudge").exit_code == 2  # smudge needs the note's path
     assert run("git-filter", "process", "a.md").exit_code == 2
     assert run("git-filter", "launder", "a.md").exit_code == 2

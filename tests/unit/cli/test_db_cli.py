@@ -50,6 +50,7 @@ def test_a_bad_database_setting_is_one_line_without_the_password(tmp_path: Path)
 def _documented_copy(url: str) -> list[str]:
     """The ``gitmem db copy`` command docs/deploy.md gives, with ``url`` for its ``postgresql://...``."""
     [command] = re.findall(r"`gitmem (db copy [^`]*)`", (REPO_ROOT / "docs" / "deploy.md").read_text())
+    assert isinstance(command, str)
     return command.replace("postgresql://...", url).split()
 
 

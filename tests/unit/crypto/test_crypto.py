@@ -281,7 +281,8 @@ def git(cwd: Path, *args: str, input: bytes | None = None, check: bool = True) -
 
 
 def _write_tree(bare: Path, files: dict[str, bytes]) -> str:
-    entries, folders = [], {}
+    entries: list[str] = []
+    folders: dict[str, dict[str, bytes]] = {}
     for path, blob in files.items():
         head, sep, rest = path.partition("/")
         if sep:

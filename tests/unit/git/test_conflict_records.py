@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from gitmem.git.conflict_records import (
     ConflictRecord,
+    Resolution,
     ResolutionRecord,
     conflict_ref,
     format_message,
@@ -51,7 +52,9 @@ def conflicts(draw: st.DrawFn) -> ConflictRecord:
 
 @settings(max_examples=30)
 @given(conflicts(), TIMES, ACTORS, st.booleans())
-def test_a_conflict_record_reads_back_as_written(record: ConflictRecord, when, by, redact) -> None:
+def test_a_conflict_record_reads_back_as_written(
+    record: ConflictRecord, when: dt.datetime, by: Actor | None, redact: bool
+) -> None:
     if redact:
         record = record.redacted(when, by)
     assert parse_message(format_message(record)) == record
@@ -64,7 +67,9 @@ def test_a_conflict_record_reads_back_as_written(record: ConflictRecord, when, b
 @given(
     IDS, st.sampled_from(["winner", "loser", "merged"]), st.one_of(st.none(), IDS.map("memver_".__add__)), ACTORS, TIMES
 )
-def test_a_resolution_record_reads_back_as_written(cid, take, version, by, when) -> None:
+def test_a_resolution_record_reads_back_as_written(
+    cid: str, take: Resolution, version: str | None, by: Actor | None, when: dt.datetime
+) -> None:
     record = ResolutionRecord("cnf_" + cid, take, version, by, when)
     assert parse_message(format_message(record)) == record
 

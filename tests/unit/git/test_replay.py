@@ -23,6 +23,7 @@ from gitmem.git.pushes import PushRecord
 from gitmem.git.replay import Notes, Placed, move
 from gitmem.git.repository import NOTES_REF, read_tip
 from gitmem.model import Actor
+from tests.checks import commit
 from tests.unit.engine.push.test_receive import API, Pusher
 
 WHEN = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -67,7 +68,7 @@ steps = st.lists(
 @settings(max_examples=300, deadline=None)
 @given(steps)
 def test_the_replay_follows_the_rule_step_by_step(sequence: list[tuple[str, str, str, bool, bool]]) -> None:
-    notes, model = Notes(), []
+    notes, model = Notes(), list[Placed]()
     for n, (memory_id, operation, path, redacted, in_tree) in enumerate(sequence):
         version = record(memory_id, operation, path, redacted=redacted, n=n)
         before = {p.memory_id for p in model}
@@ -259,7 +260,7 @@ def test_every_move_the_audit_shows_is_a_move_in_the_rewritten_trees(tmp_path: P
         (e.memory_id, e.path, e.previous_path) for e in entries
     ]
     repo = pygit2.Repository(str(gm.repo_path(info.id)))
-    trees = [repo[e.commit_id].tree for e in entries]  # type: ignore[attr-defined]
+    trees = [commit(repo[e.commit_id]).tree for e in entries]
     assert "n.md" in trees[1] and trees[1]["n.md"].type_str == "blob"  # left where it was
     assert trees[2]["n.md"].type_str == "tree"  # pushed out by the note below
     assert sorted(n.path for n in store.index.all_notes()) == ["/m.md", "/n.md/inside.md", "/z.md"]

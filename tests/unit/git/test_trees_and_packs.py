@@ -27,6 +27,8 @@ from gitmem.git.trees import (
     commit_body,
     object_id,
 )
+from tests.checks import commit as commit_of
+from tests.checks import tree as git_tree
 
 # Names that sort differently as files and as folders ("a" < "a-b" < "a.md" < "a/" < "a0").
 NAME_LIST = ["a", "a-b", "a.md", "a0", "a_", "b", "B", "é.md", "x y", "a.b.c", "-", "zz"]
@@ -97,7 +99,7 @@ def test_edits_match_pygit2s_tree_builder(
             for q in changes
         ):
             continue  # a file and a folder of the same name, both set in one step: no write does that
-        their_root = repository.tree_with(bare, bare[their_root] if their_root else None, changes)
+        their_root = repository.tree_with(bare, git_tree(bare[their_root]) if their_root else None, changes)
         our_root = ours.edit(our_root, {p: (o.raw if o is not None else None) for p, o in changes.items()})
         assert our_root.hex() == str(their_root)
         for oid, body in ours.bodies.items():  # the trees must exist for the next step's reads
@@ -183,7 +185,7 @@ def test_commit_bodies_match_libgit2(bare: pygit2.Repository) -> None:
     root = bare.create_commit(None, author, committer, "created /a.md\n\nMemory-Id: m\n", tree, [])
     child = bare.create_commit(None, author, committer, "modified /a.md\n\nMemory-Id: m\n", tree, [root])
     for oid in (root, child):
-        commit = bare[oid]
+        commit = commit_of(bare[oid])
         body = commit_body(tree.raw, [p.raw for p in commit.parent_ids], author, committer, commit.message)
         assert object_id(b"commit", body).hex() == str(oid)
 

@@ -18,7 +18,8 @@ def two_edits(draw: st.DrawFn) -> tuple[list[str], dict[int, str], dict[int, str
     """A base and two sets of line replacements that never touch the same or neighbouring lines."""
     base = draw(LINES)
     picked = draw(st.lists(st.integers(0, len(base) - 1), unique=True, max_size=len(base)))
-    ours, theirs = {}, {}
+    ours: dict[int, str] = {}
+    theirs: dict[int, str] = {}
     taken: set[int] = set()
     for n, i in enumerate(picked):
         if taken & {i - 1, i, i + 1}:
@@ -33,7 +34,7 @@ def _apply(base: list[str], edits: dict[int, str]) -> str:
 
 
 @given(two_edits())
-def test_edits_to_separate_lines_both_land(case) -> None:
+def test_edits_to_separate_lines_both_land(case: tuple[list[str], dict[int, str], dict[int, str]]) -> None:
     base, ours, theirs = case
     result = merge3("".join(base), _apply(base, ours), _apply(base, theirs))
     assert result.clean
@@ -41,7 +42,7 @@ def test_edits_to_separate_lines_both_land(case) -> None:
 
 
 @given(LINES, LINES)
-def test_one_side_unchanged_takes_the_other(base, other) -> None:
+def test_one_side_unchanged_takes_the_other(base: list[str], other: list[str]) -> None:
     b, o = "".join(base), "".join(other)
     assert merge3(b, b, o).text == o
     assert merge3(b, o, b).text == o

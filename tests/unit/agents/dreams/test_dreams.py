@@ -65,7 +65,7 @@ def notes_of(store: MemoryStore) -> dict[str, str]:
 class Hook:
     """A dreamer that runs ``action`` first, then answers like the offline tidier."""
 
-    def __init__(self, action: Callable[[], None]) -> None:
+    def __init__(self, action: Callable[[], object]) -> None:
         self.action = action
 
     def dream(self, request: DreamRequest) -> DreamResult:
@@ -163,7 +163,7 @@ def test_create_new_writes_a_tidier_store_as_the_task(
     again = make(gm, workspace, store_info.id)
     run_all(gm)
     second = dreams_for(gm).get(workspace.id, again.id)
-    assert second.status == "completed"
+    assert second.status == "completed" and second.task_id is not None
     assert tasks.get_task(workspace.id, second.task_id).worker_id == task.worker_id  # one dreamer a workspace
 
 
@@ -190,6 +190,7 @@ def test_update_existing_changes_the_input_with_one_version_a_note(
         ("deleted", "/b/alpha.md"),
         ("deleted", "/empty.md"),
     ]
+    assert done.task_id is not None
     assert {v.created_by for v in new} == {Actor("task_actor", done.task_id)}
 
 
@@ -451,7 +452,7 @@ def test_model_dreamer_through_the_sdk(
     run_all(gm, ModelDreamer(client))
     done = dreams_for(gm).get(workspace.id, dream.id)
     assert done.status == "completed", done.error_message
-    assert done.usage == Usage(1234, 56, 7, 8)
+    assert done.usage == Usage(1234, 56, 7, 8) and done.output_store_id is not None
     assert notes_of(gm.store(workspace.id, done.output_store_id)) == {"/alpha.md": "# Alpha\nfirst line\nsecond\n"}
     (body,) = seen
     assert body["model"] == MODEL

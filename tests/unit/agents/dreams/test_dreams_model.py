@@ -141,7 +141,7 @@ def test_hostile_edits_are_refused_and_the_dream_completes(
     assert "bytes" in refused["/huge.md"]
     for path in ("/etc/passwd", "/escape.md"):
         assert not (out.path / path.lstrip("/")).exists()
-    assert not any(SECRET in v.path or "" for v in out.versions(limit=100).items)
+    assert not any(SECRET in (v.path or "") for v in out.versions(limit=100).items)
 
 
 @pytest.mark.parametrize(

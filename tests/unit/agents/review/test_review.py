@@ -4,6 +4,7 @@ and a mark that survives a history rewrite."""
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 import pytest
 
@@ -100,7 +101,8 @@ def test_changing_the_settings_takes_the_right_to_review(
     agent_key = Principal(workspace.id, Actor("api_actor", "key_agent"), "read-write", "key_agent")
     task = Principal(workspace.id, AGENT, "read-write", "task_agent", task_id="task_agent")
     for caller in (agent_key, task):
-        for change in ({"enabled": False}, {"read_approved_only": False}):
+        changes: tuple[dict[str, Any], ...] = ({"enabled": False}, {"read_approved_only": False})
+        for change in changes:
             with pytest.raises(PermissionDenied):
                 reviews.configure(workspace.id, store.id, by=caller, **change)
     assert reviews.settings(store.id) == ReviewSettings(store.id, True, True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -27,6 +28,7 @@ from gitmem.errors import (
     PermissionDenied,
 )
 from gitmem.model import Actor
+from tests.checks import commit
 
 
 @pytest.fixture
@@ -158,7 +160,7 @@ def test_task_with_a_read_only_and_a_read_write_store(gm: Gitmem, workspace: Wor
     principal = gm.catalog.authenticate(token)
     assert principal.actor == Actor("task_actor", task.id)
     assert principal.task_id == task.id
-    assert visible_store_ids(gm, principal) == {worker.own_store_id, ro, rw}
+    assert visible_store_ids(gm, principal) == frozenset({worker.own_store_id, ro, rw})
 
 
 def test_writes_are_attributed_to_the_task_and_read_only_refuses(
@@ -183,7 +185,7 @@ def test_writes_are_attributed_to_the_task_and_read_only_refuses(
         gm.store(workspace.id, store_id).create("/learned.md", "a fact", actor=principal.actor)
         versions = gm.store(workspace.id, store_id).versions(task_id=task.id).items
         assert [(v.operation, v.created_by) for v in versions] == [("created", Actor("task_actor", task.id))]
-        head = gm.store(workspace.id, store_id).repo.revparse_single("main")
+        head = commit(gm.store(workspace.id, store_id).repo.revparse_single("main"))
         assert head.author.name == task.id
         assert f"Created-By: task_actor task_id={task.id}" in head.message
 
@@ -267,10 +269,10 @@ def test_task_validation(gm: Gitmem, workspace: Workspace, tasks: Tasks) -> None
     gm.archive_store(workspace.id, archived)
     worker = tasks.create_worker(workspace.id, "w")
 
-    def make(*resources: dict) -> None:
+    def make(*resources: dict[str, Any]) -> None:
         tasks.create_task(workspace.id, worker.id, list(resources))
 
-    def ref(store_id: str, **extra: object) -> dict:
+    def ref(store_id: str, **extra: object) -> dict[str, object]:
         return {"type": "memory_store", "memory_store_id": store_id, **extra}
 
     with pytest.raises(NotFound):
@@ -302,7 +304,8 @@ def test_none_named_reads_the_workers_attached_stores(gm: Gitmem, workspace: Wor
     worker = tasks.create_worker(workspace.id, "w", [a, b, gone])
     gm.archive_store(workspace.id, b)
     gm.delete_store(workspace.id, gone)
-    for resources in (None, []):
+    nothing: list[dict[str, Any]] = []
+    for resources in (None, nothing):
         task, _ = tasks.create_task(workspace.id, worker.id, resources)
         assert [(s.store_id, s.access, s.instructions, s.own) for s in task.stores] == [
             (worker.own_store_id, "read_write", "", True),
@@ -536,8 +539,9 @@ def test_cli_workers_and_tasks(tmp_path: Path) -> None:
         "--instructions",
         f"{ro}=Follow the rules.",
     ).strip()
-    principal = gm.catalog.authenticate(token)
-    task = json.loads(run("tasks", "show", principal.task_id))
+    task_id = gm.catalog.authenticate(token).task_id
+    assert task_id is not None
+    task = json.loads(run("tasks", "show", task_id))
     assert [(r["name"], r["access"], r["instructions"]) for r in task["resources"]] == [
         ("researcher", "read_write", None),
         ("Handbook", "read_only", "Follow the rules."),
@@ -547,15 +551,15 @@ def test_cli_workers_and_tasks(tmp_path: Path) -> None:
     assert created["token"].startswith("gm_tsk_")
     assert [r["memory_store_id"] for r in created["resources"]] == [worker["own_memory_store_id"], ro]
 
-    context = run("tasks", "memory", principal.task_id)
+    context = run("tasks", "memory", task_id)
     assert context.startswith("## Memory") and "- `rules.md`" in context and "Follow the rules." in context
 
-    tasks_for(gm).append_event(principal.task_id, "agent.message", {"text": "hello"})
-    tasks_for(gm).append_event(principal.task_id, "agent.message", {"text": "again"})
-    lines = run("tasks", "events", principal.task_id, "--json").splitlines()
+    tasks_for(gm).append_event(task_id, "agent.message", {"text": "hello"})
+    tasks_for(gm).append_event(task_id, "agent.message", {"text": "again"})
+    lines = run("tasks", "events", task_id, "--json").splitlines()
     assert [json.loads(line)["payload"]["text"] for line in lines] == ["hello", "again"]
-    assert "again" in run("tasks", "events", principal.task_id, "--after", "1")
-    assert "hello" not in run("tasks", "events", principal.task_id, "--after", "1")
+    assert "again" in run("tasks", "events", task_id, "--after", "1")
+    assert "hello" not in run("tasks", "events", task_id, "--after", "1")
 
     refused = runner.invoke(main, ["--home", str(home), "tasks", "show", "task_01NOSUCHTASK00000000000000"])
     assert refused.exit_code == 1 and "not found" in refused.stderr
@@ -565,14 +569,14 @@ def test_cli_workers_and_tasks(tmp_path: Path) -> None:
     assert refused.exit_code == 1
 
     # End: the token is refused, the task and its events stay; delete: both gone, the stores stay.
-    assert json.loads(run("tasks", "end", principal.task_id))["ended_at"]
+    assert json.loads(run("tasks", "end", task_id))["ended_at"]
     with pytest.raises(AuthenticationFailed):
         gm.catalog.authenticate(token)
-    assert len(tasks_for(gm).list_events(principal.task_id).items) == 2
-    assert run("tasks", "delete", principal.task_id).strip() == f"deleted {principal.task_id}"
+    assert len(tasks_for(gm).list_events(task_id).items) == 2
+    assert run("tasks", "delete", task_id).strip() == f"deleted {task_id}"
     with pytest.raises(NotFound):
-        tasks_for(gm).get_task(ws.id, principal.task_id)
-    assert tasks_for(gm).list_events(principal.task_id).items == []
+        tasks_for(gm).get_task(ws.id, task_id)
+    assert tasks_for(gm).list_events(task_id).items == []
     assert gm.store(ws.id, ro).get_by_path("/rules.md").content == "be kind"
-    gone = runner.invoke(main, ["--home", str(home), "tasks", "delete", principal.task_id])
+    gone = runner.invoke(main, ["--home", str(home), "tasks", "delete", task_id])
     assert gone.exit_code == 1 and "not found" in gone.stderr

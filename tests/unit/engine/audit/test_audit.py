@@ -6,9 +6,10 @@ import datetime as dt
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from gitmem.cli import main
 from gitmem.engine.audit import log as audit
@@ -52,7 +53,7 @@ class Story:
         self.clone = self.pusher.dir
         self.pusher.git("fetch", "-q", "origin", "refs/notes/gitmem:refs/notes/gitmem")
 
-    def cli(self, *args: str):  # noqa: ANN201
+    def cli(self, *args: str) -> Result:
         return CliRunner().invoke(main, ["--home", str(self.home), "log", *args], catch_exceptions=False)
 
 
@@ -61,7 +62,7 @@ def story(tmp_path_factory: pytest.TempPathFactory) -> Story:
     return Story(tmp_path_factory.mktemp("audit"))
 
 
-def _key(entry: dict) -> tuple:
+def _key(entry: dict[str, Any]) -> tuple[str, ...]:
     return (
         entry["version_id"],
         entry["memory_id"],

@@ -19,7 +19,7 @@ from gitmem.engine.store.store import MemoryStore
 from gitmem.git import repository
 from gitmem.git.commits import VersionRecord, author_for, format_message
 from gitmem.model import Actor
-from tests.checks import assert_fsck_clean, index_snapshot
+from tests.checks import assert_fsck_clean, commit, index_snapshot
 
 TASK = Actor("task_actor", "task_01INDEX")
 KEY = Actor("api_actor", "apikey_01INDEX")
@@ -221,7 +221,9 @@ def test_a_rewritten_main_rebuilds_the_index(store: MemoryStore) -> None:
     dropped = store.create("/dropped.md", "dropped")
     repo = store.repo
     # Replay only the first commit onto a new root, as retention would.
-    first = repo[repository.read_tip(repo)].parents[0]
+    tip = repository.read_tip(repo)
+    assert tip is not None
+    first = commit(repo[tip]).parents[0]
     root = repository.commit(repo, tree=first.tree.id, parent=None, author=first.author, message=first.message)
     assert repository.compare_and_swap(repo, repository.read_tip(repo), root)
     assert store.get(kept.id).content == "kept"

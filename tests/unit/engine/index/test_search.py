@@ -8,6 +8,7 @@ import hashlib
 import sqlite3
 import threading
 from pathlib import Path
+from typing import Any
 
 import pygit2
 import pytest
@@ -129,9 +130,10 @@ def test_an_encrypted_store_leaves_no_plaintext_on_disk(gm: Gitmem, workspace: W
 
 def test_bad_arguments_are_invalid_requests(store: MemoryStore) -> None:
     deep = store.index.tokens.encode("search", 10**30, search_fingerprint("x", "/"))  # signed, but too deep
-    for kwargs in ({"limit": 0}, {"limit": 101}, {"path_prefix": "x"}, {"page": "garbage"}, {"page": deep}):
+    refused: tuple[dict[str, Any], ...] = ({"limit": 0}, {"limit": 101}, {"path_prefix": "x"}, {"page": "garbage"})
+    for kwargs in (*refused, {"page": deep}):
         with pytest.raises(InvalidRequest):
-            store.search("x", **kwargs)  # type: ignore[arg-type]
+            store.search("x", **kwargs)
 
 
 def test_pages_cover_all_hits_once(store: MemoryStore) -> None:

@@ -125,7 +125,9 @@ term = st.tuples(
     docs=st.lists(st.lists(st.sampled_from(WORDS), min_size=1, max_size=6), min_size=1, max_size=8),
     query=st.lists(st.tuples(term, st.booleans()), min_size=1, max_size=5),
 )
-def test_words_punctuation_prefixes_and_or_match_a_simple_model(docs: list[list[str]], query: list) -> None:
+def test_words_punctuation_prefixes_and_or_match_a_simple_model(
+    docs: list[list[str]], query: list[tuple[tuple[str, bool, str, str], bool]]
+) -> None:
     # Each term: a word, maybe cut to a prefix with '*', wrapped in punctuation; joined by OR or a space.
     text_parts: list[str] = []
     model: list[list[tuple[str, bool]]] = []

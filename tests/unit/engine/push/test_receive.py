@@ -15,6 +15,7 @@ import shutil
 import string
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pygit2
@@ -26,10 +27,12 @@ from gitmem.engine.catalog.user_emails import UserEmails
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.push import check as push_check
 from gitmem.engine.push import notes as push_notes
+from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import NotFound
 from gitmem.git.commits import VersionRecord
 from gitmem.git.repository import HOOKS_DIR, NOTES_REF, read_tip
-from gitmem.model import Actor
+from gitmem.model import Actor, Version
+from tests.checks import listed_notes
 from tests.git_client import client_environment
 
 API = Actor("api_actor", "apikey_01TESTTESTTESTTESTTESTTEST")
@@ -62,7 +65,7 @@ class Pusher:
         self.git("checkout", "-q", "-B", "main")
 
     @property
-    def store(self):  # noqa: ANN201
+    def store(self) -> MemoryStore:
         return self.gm.store(self.workspace_id, self.store_id)
 
     def git(
@@ -112,7 +115,7 @@ def gm(tmp_path: Path) -> Gitmem:
 
 
 @pytest.fixture
-def world(gm: Gitmem, tmp_path: Path):  # noqa: ANN201
+def world(gm: Gitmem, tmp_path: Path) -> Pusher:
     ws = gm.catalog.create_workspace("acme")
     user, _token = gm.catalog.create_user(ws.id, "sam")
     info = gm.create_store(ws.id, "team notes")
@@ -123,8 +126,8 @@ def world(gm: Gitmem, tmp_path: Path):  # noqa: ANN201
     return pusher
 
 
-def _snapshot(store) -> list[tuple]:  # noqa: ANN001
-    versions = []
+def _snapshot(store: MemoryStore) -> list[tuple[object, ...]]:
+    versions: list[Version] = []
     page = None
     while True:
         result = store.versions(limit=100, page=page)
@@ -252,10 +255,10 @@ def test_reindex_gives_the_same_versions(world: Pusher) -> None:
 
     store = world.store
     before = _snapshot(store)
-    notes_before = [(n.id, n.path, n.content_sha256) for n in store.list(limit=100).items]
+    notes_before = [(n.id, n.path, n.content_sha256) for n in listed_notes(store.list(limit=100).items)]
     store.index.rebuild()
     assert _snapshot(store) == before
-    assert [(n.id, n.path, n.content_sha256) for n in store.list(limit=100).items] == notes_before
+    assert [(n.id, n.path, n.content_sha256) for n in listed_notes(store.list(limit=100).items)] == notes_before
 
 
 def test_attribution_does_not_wait_for_post_receive(world: Pusher, tmp_path: Path) -> None:
@@ -305,7 +308,7 @@ def _assert_refused(pusher: Pusher, result: subprocess.CompletedProcess[str], *e
 
 
 @pytest.fixture
-def unchanged(world: Pusher):  # noqa: ANN201
+def unchanged(world: Pusher) -> Iterator[Pusher]:
     """Asserts after the test that the store is exactly as it was."""
     repo = pygit2.Repository(str(world.repo_path))
     tip, notes_tip = read_tip(repo), repo.references.get(NOTES_REF)

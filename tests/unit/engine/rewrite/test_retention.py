@@ -19,17 +19,25 @@ from click.testing import CliRunner
 from gitmem.clock import FrozenClock
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.rewrite.redaction import redact
-from gitmem.engine.rewrite.retention import KEEP_ALL, PruneScheduler, prune_all, prune_store, retention_days
+from gitmem.engine.rewrite.retention import (
+    KEEP_ALL,
+    PruneReport,
+    PruneScheduler,
+    prune_all,
+    prune_store,
+    retention_days,
+)
+from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import InvalidRequest
 from gitmem.git import packing, repository
-from gitmem.model import Actor
+from gitmem.model import Actor, Version
+from tests.checks import assert_fsck_clean
 from tests.unit.engine.rewrite.test_rewrite import (
     API,
     TASK,
     USER,
     _isolated_git,  # noqa: F401  (autouse fixture)
     all_versions,
-    assert_fsck_clean,
     assert_index_consistent,
     clock,  # noqa: F401  (fixture)
     comparable,
@@ -44,7 +52,7 @@ from tests.unit.engine.rewrite.test_rewrite import (
 ACTORS = [API, TASK, USER, None]
 
 
-def _ninety_days(store, clock: FrozenClock, seed: int = 7) -> None:  # noqa: F811
+def _ninety_days(store: MemoryStore, clock: FrozenClock, seed: int = 7) -> None:  # noqa: F811
     """Creates, modifies, renames and deletes, a few a day for 90 simulated days."""
     rng = random.Random(seed)
     live: dict[str, str] = {}  # memory id -> path
@@ -90,7 +98,7 @@ def commit_signatures(repo_path: Path) -> dict[str, str]:
     return found
 
 
-def expected_survivors(versions, live_ids: set[str], now: dt.datetime, days: int) -> set[str]:
+def expected_survivors(versions: list[Version], live_ids: set[str], now: dt.datetime, days: int) -> set[str]:
     """The rule, computed from the list of versions alone."""
     cutoff = now - dt.timedelta(days=days)
     keep = {v.id for v in versions if v.created_at > cutoff}
@@ -242,7 +250,7 @@ def test_the_scheduler_prunes_on_its_own(gm: Gitmem, clock: FrozenClock) -> None
     for i in range(4):
         store.update(note.id, f"edit {i}")
     clock.advance(days=45)
-    rounds: list = []
+    rounds: list[list[PruneReport]] = []
     scheduler = PruneScheduler(gm, interval=0.05, first_delay=0, on_reports=rounds.append).start()
     deadline = time.monotonic() + 20
     while not rounds and time.monotonic() < deadline:

@@ -286,4 +286,4 @@ def test_trees_are_the_trees_stock_git_writes(
         return  # nothing was written
     expected = stock_git_tree(store.path, model, tmp_path_factory.mktemp("stock"))
     assert git(store.path, "rev-parse", "main^{tree}").strip() == expected
-    assert {item.path for item in all_pages(store, "/", 100)} == set(model)  # type: ignore[union-attr]
+    assert {item.path for item in all_pages(store, "/", 100)} == set(model)

@@ -3,6 +3,7 @@ its own commit; a write that fails its own checks fails alone and the others lan
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import subprocess
@@ -22,7 +23,7 @@ from gitmem.errors import GitmemError, PathConflict, PreconditionFailed
 from gitmem.git import packing as maintenance
 from gitmem.git import repository
 from gitmem.git.commits import parse_message
-from tests.checks import assert_fsck_clean, index_snapshot
+from tests.checks import assert_fsck_clean, commit, index_snapshot
 
 
 @pytest.fixture(autouse=True)
@@ -96,7 +97,7 @@ def test_a_batch_lands_every_write_but_the_one_that_fails_its_checks(store: Memo
     log = subprocess.run(
         ["git", "-C", str(store.path), "log", "--format=%H", "main"], capture_output=True, text=True, check=True
     ).stdout.split()
-    messages = [parse_message(store.repo[c].message) for c in log[:4]][::-1]
+    messages = [parse_message(commit(store.repo[c]).message) for c in log[:4]][::-1]
     assert [[(r.operation, r.path) for r in m] for m in messages] == [
         [("created", "/lead.md")],
         [("modified", "/counter.md")],
@@ -224,7 +225,7 @@ def test_a_batch_into_a_big_folder_stores_its_versions_as_deltas(fast_store: Mem
         writers.start("lead", lambda: store.create("/elsewhere.md", "x"), queued=0)
         time.sleep(0.05)
         for n in range(4):
-            writers.start(f"w{n}", lambda n=n: store.create(f"/notes/batched-{n}.md", f"b{n}"), queued=n + 1)
+            writers.start(f"w{n}", functools.partial(store.create, f"/notes/batched-{n}.md", f"b{n}"), queued=n + 1)
     writers.join()
     assert not [r for r in writers.results.values() if isinstance(r, Exception)]
     folder = store.path / "objects" / "pack"

@@ -4,6 +4,7 @@ conflicts); diffs read as git's; the CLI colours only a terminal."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -101,7 +102,7 @@ def test_a_deletion_diffs_against_what_it_deleted(store: MemoryStore) -> None:
 
 
 @pytest.fixture
-def cli(tmp_path: Path):  # noqa: ANN201
+def cli(tmp_path: Path) -> Callable[..., str]:
     runner = CliRunner()
 
     def invoke(*args: str, color: bool = False, input: str | None = None) -> str:
@@ -112,7 +113,7 @@ def cli(tmp_path: Path):  # noqa: ANN201
     return invoke
 
 
-def test_cli_search_diff_restore(cli) -> None:  # noqa: ANN001
+def test_cli_search_diff_restore(cli: Callable[..., str]) -> None:
     store = cli("store", "create", "team").strip()
     first = cli("note", "put", store, "/people/sam.md", input="Sam likes terraform.\n").split()
     memory_id, v1 = first[2], first[3]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from typing import Any
 
 import pygit2
 from hypothesis import HealthCheck, settings
@@ -21,7 +22,8 @@ from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import GitmemError, NotFound, PathConflict, PreconditionFailed
 from gitmem.git.repository import read_tip
-from tests.checks import assert_fsck_clean, index_snapshot
+from tests.checks import assert_fsck_clean, blob, index_snapshot, listed_notes
+from tests.checks import tree as tree_of
 
 PATHS = ["/a", "/a/b", "/a/b/c", "/a/c", "/b", "/ab", "/b/a", "/A"]
 CONTENTS = ["", "x", "y", "hello world", "x" * 3]
@@ -71,7 +73,7 @@ class Model:
         return None
 
 
-def expected_for(check: str | None, content: str) -> dict[str, str]:
+def expected_for(check: str | None, content: str) -> dict[str, Any]:
     return {
         None: {},
         "right sha": {"expected_sha256": sha256(content)},
@@ -173,7 +175,7 @@ class StoreMachine(RuleBasedStateMachine):
 
     @invariant()
     def notes_agree(self) -> None:
-        listed = self.store.list(limit=1000, with_content=False).items
+        listed = listed_notes(self.store.list(limit=1000, with_content=False).items)
         expected = sorted((p, m, sha256(c)) for m, (p, c) in self.model.notes.items())
         assert [(n.path, n.id, n.content_sha256) for n in listed] == expected
         for memory_id, (path, content) in self.model.notes.items():
@@ -207,10 +209,12 @@ class StoreMachine(RuleBasedStateMachine):
 
         def walk(tree: pygit2.Tree, prefix: str) -> None:
             for entry in tree:
+                name = entry.name
+                assert name is not None
                 if entry.type_str == "tree":
-                    walk(self.store.repo[entry.id], prefix + entry.name + "/")
+                    walk(tree_of(self.store.repo[entry.id]), prefix + name + "/")
                 else:
-                    files[prefix + entry.name] = self.store.repo[entry.id].data.decode()
+                    files[prefix + name] = blob(self.store.repo[entry.id]).data.decode()
 
         if tip is not None:
             walk(self.store.repo[tip].tree, "/")
@@ -233,7 +237,8 @@ class StoreMachine(RuleBasedStateMachine):
 def test_the_engine_agrees_with_a_dict_model(fast_gm: Gitmem) -> None:
     workspace = fast_gm.catalog.create_workspace("model")
     run_state_machine_as_test(
-        lambda: StoreMachine(fast_gm, workspace.id),
+        # hypothesis types the factory as the machine's class; it calls whatever factory it is given
+        lambda: StoreMachine(fast_gm, workspace.id),  # type: ignore[arg-type]
         settings=settings(
             max_examples=50,
             stateful_step_count=25,

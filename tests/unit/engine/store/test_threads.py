@@ -111,11 +111,11 @@ def test_a_stale_view_of_main_never_rebuilds_the_index(
     old tip for a rewrite (that rebuilt the whole index, and moved it backwards)."""
     store = fast_store
     store.create("/one.md", "1")
-    stale = index_module.read_tip(store.repo)
+    stale = repository.read_tip(store.repo)
     store.create("/two.md", "2")  # main and the index move on past ``stale``
     fresh = store.index.indexed_tip()
     reads = iter([stale])
-    real_read_tip = index_module.read_tip
+    real_read_tip = repository.read_tip  # what the index's own binding, patched below, is
     monkeypatch.setattr(index_module, "read_tip", lambda repo: next(reads, None) or real_read_tip(repo))
     with caplog.at_level(logging.INFO, logger="gitmem.engine.index.store_index"):
         store.index.catch_up()
