@@ -22,6 +22,7 @@ from gitmem.engine.transfer.api_source import ApiSource
 from gitmem.engine.transfer.journal import CRASH_ENV
 from gitmem.engine.transfer.replay import run_import
 from gitmem.model import Actor
+from tests.checks import commit
 from tests.server import RealServer
 
 pytestmark = pytest.mark.slow
@@ -119,7 +120,7 @@ def test_an_import_through_the_sdk_reproduces_the_version_list(source: Source, t
     assert (info.name, info.description, info.metadata) == ("team-notes", "What we learned", {"t": "1"})
     # The redacted version stays redacted: no path, no content, in the index and in the commit.
     redacted = next(v for v in store.versions(limit=100).items if v.redacted_at is not None)
-    assert redacted.path is None and "Redacted-At: " in store.repo[redacted.commit_id].message
+    assert redacted.path is None and "Redacted-At: " in commit(store.repo[redacted.commit_id]).message
 
 
 def _import_and_die(home: Path, source: Source, crash_at: str) -> None:
