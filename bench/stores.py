@@ -17,7 +17,6 @@ import os
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -163,4 +162,4 @@ def run(tmp: Path, workspaces: int, per: int, threads: int) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -61,7 +61,7 @@ def serve(
     startup_timeout: float = 60.0,
     attempts: int = 3,
     prefix: Sequence[str] = (),
-    started: list[subprocess.Popen] | None = None,
+    started: list[subprocess.Popen[bytes]] | None = None,
 ) -> Iterator[str]:
     """Start ``uvicorn --factory app`` in a subprocess serving ``home``; yield its base URL; stop it.
 
