@@ -24,6 +24,7 @@ from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.rewrite.redaction import redact, redact_conflict
 from gitmem.engine.rewrite.retention import prune_all
 from gitmem.errors import Conflict, PreconditionFailed
+from gitmem.model import Version
 
 OLD = dt.timedelta(days=60)
 
@@ -126,9 +127,10 @@ def test_backup_while_writers_and_retention_are_busy_restores_every_acknowledged
     gm.close()
 
 
-def _versions(gm: Gitmem, ws_id: str, store_id: str) -> list:
+def _versions(gm: Gitmem, ws_id: str, store_id: str) -> list[Version]:
     store = gm.store(ws_id, store_id)
-    out, page = [], None
+    out: list[Version] = []
+    page = None
     while True:
         got = store.versions(limit=100, page=page)
         out += got.items

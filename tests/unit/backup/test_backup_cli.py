@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from gitmem.backup.restore import restore_home
 from gitmem.backup.take import take_backup
@@ -19,7 +19,7 @@ def test_backup_restore_and_prune_commands(tmp_path: Path) -> None:
     runner = CliRunner()
     home, dest, new = tmp_path / "home", tmp_path / "dest", tmp_path / "new"
 
-    def run(*args: str, input: str | None = None, at: Path = home):
+    def run(*args: str, input: str | None = None, at: Path = home) -> Result:
         return runner.invoke(main, ["--home", str(at), *args], input=input, catch_exceptions=False)
 
     sid = run("store", "create", "notes").output.strip()
