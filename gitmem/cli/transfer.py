@@ -66,10 +66,11 @@ class _Bars:
     default=None,
     help="Where to write the archive (default: STORE_ID.tar.gz here).",
 )
+@click.option("--decrypted", is_flag=True, help="An encrypted store: write its notes decrypted into the archive.")
 @workspace_option
 @pass_context
 @refusals
-def export(ctx: Context, store_id: str, output: Path | None, workspace: str | None) -> None:
+def export(ctx: Context, store_id: str, output: Path | None, decrypted: bool, workspace: str | None) -> None:
     """Write STORE_ID's whole history to one archive: a Git bundle and its versions as JSON lines."""
     from gitmem.engine.transfer.archive import export_store
 
@@ -77,7 +78,11 @@ def export(ctx: Context, store_id: str, output: Path | None, workspace: str | No
     info = gm.get_store(ctx.workspace_id(workspace), store_id)
     with _Bars() as bars:
         report = export_store(
-            gm.store(info.workspace_id, info.id, info=info), info, output or Path(f"{store_id}.tar.gz"), bars
+            gm.store(info.workspace_id, info.id, info=info),
+            info,
+            output or Path(f"{store_id}.tar.gz"),
+            bars,
+            decrypted=decrypted,
         )
     click.echo(f"exported {report.versions} versions of {report.notes} notes to {report.path}")
 

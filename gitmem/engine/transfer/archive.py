@@ -62,11 +62,16 @@ class ExportReport:
     size_bytes: int
 
 
-def export_store(store: MemoryStore, info: StoreInfo, dest: Path, progress: Progress | None = None) -> ExportReport:
-    """Write ``store``'s archive to ``dest`` (replaced whole, never left half-written)."""
-    if info.encrypted:
+def export_store(
+    store: MemoryStore, info: StoreInfo, dest: Path, progress: Progress | None = None, *, decrypted: bool = False
+) -> ExportReport:
+    """Write ``store``'s archive to ``dest`` (replaced whole, never left half-written). An encrypted
+    store only ``decrypted``: its versions.jsonl then holds the notes in plaintext (the bundle keeps the
+    ciphertext, which no other key opens), and a store imported from it is encrypted under a key of its own."""
+    if info.encrypted and not decrypted:
         raise InvalidRequest(
-            f"memory store {info.id} is encrypted: an export would hold its notes decrypted; not supported yet"
+            f"memory store {info.id} is encrypted: its export holds the notes decrypted (the bundle's ciphertext"
+            " opens with this home's key only); say so with --decrypted and keep the archive as the notes"
         )
     given, dest = dest, dest.absolute()
     with tempfile.TemporaryDirectory(prefix="gitmem-export-") as scratch:
@@ -83,6 +88,7 @@ def export_store(store: MemoryStore, info: StoreInfo, dest: Path, progress: Prog
                 "description": info.description,
                 "metadata": info.metadata,
                 "created_at": iso(info.created_at),
+                "encrypted": info.encrypted,
             },
             "exported_at": iso(system_clock()),
             "main": main,
@@ -215,7 +221,10 @@ class ArchiveSource:
     def fields(self) -> StoreFields:
         store = self.manifest["store"]
         return StoreFields(
-            str(store.get("name") or "imported"), str(store.get("description") or ""), dict(store.get("metadata") or {})
+            str(store.get("name") or "imported"),
+            str(store.get("description") or ""),
+            dict(store.get("metadata") or {}),
+            encrypted=bool(store.get("encrypted")),
         )
 
     def prepare(self, store: MemoryStore, spool: Journal, progress: Progress) -> int:

@@ -117,7 +117,9 @@ def _target(
         except NotFound:
             log.info("the store %s an earlier import began is gone; starting anew", begun)
     fields = source.fields()
-    info = gm.create_store(workspace_id, name or fields.name, fields.description, fields.metadata)
+    info = gm.create_store(
+        workspace_id, name or fields.name, fields.description, fields.metadata, encrypted=fields.encrypted
+    )
     journal.begin(info.id)
     return gm.store(workspace_id, info.id, info=info), False
 

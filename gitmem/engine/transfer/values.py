@@ -23,6 +23,7 @@ class StoreFields:
     name: str
     description: str = ""
     metadata: dict[str, str] = field(default_factory=dict)
+    encrypted: bool = False  # the source was: the new store is too
 
 
 @dataclass(frozen=True)

@@ -131,3 +131,21 @@ def test_the_cli_exports_and_imports(gm: Gitmem, source: MemoryStore, tmp_path: 
     ws = gm.catalog.workspace_by_name("copy")
     assert ws is not None and gm.catalog.store(store_id).name == "copy"
     assert snapshot(gm.store(ws.id, store_id)) == snapshot(source)
+
+
+def test_an_encrypted_store_exports_only_decrypted_and_imports_encrypted_again(
+    gm: Gitmem, clock: FrozenClock, tmp_path: Path
+) -> None:
+    ws = gm.catalog.create_workspace("sealed")
+    info = gm.create_store(ws.id, "sealed", encrypted=True)
+    store = gm.store(ws.id, info.id)
+    fill(store, clock)
+    with pytest.raises(InvalidRequest, match="--decrypted"):
+        export_store(store, info, tmp_path / "sealed.tar.gz")
+    path = export_store(store, info, tmp_path / "sealed.tar.gz", decrypted=True).path
+    report = run_import(gm, ws.id, ArchiveSource(path), name="sealed again")
+    target = gm.store(ws.id, report.store_id)
+    assert gm.catalog.store(report.store_id).encrypted
+    assert snapshot(target) == snapshot(store)
+    blob = target.repo[target.get_by_path("/people/sam.md").blob_id].read_raw()
+    assert b"door" not in blob  # ciphertext at rest, under the new store's own key
