@@ -14,6 +14,9 @@ backup's (the note falls back to its previous version, as a redacted version's r
 are dropped or redacted on their own lines, a deleted store is deleted with its key. Then every blob
 the ledger says was purged must be unreadable in the restored repository; one that is not is a problem
 the restore reports.
+
+The same later catalogs also say which keys and tokens were revoked since: they are revoked in the
+restored home too (a key revoked after the backup must not work again because of a restore).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ log = logging.getLogger(__name__)
 @dataclass
 class ErasedAgain:
     applied: list[Erasure] = field(default_factory=list)
+    revoked: list[str] = field(default_factory=list)  # credentials revoked since the backup, revoked again
     sources: list[str] = field(default_factory=list)  # the ledgers read
     stores_deleted: list[str] = field(default_factory=list)
     versions_dropped: int = 0
@@ -53,53 +57,87 @@ class ErasedAgain:
     problems: list[str] = field(default_factory=list)
 
 
+REVOKED = "SELECT id FROM credentials WHERE revoked_at IS NOT NULL"
+
+
+@dataclass
+class Later:
+    """What the catalogs later than a backup say: erasures it does not hold, credentials revoked, and
+    which catalogs were read."""
+
+    erasures: list[Erasure] = field(default_factory=list)
+    revoked: set[str] = field(default_factory=set)
+    sources: list[str] = field(default_factory=list)
+
+
 def file_erasures(catalog: Path) -> list[Erasure]:
     """The ledger of a SQLite catalog file (a backup's or a home's), read without writing to it."""
+    return _read_file(catalog)[0]
+
+
+def _read_file(catalog: Path) -> tuple[list[Erasure], set[str]]:
     db = sqlite3.connect(f"file:{catalog}?mode=ro", uri=True)
     db.row_factory = sqlite3.Row
     try:
-        return [erasure_of(r) for r in db.execute(f"SELECT seq, {COLUMNS} FROM erasures ORDER BY seq")]
-    except sqlite3.OperationalError:  # a catalog older than the ledger
-        return []
+        revoked = {r[0] for r in db.execute(REVOKED)}
+        try:
+            rows = [erasure_of(r) for r in db.execute(f"SELECT seq, {COLUMNS} FROM erasures ORDER BY seq")]
+        except sqlite3.OperationalError:  # a catalog older than the ledger
+            rows = []
+        return rows, revoked
     finally:
         db.close()
 
 
-def later_erasures(backup: Path, home: Path | None, extra: Sequence[str | Path]) -> tuple[list[Erasure], list[str]]:
-    """The erasures the backup's catalog does not hold, from every later ledger found; and where from."""
+def _read_database(url: str) -> tuple[str, list[Erasure], set[str]]:
+    db = open_database(url, Path("."))
+    try:
+        return db.display_name, ErasureLedger(db).since(0), {r[0] for r in db.execute(REVOKED)}
+    finally:
+        db.close()
+
+
+def later_catalogs(backup: Path, home: Path | None, extra: Sequence[str | Path]) -> Later:
+    """What every catalog later than ``backup`` found says (see :class:`Later`): the backups after it
+    under its destination, ``home`` (the one it was made from) if still there, and ``extra``."""
     known = {e.id for e in file_erasures(backup / CATALOG)}
     found: dict[str, Erasure] = {}
-    sources: list[str] = []
+    later = Later()
 
-    def add(source: str, erasures: Iterable[Erasure]) -> None:
-        sources.append(source)
+    def add(source: str, erasures: Iterable[Erasure], revoked: set[str]) -> None:
+        later.sources.append(source)
+        later.revoked |= revoked
         for erasure in erasures:
             if erasure.id not in known:
                 found.setdefault(erasure.id, erasure)
 
     for newer in backups(backup.parent):
         if newer.name > backup.name:
-            add(str(newer), file_erasures(newer / CATALOG))
+            add(str(newer), *_read_file(newer / CATALOG))
     if home is not None and (home / CATALOG).is_file():
-        add(str(home), file_erasures(home / CATALOG))
+        add(str(home), *_read_file(home / CATALOG))
     for source in extra:
         if str(source).startswith("postgresql://"):
-            db = open_database(str(source), Path("."))
-            try:
-                add(getattr(db, "display_name", "postgresql"), ErasureLedger(db).since(0))
-            finally:
-                db.close()
+            add(*_read_database(str(source)))
         else:
             path = Path(source)
-            add(str(path), file_erasures(path / CATALOG if path.is_dir() else path))
-    return sorted(found.values(), key=lambda e: (e.erased_at, e.seq)), sources
+            add(str(path), *_read_file(path / CATALOG if path.is_dir() else path))
+    later.erasures = sorted(found.values(), key=lambda e: (e.erased_at, e.seq))
+    return later
 
 
-def erase_again(gm: Gitmem, erasures: Sequence[Erasure]) -> ErasedAgain:
-    """Apply ``erasures`` to the restored home ``gm`` (see the module's docstring)."""
-    done = ErasedAgain()
+def erase_again(gm: Gitmem, later: Later) -> ErasedAgain:
+    """Apply what ``later`` says to the restored home ``gm`` (see the module's docstring)."""
+    done = ErasedAgain(sources=later.sources)
+    held = {r[0] for r in gm.catalog.db.execute(REVOKED)}
+    for cred_id in sorted(later.revoked - held):
+        try:
+            gm.catalog.revoke(cred_id)
+            done.revoked.append(cred_id)
+        except NotFound:
+            pass  # made after the backup
     by_store: dict[str, list[Erasure]] = defaultdict(list)
-    for erasure in erasures:
+    for erasure in later.erasures:
         by_store[erasure.store_id].append(erasure)
     for store_id, items in by_store.items():
         try:
@@ -179,4 +217,4 @@ def _still_readable(store: MemoryStore, items: Sequence[Erasure]) -> list[str]:
     return [f"{store.id}: blob {blob} was erased after the backup and is still readable" for blob in present]
 
 
-__all__ = ["ErasedAgain", "erase_again", "file_erasures", "later_erasures"]
+__all__ = ["ErasedAgain", "Later", "erase_again", "file_erasures", "later_catalogs"]

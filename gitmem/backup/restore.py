@@ -8,7 +8,8 @@ In order, before the restored home can serve:
    or ``GITMEM_MASTER_KEY_FILE``) or copied in with ``--master-key-file``: a backup never holds it;
 2. each store's repository from its bundle, made as ``gitmem store create`` makes one (its hooks,
    its settings), every ref the bundle holds;
-3. every erasure made after the backup, erased again (:mod:`gitmem.backup.erase_again`);
+3. every erasure made after the backup, erased again, and every key revoked since, revoked again
+   (:mod:`gitmem.backup.erase_again`);
 4. each store's index rebuilt from its history, then ``gitmem fsck``'s checks of every store.
 
 ``RESTORING`` in the new home marks a restore that has not finished (a crash): remove the home and
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gitmem.backup.catalog_copy import restore_catalog
-from gitmem.backup.erase_again import ErasedAgain, erase_again, later_erasures
+from gitmem.backup.erase_again import ErasedAgain, erase_again, later_catalogs
 from gitmem.backup.layout import CATALOG, KEYS, Manifest, read_manifest, resolve
 from gitmem.crypto.master_key import MasterKeySource
 from gitmem.db import open_database
@@ -83,7 +84,7 @@ def restore_home(
             " with --master-key-file (or GITMEM_MASTER_KEY / GITMEM_MASTER_KEY_FILE)"
         )
     source_home = Path(manifest.home)
-    later, sources = later_erasures(backup, source_home if source_home != home else None, erasures_from)
+    later = later_catalogs(backup, source_home if source_home != home else None, erasures_from)
     home.mkdir(parents=True, exist_ok=True)
     (home / MARKER).write_text("a restore into this home has not finished\n")
     target_db = open_database(database, home / CATALOG) if database else None
@@ -110,7 +111,6 @@ def restore_home(
             if info.id not in manifest.stores:  # deleted while the backup ran: its row goes too
                 gm.catalog.delete_store(info.id)
         report.erased = erase_again(gm, later)
-        report.erased.sources = sources
         for info in gm.all_stores():
             with gm.leases():  # one store open at a time, however many there are
                 gm.store(info.workspace_id, info.id).index.catch_up()

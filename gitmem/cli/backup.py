@@ -133,6 +133,7 @@ def restore_backup(
         f" dropped, {erased.versions_redacted} redacted, {erased.conflicts_erased} conflicts,"
         f" {len(erased.stores_deleted)} stores deleted)"
     )
+    click.echo(f"  keys and tokens revoked since the backup, revoked again: {len(erased.revoked)}")
     read = ", ".join(erased.sources) or "none later than the backup (see docs/backup.md)"
     click.echo(f"  erasure ledgers read: {read}")
     for problem in erased.problems:

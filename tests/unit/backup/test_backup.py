@@ -146,7 +146,7 @@ def home(tmp_path: Path) -> Iterator[Gitmem]:
     gm.close()
 
 
-def test_a_version_redacted_after_the_backup_is_not_in_the_restored_objects_or_index(
+def test_a_version_redacted_after_the_backup_is_not_in_the_restored_objects_or_index_and_a_revoked_key_stays_revoked(
     home: Gitmem, tmp_path: Path
 ) -> None:
     ws = home.catalog.create_workspace("team")
@@ -154,14 +154,18 @@ def test_a_version_redacted_after_the_backup_is_not_in_the_restored_objects_or_i
     store = home.store(ws.id, info.id)
     store.create("/sam.md", "Sam likes tea")
     leaked = store.update(store.get_by_path("/sam.md").id, "Sam's pin is zebra-4417")
+    key, _ = home.catalog.create_api_key(ws.id, "ci")
     backup = take_backup(home, tmp_path / "dest").folder
     store.update(leaked.id, "Sam likes coffee")
     redact(store, leaked.version_id, None, home.catalog.erasures)
+    home.catalog.revoke(key.id)  # and a key revoked since must not work again
     assert b"zebra-4417" not in _all_objects(store.path)
 
     report = restore_home(backup, tmp_path / "restored")
     assert report.ok and report.erased.versions_redacted == 1
+    assert report.erased.revoked == [key.id]
     new = Gitmem.open(tmp_path / "restored")
+    assert new.catalog.credential(key.id).revoked_at is not None
     restored = new.store(ws.id, info.id)
     assert b"zebra-4417" not in _all_objects(restored.path)
     index_files = [p for p in (restored.path / "gitmem").iterdir() if p.name.startswith("index.sqlite3")]
