@@ -46,7 +46,7 @@ def prune_backups(dest: Path, older_than: dt.timedelta, *, now: dt.datetime | No
 
 def forget_destroyed_keys(dest: Path, ledger: ErasureLedger) -> int:
     """Remove, from every backup under ``dest``, the wrapped keys of stores deleted since; how many."""
-    deleted = {e.store_id for e in ledger.since(0) if e.kind == "store_deleted"}
+    deleted = {e.store_id for e in ledger.since(0, "store_deleted")}
     removed = 0
     if not deleted:
         return 0

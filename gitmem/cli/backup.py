@@ -136,6 +136,11 @@ def restore_backup(
     click.echo(f"  keys and tokens revoked since the backup, revoked again: {len(erased.revoked)}")
     read = ", ".join(erased.sources) or "none later than the backup (see docs/backup.md)"
     click.echo(f"  erasure ledgers read: {read}")
+    if report.manifest.database == "postgresql" and not any(s.startswith("postgresql") for s in erasures_from):
+        click.echo(
+            "  note: the backed-up home's catalog is in PostgreSQL; name it with --erasures-from postgresql://..."
+            " to erase again what was erased after the backup"
+        )
     for problem in erased.problems:
         click.echo(f"  PROBLEM {problem}")
     for store_id, problems in sorted(report.problems.items()):

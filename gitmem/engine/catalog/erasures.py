@@ -111,9 +111,10 @@ class ErasureLedger:
             for erasure in erasures:
                 self.record(erasure, tx)
 
-    def since(self, seq: int = 0) -> list[Erasure]:
-        """The rows recorded after ``seq``, oldest first."""
-        rows = self.db.execute(f"SELECT seq, {COLUMNS} FROM erasures WHERE seq > ? ORDER BY seq", (seq,))
+    def since(self, seq: int = 0, kind: ErasureKind | None = None) -> list[Erasure]:
+        """The rows recorded after ``seq`` (of one ``kind``, if given), oldest first."""
+        where, params = ("seq > ? AND kind = ?", (seq, kind)) if kind else ("seq > ?", (seq,))
+        rows = self.db.execute(f"SELECT seq, {COLUMNS} FROM erasures WHERE {where} ORDER BY seq", params)
         return [erasure_of(r) for r in rows]
 
     def last_seq(self) -> int:
