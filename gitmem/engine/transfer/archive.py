@@ -97,13 +97,17 @@ def export_store(
         }
         (folder / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
         temporary = dest.with_name(dest.name + ".partial")
-        with tarfile.open(temporary, "w:gz") as tar:
-            for name in (MANIFEST, VERSIONS, BUNDLE):
-                if (folder / name).exists():
-                    tar.add(folder / name, arcname=name)
-        with open(temporary, "rb") as written:
-            os.fsync(written.fileno())
-        os.replace(temporary, dest)
+        try:
+            with tarfile.open(temporary, "w:gz") as tar:
+                for name in (MANIFEST, VERSIONS, BUNDLE):
+                    if (folder / name).exists():
+                        tar.add(folder / name, arcname=name)
+            with open(temporary, "rb") as written:
+                os.fsync(written.fileno())
+            os.replace(temporary, dest)
+        except OSError as exc:
+            temporary.unlink(missing_ok=True)
+            raise InvalidRequest(f"cannot write {given}: {exc.strerror or exc}") from None
     return ExportReport(given, versions, notes, dest.stat().st_size)
 
 
