@@ -84,7 +84,7 @@ def create_app(gm: Gitmem, settings: Settings | None = None, *, close_on_shutdow
         dispatcher = None
         if settings.webhook_delivery:
             dispatcher = Dispatcher(gm, settings.webhook_policy).start(settings.webhook_poll_seconds)
-        async with mcp.running(app.state, gm):
+        async with mcp.running(app.state):
             yield
         # The stop's bound (api/draining.py): what is left of it after the drain and the requests in
         # flight is shared by the background threads, each told to stop first so they stop together.

@@ -81,7 +81,7 @@ def naive_run(root: Path, threads: int, writes: int, fsync: bool) -> Result:
     store.db.execute(f"PRAGMA synchronous={'FULL' if fsync else 'OFF'}")
     one_lock = threading.Lock()
 
-    def write(t: int, i: int) -> None:
+    def write(_thread: int, i: int) -> None:
         with one_lock:
             store.write(f"/topic-{i % 100:02d}/note-{i:05d}.md", TEXT, ACTOR)
 

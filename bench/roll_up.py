@@ -50,7 +50,7 @@ def store_with_batch_packs(home: Path, path_of: Callable[[int], str], notes: int
         store = gm.store(workspace.id, gm.create_store(workspace.id, "s").id)
         seed_notes(store.path, {path_of(i): text_of(i, rng) for i in range(notes)})
         held_off = store_module.MemoryStore._after_write
-        store_module.MemoryStore._after_write = lambda self: None  # type: ignore[method-assign]
+        store_module.MemoryStore._after_write = lambda self: None  # type: ignore[method-assign]  # noqa: ARG005  MemoryStore._after_write's signature
         try:
             for i in range(writes):
                 store.create(path_of(notes + i), text_of(notes + i, rng))

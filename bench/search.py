@@ -106,7 +106,7 @@ def _vocabulary() -> tuple[list[str], list[float]]:
     more than half of the notes down to a few in a hundred, a long tail of rare words."""
     rng = random.Random(3)
     tail = ["".join(rng.choice("abcdefghijklmnoprstuvw") for _ in range(rng.randint(4, 9))) for _ in range(3000)]
-    vocab = ["the"] + tail
+    vocab = ["the", *tail]
     for k, word in enumerate(WORDS):
         vocab.insert(5 * (k + 1), word)
     return vocab, [1 / (rank + 1) for rank in range(len(vocab))]
@@ -208,7 +208,7 @@ def _shapes() -> dict[str, str]:
             " OR ".join(common[(2 * g + k) % 8] for k in range(2)) for g in range(32)
         ),
         "8 commonest 2-letter prefixes ORed": " OR ".join(prefixes),
-        "8 x (a prefix OR 7 words)": " ".join(" OR ".join([prefixes[g]] + common[7 * g : 7 * g + 7]) for g in range(8)),
+        "8 x (a prefix OR 7 words)": " ".join(" OR ".join([prefixes[g], *common[7 * g : 7 * g + 7]]) for g in range(8)),
         "16 x 4, 8 of them prefixes": " ".join(
             " OR ".join(([prefixes[g]] if g < 8 else []) + [common[(4 * g + k) % 8] for k in range(4 - (g < 8))])
             for g in range(16)

@@ -67,7 +67,7 @@ class _Listed:
     def fields(self) -> StoreFields:
         return StoreFields("bench-source")
 
-    def prepare(self, store: MemoryStore, spool: Journal, progress: Progress) -> int:
+    def prepare(self, store: MemoryStore, spool: Journal, progress: Progress) -> int:  # noqa: ARG002  the Source protocol's signature
         return self.count
 
     def versions(self) -> Iterator[Incoming]:

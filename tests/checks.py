@@ -85,7 +85,7 @@ def run_threads(count: int, work: Callable[[int], None]) -> list[BaseException]:
         start.wait()
         try:
             work(me)
-        except BaseException as exc:  # noqa: BLE001 - collected and asserted on by the test
+        except BaseException as exc:  # collected and asserted on by the test
             errors.append(exc)
 
     threads = [threading.Thread(target=body, args=(me,)) for me in range(count)]

@@ -102,13 +102,13 @@ def clock() -> FrozenClock:
 
 
 @pytest.fixture
-def gm(tmp_path: Path, clock: FrozenClock) -> Iterator[Gitmem]:
-    yield Gitmem.open(tmp_path / "home", clock=clock, fsync="always")
+def gm(tmp_path: Path, clock: FrozenClock) -> Gitmem:
+    return Gitmem.open(tmp_path / "home", clock=clock, fsync="always")
 
 
 @pytest.fixture
-def fast_gm(tmp_path: Path, clock: FrozenClock) -> Iterator[Gitmem]:
-    yield Gitmem.open(tmp_path / "fast-home", clock=clock, fsync="never")
+def fast_gm(tmp_path: Path, clock: FrozenClock) -> Gitmem:
+    return Gitmem.open(tmp_path / "fast-home", clock=clock, fsync="never")
 
 
 @pytest.fixture(scope="session")

@@ -44,7 +44,7 @@ def authenticate(gm: Gitmem, headers: Mapping[str, str]) -> Principal:
 
 
 @asynccontextmanager
-async def running(state: Any, gm: Gitmem) -> AsyncIterator[None]:
+async def running(state: Any) -> AsyncIterator[None]:
     """Run by the app's lifespan: the task group the MCP server will run in once it is first asked for
     (a fresh server each time the app starts)."""
     state.mcp_server = None

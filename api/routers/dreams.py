@@ -54,7 +54,6 @@ def create_dream(body: DreamCreate, principal: Caller, gm: Engine, runner: Runne
 def list_dreams(
     principal: Caller,
     gm: Engine,
-    runner: Runner,
     created_at_gt: dt.datetime | None = Query(None, alias="created_at[gt]"),
     created_at_lt: dt.datetime | None = Query(None, alias="created_at[lt]"),
     include_archived: bool = Query(False),
@@ -78,7 +77,7 @@ def list_dreams(
 
 
 @router.get("/{dream_id}", response_model=Dream, summary="Retrieve a dream")
-def retrieve_dream(dream_id: str, principal: Caller, gm: Engine, runner: Runner) -> Dream:
+def retrieve_dream(dream_id: str, principal: Caller, gm: Engine) -> Dream:
     refuse_task(principal, "read dreams")
     return Dream.of(dreams_for(gm).get(principal.workspace_id, dream_id))
 

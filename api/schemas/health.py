@@ -11,4 +11,4 @@ class Readiness(OutModel):
     """``ready``, or ``unready`` with why, check by check (``catalog``, ``home``, ``disk``, ``draining``)."""
 
     status: Literal["ready", "unready"]
-    failing: dict[str, str] = {}
+    failing: dict[str, str] = {}  # noqa: RUF012  pydantic copies a field's default for each model

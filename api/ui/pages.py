@@ -66,7 +66,7 @@ def _open(gm: Gitmem, session: WebSession, store_id: str, *, write: bool = False
 def _may_review(gm: Gitmem, session: WebSession, store_id: str) -> bool:
     try:
         check_reviewer(gm, session.principal, store_id)
-    except Exception:  # noqa: BLE001 - any refusal simply hides the review's actions
+    except Exception:  # any refusal simply hides the review's actions
         return False
     return Reviews.of(gm).settings(store_id).enabled
 

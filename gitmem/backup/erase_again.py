@@ -169,7 +169,7 @@ def _versions(store: MemoryStore, items: Sequence[Erasure], done: ErasedAgain) -
     if not drop and not redact:
         return
 
-    def plan(entries: Sequence[Entry], live: frozenset[str]) -> list[Entry | None]:
+    def plan(entries: Sequence[Entry], live: frozenset[str]) -> list[Entry | None]:  # noqa: ARG001  rewrite_history's plan signature
         out: list[Entry | None] = []
         for entry in entries:
             version_id = entry.record.version_id

@@ -84,7 +84,11 @@ def session_start(
 @hook.command("session-end")
 @_session_options
 def session_end(
-    url: str | None, profile: str | None, workspace: str | None, debounce: float, poll_interval: float
+    url: str | None,
+    profile: str | None,
+    workspace: str | None,
+    debounce: float,  # noqa: ARG001  every session hook takes these; session-end only stops the mount
+    poll_interval: float,  # noqa: ARG001  (the same)
 ) -> None:
     """Stop the background mount, which pushes every pending change first."""
     from gitmem.sync import bank_session

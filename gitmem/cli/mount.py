@@ -170,7 +170,7 @@ def _named_folders(client: anthropic.Anthropic, specs: list[MountSpec]) -> list[
 def _wait_for_signal(mounts: list[Mount]) -> None:
     done = threading.Event()
 
-    def on_signal(signum: int, frame: FrameType | None) -> None:
+    def on_signal(_signum: int, _frame: FrameType | None) -> None:
         done.set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}

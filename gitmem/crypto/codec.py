@@ -41,10 +41,10 @@ class ContentCodec(Protocol):
 class PlainCodec:
     """The identity codec, for stores without encryption."""
 
-    def encode(self, path: str, plaintext: bytes) -> bytes:
+    def encode(self, path: str, plaintext: bytes) -> bytes:  # noqa: ARG002  the ContentCodec protocol's signature
         return plaintext
 
-    def decode(self, path: str, blob: bytes) -> bytes:
+    def decode(self, path: str, blob: bytes) -> bytes:  # noqa: ARG002  the ContentCodec protocol's signature
         return blob
 
 

@@ -30,7 +30,7 @@ import select
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
 
 from gitmem.db.interface import LOCK_TIMEOUT_SECONDS, Database, Dialect, Params
@@ -71,7 +71,7 @@ def to_postgres(sql: str) -> str:
 class Row(tuple[Any, ...]):
     """A row read by position and by column name, like ``sqlite3.Row`` (one subclass a column list)."""
 
-    _index: dict[str, int] = {}
+    _index: ClassVar[dict[str, int]] = {}  # each subclass (a column list) sets its own
 
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, str):

@@ -53,7 +53,7 @@ def check_home_store(gm: Gitmem, info: StoreInfo) -> FsckReport:
     try:
         with gm.leases():  # a check of every store holds one open at a time
             return check_store(gm.store(info.workspace_id, info.id))
-    except Exception as exc:  # noqa: BLE001 - whatever broke, the report says so and fsck goes on
+    except Exception as exc:  # whatever broke, the report says so and fsck goes on
         log.exception("fsck of %s failed", info.id)
         return FsckReport(info.id, [f"could not be checked: {type(exc).__name__}: {exc}"])
 

@@ -99,7 +99,7 @@ def capacity_for(limit: int | None) -> int:
 
 
 class _Entry:
-    __slots__ = ("key", "store", "users", "last_used", "retired", "closed", "pinned", "__weakref__")
+    __slots__ = ("__weakref__", "closed", "key", "last_used", "pinned", "retired", "store", "users")
 
     def __init__(self, key: str, store: MemoryStore, now: float) -> None:
         self.key = key

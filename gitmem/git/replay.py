@@ -110,7 +110,7 @@ class Notes:
             self._add(step.path, step.memory_id, record.content_size or 0)
         return step
 
-    def _add(self, path: str, memory_id: str, size: int) -> None:
+    def _add(self, path: str, memory_id: str, size: int) -> None:  # noqa: ARG002  a subclass counts it (engine.push.check)
         self._by_path[path] = memory_id
         self._path_of[memory_id] = path
         self._below.update(ancestors(path))

@@ -37,8 +37,8 @@ from gitmem.git.upload_wants import (
 
 __all__ = [
     "PUSH_REFUSED_MESSAGE",
-    "GitResponse",
     "REALM",
+    "GitResponse",
     "basic_auth_secret",
     "forbidden_response",
     "serve_git",
@@ -98,7 +98,7 @@ async def serve_git(
     body: AsyncIterator[bytes],
     remote_user: str,
     allow_push: bool,
-    extra_env: Mapping[str, str] = {},  # noqa: B006 - read only
+    extra_env: Mapping[str, str] = {},  # read only
     hooks_path: Path | None = None,
 ) -> GitResponse:
     """Serve one smart-HTTP request for the bare repository at ``repo_path``.

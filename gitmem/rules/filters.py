@@ -33,7 +33,7 @@ ContentFilter = Callable[[str, str], "str | None"]
 def regex_filter(reason: str, *patterns: str, flags: int = 0) -> ContentFilter:
     compiled = [re.compile(p, flags) for p in patterns]
 
-    def check(path: str, text: str) -> str | None:
+    def check(path: str, text: str) -> str | None:  # noqa: ARG001  the ContentFilter signature
         return reason if any(c.search(text) for c in compiled) else None
 
     check.__name__ = f"regex_filter({reason})"

@@ -119,7 +119,7 @@ class BankRemote:
         except GitmemError as exc:
             raise ValueError(exc.message) from None
 
-    def list_all(self, *, with_content: bool = False) -> dict[str, RemoteEntry]:
+    def list_all(self, *, with_content: bool = False) -> dict[str, RemoteEntry]:  # noqa: ARG002  the Remote protocol's signature
         # The bank lists metadata only (the profile-bank API); the mount reads each body it needs.
         data = self._call("GET", "/memories").json()
         return {(e := self._entry(m)).path: e for m in data["memories"]}

@@ -108,7 +108,7 @@ class SyncState:
         def busy(p: str) -> bool:
             if self.read_only:
                 return False
-            return p in pending or bool(prefixes) and p.startswith(prefixes)
+            return p in pending or (bool(prefixes) and p.startswith(prefixes))
 
         for path, base in list(self.bases.items()):
             entry = by_id.get(base.memory_id)

@@ -111,7 +111,10 @@ class _GuardedBackend(httpcore.NetworkBackend):
         raise error
 
     def connect_unix_socket(
-        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+        self,
+        path: str,  # noqa: ARG002  httpcore's NetworkBackend signature
+        timeout: float | None = None,  # noqa: ARG002  (the same)
+        socket_options: Iterable[Any] | None = None,  # noqa: ARG002  (the same)
     ) -> httpcore.NetworkStream:
         raise RefusedAddress("webhooks are delivered over TCP only")
 

@@ -117,7 +117,7 @@ def test_the_sdk_sync_clients_lost_upload_is_kept_and_resolvable(
     text = admin.beta.memory_stores.memories.retrieve(note.id, memory_store_id=store.id).content
     assert text == API_TEXT + "- write the release notes (edited on disk)\n"
     versions = admin.beta.memory_stores.memory_versions.list(store.id, memory_id=note.id)
-    assert [v.id for v in versions][0] == done["memory_version_id"]
+    assert next(v.id for v in versions) == done["memory_version_id"]
     anyio.run(client.close)
 
 

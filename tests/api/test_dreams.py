@@ -191,7 +191,7 @@ def test_pending_rules(idle: anthropic.Anthropic, idle_store_id: str) -> None:
     assert idle.beta.dreams.archive(dream.id).archived_at is not None
 
 
-def test_refusals(live: Live, client: anthropic.Anthropic, store_id: str) -> None:
+def test_refusals(client: anthropic.Anthropic, store_id: str) -> None:
     store: BetaDreamMemoryStoreInputParam = {"type": "memory_store", "memory_store_id": store_id}
     with pytest.raises(anthropic.BadRequestError) as fast:
         client.beta.dreams.create(inputs=[store], model={"id": MODEL, "speed": "fast"})

@@ -102,7 +102,7 @@ def test_fsck_reports_a_damaged_index_and_goes_on_and_reindex_repairs(tmp_path: 
 
 def test_fsck_reports_a_store_folder_no_store_owns(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    gm, _ = _home_with_stores(home, 1, 1)
+    _gm, _ = _home_with_stores(home, 1, 1)
     (home / "stores" / "memstore_01M8KSAKX8VM617XSKBA200EBV.git").mkdir()
     checked = _cli(home, "fsck")
     assert checked.returncode == 1

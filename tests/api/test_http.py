@@ -168,7 +168,7 @@ def test_read_only_key_may_only_read(live: Live, store_id: str) -> None:
         assert_error(reader.delete(f"/v1/memory_stores/{store_id}"), 403, "permission_error")
 
 
-def test_workspace_header_must_match_the_key(live: Live, http: httpx.Client) -> None:
+def test_workspace_header_must_match_the_key(http: httpx.Client) -> None:
     response = http.get("/v1/memory_stores", headers={"anthropic-workspace-id": "wrkspc_01SOMEONEELSE0000000000"})
     assert_error(response, 403, "permission_error")
 

@@ -69,7 +69,7 @@ def test_a_get_reads_in_a_thread_where_the_index_is_behind(
 ) -> None:
     test_client, headers, note_url = _one_note(client)
     seen = _reads(monkeypatch)
-    monkeypatch.setattr(MemoryStore, "caught_up", lambda self: False)  # as after a push the index has not seen
+    monkeypatch.setattr(MemoryStore, "caught_up", lambda self: False)  # as after a push the index has not seen  # noqa: ARG005  stands in for the method
     answer = test_client.get(note_url, headers=headers)
     assert answer.status_code == 200 and answer.json()["content"] == "one"
     assert [catch_up for _, catch_up in seen] == [True]

@@ -64,7 +64,7 @@ def _aim(case: schemathesis.Case[Any], live: Live) -> None:
     if not params or "memory_store_id" not in params:
         return
     path, method = case.operation.path, case.method.upper()
-    if path == "/v1/memory_stores/{memory_store_id}" and method == "DELETE" or path.endswith("/archive"):
+    if (path == "/v1/memory_stores/{memory_store_id}" and method == "DELETE") or path.endswith("/archive"):
         # Give destructive operations a store of their own.
         params["memory_store_id"] = live.call("POST", "/v1/memory_stores", json={"name": "doomed"})["id"]
         return

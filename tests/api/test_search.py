@@ -6,7 +6,6 @@ from __future__ import annotations
 import html
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -284,7 +283,7 @@ def test_restore_over_http(client: anthropic.Anthropic, store_id: str) -> None:
         post(client, route, {})
 
 
-def test_a_search_past_its_bounds_or_budget_is_a_400_on_rest_and_in_the_web_view(world: World, tmp_path: Path) -> None:
+def test_a_search_past_its_bounds_or_budget_is_a_400_on_rest_and_in_the_web_view(world: World) -> None:
     """One rule for every surface: a query over the bounds, or over the budget GITMEM_SEARCH_BUDGET
     gives the home, is the API's 400 envelope with the engine's message, and the web view's 400 page
     shows the same message; an allowed query answers (MCP: tests/system/test_mcp.py)."""

@@ -151,7 +151,7 @@ def run_writers(
                     acknowledged[w].append(line)
                 if between is not None:
                     between(w, i)
-        except BaseException as exc:  # noqa: BLE001 - reported by the test
+        except BaseException as exc:  # reported by the test
             errors.append(exc)
 
     threads = [threading.Thread(target=writer, args=(w,)) for w in range(WRITERS)]

@@ -152,7 +152,7 @@ def test_without_notifications_nothing_is_kept(tmp_path: Path) -> None:
 
 
 def test_a_retention_round_runs_once_across_the_nodes(nodes: tuple[Gitmem, Gitmem]) -> None:
-    one, two = nodes
+    one, _two = nodes
     ws = one.catalog.create_workspace("w")
     one.create_store(ws.id, "notes")
     schedulers = [PruneScheduler(node, interval=3600) for node in nodes]
@@ -175,7 +175,7 @@ def test_a_retention_round_runs_once_across_the_nodes(nodes: tuple[Gitmem, Gitme
 
 
 def test_each_dream_is_claimed_by_one_node(nodes: tuple[Gitmem, Gitmem]) -> None:
-    one, two = nodes
+    one, _two = nodes
     ws = one.catalog.create_workspace("w")
     info = one.create_store(ws.id, "notes")
     one.store(ws.id, info.id).create("/a.md", "x")

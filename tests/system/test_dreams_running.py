@@ -82,7 +82,7 @@ def holding(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def server(tmp_path: Path, holding: None) -> Iterator[Server]:
+def server(tmp_path: Path, holding: None) -> Iterator[Server]:  # noqa: ARG001  for its patch (a fixture takes no usefixtures mark)
     with in_process(tmp_path / "home") as s:
         yield s
 
@@ -189,7 +189,8 @@ def test_task_deleted_while_running(server: Server) -> None:
     assert [m.path for m in s.sdk.beta.memory_stores.memories.list(store_id)] == ["/a.md", "/b.md", "/c.md"]
 
 
-def test_timeout(tmp_path: Path, holding: None, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.usefixtures("holding")
+def test_timeout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GITMEM_DREAM_TIMEOUT", "0.5")
     with in_process(tmp_path / "home") as s:
         store_id = make_store(s)
@@ -244,7 +245,8 @@ RUNNER = (  # a runner process started with the settings of its environment (the
 
 
 @pytest.mark.slow
-def test_a_killed_runner_fails_its_dream_internal_error(tmp_path: Path, holding: None) -> None:
+@pytest.mark.usefixtures("holding")
+def test_a_killed_runner_fails_its_dream_internal_error(tmp_path: Path) -> None:
     home = tmp_path / "home"
     with in_process(home, runner=False) as s:  # this process serves; another one runs the dream
         store_id = make_store(s)

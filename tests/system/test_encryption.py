@@ -208,7 +208,8 @@ def client_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.slow
-def test_clone_without_the_key_shows_no_plaintext(tmp_path: Path, served: Served, client_env: None) -> None:
+@pytest.mark.usefixtures("client_env")
+def test_clone_without_the_key_shows_no_plaintext(tmp_path: Path, served: Served) -> None:
     url, token, info = served.url, served.token, served.info
     target = clone_store(info.id, tmp_path / "no-key", base_url=url, token=token)
     log = git_bytes(target, "log", "-p", "--text", "--all")
@@ -232,7 +233,8 @@ def test_clone_without_the_key_shows_no_plaintext(tmp_path: Path, served: Served
 
 
 @pytest.mark.slow
-def test_clone_with_the_key_shows_plaintext(tmp_path: Path, served: Served, client_env: None) -> None:
+@pytest.mark.usefixtures("client_env")
+def test_clone_with_the_key_shows_plaintext(tmp_path: Path, served: Served) -> None:
     url, token, info, gm, workspace = served.url, served.token, served.info, served.gm, served.workspace
     key_text = export_key(gm.keyring.current(info.id))
     target = clone_store(f"{url}/v1/memory_stores/{info.id}.git", tmp_path / "with-key", token=token, key_text=key_text)
@@ -248,7 +250,8 @@ def test_clone_with_the_key_shows_plaintext(tmp_path: Path, served: Served, clie
 
 
 @pytest.mark.slow
-def test_clone_needs_the_token(tmp_path: Path, served: Served, client_env: None) -> None:
+@pytest.mark.usefixtures("client_env")
+def test_clone_needs_the_token(tmp_path: Path, served: Served) -> None:
     from gitmem.errors import InvalidRequest
 
     url, info = served.url, served.info
@@ -259,7 +262,8 @@ def test_clone_needs_the_token(tmp_path: Path, served: Served, client_env: None)
 
 
 @pytest.mark.slow
-def test_only_the_owner_clones_a_bank(tmp_path: Path, served: Served, client_env: None) -> None:
+@pytest.mark.usefixtures("client_env")
+def test_only_the_owner_clones_a_bank(tmp_path: Path, served: Served) -> None:
     from gitmem.errors import InvalidRequest
 
     url, info, gm, workspace = served.url, served.info, served.gm, served.workspace
@@ -270,9 +274,8 @@ def test_only_the_owner_clones_a_bank(tmp_path: Path, served: Served, client_env
             clone_store(info.id, tmp_path / token[:12], base_url=url, token=token)
 
 
-def test_clone_a_local_repository_with_the_cli(
-    gm: Gitmem, workspace: Workspace, tmp_path: Path, client_env: None
-) -> None:
+@pytest.mark.usefixtures("client_env")
+def test_clone_a_local_repository_with_the_cli(gm: Gitmem, workspace: Workspace, tmp_path: Path) -> None:
     """``gitmem clone PATH --key``: the same filter setup on a plain path clone of the bare repository."""
     info = gm.create_store(workspace.id, "private", encrypted=True)
     fill(gm.store(workspace.id, info.id))
@@ -405,8 +408,9 @@ def test_a_deleted_profile_leaves_nothing_on_disk(
     assert key_text  # exported before the deletion; nothing on the server matches it any more
 
 
+@pytest.mark.usefixtures("client_env")
 def test_rotation_keeps_the_ids_of_pushed_versions(
-    gm: Gitmem, workspace: Workspace, user_id: str, tmp_path: Path, client_env: None
+    gm: Gitmem, workspace: Workspace, user_id: str, tmp_path: Path
 ) -> None:
     """A commit pushed with plain Git has no trailers; its version ids survive the rewrite as trailers."""
     info = gm.create_store(workspace.id, "pushed", encrypted=True)

@@ -184,7 +184,7 @@ def test_an_index_behind_main_catches_up_from_history(pg_store: MemoryStore) -> 
 
 
 def test_the_writer_lock_holds_across_connections_and_times_out(
-    pg_store: MemoryStore, tmp_path: Path, clock: FrozenClock, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+    pg_store: MemoryStore, clock: FrozenClock, postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     other_node = MemoryStore(pg_store.path, STORE_ID, clock=clock, database_url=postgres_url)
     monkeypatch.setattr(index_pg, "STORE_LOCK_TIMEOUT_SECONDS", 0.3)

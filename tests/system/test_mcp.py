@@ -300,7 +300,7 @@ def test_search_diff_and_restore_answer_as_rest_does(live: Home) -> None:
                 await call(client, "restore", memory_store_id=live.store_id, memory_id=note["id"], version_id=oldest),
             )
 
-    (search_text, search_error), refusal, (diff_text, diff_error), (restore_text, restore_error) = anyio.run(run)
+    (search_text, search_error), refusal, (diff_text, diff_error), (_restore_text, restore_error) = anyio.run(run)
     assert not search_error and json.loads(search_text) == rest_search
     # A search past the bounds of one query: the tool's error, in the REST 400's words (one rule).
     assert rest_refusal.status_code == 400 and rest_refusal.json()["error"]["type"] == "invalid_request_error"

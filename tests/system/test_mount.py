@@ -531,7 +531,7 @@ def test_remote_entry_contract(client: anthropic.Anthropic, store_id: str) -> No
     assert (moved.memory_id, moved.path, moved.content) == (made.memory_id, "/r/b.md", "a\n")
     with pytest.raises(RemotePathConflict):
         remote.create("/r/b.md/c.md", "x")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"a segment is empty, '\.' or '\.\.'"):
         remote.validate_path("/a/../b")
     remote.delete(made.memory_id, expected_sha256=sha("a\n"))
     with pytest.raises(RemoteNotFound):

@@ -297,13 +297,13 @@ def test_cli_prompt_over_http(env: Env, url: str, sam: httpx.Client, profile_id:
 
 
 @pytest.mark.slow
-def test_bank_remote_protocol(env: Env, url: str, sam: httpx.Client, profile_id: str) -> None:
+def test_bank_remote_protocol(env: Env, url: str, profile_id: str) -> None:
     from gitmem.sync.bank_remote import BankRemote
     from gitmem.sync.remote import RemoteNotFound, RemotePathConflict, RemotePreconditionFailed, RemoteRefused
 
     remote = BankRemote(url, env.sam, profile_id)
     try:
-        with pytest.raises(ValueError, match="starts with '.'"):
+        with pytest.raises(ValueError, match=r"starts with '\.'"):
             remote.validate_path("/.x.swp")
         remote.validate_path("/projects/acme.md")
         made = remote.create("/projects/acme.md", "v1")

@@ -122,7 +122,7 @@ def test_a_rolling_restart_loses_no_write_and_answers_no_5xx_but_draining_503s(t
                 path = f"/writer-{number}/{n}.md"
                 try:
                     memory = client.beta.memory_stores.memories.create(store_id, path=path, content=f"note {n}")
-                except BaseException as exc:  # noqa: BLE001 - any failure fails the test, below
+                except BaseException as exc:  # any failure fails the test, below
                     failures.append(exc)
                     return
                 with lock:

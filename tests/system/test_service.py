@@ -48,7 +48,7 @@ class Hooks:
         hooks = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - the http.server API
+            def do_POST(self) -> None:  # the http.server API
                 self.rfile.read(int(self.headers.get("content-length", 0)))
                 ok = self.path == "/ok"
                 hooks.delivered += ok
@@ -252,7 +252,8 @@ def test_metrics_show_what_the_load_did_across_both_workers(served: Served, load
     assert sum(per_worker.values()) == HAMMER
 
 
-def test_a_real_prometheus_scrapes_it(served: Served, load: Load) -> None:
+@pytest.mark.usefixtures("load")
+def test_a_real_prometheus_scrapes_it(served: Served) -> None:
     if served.prometheus_port is None:
         pytest.skip("Debian's prometheus is not installed (`make prometheus` installs it; CI does)")
     api = f"http://127.0.0.1:{served.prometheus_port}/api/v1/query"

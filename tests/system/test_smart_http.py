@@ -117,8 +117,22 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     log_path = root / "server.log"
     with log_path.open("wb") as log_file:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "--app-dir", str(HERE), "test_smart_http:app"]
-            + ["--host", "127.0.0.1", "--port", str(port), "--lifespan", "off", "--log-level", "warning"],
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "--app-dir",
+                str(HERE),
+                "test_smart_http:app",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--lifespan",
+                "off",
+                "--log-level",
+                "warning",
+            ],
             env=server_env,
             stdout=log_file,
             stderr=subprocess.STDOUT,

@@ -103,7 +103,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]
 
 
 @pytest.fixture(scope="module")
-def browser(served: dict[str, str]) -> Iterator[Browser]:
+def browser(served: dict[str, str]) -> Iterator[Browser]:  # noqa: ARG001  the server runs first (a fixture takes no usefixtures mark)
     with sync_api.sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
         try:

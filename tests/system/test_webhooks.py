@@ -66,7 +66,7 @@ class Receiver:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - the http.server API
+            def do_POST(self) -> None:  # the http.server API
                 mode = receiver.mode  # as it was when the request came in
                 body = self.rfile.read(int(self.headers["content-length"])).decode()
                 if mode == "slow":
@@ -148,7 +148,7 @@ def test_events_are_signed_for_the_sdk_and_come_in_order(home: Gitmem, receiver:
     assert len({e.id for e in events}) == 5
 
     body, headers = receiver.received[0]
-    with pytest.raises(Exception, match="(?i)signature"):
+    with pytest.raises(Exception, match=r"(?i)signature"):
         SDK.beta.webhooks.unwrap(body.replace(info.id, "memstore_forged"), headers=headers, key=hook.secret)
 
 
@@ -473,7 +473,7 @@ def test_a_profile_bank_emits_no_workspace_events(home: Gitmem, receiver: Receiv
     profiles.delete(ws.id, user.id, profile.id)
     receiver.up()
     assert one_round(home) == 2
-    assert [(e.data.type, e.data.id) for e in receiver.events(hook.secret)][0] == ("memory_store.created", shared.id)
+    assert next((e.data.type, e.data.id) for e in receiver.events(hook.secret)) == ("memory_store.created", shared.id)
     assert profile.bank_store_id not in "".join(body for body, _ in receiver.received)
     assert (
         home.catalog.db.execute(

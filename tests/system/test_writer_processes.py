@@ -3,6 +3,7 @@ their order, and a note they all update with preconditions ends in a state that 
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 from typing import Any
@@ -124,7 +125,7 @@ def test_four_processes_writing_into_one_store(gm: Gitmem, workspace: Workspace,
         ]
     history = all_versions(store, memory_id=shared.id, limit=20, with_content=True)
     assert [v.operation for v in history] == ["created"] + ["modified"] * len(expected)
-    for older, newer in zip(history, history[1:], strict=False):
+    for older, newer in itertools.pairwise(history):
         assert newer.content is not None and older.content is not None
         assert newer.content.startswith(older.content) and newer.content.count("\n") == older.content.count("\n") + 1
     conflicts = sum(int(lines[-1].split()[1]) for lines in outputs)

@@ -95,7 +95,7 @@ class FencedIndex:
 class FencedBatch(BatchView):
     """A batch's view whose index is fenced; blobs are the batch's own."""
 
-    def __init__(self, view: BatchView, notes: ApprovedNotes) -> None:  # noqa: D107 - no BatchView state
+    def __init__(self, view: BatchView, notes: ApprovedNotes) -> None:  # no BatchView state
         self._view = view
         self.index = cast(StoreIndex, FencedIndex(view.index, notes))
         self.staged = view.staged

@@ -300,9 +300,9 @@ __all__ = [
     "ReviewSettings",
     "Reviews",
     "current_mark",
-    "require_reviewer",
-    "with_reviews",
     "describe_mark",
     "mark_seq",
+    "require_reviewer",
     "review_history",
+    "with_reviews",
 ]

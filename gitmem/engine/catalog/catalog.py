@@ -179,7 +179,7 @@ class Catalog:
 
     def on_change(self, callback: Callable[[str, str], None]) -> None:
         """Call ``callback(kind, id)`` after any node commits such a change (``("*", "")``: maybe missed some)."""
-        self.db.listen(CHANGES, lambda payload: callback(*(payload.split(" ", 1) + [""])[:2]))
+        self.db.listen(CHANGES, lambda payload: callback(*([*payload.split(" ", 1), ""])[:2]))
 
     def close(self) -> None:
         self.db.close()

@@ -416,7 +416,7 @@ class StoreIndex(IndexQueries):
         return [replay.Placed(row[0], row[1]) for row in rows]
 
 
-def _nothing_near(path: str) -> list[replay.Placed]:
+def _nothing_near(path: str) -> list[replay.Placed]:  # noqa: ARG001  the signature of _notes_near, which it stands for
     return []
 
 

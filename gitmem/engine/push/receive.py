@@ -201,7 +201,7 @@ def pre_receive(
 # -- post-receive ---------------------------------------------------------------------------------
 
 
-def post_receive(lines: list[str], env: Mapping[str, str], git_dir: Path, options: PushOptions) -> list[str]:
+def post_receive(lines: list[str], env: Mapping[str, str], git_dir: Path, options: PushOptions) -> list[str]:  # noqa: ARG001  what Git hands every post-receive hook, pre_receive's signature
     """Record the accepted push as Git notes, bring the index up to date; return warnings."""
     warnings: list[str] = []
     repo = pygit2.Repository(str(git_dir))

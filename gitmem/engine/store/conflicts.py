@@ -187,7 +187,7 @@ def conflict_commit(record: Record, tree: bytes, parent: bytes | None) -> PackOb
 
 def content_tree(path: str, blob: bytes) -> tuple[bytes, list[PackObject]]:
     """The tree holding ``blob`` (encoded content) at ``path``'s tree path, and its objects."""
-    trees = TreeStore(TreeCache(), lambda oid: b"")  # built from nothing: nothing is read
+    trees = TreeStore(TreeCache(), lambda oid: b"")  # built from nothing: nothing is read  # noqa: ARG005  TreeStore's reader signature
     blob_id = object_id(b"blob", blob)
     root = trees.edit(None, {git_path(path): blob_id})
     return root, [PackObject(b"blob", blob, blob_id), *trees.pack_objects()]
@@ -372,14 +372,18 @@ class HiddenConflicts(ConflictLog):
     """A store's conflicts as a reader who may see none of them sees them (a task under
     ``read_approved_only``): nothing listed, nothing found, nothing to resolve; its writes are kept."""
 
-    def of_note(self, memory_id: str) -> list[Conflict]:
+    def of_note(self, memory_id: str) -> list[Conflict]:  # noqa: ARG002  ConflictLog's signature, which it overrides
         return []
 
     def all(self) -> list[Conflict]:
         return []
 
     def mark_resolved(
-        self, conflict: Conflict, resolution: Resolution, version_id: str | None, actor: Actor | None
+        self,
+        conflict: Conflict,
+        resolution: Resolution,  # noqa: ARG002  ConflictLog's signature, which it overrides
+        version_id: str | None,  # noqa: ARG002  (the same)
+        actor: Actor | None,  # noqa: ARG002  (the same)
     ) -> Conflict:
         raise NotFound(f"conflict {conflict.id} not found")
 

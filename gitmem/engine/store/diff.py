@@ -110,7 +110,7 @@ def unified_lines(diff: VersionDiff) -> list[str]:
     name = old_path or new_path or diff.new.path or "(redacted)"
     out = [f"diff --git a{old_path or name} b{new_path or name}"]
     if diff.redacted:
-        return out + ["(a redacted version: its content is not shown)"]
+        return [*out, "(a redacted version: its content is not shown)"]
     if old_path is None and new_path is not None:
         out.append("new file")
     elif new_path is None:

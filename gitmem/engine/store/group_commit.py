@@ -113,7 +113,7 @@ class _Request:
 class _Outcomes:
     """What each request of an attempt came to, applied only if the attempt lands."""
 
-    items: list[tuple[_Request, Landed | None | BaseException]] = field(default_factory=list)
+    items: list[tuple[_Request, Landed | BaseException | None]] = field(default_factory=list)
 
     def apply(self) -> None:
         for request, outcome in self.items:
@@ -153,7 +153,7 @@ class GroupCommitter:
 
     def submit_all(
         self, index: StoreIndex, plans: Sequence[Plan], after_batch: Callable[[], None]
-    ) -> list[Landed | None | BaseException]:
+    ) -> list[Landed | BaseException | None]:
         """Run ``plans`` in one batch, in order (a bulk import): what each came to, its commit on ``main``,
         None, or the error that refused it alone. One pack and one move of ``main`` for them all."""
         requests = self._run(index, [_Request(plan) for plan in plans], after_batch)

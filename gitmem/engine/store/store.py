@@ -415,7 +415,7 @@ class MemoryStore:
             self._tell(self._on_commit, self)
         return landed
 
-    def commit_plans(self, plans: Sequence[Plan]) -> Sequence[Landed | None | BaseException]:
+    def commit_plans(self, plans: Sequence[Plan]) -> Sequence[Landed | BaseException | None]:
         """Commit ``plans`` in order in one batch, one commit each, one pack and one move of ``main`` for
         them all: a bulk import (:mod:`gitmem.engine.transfer`). Each comes to its commit, None, or the
         error that refused it alone; none is kept as a conflict."""

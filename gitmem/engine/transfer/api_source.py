@@ -68,7 +68,7 @@ class ApiSource:
         found = self.client.beta.memory_stores.retrieve(self.store_id)
         return StoreFields(found.name, found.description or "", dict(found.metadata or {}))
 
-    def prepare(self, store: MemoryStore, spool: Journal, progress: Progress) -> int:
+    def prepare(self, store: MemoryStore, spool: Journal, progress: Progress) -> int:  # noqa: ARG002  the Source protocol's signature
         """List every version into the spool, going on from where an earlier run stopped."""
         spool.folder.mkdir(parents=True, exist_ok=True)
         self._spool = spool.folder / "listing.jsonl"

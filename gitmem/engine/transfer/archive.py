@@ -231,7 +231,7 @@ class ArchiveSource:
             encrypted=bool(store.get("encrypted")),
         )
 
-    def prepare(self, store: MemoryStore, spool: Journal, progress: Progress) -> int:
+    def prepare(self, store: MemoryStore, spool: Journal, progress: Progress) -> int:  # noqa: ARG002  the Source protocol's signature
         count = sum(1 for _ in self._lines())
         if count != self.manifest.get("versions"):
             raise InvalidRequest(

@@ -50,7 +50,7 @@ class FolderSource:
     def fields(self) -> StoreFields:
         return StoreFields(self.root.name or "imported", f"Imported from the folder {self.root.name}")
 
-    def prepare(self, store: MemoryStore, spool: Journal, progress: Progress) -> int:
+    def prepare(self, store: MemoryStore, spool: Journal, progress: Progress) -> int:  # noqa: ARG002  the Source protocol's signature
         """Read every file, keep what the store's rules take, and list the rest with the reason."""
         now = system_clock()
         twins: dict[str, str] = {}

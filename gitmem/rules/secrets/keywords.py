@@ -191,7 +191,7 @@ def _code_value(family: str, raw: str, key: str) -> bool:
 
 
 def _keyword_locator(family: str) -> Locator:
-    def locate(text: str, start: int, end: int, floor: int) -> tuple[int | None, int]:
+    def locate(text: str, start: int, end: int, floor: int) -> tuple[int | None, int]:  # noqa: ARG001  the Locator signature
         if start < floor:  # inside a key or value already read
             return None, floor
         reading = _read_key(text, start)

@@ -54,8 +54,8 @@ _PLACEHOLDER_WORD = re.compile("|".join(map(re.escape, PLACEHOLDER_WORDS)))
 # Remove these from a value; what is left decides whether anything secret remains.
 _FILLER = re.compile(
     "|".join(
-        PLACEHOLDER_WORDS
-        + (
+        (
+            *PLACEHOLDER_WORDS,
             "test",
             "password",
             "passwd",

@@ -48,7 +48,7 @@ def test_rows_read_by_position_and_name(db: Database) -> None:
 
 
 def test_a_failed_transaction_changes_nothing(db: Database) -> None:
-    with pytest.raises(ZeroDivisionError), db.transaction() as tx:
+    with pytest.raises(ZeroDivisionError), db.transaction() as tx:  # noqa: PT012  the transaction's block is what is refused
         tx.execute("INSERT INTO t (k, n) VALUES ('a', 1)")
         assert db.execute("SELECT count(*) FROM t").fetchone()[0] == 1  # the thread sees its own write
         raise ZeroDivisionError
@@ -73,7 +73,7 @@ def test_a_deferred_write_that_fails_at_the_commit_fails_the_transaction(postgre
         db.executescript("CREATE TABLE deferred (k TEXT PRIMARY KEY, n BIGINT NOT NULL)")
         db.execute("INSERT INTO deferred (k, n) VALUES ('a', 1)")
         for _ in range(3):  # every pooled connection that took part is clean afterwards
-            with pytest.raises(integrity_errors()), db.transaction() as tx:
+            with pytest.raises(integrity_errors()), db.transaction() as tx:  # noqa: PT012  the transaction's block is what is refused
                 tx.execute("INSERT INTO deferred (k, n) VALUES ('b', 2)")
                 db.defer("INSERT INTO deferred (k, n) VALUES ('a', 3)")
         assert dict(db.execute("SELECT k, n FROM deferred").fetchall()) == {"a": 1}
@@ -115,7 +115,7 @@ def test_notifications_reach_listeners_after_commit_only(db: Database, database_
     other = open_database(database_url, Path(getattr(db, "path", "unused"))) if database_url else db
     try:
         other.listen("changes", heard)
-        with pytest.raises(RuntimeError), db.transaction() as tx:
+        with pytest.raises(RuntimeError), db.transaction() as tx:  # noqa: PT012  the transaction's block is what is refused
             tx.notify("changes", "rolled-back")
             raise RuntimeError
         with db.transaction() as tx:

@@ -28,7 +28,7 @@ def test_ready_then_not_as_the_disk_fills_then_ready_again(small_disk: Path) -> 
 
 def test_a_full_disk_refuses_the_probe_write(small_disk: Path) -> None:
     probe = ReadinessProbe(SQLiteDatabase(small_disk / "catalog.sqlite3"), small_disk, min_free_bytes=0)
-    with open(small_disk / "filler", "wb") as out, pytest.raises(OSError):
+    with open(small_disk / "filler", "wb") as out, pytest.raises(OSError, match="No space left"):  # noqa: PT012  writes until the disk is full
         while True:
             out.write(b"\0" * 65536)
             out.flush()

@@ -10,7 +10,6 @@ import secrets
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -42,7 +41,7 @@ def wait_for_consolidation(asked: list[bool], count: int = 1, timeout: float = 6
 
 
 @pytest.fixture
-def quick_policy(monkeypatch: pytest.MonkeyPatch, fast_store: MemoryStore) -> Iterator[list[bool]]:
+def quick_policy(monkeypatch: pytest.MonkeyPatch, fast_store: MemoryStore) -> list[bool]:
     """The policy's limits scaled down to test sizes, and its packs run at once (not in a
     background thread), so what is on disk after each write does not depend on timing. Yields the packs made
     (True for a full one)."""
@@ -60,7 +59,7 @@ def quick_policy(monkeypatch: pytest.MonkeyPatch, fast_store: MemoryStore) -> It
             asked.append(mode == "full")
 
     monkeypatch.setattr(packing, "pack_in_background", pack_now)
-    yield asked
+    return asked
 
 
 def test_a_big_folder_stays_near_its_packed_size(fast_store: MemoryStore, quick_policy: list[bool]) -> None:
@@ -96,7 +95,8 @@ def test_a_lone_write_to_a_quiet_store_does_not_repack_it(fast_store: MemoryStor
     assert fast_store.get(note.id).content == "a small note"
 
 
-def test_a_quiet_store_keeps_no_index_log(fast_store: MemoryStore, quick_policy: list[bool]) -> None:
+@pytest.mark.usefixtures("quick_policy")
+def test_a_quiet_store_keeps_no_index_log(fast_store: MemoryStore) -> None:
     """While written, the index's write-ahead log holds the last commits; once the store has gone
     quiet it is copied into the index and cut to nothing."""
     wal = fast_store.index.path.with_name(fast_store.index.path.name + "-wal")
@@ -132,7 +132,7 @@ def test_packers_racing_writers_lose_no_object(fast_store: MemoryStore, monkeypa
             while not stop.is_set():
                 packing.pack(fast_store.path, "full")
                 packing.pack(fast_store.path)
-        except BaseException as exc:  # noqa: BLE001 - reported by the test
+        except BaseException as exc:  # reported by the test
             failures.append(exc)
 
     packer = threading.Thread(target=pack_forever)

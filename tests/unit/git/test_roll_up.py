@@ -3,6 +3,7 @@ every object stays readable, loose objects are packed, kept and cruft packs are 
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import subprocess
 from pathlib import Path
@@ -81,7 +82,7 @@ def test_the_split_leaves_a_geometric_progression() -> None:
         rolled = geometric_split(packs)
         rest = [p.objects for p in packs[len(rolled) :]]
         sizes = ([sum(p.objects for p in rolled)] if rolled else []) + rest
-        assert all(later >= 2 * earlier for earlier, later in zip(sizes, sizes[1:], strict=False)), counts
+        assert all(later >= 2 * earlier for earlier, later in itertools.pairwise(sizes)), counts
 
 
 def _work_tree(path: Path, files: dict[str, str]) -> Path:
@@ -158,7 +159,7 @@ def test_objects_that_cannot_be_named_are_rolled_up_all_the_same(
 ) -> None:
     repo, ids = _repository(tmp_path / "r.git", (1, 1, 1))
 
-    def unreadable(repo_path: Path, ids: set[bytes], new: set[bytes] | None = None) -> dict[bytes, bytes]:
+    def unreadable(repo_path: Path, ids: set[bytes], new: set[bytes] | None = None) -> dict[bytes, bytes]:  # noqa: ARG001  stands in for object_names
         raise pygit2.GitError("object not found")
 
     monkeypatch.setattr(roll_up_module, "object_names", unreadable)

@@ -50,9 +50,8 @@ def small_pieces(monkeypatch: pytest.MonkeyPatch) -> int:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.dictionaries(NAMES, st.tuples(st.booleans(), OIDS), max_size=12))
-def test_tree_ids_match_git_mktree(
-    bare: pygit2.Repository, small_pieces: int, entries: dict[str, tuple[bool, bytes]]
-) -> None:
+@pytest.mark.usefixtures("small_pieces")
+def test_tree_ids_match_git_mktree(bare: pygit2.Repository, entries: dict[str, tuple[bool, bytes]]) -> None:
     editor = TreeEditor(EMPTY_TREE)
     for name, (is_tree, oid) in entries.items():
         editor.insert(name.encode(), MODE_TREE if is_tree else MODE_BLOB, oid)
@@ -83,9 +82,8 @@ PATHS = st.sampled_from(["a", "a.md", "a/b", "a/b.md", "a-b/c", "a/b/c", "n/x.md
         max_size=6,
     )
 )
-def test_edits_match_pygit2s_tree_builder(
-    bare: pygit2.Repository, small_pieces: int, steps: list[dict[str, bytes | None]]
-) -> None:
+@pytest.mark.usefixtures("small_pieces")
+def test_edits_match_pygit2s_tree_builder(bare: pygit2.Repository, steps: list[dict[str, bytes | None]]) -> None:
     """Edits in memory give the trees that repository.tree_with writes, step after step (folders that
     empty disappear; a file may become a folder and back)."""
     ours = TreeStore(TreeCache(max_entries=8), lambda oid: bare[oid.hex()].read_raw())
@@ -148,8 +146,9 @@ def test_trees_in_pieces_match_a_sorted_listing(
     st.dictionaries(NAMES, st.tuples(st.booleans(), OIDS), max_size=12),
     st.lists(edit, max_size=4),
 )
+@pytest.mark.usefixtures("small_pieces")
 def test_a_tree_read_like_another_is_the_tree_read_afresh(
-    small_pieces: int, entries: dict[str, tuple[bool, bytes]], edits: list[tuple[bool, str, bool, bytes]]
+    entries: dict[str, tuple[bool, bytes]], edits: list[tuple[bool, str, bool, bytes]]
 ) -> None:
     """Reading a tree with a similar one as a hint (another process changed a few entries) gives the
     same entries and bytes as reading it afresh, and reuses the hint's pieces that did not change."""

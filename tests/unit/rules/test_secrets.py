@@ -78,8 +78,8 @@ def test_every_rule_is_exercised_by_the_corpus() -> None:
     assert RULE_IDS - fired == set()
 
 
-@pytest.mark.parametrize(("label", "text"), POSITIVES[::7], ids=[label for label, _ in POSITIVES[::7]])
-def test_a_refusal_names_the_kind_and_line_and_never_the_value(label: str, text: str) -> None:
+@pytest.mark.parametrize("text", [text for _, text in POSITIVES[::7]], ids=[label for label, _ in POSITIVES[::7]])
+def test_a_refusal_names_the_kind_and_line_and_never_the_value(text: str) -> None:
     padded = "Notes\n\n" + text
     with pytest.raises(SecretRefused) as refused:
         FilterChain().check("/notes/x.md", padded)

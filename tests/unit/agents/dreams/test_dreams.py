@@ -258,8 +258,9 @@ def test_create_refusals(gm: Gitmem, workspace: Workspace, store_info: StoreInfo
         dreams.get(other.id, ok.id)
 
 
+@pytest.mark.usefixtures("messy")
 def test_too_large_input_fails_as_made(
-    gm: Gitmem, workspace: Workspace, store_info: StoreInfo, messy: MemoryStore, monkeypatch: pytest.MonkeyPatch
+    gm: Gitmem, workspace: Workspace, store_info: StoreInfo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(dreams_module, "MAX_INPUT_BYTES", 16)
     stores_before = len(gm.all_stores())
@@ -288,9 +289,8 @@ def test_org_limit_fails_as_made(
 # -- failures while running ------------------------------------------------------------------------
 
 
-def test_input_archived_while_running(
-    gm: Gitmem, workspace: Workspace, store_info: StoreInfo, messy: MemoryStore
-) -> None:
+@pytest.mark.usefixtures("messy")
+def test_input_archived_while_running(gm: Gitmem, workspace: Workspace, store_info: StoreInfo) -> None:
     stores_before = {s.id for s in gm.all_stores()}
     dream = make(gm, workspace, store_info.id)
     run_all(gm, Hook(lambda: gm.archive_store(workspace.id, store_info.id)))
@@ -351,8 +351,9 @@ def test_expire_fails_dreams_left_running(gm: Gitmem, workspace: Workspace, stor
 # -- cancel, archive, list -------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("messy")
 def test_cancel_and_archive_rules(
-    gm: Gitmem, workspace: Workspace, store_info: StoreInfo, messy: MemoryStore, monkeypatch: pytest.MonkeyPatch
+    gm: Gitmem, workspace: Workspace, store_info: StoreInfo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     dreams = dreams_for(gm)
     pending = make(gm, workspace, store_info.id)
@@ -383,9 +384,8 @@ def test_cancel_and_archive_rules(
     ]
 
 
-def test_cancel_while_running_stops_writing(
-    gm: Gitmem, workspace: Workspace, store_info: StoreInfo, messy: MemoryStore
-) -> None:
+@pytest.mark.usefixtures("messy")
+def test_cancel_while_running_stops_writing(gm: Gitmem, workspace: Workspace, store_info: StoreInfo) -> None:
     holder: list[Dream] = []
     holder.append(make(gm, workspace, store_info.id))
     run_all(gm, Hook(lambda: dreams_for(gm).cancel(workspace.id, holder[0].id)))
@@ -442,9 +442,8 @@ def fake_messages(answer: str, seen: list[dict[str, Any]]) -> anthropic.Anthropi
     )
 
 
-def test_model_dreamer_through_the_sdk(
-    gm: Gitmem, workspace: Workspace, store_info: StoreInfo, messy: MemoryStore
-) -> None:
+@pytest.mark.usefixtures("messy")
+def test_model_dreamer_through_the_sdk(gm: Gitmem, workspace: Workspace, store_info: StoreInfo) -> None:
     seen: list[dict[str, Any]] = []
     answer = json.dumps({"notes": [{"path": "/alpha.md", "content": "# Alpha\nfirst line\nsecond\n"}]})
     client = fake_messages(f"```json\n{answer}\n```", seen)
@@ -543,16 +542,15 @@ def test_a_note_at_the_size_limit_does_not_fail_the_dream(
     assert len(gm.all_stores()) == stores_before + 2  # the output and the dreamer's own store
 
 
-def test_a_failed_dream_leaves_no_half_made_store(
-    gm: Gitmem, workspace: Workspace, store_info: StoreInfo, messy: MemoryStore
-) -> None:
+@pytest.mark.usefixtures("messy")
+def test_a_failed_dream_leaves_no_half_made_store(gm: Gitmem, workspace: Workspace, store_info: StoreInfo) -> None:
     class BreaksAfterWriting:
         """Answers, then the dream's second write finds its input archived."""
 
         def dream(self, request: DreamRequest) -> DreamResult:
             return OfflineTidier().dream(request)
 
-        def after_write(self, written: int, checkpoint: Callable[[], None]) -> None:
+        def after_write(self, written: int, checkpoint: Callable[[], None]) -> None:  # noqa: ARG002  the Dreamer's hook signature
             if written == 2:
                 gm.archive_store(workspace.id, store_info.id)
 

@@ -91,8 +91,9 @@ def seeded(store: MemoryStore) -> MemoryStore:
     return store
 
 
+@pytest.mark.usefixtures("seeded")
 def test_the_notes_and_the_tasks_events_reach_the_model(
-    gm: Gitmem, workspace: Workspace, store_info: StoreInfo, seeded: MemoryStore
+    gm: Gitmem, workspace: Workspace, store_info: StoreInfo
 ) -> None:
     tasks = tasks_for(gm)
     task, _ = tasks.create_task(workspace.id, tasks.create_worker(workspace.id, "helper").id)
@@ -119,8 +120,9 @@ def test_the_notes_and_the_tasks_events_reach_the_model(
 
 
 @pytest.mark.parametrize("behavior", ["create_new", "update_existing"])
+@pytest.mark.usefixtures("seeded")
 def test_hostile_edits_are_refused_and_the_dream_completes(
-    gm: Gitmem, workspace: Workspace, store_info: StoreInfo, seeded: MemoryStore, behavior: str
+    gm: Gitmem, workspace: Workspace, store_info: StoreInfo, behavior: str
 ) -> None:
     hostile = [
         ("/../../etc/passwd", "root:x:0:0\n"),  # out of the store

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +34,8 @@ Command = dict[str, Any]
 
 
 @pytest.fixture
-def gitmem_home(tmp_path: Path) -> Iterator[Gitmem]:
-    yield Gitmem.open(tmp_path / "home")
+def gitmem_home(tmp_path: Path) -> Gitmem:
+    return Gitmem.open(tmp_path / "home")
 
 
 @pytest.fixture

@@ -33,7 +33,7 @@ def reviews(gm: Gitmem) -> Reviews:
 
 
 def test_enabling_marks_the_current_tip_and_later_writes_are_pending(
-    gm: Gitmem, workspace: Workspace, store: MemoryStore, reviews: Reviews, clock: FrozenClock
+    workspace: Workspace, store: MemoryStore, reviews: Reviews, clock: FrozenClock
 ) -> None:
     before = store.create("/a.md", "approved by default", actor=STEWARD)
     reviews.configure(workspace.id, store.id, enabled=True, actor=STEWARD)
@@ -113,7 +113,7 @@ def test_changing_the_settings_takes_the_right_to_review(
     assert not reviews.configure(workspace.id, store.id, enabled=False, by=admin).enabled
 
 
-def test_revert_puts_back_what_was_there_before(workspace: Workspace, store: MemoryStore, reviews: Reviews) -> None:
+def test_revert_puts_back_what_was_there_before(store: MemoryStore, reviews: Reviews) -> None:
     note = store.create("/fact.md", "true fact", actor=STEWARD)
     wrong = store.update(note.id, "wrong fact", actor=AGENT)
     reverted = reviews.revert(store, wrong.version_id, STEWARD)
@@ -162,7 +162,7 @@ def test_the_approved_view_shows_the_store_at_the_mark(
 
 
 def test_a_person_reads_everything_and_a_task_reads_the_approved_state(
-    gm: Gitmem, workspace: Workspace, store: MemoryStore, reviews: Reviews
+    workspace: Workspace, store: MemoryStore, reviews: Reviews
 ) -> None:
     from gitmem.engine.catalog.catalog import Principal
 

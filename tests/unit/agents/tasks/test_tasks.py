@@ -26,6 +26,7 @@ from gitmem.errors import (
     LimitExceeded,
     NotFound,
     PermissionDenied,
+    TooLarge,
 )
 from gitmem.model import Actor
 from tests.checks import commit
@@ -114,7 +115,7 @@ def test_attach_and_detach(gm: Gitmem, workspace: Workspace, tasks: Tasks) -> No
     assert tasks.get_worker(workspace.id, worker.id).attached_store_ids == ()
 
 
-def test_list_workers_pages(gm: Gitmem, workspace: Workspace, tasks: Tasks) -> None:
+def test_list_workers_pages(workspace: Workspace, tasks: Tasks) -> None:
     made = [tasks.create_worker(workspace.id, f"w{i}").id for i in range(5)]
     seen, page = [], None
     while True:
@@ -208,7 +209,7 @@ def test_writes_are_attributed_to_the_task_and_read_only_refuses(
         store_access(gm, principal, unrelated)
 
     # Keys and users are not confined.
-    key, secret = gm.catalog.create_api_key(workspace.id, "admin")
+    _key, secret = gm.catalog.create_api_key(workspace.id, "admin")
     admin = gm.catalog.authenticate(secret)
     check_task_access(gm, admin, unrelated, write=True)
     refuse_task(admin, "create stores")
@@ -328,7 +329,7 @@ def test_another_workspace_cannot_see_tasks(gm: Gitmem, workspace: Workspace, ta
     assert tasks.list_tasks(other.id).items == []
 
 
-def test_list_tasks_pages_and_filters_by_worker(gm: Gitmem, workspace: Workspace, tasks: Tasks) -> None:
+def test_list_tasks_pages_and_filters_by_worker(workspace: Workspace, tasks: Tasks) -> None:
     w1, w2 = tasks.create_worker(workspace.id, "one"), tasks.create_worker(workspace.id, "two")
     made = [tasks.create_task(workspace.id, w.id)[0].id for w in (w1, w2, w1, w1)]
     seen, page = [], None
@@ -470,7 +471,7 @@ def test_events_are_append_only_and_paged(gm: Gitmem, workspace: Workspace, task
     assert tasks.list_events(task.id, limit=100).items == made
 
 
-def test_event_validation(gm: Gitmem, workspace: Workspace, tasks: Tasks) -> None:
+def test_event_validation(workspace: Workspace, tasks: Tasks) -> None:
     worker = tasks.create_worker(workspace.id, "w")
     task, _ = tasks.create_task(workspace.id, worker.id)
     for bad in ("", "has space", "x" * 65, ".dot-first"):
@@ -480,9 +481,9 @@ def test_event_validation(gm: Gitmem, workspace: Workspace, tasks: Tasks) -> Non
         tasks.append_event(task.id, "t", {"x": float("nan")})
     with pytest.raises(InvalidRequest):
         tasks.append_event(task.id, "t", ["not", "an", "object"])  # type: ignore[arg-type]
-    with pytest.raises(Exception) as too_large:
+    with pytest.raises(TooLarge) as too_large:
         tasks.append_event(task.id, "t", {"x": "y" * 102_400})
-    assert getattr(too_large.value, "status", None) == 413
+    assert too_large.value.status == 413
     with pytest.raises(NotFound):
         tasks.append_event("task_01NOSUCHTASK00000000000000", "t", {})
     with pytest.raises(InvalidRequest):
@@ -498,7 +499,7 @@ def test_event_validation(gm: Gitmem, workspace: Workspace, tasks: Tasks) -> Non
 
 def test_tasks_survive_reopening_the_home(gm: Gitmem, workspace: Workspace, tasks: Tasks) -> None:
     worker = tasks.create_worker(workspace.id, "w")
-    task, token = tasks.create_task(workspace.id, worker.id)
+    task, _token = tasks.create_task(workspace.id, worker.id)
     tasks.append_event(task.id, "x", {})
     again = Tasks(Gitmem.open(gm.home))
     assert again.get_task(workspace.id, task.id) == task

@@ -42,7 +42,7 @@ def test_a_tasks_list_is_frozen_and_its_events_append_only(home: Gitmem) -> None
     ws = home.catalog.create_workspace("w")
     tasks = tasks_for(home)
     worker = tasks.create_worker(ws.id, "agent")
-    task, token = tasks.create_task(ws.id, worker.id)
+    task, _token = tasks.create_task(ws.id, worker.id)
     tasks.append_event(task.id, "agent.message", {"text": "hi"})
     for statement in (
         "UPDATE task_stores SET name='x' WHERE task_id=?",

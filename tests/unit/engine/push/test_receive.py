@@ -301,7 +301,7 @@ def test_attribution_does_not_wait_for_post_receive(world: Pusher, tmp_path: Pat
 # -- refusals ----------------------------------------------------------------------------------------
 
 
-def _assert_refused(pusher: Pusher, result: subprocess.CompletedProcess[str], *expected: str) -> None:
+def _assert_refused(pusher: Pusher, result: subprocess.CompletedProcess[str], *expected: str) -> None:  # noqa: ARG001  every check of a push is given its pusher
     assert result.returncode != 0, result.stderr
     for text in expected:
         assert text in result.stderr, result.stderr

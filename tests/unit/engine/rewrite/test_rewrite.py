@@ -230,7 +230,7 @@ def test_redacting_a_middle_version_removes_its_path_and_content_for_good(gm: Gi
 
 def test_redaction_refusals_and_idempotence(gm: Gitmem, clock: FrozenClock) -> None:
     store = new_store(gm)
-    memory_id, before, _path, _secret = _three_versions(store, clock)
+    _memory_id, before, _path, _secret = _three_versions(store, clock)
     newest = before[-1]
     tip = repository.read_tip(store.repo)
     with pytest.raises(Conflict) as refused:
@@ -260,7 +260,7 @@ def test_redaction_refusals_and_idempotence(gm: Gitmem, clock: FrozenClock) -> N
     assert_index_consistent(store)
 
 
-def test_redacting_the_delete_of_a_deleted_note_keeps_it_deleted(gm: Gitmem, clock: FrozenClock) -> None:
+def test_redacting_the_delete_of_a_deleted_note_keeps_it_deleted(gm: Gitmem) -> None:
     store = new_store(gm)
     note = store.create("/x.md", "x")
     deleted = store.delete(note.id)
@@ -271,7 +271,7 @@ def test_redacting_the_delete_of_a_deleted_note_keeps_it_deleted(gm: Gitmem, clo
     assert notes_state(store) == []
 
 
-def test_a_blob_shared_with_a_kept_version_stays(gm: Gitmem, clock: FrozenClock) -> None:
+def test_a_blob_shared_with_a_kept_version_stays(gm: Gitmem) -> None:
     store = new_store(gm)
     same = f"same bytes {token()}"
     note = store.create("/a.md", same)

@@ -12,7 +12,6 @@ import datetime as dt
 import itertools
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -51,11 +50,11 @@ def new_store(gm: Gitmem) -> MemoryStore:
 
 
 @pytest.fixture(scope="module")
-def big(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MemoryStore]:
+def big(tmp_path_factory: pytest.TempPathFactory) -> MemoryStore:
     gm = Gitmem.open(tmp_path_factory.mktemp("flat") / "home", clock=FrozenClock(), fsync="never")
     store = new_store(gm)
     seed_notes(store.path, {big_path(i): text(i) for i in range(BIG)})
-    yield store
+    return store
 
 
 def tree_size(store: MemoryStore, folder: str) -> int:
@@ -264,10 +263,11 @@ def test_trees_are_the_trees_stock_git_writes(
         if (kind == "write" and path not in model and twin(path)) or (
             kind == "move" and path in model and other not in model and twin(other, moving=path)
         ):
-            with pytest.raises(PathConflict):
-                if kind == "write":
+            if kind == "write":
+                with pytest.raises(PathConflict):
                     store.create(path, content)
-                else:
+            else:
+                with pytest.raises(PathConflict):
                     store.update(ids[path], path=other)
             continue
         if kind == "write" and path in model:

@@ -127,7 +127,7 @@ def test_a_landed_write_is_answered_even_if_the_index_cannot_follow(
     caller, and the next request catches the index up."""
     from gitmem.engine.index.store_index import StoreIndex
 
-    def broken(self: StoreIndex, tip_hex: str | None) -> None:
+    def broken(self: StoreIndex, tip_hex: str | None) -> None:  # noqa: ARG001  stands in for StoreIndex.set_tip
         raise OSError("disk full")
 
     monkeypatch.setattr(StoreIndex, "set_tip", broken)
@@ -188,7 +188,7 @@ def test_with_fsync_files_a_batch_is_flushed_file_by_file(tmp_path: Path, monkey
     store = gm.store(workspace.id, gm.create_store(workspace.id, "s").id)
     assert store.durability.flushes and not store.durability.whole_file_system
     flushed: list[int] = []
-    monkeypatch.setattr(durable, "flush_file_system", lambda path: pytest.fail("syncfs called"))
+    monkeypatch.setattr(durable, "flush_file_system", lambda path: pytest.fail("syncfs called"))  # noqa: ARG005  stands in for flush_file_system
     monkeypatch.setattr(os, "fsync", lambda fd: flushed.append(fd))
     note = store.create("/a.md", "a")
     assert len(flushed) == 5  # the pack, its index, main's lock file, and their two folders
@@ -229,7 +229,7 @@ def test_a_batch_into_a_big_folder_stores_its_versions_as_deltas(fast_store: Mem
     writers.join()
     assert not [r for r in writers.results.values() if isinstance(r, Exception)]
     folder = store.path / "objects" / "pack"
-    lead_pack, batch_pack = sorted(packs(store) - before, key=lambda p: (folder / p).stat().st_size)
+    _lead_pack, batch_pack = sorted(packs(store) - before, key=lambda p: (folder / p).stat().st_size)
     verify = subprocess.run(
         ["git", "verify-pack", "-v", str(folder / batch_pack)], capture_output=True, text=True, check=True
     ).stdout

@@ -736,11 +736,9 @@ def test_store_field_limits(gm: Gitmem, workspace: Workspace, fields: dict[str, 
         "valid",
         metadata={f"k{i}": "v" for i in range(16)} if "metadata" in fields and len(fields["metadata"]) > 16 else None,
     )
+    patch = {"metadata_patch": fields["metadata"]} if "metadata" in fields else fields
     with pytest.raises(InvalidRequest):
-        if "metadata" in fields:
-            gm.update_store(workspace.id, info.id, metadata_patch=fields["metadata"])
-        else:
-            gm.update_store(workspace.id, info.id, **fields)
+        gm.update_store(workspace.id, info.id, **patch)
     assert gm.get_store(workspace.id, info.id) == info
 
 

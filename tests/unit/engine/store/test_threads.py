@@ -43,8 +43,9 @@ def push_file(store: MemoryStore, tree_path: str, content: str) -> None:
         assert repository.compare_and_swap(repo, tip, commit)
 
 
+@pytest.mark.usefixtures("busy_switching")
 def test_one_store_object_shared_by_many_threads(
-    fast_store: MemoryStore, busy_switching: None, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    fast_store: MemoryStore, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Writers (read-modify-write with preconditions, and creates) and readers that catch the index up
     share one store object; no thread sees another's transaction, no update is lost, no rebuild."""

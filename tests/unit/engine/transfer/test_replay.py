@@ -32,7 +32,7 @@ class Listed:
     def fields(self) -> StoreFields:
         return StoreFields("listed")
 
-    def prepare(self, store: MemoryStore, spool: Journal, progress: Progress) -> int:
+    def prepare(self, store: MemoryStore, spool: Journal, progress: Progress) -> int:  # noqa: ARG002  the Source protocol's signature
         return len(self.items)
 
     def versions(self) -> Iterator[Incoming]:
@@ -86,7 +86,7 @@ def test_a_refused_version_stops_the_import_and_the_same_import_goes_on_once_all
 def test_a_version_that_collides_or_repeats_an_id_is_refused(gm: Gitmem) -> None:
     ws = gm.catalog.create_workspace("listed")
     twin = [version(0, "/Notes.md", "a"), version(1, "/notes.md", "b")]
-    with pytest.raises(ImportStopped, match="differs only in case from the memory at /Notes.md"):
+    with pytest.raises(ImportStopped, match=r"differs only in case from the memory at /Notes\.md"):
         run_import(gm, ws.id, Listed(twin), into=gm.create_store(ws.id, "twins").id)
     again = [version(0, "/a.md", "a"), version(0, "/b.md", "b", memory=1)]
     with pytest.raises(ImportStopped, match="comes twice"):
