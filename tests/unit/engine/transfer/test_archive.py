@@ -113,7 +113,7 @@ def test_a_truncated_or_foreign_archive_is_refused(gm: Gitmem, source: MemorySto
     ws = gm.catalog.create_workspace("target")
     with pytest.raises(InvalidRequest, match="holds 4 versions; its manifest says 10"):
         run_import(gm, ws.id, ArchiveSource(cut))
-    with pytest.raises(InvalidRequest, match="cannot write .*: No such file or directory"):
+    with pytest.raises(InvalidRequest, match=r"cannot write .*: No such file or directory"):
         export_store(source, gm.catalog.store(source.id), tmp_path / "no-such-folder" / "x.tar.gz")
     (tmp_path / "plain.txt").write_text("hello")
     with pytest.raises(InvalidRequest, match="is not a gitmem export"):
