@@ -320,7 +320,7 @@ class FilesStore:
         ).fetchall()
 
     def versions(self, where: str, args: tuple[object, ...], before: int | None, limit: int) -> list[tuple[Any, ...]]:
-        sql = f"SELECT * FROM versions WHERE {where}" + (" AND seq<?" if before is not None else "")
+        sql = f"SELECT * FROM versions WHERE {where}" + (" AND seq<?" if before is not None else "")  # noqa: S608  the benchmark's own conditions
         return self.db.execute(
             sql + " ORDER BY seq DESC LIMIT ?", (*args, *([before] if before is not None else []), limit)
         ).fetchall()

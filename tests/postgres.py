@@ -151,7 +151,7 @@ def cluster() -> Cluster | None:
             if bindir is None:
                 return None
             root = Path(tempfile.mkdtemp(prefix="gitmem-pg-"))
-            os.chmod(root, 0o755)
+            os.chmod(root, 0o755)  # noqa: S103  the postgres user must reach its data folder
             for attempt in range(3):  # a free port may be taken between the probe and the start
                 found = Cluster(bindir, root / f"c{attempt}", _free_port())
                 try:

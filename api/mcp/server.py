@@ -266,7 +266,7 @@ async def serve(gm: Gitmem, *, task_status: anyio.abc.TaskStatus[MCPServer] = an
     server = build_server(gm)
     # The host is not a loopback name, so the SDK adds no DNS-rebinding check: every request must carry
     # a credential a browser on another origin cannot have, which is what that check protects.
-    server.streamable_http_app(streamable_http_path=MCP_PATH, stateless_http=True, json_response=True, host="0.0.0.0")
+    server.streamable_http_app(streamable_http_path=MCP_PATH, stateless_http=True, json_response=True, host="0.0.0.0")  # noqa: S104  the MCP SDK's host check: the app is served where gitmem serve binds
     async with server.session_manager.run():
         task_status.started(server)
         await anyio.sleep_forever()

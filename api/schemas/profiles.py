@@ -76,7 +76,7 @@ class BankMemoryContent(BankMemory):
 
     @classmethod
     def of(cls, entry: BankEntry) -> BankMemoryContent:
-        assert entry.content is not None
+        assert entry.content is not None  # noqa: S101  narrows the type for mypy; never a check of input
         return cls(
             path=entry.path,
             content=entry.content,

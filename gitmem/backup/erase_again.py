@@ -81,7 +81,7 @@ def _read_file(catalog: Path) -> tuple[list[Erasure], set[str]]:
     try:
         revoked = {r[0] for r in db.execute(REVOKED)}
         try:
-            rows = [erasure_of(r) for r in db.execute(f"SELECT seq, {COLUMNS} FROM erasures ORDER BY seq")]
+            rows = [erasure_of(r) for r in db.execute(f"SELECT seq, {COLUMNS} FROM erasures ORDER BY seq")]  # noqa: S608  COLUMNS is a constant
         except sqlite3.OperationalError:  # a catalog older than the ledger
             rows = []
         return rows, revoked

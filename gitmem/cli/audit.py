@@ -79,7 +79,7 @@ def log_command(  # type: ignore[no-untyped-def]
         entries = with_reviews(entries, audit.open_repository(repo_dir))
     else:
         gm = ctx.gm
-        assert store_id is not None
+        assert store_id is not None  # noqa: S101  narrows the type for mypy; never a check of input
         info = gm.catalog.store(store_id)  # the operator's view: any workspace of this home
         if workspace is not None:
             ws = gm.catalog.workspace_by_name(workspace)

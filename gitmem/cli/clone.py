@@ -19,7 +19,7 @@ from gitmem.cli.profiles import get_json
 from gitmem.errors import InvalidRequest
 
 DEFAULT_URL = "http://127.0.0.1:8765"
-TOKEN_FILE = "gitmem-token"  # inside the clone's .git/, mode 0600
+TOKEN_FILE = "gitmem-token"  # inside the clone's .git/, mode 0600  # noqa: S105  a file name, not a secret
 _STORE_URL = re.compile(r"^(?P<base>https?://.+?)/v1/memory_stores/(?P<store>memstore_[A-Za-z0-9]+)\.git/?$")
 _STORE_ID = re.compile(r"^memstore_[A-Za-z0-9]+$")
 _PROFILE_ID = re.compile(r"^profile_[A-Za-z0-9]+$")
@@ -35,7 +35,7 @@ CREDENTIAL_HELPER = (
 
 
 def _git(args: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None) -> None:
-    proc = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True)
+    proc = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True)  # noqa: S603, S607  git from PATH, an argument list (no shell)
     if proc.returncode != 0:
         command = next(a for i, a in enumerate(args) if not a.startswith("-") and (i == 0 or args[i - 1] != "-c"))
         raise InvalidRequest(f"git {command} failed: {proc.stderr.strip() or proc.stdout.strip()}")
@@ -137,7 +137,7 @@ def clone_store(
     if key_text is not None:
         from gitmem.git.crypt_filter import configure_clone
 
-        assert store_id is not None
+        assert store_id is not None  # noqa: S101  narrows the type for mypy; never a check of input
         configure_clone(directory, key_text.strip(), store_id)
     return directory
 

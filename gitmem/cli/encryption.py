@@ -81,7 +81,7 @@ def keys_rewrap(ctx: Context, new_key_file: Path | None) -> None:
 
 def _old_spelling(command: click.Command) -> click.Command:
     """``gitmem keys NAME``, as it was: hidden, saying where the command lives now, then running it."""
-    assert command.name is not None and command.callback is not None
+    assert command.name is not None and command.callback is not None  # noqa: S101  narrows the type for mypy; never a check of input
     name, run = command.name, command.callback
 
     def moved(*args: Any, **kwargs: Any) -> Any:

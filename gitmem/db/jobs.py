@@ -69,7 +69,7 @@ def holding(db: Database, name: str) -> Iterator[bool]:
             finally:
                 conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
         return
-    assert isinstance(db, SQLiteDatabase)
+    assert isinstance(db, SQLiteDatabase)  # noqa: S101  narrows the type for mypy; never a check of input
     path = db.path.with_name(f"{db.path.name}-{re.sub(r'[^a-z0-9]+', '-', name.lower())}.lock")
     with contextlib.ExitStack() as stack:
         try:

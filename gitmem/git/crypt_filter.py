@@ -55,7 +55,7 @@ class FilterConfig:
 
 
 def _git(args: Sequence[str], cwd: Path | None = None, *, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["git", *args], cwd=cwd, check=check, capture_output=True, text=True)
+    return subprocess.run(["git", *args], cwd=cwd, check=check, capture_output=True, text=True)  # noqa: S603, S607  git from PATH, an argument list (no shell)
 
 
 def read_config(cwd: Path | None = None) -> FilterConfig:
@@ -224,7 +224,7 @@ def _recheckout(repo_dir: Path) -> None:
     clean tree, so nothing of the user's is lost. ``-u`` refreshes stat data: ``git status`` stays clean.
     """
     top = Path(_git(["rev-parse", "--show-toplevel"], repo_dir).stdout.strip())
-    listed = subprocess.run(["git", "ls-files", "-z"], cwd=top, check=True, capture_output=True).stdout
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=top, check=True, capture_output=True).stdout  # noqa: S607  git from PATH, an argument list (no shell)
     for name in filter(None, listed.split(b"\0")):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(top / os.fsdecode(name))
@@ -310,4 +310,4 @@ def run_filter(command: FilterCommand, path: str | None, stdin: BinaryIO, stdout
 
 
 if __name__ == "__main__":  # clones configured before `gitmem git-filter` existed still name this module
-    os.execv(sys.executable, [sys.executable, "-m", "gitmem", "git-filter", *sys.argv[1:]])
+    os.execv(sys.executable, [sys.executable, "-m", "gitmem", "git-filter", *sys.argv[1:]])  # noqa: S606  re-runs this very program (sys.executable -m gitmem)

@@ -273,4 +273,4 @@ def packers_held_off(repo_path: Path, *, timeout: float = 300.0) -> contextlib.A
 
 def git(repo_path: Path, *args: str, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     """Run the real ``git`` on a store (maintenance and checks only, never the write path)."""
-    return subprocess.run(["git", "-C", str(repo_path), *args], input=input, capture_output=True, check=False)
+    return subprocess.run(["git", "-C", str(repo_path), *args], input=input, capture_output=True, check=False)  # noqa: S603, S607  git from PATH, an argument list (no shell)

@@ -199,7 +199,7 @@ class TreeEditor:
             return
         pieces = self._own()
         found = _find(pieces, self._firsts, name)
-        assert found is not None
+        assert found is not None  # noqa: S101  narrows the type for mypy; never a check of input
         at, place = found
         keys, raw = list(pieces[at].keys), list(pieces[at].raw)
         del keys[place], raw[place]

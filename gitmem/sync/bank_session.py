@@ -162,7 +162,7 @@ def session_start(session: BankSession, *, workspace: str | None, debounce: floa
         str(folder),
     ]
     with open(log_file, "ab") as log_out:
-        proc = subprocess.Popen(
+        proc = subprocess.Popen(  # noqa: S603  an argument list (no shell) of our own
             cmd,
             env=env,
             stdin=subprocess.DEVNULL,

@@ -208,24 +208,24 @@ class MountFolder:
         chain = [d for d in [directory, *directory.parents] if d == self.root or self.root in d.parents]
         for d in reversed(chain):
             with contextlib.suppress(FileNotFoundError):
-                os.chmod(d, 0o755)
+                os.chmod(d, 0o755)  # noqa: S103  a mount's folder, as its owner's other folders are
         try:
             yield
         finally:
             for d in chain:
                 with contextlib.suppress(FileNotFoundError):
-                    os.chmod(d, 0o555)
+                    os.chmod(d, 0o555)  # noqa: S103  a read-only mount's folder: read, never written
 
     def set_modes(self, *, writable: bool) -> None:
         """Read-only on disk: files 0444, folders 0555 (``writable`` undoes it: 0644 and 0755)."""
         file_mode, dir_mode = (0o644, 0o755) if writable else (0o444, 0o555)
         if not self.root.is_dir():
             return
-        os.chmod(self.root, 0o755)
+        os.chmod(self.root, 0o755)  # noqa: S103  a mount's folder, as its owner's other folders are
         for dirpath, dirnames, filenames in os.walk(self.root):
             for d in dirnames:
                 with contextlib.suppress(OSError):
-                    os.chmod(os.path.join(dirpath, d), 0o755)
+                    os.chmod(os.path.join(dirpath, d), 0o755)  # noqa: S103  a mount's folder, as its owner's other folders are
             for f in filenames:
                 with contextlib.suppress(OSError):
                     os.chmod(os.path.join(dirpath, f), file_mode)
@@ -245,6 +245,6 @@ class MountFolder:
     def move_aside(self, path: str, target_path: str) -> None:
         """Rename the file at ``path`` to ``target_path`` (both in the folder)."""
         file, target = self.file(path), self.file(target_path)
-        assert file is not None and target is not None
+        assert file is not None and target is not None  # noqa: S101  narrows the type for mypy; never a check of input
         with self.writable_dirs(file.parent):
             os.replace(file, target)

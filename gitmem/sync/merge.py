@@ -55,7 +55,7 @@ def merge3_git(base: str, local: str, remote: str, *, labels: tuple[str, str, st
                 fh.write(text.encode("utf-8"))
             names.append(file)
         cmd = ["git", "merge-file", "-p", "-L", labels[0], "-L", labels[1], "-L", labels[2], *names]
-        proc = subprocess.run(cmd, capture_output=True, check=False)
+        proc = subprocess.run(cmd, capture_output=True, check=False)  # noqa: S603  an argument list (no shell) of our own
     # Exit status: the number of conflicts (at most 127), negative (255) on error.
     if proc.returncode < 0 or proc.returncode > 127:
         raise MergeError(f"git merge-file failed ({proc.returncode}): {proc.stderr.decode('utf-8', 'replace')}")

@@ -112,14 +112,14 @@ d.delivered_at IS NULL AND d.given_up_at IS NULL
 _DUE_SUBSCRIPTIONS = f"""
 SELECT w.id FROM webhooks w
 WHERE EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.webhook_id = w.id AND {_PENDING_HEAD})
-"""
+"""  # noqa: S608  built from constants; values bound
 _DUE = f"""
 SELECT d.webhook_id, d.seq, d.attempts, d.first_attempt_at, d.next_attempt_at, o.event_id, o.data,
        o.created_at, w.url, w.secret
 FROM webhook_deliveries d JOIN webhook_outbox o ON o.seq = d.seq JOIN webhooks w ON w.id = d.webhook_id
 WHERE d.webhook_id = ? AND {_PENDING_HEAD}
 ORDER BY d.seq LIMIT ?
-"""
+"""  # noqa: S608  built from constants; values bound
 
 
 class Dispatcher:

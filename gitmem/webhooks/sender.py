@@ -107,7 +107,7 @@ class _GuardedBackend(httpcore.NetworkBackend):
                 return _DeadlineStream(stream)
             except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
                 error = exc
-        assert error is not None
+        assert error is not None  # noqa: S101  narrows the type for mypy; never a check of input
         raise error
 
     def connect_unix_socket(

@@ -88,7 +88,7 @@ CREATE TRIGGER IF NOT EXISTS webhook_fan_out AFTER INSERT ON webhook_outbox
 {_STORE_EVENT.format(name="deleted", when="DELETE", condition="1", row="OLD", org=ORGANIZATION_ID, time=_NOW_MICROS)}
 {_DREAM_EVENT.format(org=ORGANIZATION_ID)}
 {_DREAM_FAILED_AT_ONCE.format(org=ORGANIZATION_ID)}
-"""
+"""  # noqa: S608  trigger DDL built from constants
 
 
 def event_types_of(dialect: str, webhook: str) -> str:
@@ -156,7 +156,7 @@ BEGIN
 END $$;
 CREATE OR REPLACE TRIGGER webhook_dream_ended AFTER INSERT OR UPDATE OF status ON dreams
     FOR EACH ROW EXECUTE FUNCTION gitmem_webhook_dream_ended();
-"""
+"""  # noqa: S608  trigger DDL built from constants
 
 # Version 2: a profile bank (kind 'bank', private to its user) emits no workspace events; SQLite's
 # triggers are remade (they are kept by name), PostgreSQL's functions replaced.

@@ -196,7 +196,7 @@ def checked_addresses(infos: Iterable[tuple[object, ...]], allow: Networks) -> l
     found: list[IPAddress] = []
     for info in infos:
         sockaddr = info[4]
-        assert isinstance(sockaddr, tuple)
+        assert isinstance(sockaddr, tuple)  # noqa: S101  narrows the type for mypy; never a check of input
         ip = ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0])
         why = refusal(ip, allow)
         if why is not None:

@@ -311,7 +311,7 @@ def test_read_only_store_is_read_only_on_disk_and_never_pushed(
     assert stat.S_IMODE(folder.stat().st_mode) == 0o555
 
     caplog.set_level(logging.WARNING, logger="gitmem.sync.mount")
-    os.chmod(folder / "docs", 0o755)
+    os.chmod(folder / "docs", 0o755)  # noqa: S103  made writable again, as before the read-only mount
     os.chmod(file, 0o644)
     file.write_text("vandalised\n")
     wait_until(lambda: read(file) == "the guide\n", "the store's text is put back")

@@ -151,7 +151,7 @@ class DreamRuns(HomeTables):
         """Set columns of the dream's row (its task, output store, usage)."""
         assignments = ", ".join(f"{k}=?" for k in fields)
         with self.catalog.transaction() as db:
-            db.execute(f"UPDATE dreams SET {assignments} WHERE id=?", (*fields.values(), dream_id))
+            db.execute(f"UPDATE dreams SET {assignments} WHERE id=?", (*fields.values(), dream_id))  # noqa: S608  the columns are record()'s callers' own names; values bound
 
     def complete(self, dream_id: str) -> None:
         """A running dream ends ``completed`` (a canceled one stays canceled)."""

@@ -386,7 +386,7 @@ class Catalog:
         limit: int,
         kinds: tuple[str, ...] = ("shared", "worker"),
     ) -> list[StoreInfo]:
-        sql = f"SELECT * FROM stores WHERE workspace_id=? AND kind IN ({','.join('?' * len(kinds))})"
+        sql = f"SELECT * FROM stores WHERE workspace_id=? AND kind IN ({','.join('?' * len(kinds))})"  # noqa: S608  placeholders and the code's own column names; values bound
         args: list[object] = [workspace_id, *kinds]
         if not include_archived:
             sql += " AND archived_at IS NULL"
@@ -407,7 +407,7 @@ class Catalog:
         columns["updated_at"] = self._now()
         assignments = ", ".join(f"{k}=?" for k in columns)
         with self.transaction() as db:
-            db.execute(f"UPDATE stores SET {assignments} WHERE id=?", (*columns.values(), store_id))
+            db.execute(f"UPDATE stores SET {assignments} WHERE id=?", (*columns.values(), store_id))  # noqa: S608  placeholders and the code's own column names; values bound
             self.changed(db, "store", store_id)
         return self.store(store_id)
 

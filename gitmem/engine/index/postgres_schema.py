@@ -155,7 +155,7 @@ class PgIndexDb:
                 tx.lock("gitmem:index-schema")  # CREATE ... IF NOT EXISTS races with itself
                 tx.conn.execute(TEXT_CONFIG + SCHEMA.format(s=self.schema))  # a script: no parameters
                 tx.execute(
-                    f"INSERT INTO {self.schema}.meta VALUES ('schema_mark', ?)"
+                    f"INSERT INTO {self.schema}.meta VALUES ('schema_mark', ?)"  # noqa: S608  the schema name is derived from the store id (schema_name)
                     " ON CONFLICT (key) DO UPDATE SET value=excluded.value",
                     (SCHEMA_MARK,),
                 )
@@ -203,7 +203,7 @@ class PgIndexDb:
         with self.database.connection() as conn:
             try:
                 with begun(conn, (settings, (self.search_path, timeout)), [], (sql, params)) as rows:
-                    assert rows is not None
+                    assert rows is not None  # noqa: S101  narrows the type for mypy; never a check of input
                     return rows
             except psycopg.errors.QueryCanceled:
                 raise TimeoutError(f"statement_timeout {timeout}") from None
@@ -233,7 +233,8 @@ class PgIndexDb:
             yield self
             return
         begin = functools.partial(
-            self.database.transaction, read=(f"SELECT value FROM {self.schema}.meta WHERE key='tip'", ())
+            self.database.transaction,
+            read=(f"SELECT value FROM {self.schema}.meta WHERE key='tip'", ()),  # noqa: S608  the schema name is derived from the store id (schema_name)
         )
         with self._locked(begin, ("writer", "index") if writer else ("index",), True) as tx:
             _open.schema = self.schema

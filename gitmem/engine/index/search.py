@@ -135,7 +135,7 @@ def forget_store(store_path: Path) -> None:
 # -- searching ------------------------------------------------------------------------------------
 
 _QUERY = (
-    f"SELECT d.memory_id, -rank, snippet(search_text, 1, '{MARK}', '{MARK}', '…', {SNIPPET_TOKENS})"
+    f"SELECT d.memory_id, -rank, snippet(search_text, 1, '{MARK}', '{MARK}', '…', {SNIPPET_TOKENS})"  # noqa: S608  MARK and SNIPPET_TOKENS are constants; the query is bound
     " FROM search_text JOIN search_docs d ON d.docid = search_text.rowid"
     f" WHERE search_text MATCH ? AND rank MATCH 'bm25({PATH_WEIGHT}, {BODY_WEIGHT})'"
     " AND d.path >= ? AND d.path < ? ORDER BY rank LIMIT ? OFFSET ?"

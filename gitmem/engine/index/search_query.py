@@ -86,7 +86,7 @@ def groups(query: str) -> list[list[Term]]:
         if item == "OR":
             joining = bool(result)
             continue
-        assert isinstance(item, Term)
+        assert isinstance(item, Term)  # noqa: S101  narrows the type for mypy; never a check of input
         count += 1
         if count > MAX_TERMS:
             raise SearchTooCostly(

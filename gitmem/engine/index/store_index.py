@@ -358,7 +358,7 @@ class StoreIndex(IndexQueries):
             next_seq = "(SELECT coalesce(max(seq), 0) + 1 FROM versions WHERE seq NOT IN (SELECT seq FROM gone))"
             params = (record.version_id,)
         self._write(
-            replace + "INSERT INTO versions (seq, version_id, memory_id, operation, path, sha256, size, blob_id,"
+            replace + "INSERT INTO versions (seq, version_id, memory_id, operation, path, sha256, size, blob_id,"  # noqa: S608  the code's own SQL and placeholders; values bound
             " created_at, actor_type, actor_id, commit_id, redacted_at, redacted_by_type, redacted_by_id)"
             f" VALUES ({next_seq},?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
@@ -388,7 +388,7 @@ class StoreIndex(IndexQueries):
         if step.path is None:
             self.db.execute("DELETE FROM notes WHERE memory_id=?", (record.memory_id,))
             return
-        assert blob_id is not None  # a note is placed only where its commit holds the content
+        assert blob_id is not None  # a note is placed only where its commit holds the content  # noqa: S101  narrows the type for mypy; never a check of input
         self._write(
             "INSERT INTO notes VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(memory_id) DO UPDATE SET"
             " path=excluded.path, blob_id=excluded.blob_id, sha256=excluded.sha256, size=excluded.size,"
@@ -410,7 +410,7 @@ class StoreIndex(IndexQueries):
         """The notes at ``path``, in a folder above it or below it (what a note placed there displaces)."""
         above, below = levels(path), path + "/"
         rows = self.db.execute(
-            f"SELECT path, memory_id FROM notes WHERE path IN ({','.join('?' * len(above))}) OR (path>? AND path<?)",
+            f"SELECT path, memory_id FROM notes WHERE path IN ({','.join('?' * len(above))}) OR (path>? AND path<?)",  # noqa: S608  the code's own SQL and placeholders; values bound
             (*above, below, upper_bound(below)),
         )
         return [replay.Placed(row[0], row[1]) for row in rows]

@@ -216,12 +216,12 @@ class PushCheck:
         old_entries: dict[bytes, pygit2.Object] = {}
         if old is not None:
             for entry in old:
-                assert entry.raw_name is not None  # a tree's entries are named; only looked-up objects are not
+                assert entry.raw_name is not None  # a tree's entries are named; only looked-up objects are not  # noqa: S101  narrows the type for mypy; never a check of input
                 old_entries.setdefault(entry.raw_name, entry)
         seen: set[bytes] = set()
         for entry in tree:
             raw = entry.raw_name
-            assert raw is not None
+            assert raw is not None  # noqa: S101  narrows the type for mypy; never a check of input
             try:
                 name = raw.decode("utf-8")
             except UnicodeDecodeError:

@@ -76,7 +76,7 @@ class NewHistory:
             return []
         if step.path is None:
             return [b"D " + _quote(paths.git_path(before))] if before is not None else []
-        assert entry.blob is not None  # a note is placed only with its blob
+        assert entry.blob is not None  # a note is placed only with its blob  # noqa: S101  narrows the type for mypy; never a check of input
         out = []
         if before is not None and before != step.path:
             out.append(b"D " + _quote(paths.git_path(before)))
@@ -117,14 +117,14 @@ class NewHistory:
         # Whatever the home's durability: a rewrite is rare, and its crash safety rests on the new pack.
         args = ["git", "-C", str(self.repo_path), *NO_HOOKS, "-c", "fastimport.unpackLimit=0"]
         with tempfile.TemporaryFile() as errors:
-            proc = subprocess.Popen(
+            proc = subprocess.Popen(  # noqa: S603  an argument list (no shell) of our own
                 [*args, "fast-import", "--quiet", "--done", "--force"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=errors,
                 pass_fds=held_fds(),
             )
-            assert proc.stdin is not None
+            assert proc.stdin is not None  # noqa: S101  narrows the type for mypy; never a check of input
             try:
                 self._stream(proc.stdin, entries, parent, progress)
             except BrokenPipeError:
@@ -150,7 +150,7 @@ def _flatten(repo: pygit2.Repository, oid: pygit2.Oid | str | None) -> dict[str,
 
     def walk(tree: pygit2.Tree, prefix: str) -> None:
         for item in tree:
-            assert item.name is not None  # a tree's entries are named; only looked-up objects are not
+            assert item.name is not None  # a tree's entries are named; only looked-up objects are not  # noqa: S101  narrows the type for mypy; never a check of input
             if item.type_str == "tree":
                 walk(repository.tree_at(repo, item.id), prefix + item.name + "/")
             else:

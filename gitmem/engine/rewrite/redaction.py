@@ -62,7 +62,7 @@ def redact_version(
         return [target.redact(when, actor) if e is target else e for e in entries]
 
     def erased(report: RewriteReport, blobs: frozenset[str]) -> None:
-        assert ledger is not None
+        assert ledger is not None  # noqa: S101  narrows the type for mypy; never a check of input
         erasure = Erasure(store.id, "redaction", store.clock(), tuple(report.redacted), (), tuple(blobs), when, actor)
         ledger.record(erasure)
 
@@ -92,7 +92,7 @@ def redact_conflict(
             return record.redacted(when, actor) if record.conflict_id == conflict_id else record
 
         def erased(report: ConflictRewriteReport) -> None:
-            assert ledger is not None
+            assert ledger is not None  # noqa: S101  narrows the type for mypy; never a check of input
             ids, blobs = tuple(report.redacted), tuple(report.gone)
             ledger.record(Erasure(store.id, "conflict_redaction", store.clock(), (), ids, blobs, when, actor))
 

@@ -195,7 +195,7 @@ def _expire_conflicts(
     micros = to_micros(cutoff)
 
     def erased(report: ConflictRewriteReport) -> None:
-        assert ledger is not None
+        assert ledger is not None  # noqa: S101  narrows the type for mypy; never a check of input
         ledger.record(
             Erasure(store.id, "conflict_retention", store.clock(), (), tuple(report.dropped), tuple(report.gone))
         )

@@ -285,7 +285,7 @@ class GroupCommitter:
             outcomes.apply()
             return None
         objects.update((tree.oid, tree) for tree in trees.pack_objects())
-        assert parent is not None and root is not None  # something was committed
+        assert parent is not None and root is not None  # something was committed  # noqa: S101  narrows the type for mypy; never a check of input
         return tip, parent, root, trees, objects, outcomes
 
     def _swap(

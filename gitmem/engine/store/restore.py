@@ -128,7 +128,7 @@ def _created_at(store: MemoryStore, index: StoreIndex, memory_id: str) -> dt.dat
         commit = store.repo[newest.commit_id]  # no retries: a miss here is expected, not a race
     except KeyError:  # deleted earlier in the same batch: its commit is not in the repository yet
         return newest.record.created_at
-    assert isinstance(commit, pygit2.Commit)
+    assert isinstance(commit, pygit2.Commit)  # noqa: S101  narrows the type for mypy; never a check of input
     for record in parse_message(commit.message):
         if record.version_id == newest.record.version_id:
             return record.note_created_at

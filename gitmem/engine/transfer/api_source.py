@@ -110,7 +110,7 @@ class ApiSource:
 
     def versions(self) -> Iterator[Incoming]:
         """The spooled versions, oldest first (the spool is newest first)."""
-        assert self._spool is not None, "prepare first"
+        assert self._spool is not None, "prepare first"  # noqa: S101  narrows the type for mypy; never a check of input
         with open(self._spool, "rb") as spool:
             offsets = []
             while True:

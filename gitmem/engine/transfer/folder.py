@@ -62,7 +62,7 @@ class FolderSource:
             if reason is not None:
                 self._refused.append(Refused(relative, reason))
                 continue
-            assert text is not None
+            assert text is not None  # noqa: S101  narrows the type for mypy; never a check of input
             if len(self._notes) >= store.policy.max_notes:
                 self._refused.append(Refused(relative, f"a store holds at most {store.policy.max_notes} notes"))
                 continue

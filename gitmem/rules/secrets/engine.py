@@ -197,7 +197,7 @@ class Scanner:
         """(plan index, start, end) of every trigger in the note."""
         if self._automaton is not None:
             return self._automaton.find_matches_as_indexes(lowered, overlapping=True)
-        assert self._triggers is not None
+        assert self._triggers is not None  # noqa: S101  narrows the type for mypy; never a check of input
         return [
             (i, match.start() + start, match.start() + end)
             for match in self._triggers.finditer(lowered)

@@ -36,7 +36,7 @@ def sha256(text: str) -> str:
 
 def blob_id(text: str) -> str:
     data = text.encode()
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
 
 
 @dataclass
