@@ -14,7 +14,9 @@ on the same home:
 - a restore (``restore_home``: repositories from bundles, indexes rebuilt from history, fsck's checks
   of every store) against ``tar -xf`` (which restores the indexes as files and checks nothing).
 
-Printed: wall seconds of each, the ratios gitmem / tar, and the bytes each wrote.
+Printed: wall seconds of each, the ratios gitmem / tar, and the bytes each wrote. One run at the full
+size is in docs/backup.md ("Cost"): 36x tar for a full backup, 1.4x for an incremental one, 112x for a
+restore that rebuilds and checks every store, a quarter of tar's bytes.
 """
 
 from __future__ import annotations
