@@ -22,9 +22,10 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
+from gitmem import metrics
 from gitmem.access import store_access
 from gitmem.agents.review.review import Reviews
-from gitmem.api.ratelimit import WrongSecrets, client_address
+from gitmem.api.ratelimit import TokenBucketLimiter, WrongSecrets, client_address
 from gitmem.config.handoff import checked_for
 from gitmem.engine.catalog.catalog import Principal
 from gitmem.engine.gitmem import Gitmem
@@ -172,6 +173,10 @@ def _lock_store(gm: Gitmem, principal: Principal, store_id: str, held: contextli
     held.enter_context(gm.store(principal.workspace_id, store_id).index.cluster_writer_lock())
 
 
+def _too_many(message: str, retry_after: float) -> GitResponse:
+    return text_response(429, f"gitmem: {message}", [("Retry-After", str(max(1, math.ceil(retry_after))))])
+
+
 def _resolve(gm: Gitmem, headers: dict[str, str], store_id: str, scope: Scope) -> tuple[Principal, str] | GitResponse:
     """The caller and their access to the store, or the answer that refuses them."""
     wrong: WrongSecrets = scope["app"].state.wrong_secrets
@@ -179,15 +184,18 @@ def _resolve(gm: Gitmem, headers: dict[str, str], store_id: str, scope: Scope) -
     try:
         wrong.check(address)  # too many wrong keys from here (Git's first, credential-less ask is none)
     except RateLimited as limited:
-        return text_response(
-            429, f"gitmem: {limited.message}", [("Retry-After", str(max(1, math.ceil(limited.retry_after))))]
-        )
+        return _too_many(limited.message, limited.retry_after)
     try:
         principal = gm.catalog.authenticate(secret)
     except GitmemError:
         if secret:
             wrong.failed(address)
         return unauthorized_response()
+    limiter: TokenBucketLimiter = scope["app"].state.limiter
+    wait = limiter.acquire(principal.credential_id)  # the key's one budget, spent over REST and MCP too
+    if wait > 0:
+        metrics.RATE_LIMITED.inc()
+        return _too_many("rate limit exceeded for this key; retry later", wait)
     try:
         gm.get_store(principal.workspace_id, store_id)
         access = store_access(gm, principal, store_id)

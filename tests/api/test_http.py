@@ -341,6 +341,24 @@ def test_rate_limit_is_429_with_retry_after(tmp_path: Path) -> None:
             assert other.get("/v1/memory_stores").status_code == 200
 
 
+def test_git_over_http_spends_the_keys_one_rate_limit(tmp_path: Path) -> None:
+    """A key's budget is one bucket whichever surface spends it: Git over HTTP takes from it as REST does,
+    and is refused with 429 and Retry-After once it is empty."""
+    home = make_test_home(tmp_path)
+    settings = Settings(rate_limit_per_second=0.01, rate_limit_burst=3, prune_interval_seconds=0, dream_runner=False)
+    with in_process(home.path, settings) as server, server.http(home.admin) as admin:
+        store_id = admin.post("/v1/memory_stores", json={"name": "limited"}).json()["id"]  # 1 of 3
+        refs = f"/v1/memory_stores/{store_id}.git/info/refs?service=git-upload-pack"
+        assert admin.get(refs, auth=("k", home.admin)).status_code == 200  # 2
+        assert admin.get("/v1/memory_stores").status_code == 200  # 3
+        limited = admin.get(refs, auth=("k", home.admin))
+        assert limited.status_code == 429 and "rate limit exceeded" in limited.text, limited.text
+        assert int(limited.headers["retry-after"]) >= 1
+        assert_error(admin.get("/v1/memory_stores"), 429, "rate_limit_error")  # the same bucket, spent
+        # Another key is not slowed down (another workspace's: its store is not found, not limited).
+        assert admin.get(refs, auth=("k", home.other)).status_code == 404
+
+
 def test_a_flood_of_wrong_keys_from_one_address_is_refused_there_alone(tmp_path: Path) -> None:
     """Wrong keys spend their address's budget on every surface (REST, MCP, Git, the web view's sign-in);
     past it that address is 429 with Retry-After, even for a right key (so a flood guesses nothing more),
