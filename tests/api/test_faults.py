@@ -7,7 +7,7 @@ import contextlib
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -128,18 +128,22 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def _disk_filled(folder: Path) -> Iterator[None]:
+def _disk_filled(folder: Path) -> Iterator[Callable[[], None]]:
+    """The disk filled, and a function that fills it again: a refused write frees what it had written
+    (its temporary pack, a journal), and the next one would fit in that space."""
     filler = folder / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+
+    def fill() -> None:
         with contextlib.suppress(OSError):
             while True:
-                os.write(fd, b"\0" * 4096)
+                os.write(fd, b"\0" * 512)
+
+    try:
+        fill()
+        yield fill
     finally:
         os.close(fd)
-    try:
-        yield
-    finally:
         filler.unlink()
 
 
@@ -155,18 +159,20 @@ def test_a_full_disk_is_a_retryable_507_and_writes_resume(small_disk: Path) -> N
         kept = client.post(f"/v1/memory_stores/{store_id}/memories", json={"path": "/kept.md", "content": "k"})
         assert kept.status_code == 200
         stores_before = sorted(p.name for p in (home / "stores").iterdir())
-        with _disk_filled(small_disk):
+        with _disk_filled(small_disk) as fill:
             body = {"path": "/big.md", "content": "y" * 60_000}
             refused = client.post(f"/v1/memory_stores/{store_id}/memories", json=body)
             assert refused.status_code == 507, refused.text
             assert refused.headers["x-should-retry"] == "true"
             assert "disk is full" in refused.json()["error"]["message"]
+            fill()
             tool = client.post(
                 f"/v1/memory_stores/{store_id}/memory_tool",
                 json={"command": "create", "path": "/memories/t.md", "file_text": "z" * 60_000},
             )
             assert tool.status_code == 200, tool.text
             assert tool.json()["is_error"] is True and "disk is full" in tool.json()["content"]
+            fill()
             made = client.post("/v1/memory_stores", json={"name": "another"})
             assert made.status_code == 507, made.text
             assert sorted(p.name for p in (home / "stores").iterdir()) == stores_before  # no half-made folder

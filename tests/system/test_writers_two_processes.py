@@ -142,6 +142,17 @@ def test_two_processes_of_threads_on_many_stores(fast_gm: Gitmem) -> None:
     run_two_processes(fast_gm, workspace, store_ids, threads=4, rounds=10)
 
 
+def _until_acknowledged(worker: subprocess.Popen[str]) -> list[str]:
+    """The worker's lines up to and with its first acknowledged write (all of them if it ends first)."""
+    assert worker.stdout is not None
+    seen: list[str] = []
+    for line in worker.stdout:
+        seen.append(line.rstrip("\n"))
+        if line.startswith("A "):
+            break
+    return seen
+
+
 def test_sigkill_in_the_middle_of_batches_loses_no_acknowledged_write(gm: Gitmem, workspace: Workspace) -> None:
     rng = random.Random(os.environ.get("GITMEM_CRASH_SEED", "3"))
     store_id = gm.create_store(workspace.id, "crash").id
@@ -151,14 +162,17 @@ def test_sigkill_in_the_middle_of_batches_loses_no_acknowledged_write(gm: Gitmem
     for round_number in range(3):
         worker = spawn(gm, workspace, round_number, 1000, 4, [store_id], fsync=True)
         start_together([worker])
-        time.sleep(rng.uniform(0.4, 1.0))
+        # The kill falls at a random moment after the round's first acknowledged write (a fixed delay
+        # from the start could fall before any on a busy machine, and then the round proves nothing).
+        seen = _until_acknowledged(worker)
+        time.sleep(rng.uniform(0.0, 0.6))
         os.killpg(worker.pid, signal.SIGKILL)
         out, _ = worker.communicate(timeout=60)
-        for line in out.splitlines():
+        for line in seen + out.splitlines():
             parts = line.split()
             if len(parts) == 5 and parts[0] == "A":
                 acked[parts[2]] = (int(parts[3]), parts[4])
-    assert len(acked) >= 4, "no write was acknowledged before the kills"
+    assert len(acked) >= 3, "a round ended with no acknowledged write"
     gm._forget(store_id)
     lock = store.path / "refs" / "heads" / "main.lock"
     if lock.exists():  # a kill inside the compare-and-swap: make it look as old as a crash's lock is
