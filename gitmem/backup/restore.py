@@ -108,8 +108,8 @@ def restore_home(
     gm = Gitmem.open(home, database=database, master_key=master_key, fsync=fsync)
     try:
         for info in gm.all_stores():
-            if info.id not in manifest.stores:  # deleted while the backup ran: its row goes too
-                gm.catalog.delete_store(info.id)
+            if info.id not in manifest.stores:  # deleted while the backup ran: its row and key go too
+                gm.delete_store(info.workspace_id, info.id, force=True)
         report.erased = erase_again(gm, later)
         for info in gm.all_stores():
             with gm.leases():  # one store open at a time, however many there are

@@ -268,3 +268,24 @@ def test_a_conflict_redacted_after_the_backup_stays_redacted(home: Gitmem, tmp_p
     assert restored.conflicts.get(conflict_id, with_content=False).redacted_at is not None
     assert b"otter-2291" not in _all_objects(restored.path)
     new.close()
+
+
+def test_a_store_deleted_while_the_backup_ran_is_not_restored(home: Gitmem, tmp_path: Path) -> None:
+    ws = home.catalog.create_workspace("team")
+    kept, gone = (home.create_store(ws.id, name) for name in ("kept", "gone"))
+    for info in (kept, gone):
+        home.store(ws.id, info.id).create("/a.md", info.name)
+
+    def delete_gone(store_id: str, _copy: object) -> None:
+        if store_id == kept.id and gone.id in [s.id for s in home.all_stores()]:
+            home.delete_store(ws.id, gone.id)  # after the catalog copy, before its bundle
+
+    order = [s.id for s in home.all_stores()]
+    assert order.index(kept.id) < order.index(gone.id)
+    report = take_backup(home, tmp_path / "dest", on_store=delete_gone)
+    assert report.gone == [gone.id] and gone.id not in report.manifest.stores
+    restored = restore_home(report.folder, tmp_path / "restored")
+    assert restored.ok
+    new = Gitmem.open(tmp_path / "restored")
+    assert [s.id for s in new.all_stores()] == [kept.id]
+    new.close()
