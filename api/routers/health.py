@@ -9,7 +9,8 @@ from starlette.concurrency import run_in_threadpool
 
 from gitmem.api.draining import RETRY_AFTER_SECONDS, Drain
 from gitmem.api.schemas.common import Health
-from gitmem.api.schemas.health import Readiness
+from gitmem.api.schemas.health import OpenStores, Readiness
+from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.readiness import ReadinessProbe
 
 router = APIRouter(tags=["health"])
@@ -33,7 +34,21 @@ async def readyz(request: Request) -> JSONResponse:
     failing = {check.name: check.reason for check in state.failing}
     if drain.draining:
         failing["draining"] = "this server is stopping"
+    stores = _open_stores(request.app.state.gm)
     if failing:
-        body = Readiness(status="unready", failing=failing)
+        body = Readiness(status="unready", failing=failing, stores=stores)
         return JSONResponse(body.model_dump(), status_code=503, headers={"retry-after": str(RETRY_AFTER_SECONDS)})
-    return JSONResponse(Readiness(status="ready").model_dump())
+    return JSONResponse(Readiness(status="ready", stores=stores).model_dump())
+
+
+def _open_stores(gm: Gitmem) -> OpenStores:
+    s = gm.open_stores()
+    return OpenStores(
+        open=s.open_stores,
+        in_use=s.in_use,
+        capacity=s.capacity,
+        evictions=s.evictions,
+        idle_closes=s.idle_closes,
+        free_descriptors=s.free_descriptors,
+        descriptor_limit=s.descriptor_limit,
+    )

@@ -25,21 +25,28 @@ take them back.
   process (the CLI's single commands, the library used directly): it is never closed under its caller,
   and it is counted (``pinned``), so a server path that forgets its scope shows in ``/metrics``.
 - **When the last user returns it**, the store is *parked*: every thread's connection and repository
-  is unbound and all but one of each closed. A store touched by 40 threads does not keep 40
-  connections; a store at rest holds one connection and one repository.
-- **Bounded.** Past ``capacity`` open stores the least recently used idle ones are closed; one in use
-  is only marked, and closed by its last user's return (a new request meanwhile gets a fresh handle:
-  two handles of one store are as safe as two processes). ``capacity`` comes from the open-file limit
-  the process actually has (:func:`capacity_for`); a store idle for ``idle_seconds`` is closed too,
-  by :meth:`OpenStores.sweep` (the server's maintenance calls it every second), so a store at rest has
-  no connection, hence no ``-wal`` or ``-shm`` beside its index.
+  is unbound, one of each kept for the next user if only one was open, else all closed (SQLite keeps
+  a closed connection's descriptor while another stays open on the file). A store touched by 40
+  threads does not keep 40 connections.
+- **Bounded.** Past ``capacity`` open stores the least recently used idle ones are closed, by the
+  sweeper's thread (a close checkpoints the index: not on the time of the request that overflowed the
+  LRU). Stores in use stay: the LRU exceeds capacity only while more stores than that are in use at
+  once. A store evicted explicitly while in use (:meth:`OpenStores.forget`: deleted, or a rotated key)
+  is only marked, and closed by its last user's return; a new request meanwhile gets a fresh handle
+  (two handles of one store are as safe as two processes). ``capacity`` comes from the open-file limit
+  the process actually has (:func:`capacity_for`); a store idle for ``idle_seconds`` is closed too, by
+  :meth:`OpenStores.sweep` (one thread a process runs it every second), so a store at rest has no
+  connection, hence no ``-wal`` or ``-shm`` beside its index.
 - **Out of descriptors is managed, not an error.** Before a cold open, when the process's free
   descriptors fall under a low-water mark, idle stores are closed until there is room; an open that
   fails anyway with EMFILE (as the OS, SQLite or libgit2 report it) closes half the idle stores and
   tries again, and only if nothing can be closed becomes a retryable 503
   (:class:`gitmem.errors.Unavailable`), never a 500.
 - **Closing** (:meth:`gitmem.db.thread_connections.ThreadConnections.close`) checkpoints the index's
-  log into the file and truncates it before the last connection goes.
+  log into the file and truncates it before the last connection goes, and frees the repositories'
+  packs at once. A store this process closed is not read whole for damage when it reopens it
+  (:func:`gitmem.engine.index.sqlite_file.mark_sound`), so a cold open costs a few connections'
+  set-up, not a scan.
 
 Keys are not cached here: a handle carries its store's codec, and ``Gitmem.store`` checks the key ring
 on every checkout of an encrypted store, so a rotated key replaces the handle at once.
@@ -238,7 +245,7 @@ class OpenStores:
             victims = self._over_capacity()
         if spare is not None:
             spare.close()
-        self._close_all(victims)
+        _sweeper.close_later(victims)  # a close checkpoints the index: not on this request's time
         return entry
 
     def _open(self, open_store: Callable[[], MemoryStore]) -> MemoryStore:
@@ -396,6 +403,15 @@ class _Sweeper:
         self._caches: weakref.WeakSet[OpenStores] = weakref.WeakSet()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._closing: list[_Entry] = []
+        self._wake = threading.Event()
+
+    def close_later(self, entries: list[_Entry]) -> None:
+        """Close ``entries`` (out of every cache already) in the sweeper's thread, at once."""
+        if entries:
+            with self._lock:
+                self._closing.extend(entries)
+            self._wake.set()
 
     def watch(self, cache: OpenStores) -> None:
         with self._lock:
@@ -406,9 +422,14 @@ class _Sweeper:
 
     def _run(self) -> None:
         while True:
-            time.sleep(SWEEP_SECONDS)
+            self._wake.wait(SWEEP_SECONDS)
+            self._wake.clear()
             with self._lock:
                 caches = list(self._caches)
+                closing, self._closing = self._closing, []
+            for entry in closing:
+                OpenStores._close(entry)
+            del closing
             for cache in caches:
                 try:
                     cache.sweep()

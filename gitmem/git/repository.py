@@ -60,7 +60,21 @@ def init_bare(path: Path) -> pygit2.Repository:
     if HOOKS_DIR.is_dir():
         config["core.hooksPath"] = str(HOOKS_DIR)
     (path / "gitmem").mkdir(exist_ok=True)
+    _trim_skeleton(path)
     return repo
+
+
+# What libgit2's template leaves that a bare store never reads: gitweb's description, the sample hooks
+# (ours are core.hooksPath), a work tree's excludes, and empty folders Git makes again when it needs
+# them. A folder or file is a 4 KiB block each: 28 KiB of a small store's 112 (issue 27).
+_UNUSED = ("description", "hooks/README.sample", "hooks", "info/exclude", "info", "refs/tags", "objects/info")
+
+
+def _trim_skeleton(path: Path) -> None:
+    for name in _UNUSED:
+        target = path / name
+        with contextlib.suppress(FileNotFoundError, OSError):
+            target.rmdir() if target.is_dir() else target.unlink()
 
 
 def read_tip(repo: pygit2.Repository) -> pygit2.Oid | None:

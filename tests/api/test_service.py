@@ -29,7 +29,11 @@ def test_ready_until_postgresql_stops_and_again_once_it_is_back(tmp_path: Path, 
     gm = Gitmem.open(tmp_path / "home", database=pg_cluster.fresh_database())
     with in_process(gm, dataclasses.replace(QUIET, ready_min_free_bytes=0)) as app:
         client = app.http()
-        assert client.get("/readyz").json() == {"status": "ready", "failing": {}}
+        ready = client.get("/readyz").json()
+        assert (ready["status"], ready["failing"]) == ("ready", {})
+        # The process's open stores: none yet, within a capacity sized from its open-file limit.
+        assert ready["stores"]["open"] == 0 and ready["stores"]["capacity"] >= 8
+        assert ready["stores"]["free_descriptors"] is None or ready["stores"]["free_descriptors"] > 0
         pg_cluster.pause()
         try:
             began = time.monotonic()
@@ -117,3 +121,24 @@ def test_the_account_page_adds_and_removes_an_address(home: TestHome) -> None:
         assert stale.status_code == 403
         removed = browser.post("/ui/account/emails/remove", data={"email": "sam@work.example", "csrf_token": csrf[1]})
         assert "None yet." in removed.text
+
+
+def test_starting_on_a_home_of_many_stores_opens_none(tmp_path: Path) -> None:
+    gm = Gitmem.open(tmp_path / "home", fsync="never")
+    ws = gm.catalog.create_workspace("many").id
+    for i in range(200):
+        gm.create_store(ws, f"s{i}")
+    with in_process(gm, QUIET) as app:
+        stores = app.http().get("/readyz").json()["stores"]
+        assert stores["open"] == 0 and stores["evictions"] == 0
+        prefix = str((tmp_path / "home" / "stores").resolve())
+        held = [fd for fd in os.listdir("/proc/self/fd") if _target(fd).startswith(prefix)]
+        assert held == []  # start-up read no store
+    gm.close()
+
+
+def _target(fd: str) -> str:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return ""

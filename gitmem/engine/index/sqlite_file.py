@@ -18,7 +18,8 @@ log = logging.getLogger("gitmem.engine.index.store_index")  # what an operator h
 _DAMAGED = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}  # not "locked" or "busy": those are not damage
 
 
-_verified: set[tuple[str, int, int]] = set()  # (path, inode, size) of index files this process checked whole
+# (path, inode, size, mtime) of index files this process checked whole, or closed cleanly itself
+_verified: set[tuple[str, int, int, int]] = set()
 
 
 def _probe(path: Path) -> None:
@@ -28,7 +29,7 @@ def _probe(path: Path) -> None:
     if not path.exists():
         return
     stat = path.stat()
-    key = (str(path), stat.st_ino, stat.st_size)
+    key = (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
     if key in _verified:
         return
     with contextlib.closing(sqlite3.connect(path, timeout=30)) as db:
@@ -36,6 +37,16 @@ def _probe(path: Path) -> None:
     if damage != ["ok"]:
         raise sqlite3.DatabaseError("; ".join(map(str, damage[:3])))
     _verified.add(key)
+
+
+def mark_sound(path: Path) -> None:
+    """``path`` is as this process left it, its connections closed cleanly (a store closed by the
+    cache of open stores): reopening it skips the whole read, unless another process changed it."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return
+    _verified.add((str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns))
 
 
 def set_aside_if_damaged(path: Path) -> Path | None:
@@ -69,4 +80,4 @@ def set_aside_if_damaged(path: Path) -> Path | None:
     return aside
 
 
-__all__ = ["set_aside_if_damaged"]
+__all__ = ["mark_sound", "set_aside_if_damaged"]

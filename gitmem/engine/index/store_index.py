@@ -27,7 +27,7 @@ from gitmem.db.thread_connections import ThreadConnections
 from gitmem.engine.index import search_table as search_index
 from gitmem.engine.index.postgres_schema import PgIndexDb
 from gitmem.engine.index.queries import IndexQueries, NoteRow, VersionRow, upper_bound
-from gitmem.engine.index.sqlite_file import set_aside_if_damaged
+from gitmem.engine.index.sqlite_file import mark_sound, set_aside_if_damaged
 from gitmem.git import replay, repository
 from gitmem.git.commits import VersionRecord, parse_message
 from gitmem.git.pushes import derive_versions
@@ -179,6 +179,8 @@ class StoreIndex(IndexQueries):
     def close(self) -> None:
         if self._pg is None:
             self._connections.close()
+            if self.set_aside is None:
+                mark_sound(self.path)  # a cold reopen in this process need not read it whole again
         with self._repos_guard:
             self._repos = threading.local()
             dropped = [repo for r in self._repos_all if (repo := r()) is not None]

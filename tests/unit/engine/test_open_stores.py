@@ -211,3 +211,21 @@ def test_capacity_follows_the_open_file_limit() -> None:
     for limit in (256, 1024, 4096):
         assert capacity_for(limit) * 8 < limit
     assert OpenStores().capacity == capacity_for(OpenStores().limit)
+
+
+def test_paging_through_the_stores_opens_none_of_them(home: Path) -> None:
+    gm = Gitmem.open(home, fsync="never", open_stores=4)
+    ws = gm.catalog.create_workspace("listing").id
+    made = {gm.create_store(ws, f"listed-{i}").id for i in range(250)}
+    seen: list[str] = []
+    page = None
+    while True:
+        listed = gm.list_stores(ws, limit=100, page=page)
+        seen += [info.id for info in listed.items]
+        page = listed.next_page
+        if page is None:
+            break
+    assert set(seen) == made and len(seen) == 250
+    assert gm.open_stores().open_stores == 0
+    assert open_files_under(home / "stores") == 0  # no repository, no index opened
+    gm.close()
