@@ -347,6 +347,11 @@ class OpenStores:
             entry.closed = True
         self._close(entry)
 
+    @staticmethod
+    def drain() -> None:
+        """Close at once the stores eviction handed to the sweeper's thread (tests, a home closing)."""
+        _sweeper.drain()
+
     def close_all(self) -> None:
         """Close every idle store (the home is closing); those in use close on return."""
         with self._lock:
@@ -361,6 +366,7 @@ class OpenStores:
                     entry.retired = True
                     self._retired.add(entry)
         self._close_all(victims)
+        _sweeper.drain()  # and those evicted a moment ago, still waiting for the sweeper
 
     def _close_all(self, entries: list[_Entry]) -> None:
         for entry in entries:
@@ -404,6 +410,7 @@ class _Sweeper:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._closing: list[_Entry] = []
+        self._closing_lock = threading.Lock()  # held while a batch of _closing is being closed
         self._wake = threading.Event()
 
     def close_later(self, entries: list[_Entry]) -> None:
@@ -420,16 +427,21 @@ class _Sweeper:
                 self._thread = threading.Thread(target=self._run, name="gitmem-open-stores", daemon=True)
                 self._thread.start()
 
+    def drain(self) -> None:
+        """Close what waits to be closed now, and wait for a batch being closed (a home closing)."""
+        with self._closing_lock:
+            with self._lock:
+                closing, self._closing = self._closing, []
+            for entry in closing:
+                OpenStores._close(entry)
+
     def _run(self) -> None:
         while True:
             self._wake.wait(SWEEP_SECONDS)
             self._wake.clear()
+            self.drain()
             with self._lock:
                 caches = list(self._caches)
-                closing, self._closing = self._closing, []
-            for entry in closing:
-                OpenStores._close(entry)
-            del closing
             for cache in caches:
                 try:
                     cache.sweep()
