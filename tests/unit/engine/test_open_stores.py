@@ -51,7 +51,8 @@ def test_open_stores_stay_within_capacity_however_many_are_touched(home: Path) -
         assert stats.open_stores <= 6 and stats.in_use == 0
     stats = gm.open_stores()
     assert stats.evictions >= 24 and stats.pinned == 0
-    gm.open_store_cache.drain()  # the evicted ones are closed by the sweeper's thread: now    # A store open holds one parked connection (3 descriptors), its pack and at most one file a quiet
+    gm.open_store_cache.drain()  # the evicted ones are closed by the sweeper's thread: now
+    # A store open holds one parked connection (3 descriptors), its pack and at most one file a quiet
     # checkpoint left for SQLite to close with it; the stores closed hold nothing.
     assert open_files_under(home / "stores") <= 6 * 5
     # Every store still reads after its eviction (a cold open).
