@@ -25,6 +25,7 @@ from gitmem.api.draining import Drain
 from gitmem.api.middleware import RequestContextMiddleware
 from gitmem.api.ratelimit import TokenBucketLimiter, WrongSecrets
 from gitmem.api.routers import (
+    audit,
     conflicts,
     dreams,
     health,
@@ -126,6 +127,7 @@ def create_app(gm: Gitmem, settings: Settings | None = None, *, close_on_shutdow
     # Notes first: a request is matched against the routes in order, and these are the busiest.
     app.include_router(memories.router)
     app.include_router(health.router)
+    app.include_router(audit.router)
     app.include_router(memory_stores.router)
     app.include_router(memory_versions.router)
     app.include_router(conflicts.router)

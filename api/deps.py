@@ -32,7 +32,7 @@ SECURITY_SCHEMES = {
     "ApiKeyAuth": {"type": "apiKey", "in": "header", "name": "x-api-key"},
     "BearerAuth": {"type": "http", "scheme": "bearer"},
 }
-PUBLIC_PATHS = frozenset({"/healthz", "/readyz"})
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/v1/signing_key", "/v1/signing_key/allowed_signers"})
 
 
 def request_secret(headers: Mapping[str, str]) -> str | None:

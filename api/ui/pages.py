@@ -29,6 +29,7 @@ from gitmem.api.ui.session import (
     set_ui_cookie,
     sign_in_token,
 )
+from gitmem.engine.audit.rewrites import rewrites
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.store.conflict_resolution import compare, resolve
 from gitmem.engine.store.conflicts import ConflictLog
@@ -299,6 +300,12 @@ def activity(
     store, ctx = _open(gm, session, store_id)
     result = store.versions(limit=ACTIVITY_PAGE, page=page_token)
     return page(request, "activity.html", **ctx, versions=result.items, next_page=result.next_page)
+
+
+@router.get("/stores/{store_id}/rewrites", response_class=HTMLResponse)
+def rewrites_page(request: Request, store_id: str, session: Session, gm: Engine) -> Response:
+    store, ctx = _open(gm, session, store_id)
+    return page(request, "rewrites.html", **ctx, entries=rewrites(store))
 
 
 @router.get("/stores/{store_id}/review", response_class=HTMLResponse)

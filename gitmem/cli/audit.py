@@ -6,11 +6,51 @@ from collections.abc import Callable
 from pathlib import Path
 
 import click
+import pygit2
 from click.decorators import FC
 
-from gitmem.cli.base import emit_json, main, pass_context, refusals, table, workspace_option
+from gitmem.cli.base import Context, emit_json, main, pass_context, refusals, table, workspace_option
+from gitmem.clock import iso
 from gitmem.engine.audit import log as audit
+from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import InvalidRequest, NotFound
+
+
+def _operator_store(ctx: Context, store_id: str, workspace: str | None) -> MemoryStore:
+    gm = ctx.gm
+    info = gm.catalog.store(store_id)  # the operator's view: any workspace of this home
+    if workspace is not None:
+        ws = gm.catalog.workspace_by_name(workspace)
+        if ws is None or ws.id != info.workspace_id:
+            raise NotFound(f"memory store {store_id} not found in workspace {workspace}")
+    return gm.store(info.workspace_id, store_id)
+
+
+def _print_rewrites(repo: pygit2.Repository, limit: int | None, oldest_first: bool, as_json: bool) -> None:
+    """The rewrite log (``refs/gitmem/rewrites``): newest first unless ``oldest_first``."""
+    from gitmem.git import rewrite_log
+
+    entries = rewrite_log.read(repo)
+    if not oldest_first:
+        entries.reverse()
+    entries = entries[:limit] if limit is not None else entries
+    if as_json:
+        emit_json([{**e.to_json(), "commit_id": e.commit_id} for e in entries])
+        return
+    table(
+        [
+            [
+                iso(e.at),
+                e.kind,
+                e.by,
+                f"{len(e.dropped)} dropped",
+                f"{len(e.redacted)} redacted",
+                f"{(e.old_tip or 'none')[:12]} -> {(e.new_tip or 'none')[:12]}",
+                e.reason,
+            ]
+            for e in entries
+        ]
+    )
 
 
 def _time_option(name: str, help_text: str) -> Callable[[FC], FC]:
@@ -34,6 +74,7 @@ def _time_option(name: str, help_text: str) -> Callable[[FC], FC]:
 @click.option("-n", "--max-count", type=click.IntRange(min=0), default=None, help="At most this many (the newest).")
 @click.option("--reverse", is_flag=True, help="Oldest first.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
+@click.option("--rewrites", is_flag=True, help="Print the rewrite log instead: every retention, redaction, rotation.")
 @workspace_option
 @pass_context
 @refusals
@@ -50,6 +91,7 @@ def log_command(  # type: ignore[no-untyped-def]
     max_count: int | None,
     reverse: bool,
     as_json: bool,
+    rewrites: bool,
     workspace: str | None,
 ) -> None:
     """Print who changed which note, when, how, and the version id.
@@ -75,17 +117,18 @@ def log_command(  # type: ignore[no-untyped-def]
 
     unattributed = 0
     if repo_dir is not None:
+        repo = audit.open_repository(repo_dir)
+        if rewrites:
+            _print_rewrites(repo, max_count, reverse, as_json)
+            return
         entries, unattributed = audit.repo_log(repo_dir, rev)
-        entries = with_reviews(entries, audit.open_repository(repo_dir))
+        entries = with_reviews(entries, repo)
     else:
-        gm = ctx.gm
         assert store_id is not None  # noqa: S101  narrows the type for mypy; never a check of input
-        info = gm.catalog.store(store_id)  # the operator's view: any workspace of this home
-        if workspace is not None:
-            ws = gm.catalog.workspace_by_name(workspace)
-            if ws is None or ws.id != info.workspace_id:
-                raise NotFound(f"memory store {store_id} not found in workspace {workspace}")
-        store = gm.store(info.workspace_id, store_id)
+        store = _operator_store(ctx, store_id, workspace)
+        if rewrites:
+            _print_rewrites(store.repo, max_count, reverse, as_json)
+            return
         entries = with_reviews(audit.store_log(store), store.repo)
     chosen = audit.select(entries, flt, newest_first=not reverse, limit=max_count)
     if as_json:

@@ -16,10 +16,12 @@ import httpx
 
 from gitmem.cli.base import main, refusals
 from gitmem.cli.profiles import get_json
+from gitmem.crypto.signing_key import ALLOWED_SIGNERS_FILENAME
 from gitmem.errors import InvalidRequest
 
 DEFAULT_URL = "http://127.0.0.1:8765"
 TOKEN_FILE = "gitmem-token"  # inside the clone's .git/, mode 0600  # noqa: S105  a file name, not a secret
+SIGNERS_FILE = "gitmem-allowed-signers"  # inside the clone's .git/: the home's signing keys
 _STORE_URL = re.compile(r"^(?P<base>https?://.+?)/v1/memory_stores/(?P<store>memstore_[A-Za-z0-9]+)\.git/?$")
 _STORE_ID = re.compile(r"^memstore_[A-Za-z0-9]+$")
 _PROFILE_ID = re.compile(r"^profile_[A-Za-z0-9]+$")
@@ -94,6 +96,44 @@ def _set_identity(directory: Path, server: str, token: str) -> None:
         _git(["config", "--local", "user.email", identity["email"]], cwd=directory)
 
 
+def _allowed_signers(source: str, server: str | None) -> str | None:
+    """The home's allowed-signers file: from the server (public, ``/v1/signing_key/allowed_signers``), or
+    beside a local store's home (``HOME/stores/<id>.git`` -> ``HOME/allowed_signers``)."""
+    if server is not None:
+        try:
+            response = httpx.get(f"{server}/v1/signing_key/allowed_signers", timeout=30)
+        except httpx.HTTPError:
+            return None
+        return response.text if response.status_code == 200 else None
+    found = Path(source).parent.parent / ALLOWED_SIGNERS_FILENAME
+    return found.read_text() if found.is_file() else None
+
+
+def _verify_signatures(directory: Path, source: str, server: str | None) -> None:
+    """Set the clone up so that ``git verify-commit`` and ``git log --show-signature`` check gitmem's
+    signatures: the allowed-signers file in ``.git/``, ``gpg.format=ssh`` and the file named."""
+    text = _allowed_signers(source, server)
+    if text is None:
+        click.echo("warning: the store's signing keys could not be had; signatures will not verify", err=True)
+        return
+    path = (directory / ".git" / SIGNERS_FILE).resolve()
+    path.write_text(text)
+    _git(["config", "--local", "gpg.format", "ssh"], cwd=directory)
+    _git(["config", "--local", "gpg.ssh.allowedSignersFile", str(path)], cwd=directory)
+
+
+# What a clone fetches besides main: who pushed (notes, replaced whole by a rewrite: forced) and the
+# rewrite log (append-only: never forced, so a rewritten log fails the fetch loudly). Patterns, since
+# a ref the store lacks (no push yet, no rewrite yet, notes gone into trailers) must not fail a fetch.
+RECORD_REFSPECS = ("+refs/notes/*:refs/notes/*", "refs/gitmem/*:refs/gitmem/*")
+
+
+def _fetch_records(directory: Path, env: dict[str, str]) -> None:
+    for refspec in RECORD_REFSPECS:
+        _git(["config", "--local", "--add", "remote.origin.fetch", refspec], cwd=directory)
+    _git(["fetch", "-q", "origin"], cwd=directory, env=env)
+
+
 def clone_store(
     target: str,
     directory: Path | None = None,
@@ -134,6 +174,8 @@ def clone_store(
             _write_private(git_dir / TOKEN_FILE, token + "\n")
         if token:
             _set_identity(directory, server, token)
+    _verify_signatures(directory, source, server)
+    _fetch_records(directory, env)
     if key_text is not None:
         from gitmem.git.crypt_filter import configure_clone
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import sys
+from pathlib import Path
 from typing import TextIO
 
 import click
@@ -134,12 +136,22 @@ def versions(
     metavar="USER_ID",
     help="Name this user (of the workspace) as the redactor; by default, the gitmem service.",
 )
+@click.option(
+    "--receipt",
+    "receipt_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Also write the signed erasure receipt to this file (check it with gitmem audit receipt FILE).",
+)
 @workspace_option
 @pass_context
 @refusals
-def redact(ctx: Context, store_id: str, version_id: str, as_user: str | None, workspace: str | None) -> None:
-    """Erase a version's path and content from every commit (it keeps its id, author and time). The
-    redaction names who made it: the service (``svac_gitmem``), or the user given with --as."""
+def redact(
+    ctx: Context, store_id: str, version_id: str, as_user: str | None, receipt_file: Path | None, workspace: str | None
+) -> None:
+    """Erase a version's path and content from every commit (it keeps its id, author and time), and print
+    the signed erasure receipt. The redaction names who made it: the service (``svac_gitmem``), or the
+    user given with --as."""
     workspace_id = ctx.workspace_id(workspace)
     actor = SERVICE_ACCOUNT
     if as_user is not None:
@@ -147,5 +159,15 @@ def redact(ctx: Context, store_id: str, version_id: str, as_user: str | None, wo
         if user.kind != "user" or user.workspace_id != workspace_id:
             raise NotFound(f"user {as_user} not found")
         actor = Actor("user_actor", user.id)
-    version = redaction.redact(ctx.gm.store(workspace_id, store_id), version_id, actor, ctx.gm.catalog.erasures)
+    store = ctx.gm.store(workspace_id, store_id)
+    version = redaction.redact(store, version_id, actor, ctx.gm.catalog.erasures)
     click.echo(f"redacted {version.id} at {iso(version.redacted_at)}" if version.redacted_at else version.id)
+    from gitmem.engine.audit.rewrites import receipt_for
+
+    try:
+        receipt = json.dumps(receipt_for(store, version_id), indent=1, sort_keys=True) + "\n"
+    except NotFound:  # a store opened without a signing key writes none
+        return
+    click.echo(receipt, nl=False)
+    if receipt_file is not None:
+        receipt_file.write_text(receipt)

@@ -17,6 +17,7 @@ from gitmem.rules.filters import FilterChain, load_filters
 
 if TYPE_CHECKING:
     from gitmem.agents.dreams.dreamers import Dreamer
+    from gitmem.crypto.signing_key import HomeSigner, SigningKeySource
     from gitmem.engine.gitmem import Gitmem
     from gitmem.engine.push.receive import PushOptions
 
@@ -33,6 +34,20 @@ def home_path(values: Values) -> Path:
 def master_key(values: Values) -> MasterKeySource:
     key_file = values("MASTER_KEY_FILE")
     return MasterKeySource(text=values("MASTER_KEY") or None, file=Path(key_file) if key_file else None)
+
+
+def signing_key(values: Values) -> SigningKeySource:
+    from gitmem.crypto.signing_key import SigningKeySource  # not for a push hook that signs nothing
+
+    key_file = values("SIGNING_KEY_FILE")
+    return SigningKeySource(text=values("SIGNING_KEY") or None, file=Path(key_file) if key_file else None)
+
+
+def home_signer(values: Values, home: Path) -> HomeSigner:
+    """The key that signs the home's commits (a push's record, in post-receive)."""
+    from gitmem.crypto.signing_key import HomeSigner
+
+    return HomeSigner(home, signing_key(values))
 
 
 def filters(values: Values) -> FilterChain:
@@ -52,6 +67,7 @@ def open_home(values: Values, home: Path | None = None) -> Gitmem:
         master_key=master_key(values),
         filters=filters(values),
         search_budget=float(values("SEARCH_BUDGET")),
+        signing_key=signing_key(values),
     )
     gm.listen(webhooks_for(gm))
     return gm
@@ -65,6 +81,7 @@ def push_options(values: Values) -> PushOptions:
         database_url=values("DATABASE") or None,
         filters=filters(values),
         open_home=lambda home: open_home(values, home),
+        signer=lambda home: home_signer(values, home),
     )
 
 

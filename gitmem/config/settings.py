@@ -89,6 +89,16 @@ class GitmemSettings(BaseSettings):
         " made on first use.",
         "a readable file holding 32 bytes as hex, base64 or raw",
     )
+    SIGNING_KEY: SecretStr | None = _setting(
+        None,
+        "The Ed25519 key that signs every commit (takes precedence over the file; docs/audit.md).",
+        "an unencrypted OpenSSH Ed25519 private key, or its 32-byte seed as hex or base64",
+    )
+    SIGNING_KEY_FILE: Path | None = _setting(
+        None,
+        "A file holding the signing key; else `$GITMEM_HOME/signing.key`, made with the home.",
+        "a readable file holding an OpenSSH Ed25519 private key (ssh-keygen -t ed25519 -N '')",
+    )
     RATE_LIMIT_RPS: Annotated[float, Field(ge=0)] = _setting(
         200.0, "Per-key token bucket: requests a second (0 turns rate limiting off).", "a number >= 0"
     )
@@ -322,6 +332,24 @@ class GitmemSettings(BaseSettings):
             from gitmem.crypto.master_key import check_master_key_file
 
             check_master_key_file(value)
+        return value
+
+    @field_validator("SIGNING_KEY")
+    @classmethod
+    def _signing_key(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            from gitmem.crypto.signing_key import check_signing_key_text
+
+            check_signing_key_text(value.get_secret_value())
+        return value
+
+    @field_validator("SIGNING_KEY_FILE")
+    @classmethod
+    def _signing_key_file(cls, value: Path | None) -> Path | None:
+        if value is not None:
+            from gitmem.crypto.signing_key import check_signing_key_file
+
+            check_signing_key_file(value)
         return value
 
     @field_validator("FILTERS")

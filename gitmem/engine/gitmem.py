@@ -23,6 +23,7 @@ from gitmem.clock import Clock, system_clock, to_micros
 from gitmem.crypto.codec import ContentCodec, PlainCodec
 from gitmem.crypto.keyring import KeyRing
 from gitmem.crypto.master_key import MasterKeySource, load_master_key
+from gitmem.crypto.signing_key import HomeSigner, SigningKeySource
 from gitmem.db import Database
 from gitmem.db.migrations import Migration
 from gitmem.db.page_tokens import PageTokens, tokens_for
@@ -102,6 +103,7 @@ class Gitmem:
         clock: Clock = system_clock,
         search_budget: float = SEARCH_BUDGET_SECONDS,
         open_stores: int | None = None,
+        signing_key: SigningKeySource | None = None,
     ) -> None:
         """``database``: a ``postgresql://`` URL for the catalog (and the stores' indexes), else SQLite in
         the home; ``fsync``: how writes reach the disk (:class:`gitmem.durable.Durability`); ``master_key``:
@@ -109,7 +111,9 @@ class Gitmem:
         ``filters``: what every write is checked against (the secret detector unless given);
         ``search_budget``: the seconds one search may take in the database (then a 400);
         ``open_stores``: how many stores this process may hold open (else sized from its open-file
-        limit, :mod:`gitmem.engine.open_stores`)."""
+        limit, :mod:`gitmem.engine.open_stores`);
+        ``signing_key``: where the key that signs every commit comes from (the home's ``signing.key``,
+        made with the home, unless given). A bad or missing key fails here, before anything is written."""
         self.home = home
         self.clock = clock
         self.durability = Durability(fsync)
@@ -118,6 +122,7 @@ class Gitmem:
         self.filters = filters or FilterChain()
         home.mkdir(parents=True, exist_ok=True)
         (home / "stores").mkdir(exist_ok=True)
+        self.signer = HomeSigner(home, signing_key)
         self.catalog = Catalog.for_home(home, database or None, clock)
         self._stores = OpenStores(open_stores)
         self._keyring: KeyRing | None = None
@@ -138,6 +143,7 @@ class Gitmem:
         clock: Clock = system_clock,
         search_budget: float = SEARCH_BUDGET_SECONDS,
         open_stores: int | None = None,
+        signing_key: SigningKeySource | None = None,
     ) -> Gitmem:
         """The home at ``home``, made if it does not exist (see :meth:`__init__` for the options)."""
         return cls(
@@ -149,6 +155,7 @@ class Gitmem:
             clock=clock,
             search_budget=search_budget,
             open_stores=open_stores,
+            signing_key=signing_key,
         )
 
     @property
@@ -340,6 +347,7 @@ class Gitmem:
             database_url=self.index_database_url,
             durability=self.durability,
             search_budget=self.search_budget,
+            signer=self.signer,
         )
 
     @staticmethod

@@ -14,7 +14,8 @@ import pygit2
 from gitmem.clock import iso
 from gitmem.git.pack import PackObject
 from gitmem.git.repository import COMMITTER
-from gitmem.git.trees import commit_body, object_id
+from gitmem.git.signing import Signer, signed_commit
+from gitmem.git.trees import commit_body
 from gitmem.model import Actor, Operation
 
 SERVICE = "service"
@@ -113,12 +114,15 @@ def parse_message(message: str) -> list[VersionRecord]:
     return records
 
 
-def commit_object(tree: bytes, parent: bytes | None, author: pygit2.Signature, message: str) -> PackObject:
+def commit_object(
+    tree: bytes, parent: bytes | None, author: pygit2.Signature, message: str, signer: Signer | None = None
+) -> PackObject:
     """A commit gitmem writes into a pack (a version on ``main``, a conflict beside it): committed by
-    gitmem at the author's time. The one place such commits are made."""
+    gitmem at the author's time, signed by ``signer`` (:mod:`gitmem.git.signing`). The one place such
+    commits are made."""
     committer = pygit2.Signature(COMMITTER.name, COMMITTER.email, author.time, 0)
     body = commit_body(tree, [parent] if parent is not None else [], author, committer, message)
-    return PackObject(b"commit", body, object_id(b"commit", body))
+    return signed_commit(body, signer)
 
 
 def author_for(actor: Actor | None, when: dt.datetime) -> pygit2.Signature:

@@ -21,12 +21,16 @@ import pygit2
 
 from gitmem.durable import DURABLE, Durability, fsync_dir
 from gitmem.errors import StoreBusy
+from gitmem.git.signing import Signer, write_commit
 
 log = logging.getLogger(__name__)
 
 MAIN = "refs/heads/main"
 NOTES_REF = "refs/notes/gitmem"
 COMMITTER = pygit2.Signature("gitmem", "gitmem@localhost", 0, 0)
+# The rewriter's scratch ref is nobody's business; the rewrite log beside it (refs/gitmem/rewrites) is
+# everyone's (Git hides a ref that is the value or lies below it: refs/gitmem/rewrites is neither).
+HIDDEN_REFS = "refs/gitmem/rewrite"
 # A ref lock is held for the time it takes to write 41 bytes; one this old was left by a crash.
 STALE_REF_LOCK_SECONDS = 5.0
 # Installed beside the package (hooks/ in the repository, mapped to gitmem/hooks: pyproject.toml).
@@ -56,7 +60,7 @@ def init_bare(path: Path) -> pygit2.Repository:
     config["uploadpack.allowAnySHA1InWant"] = False
     config["uploadpack.allowReachableSHA1InWant"] = False
     config["uploadpack.allowTipSHA1InWant"] = False
-    config["uploadpack.hideRefs"] = "refs/gitmem"  # the rewriter's scratch refs are nobody's business
+    config["uploadpack.hideRefs"] = HIDDEN_REFS
     if HOOKS_DIR.is_dir():
         config["core.hooksPath"] = str(HOOKS_DIR)
     (path / "gitmem").mkdir(exist_ok=True)
@@ -154,11 +158,18 @@ def tree_with(
 
 
 def commit(
-    repo: pygit2.Repository, *, tree: pygit2.Oid, parent: pygit2.Oid | None, author: pygit2.Signature, message: str
+    repo: pygit2.Repository,
+    *,
+    tree: pygit2.Oid,
+    parent: pygit2.Oid | None,
+    author: pygit2.Signature,
+    message: str,
+    signer: Signer | None = None,
 ) -> pygit2.Oid:
-    """Write a commit object without moving any ref."""
+    """Write a commit object, signed by ``signer`` (:mod:`gitmem.git.signing`), without moving any ref."""
     committer = pygit2.Signature(COMMITTER.name, COMMITTER.email, author.time, 0)
-    return repo.create_commit(None, author, committer, message, tree, [parent] if parent else [])
+    parents = [parent] if parent else []
+    return write_commit(repo, signer, author=author, committer=committer, message=message, tree=tree, parents=parents)
 
 
 def _ref_file(repo_path: Path, ref: str) -> Path:

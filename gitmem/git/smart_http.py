@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from urllib.parse import parse_qs
 
+from gitmem.git import repository
 from gitmem.git.http_backend import GitResponse, run_backend, text_response
 from gitmem.git.upload_wants import (
     UPLOAD_PACK,
@@ -192,7 +193,7 @@ def _safety_config(allow_push: bool, hooks_path: Path | None = None) -> dict[str
         "uploadpack.allowTipSHA1InWant": "false",
         "uploadpack.allowFilter": "false",
         "uploadpack.allowRefInWant": "false",
-        "uploadpack.hideRefs": "refs/gitmem",
+        "uploadpack.hideRefs": repository.HIDDEN_REFS,
         # Section 3's per-store settings, repeated here so a store's own config can't loosen them.
         "receive.denyNonFastForwards": "true",
         "receive.denyDeletes": "true",

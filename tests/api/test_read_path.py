@@ -118,4 +118,6 @@ def test_openapi_declares_both_ways_to_authenticate_on_every_operation_but_the_p
     }
     assert security.pop(("/healthz", "get")) is None
     assert security.pop(("/readyz", "get")) is None  # probes need no key: a load balancer has none
+    assert security.pop(("/v1/signing_key", "get")) is None  # a public key: a plain clone verifies with it
+    assert security.pop(("/v1/signing_key/allowed_signers", "get")) is None
     assert len(security) > 40 and all(s == [{"ApiKeyAuth": []}, {"BearerAuth": []}] for s in security.values())

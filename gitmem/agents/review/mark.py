@@ -119,7 +119,12 @@ def write_record(
         tip = _tip(repo)
         parent = tip.id if tip is not None else None
         oid = repository.commit(
-            repo, tree=empty_tree, parent=parent, author=author_for(actor, now), message="\n".join(lines) + "\n"
+            repo,
+            tree=empty_tree,
+            parent=parent,
+            author=author_for(actor, now),
+            message="\n".join(lines) + "\n",
+            signer=store.signer,
         )
         if repository.compare_and_swap(repo, parent, oid, ref=REVIEW_REF):
             return read_record(repo[oid].peel(pygit2.Commit))

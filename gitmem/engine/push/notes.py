@@ -20,6 +20,7 @@ import pygit2
 from gitmem.engine.push.check import Verdict
 from gitmem.errors import GitmemError
 from gitmem.git import pushes, repository
+from gitmem.git.signing import Signer, write_commit
 
 NOTES_CAS_ATTEMPTS = 50
 STALE_SPOOL_SECONDS = 600.0
@@ -54,8 +55,12 @@ def _note_text(record: Mapping[str, Any]) -> str:
     return json.dumps(record, sort_keys=True, separators=(",", ":")) + "\n"
 
 
-def write_notes(repo: pygit2.Repository, records: Mapping[str, Mapping[str, Any]]) -> pygit2.Oid | None:
-    """Add one note per commit on ``refs/notes/gitmem`` in one notes commit, swapped in with a CAS."""
+def write_notes(
+    repo: pygit2.Repository, records: Mapping[str, Mapping[str, Any]], signer: Signer | None
+) -> pygit2.Oid | None:
+    """Add one note per commit on ``refs/notes/gitmem`` in one notes commit, signed by the home's key (a
+    pushed commit keeps its own bytes; the record of who pushed it is what gitmem signs), swapped in
+    with a CAS."""
     if not records:
         return None
     blobs = {commit_id: repo.create_blob(_note_text(record).encode()) for commit_id, record in records.items()}
@@ -67,13 +72,18 @@ def write_notes(repo: pygit2.Repository, records: Mapping[str, Mapping[str, Any]
         now = int(time.time())
         sig = pygit2.Signature(*NOTES_AUTHOR, now, 0)
         subject = f"Notes added by gitmem for {len(records)} pushed commit{'s' if len(records) > 1 else ''}"
-        commit = repo.create_commit(None, sig, sig, subject + "\n", tree, [old] if old is not None else [])
+        parents = [old] if old is not None else []
+        commit = write_commit(
+            repo, signer, author=sig, committer=sig, message=subject + "\n", tree=tree, parents=parents
+        )
         if repository.compare_and_swap(repo, old, commit, ref=repository.NOTES_REF):
             return commit
     raise GitmemError("refs/notes/gitmem kept changing; the push notes were not written")
 
 
-def settle_spool(repo: pygit2.Repository, *, stale_after: float = STALE_SPOOL_SECONDS) -> int:
+def settle_spool(
+    repo: pygit2.Repository, signer: Signer | None = None, *, stale_after: float = STALE_SPOOL_SECONDS
+) -> int:
     """Write the notes of every spooled push that reached main, then drop its spool; drop spools of
     pushes that never landed once they are old. Returns how many spools were settled."""
     folder = pushes.spool_dir(repo)
@@ -84,7 +94,7 @@ def settle_spool(repo: pygit2.Repository, *, stale_after: float = STALE_SPOOL_SE
     for spool in pushes.spools(Path(repo.path)):
         landed = tip is not None and spool.new and (str(tip) == spool.new or _is_ancestor(repo, spool.new, tip))
         if landed:
-            write_notes(repo, {c: r for c, r in spool.records.items() if _note(repo, c) is None})
+            write_notes(repo, {c: r for c, r in spool.records.items() if _note(repo, c) is None}, signer)
         elif time.time() - spool.path.stat().st_mtime < stale_after:
             continue  # a push still under way (or one that failed a moment ago)
         spool.path.unlink(missing_ok=True)

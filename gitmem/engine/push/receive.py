@@ -52,6 +52,7 @@ from gitmem.engine.push.check import MAX_REASONS, ZERO, NoteState, PushCheck
 from gitmem.engine.push.notes import STALE_SPOOL_SECONDS, settle_spool, write_spool
 from gitmem.errors import GitmemError, NotFound
 from gitmem.git import pushes, repository
+from gitmem.git.signing import Signer
 from gitmem.model import StoreInfo
 from gitmem.rules.filters import FilterChain
 from gitmem.rules.policy import StorePolicy, policy_for
@@ -75,6 +76,7 @@ class PushOptions:
     database_url: str | None
     filters: FilterChain
     open_home: Callable[[Path], Gitmem]  # the home, as the server opens it (its key, its listeners)
+    signer: Callable[[Path], Signer]  # the home's signing key, for the push's record on refs/notes/gitmem
 
 
 @dataclass
@@ -206,7 +208,7 @@ def post_receive(lines: list[str], env: Mapping[str, str], git_dir: Path, option
     warnings: list[str] = []
     repo = pygit2.Repository(str(git_dir))
     try:
-        settle_spool(repo, stale_after=STALE_SPOOL_SECONDS)
+        settle_spool(repo, options.signer(PushEnv.from_env(env, git_dir).home), stale_after=STALE_SPOOL_SECONDS)
     except Exception as exc:  # the push has landed; never fail it here
         log.exception("post-receive could not record the push")
         warnings.append(f"the push landed but its notes were not written yet ({exc}); the index uses the spool")

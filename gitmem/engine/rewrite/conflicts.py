@@ -42,6 +42,7 @@ from gitmem.errors import StoreBusy
 from gitmem.git import repository
 from gitmem.git.conflict_records import ConflictRecord, ResolutionRecord, conflict_ref
 from gitmem.git.pack import PackObject, write_pack
+from gitmem.git.signing import Signer
 from gitmem.git.trees import EMPTY_TREE_ID
 from gitmem.rules.paths import git_path
 
@@ -98,7 +99,7 @@ def rewrite_conflicts(
         lines = [
             line
             for memory_id in noted_ids(repo)
-            if (line := _rewrite_line(repo, memory_id, plan, reencode, objects, kept, report)) is not None
+            if (line := _rewrite_line(repo, memory_id, plan, reencode, objects, kept, report, store.signer)) is not None
         ]
         if not lines:
             return report
@@ -117,7 +118,7 @@ def rewrite_conflicts(
                 log.exception("%s: the erasure ledger could not record this conflict rewrite", store.id)
         if purge:
             report.purge = RewriteReport(store.id, bytes_before=objects_size(store.path))
-            purge_locked(store.path)
+            purge_locked(store.path, store.signer)
     if purge and report.purge is not None:
         scrub_index(store)
         pending = read_marker(store.path) or set()
@@ -153,6 +154,7 @@ def _rewrite_line(
     objects: dict[bytes, PackObject],
     kept: set[str],
     report: ConflictRewriteReport,
+    signer: Signer | None,
 ) -> _NewLine | None:
     """The line of ``memory_id`` made anew (its objects added to ``objects``); None if nothing changes."""
     line = read_line(repo, memory_id)
@@ -195,7 +197,7 @@ def _rewrite_line(
         if not changed:
             parent = bytes.fromhex(entry.commit_id)  # the line is the same up to here: keep its commits
             continue
-        commit = conflict_commit(record, tree, parent)
+        commit = conflict_commit(record, tree, parent, signer)
         objects[commit.oid] = commit
         parent = commit.oid
     if not changed:

@@ -26,7 +26,9 @@ from gitmem.engine.rewrite.locked_git import NO_HOOKS, git, held_fds
 from gitmem.errors import RewriteFailed
 from gitmem.git import repository
 from gitmem.git.commits import format_message
+from gitmem.git.pack import write_pack
 from gitmem.git.replay import Notes
+from gitmem.git.signing import Signer, sign_chain
 from gitmem.rules import paths
 
 log = logging.getLogger(__name__)
@@ -61,8 +63,9 @@ class NewHistory:
     """Builds the new history with ``git fast-import`` on :data:`REWRITE_REF`; remembers where each
     note sits in the new tree across runs (the landed commits are a second run)."""
 
-    def __init__(self, repo_path: Path) -> None:
+    def __init__(self, repo_path: Path, signer: Signer | None = None) -> None:
         self.repo_path = repo_path
+        self.signer = signer  # fast-import signs nothing: its commits are signed anew (see run)
         self.notes = Notes()  # the new tree's notes
         self.blobs: set[str] = set()  # every blob the new history references
         self.commits = 0
@@ -140,7 +143,19 @@ class NewHistory:
             with contextlib.suppress(OSError):
                 fsync_dir(self.repo_path / sub)
         result = git(self.repo_path, "rev-parse", "--verify", REWRITE_REF)
-        return result.stdout.decode().strip()
+        tip = result.stdout.decode().strip()
+        return self._signed(parent, tip) if self.signer is not None else tip
+
+    def _signed(self, parent: str | None, tip: str) -> str:
+        """The commits fast-import just wrote after ``parent``, signed anew into one pack, and
+        :data:`REWRITE_REF` moved onto the signed line."""
+        assert self.signer is not None  # noqa: S101  narrows the type for mypy; never a check of input
+        repo = pygit2.Repository(str(self.repo_path))
+        new_tip, objects = sign_chain(repo, parent, tip, self.signer)
+        write_pack(self.repo_path / "objects", objects)
+        if not repository.compare_and_swap(repo, pygit2.Oid(hex=tip), pygit2.Oid(hex=new_tip), ref=REWRITE_REF):
+            raise RewriteFailed(f"{REWRITE_REF} moved while the rewrite signed it; nothing was changed")
+        return new_tip
 
 
 def _flatten(repo: pygit2.Repository, oid: pygit2.Oid | str | None) -> dict[str, str]:

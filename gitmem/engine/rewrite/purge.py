@@ -27,6 +27,7 @@ from gitmem.engine.rewrite.locked_git import checkpoint, delete_ref, flock, git_
 from gitmem.engine.rewrite.report import RewriteReport
 from gitmem.git import pushes, repository
 from gitmem.git.repository import MAIN, NOTES_REF
+from gitmem.git.signing import Signer
 
 if TYPE_CHECKING:
     from gitmem.engine.store.store import MemoryStore
@@ -76,7 +77,7 @@ def _on_main(repo_path: Path) -> set[str]:
     return set(git_ok(repo_path, "rev-list", MAIN).decode().split())
 
 
-def _prune_notes(repo_path: Path, on_main: set[str]) -> None:
+def _prune_notes(repo_path: Path, on_main: set[str], signer: Signer | None) -> None:
     """Keep ``refs/notes/gitmem`` entries only for commits on ``main`` (the rest became trailers), in a
     notes commit without parents, so old notes' history becomes unreachable too."""
     repo = pygit2.Repository(str(repo_path))
@@ -96,7 +97,12 @@ def _prune_notes(repo_path: Path, on_main: set[str]) -> None:
         builder.insert(commit, blob, pygit2.enums.FileMode.BLOB)
     sig = pygit2.Signature("gitmem", "gitmem@localhost", int(time.time()), 0)
     new = repository.commit(
-        repo, tree=builder.write(), parent=None, author=sig, message="Notes of rewritten commits are trailers now\n"
+        repo,
+        tree=builder.write(),
+        parent=None,
+        author=sig,
+        message="Notes of rewritten commits are trailers now\n",
+        signer=signer,
     )
     if not repository.compare_and_swap(repo, repository.direct_target(ref), new, ref=NOTES_REF):
         log.warning("refs/notes/gitmem moved while it was being pruned; the next purge retries")
@@ -156,13 +162,13 @@ def _remove_superseded_packs(repo_path: Path) -> None:
         log.warning("%s: packs marked .keep survive the purge: %s", repo_path.name, kept)
 
 
-def purge_locked(repo_path: Path) -> None:
+def purge_locked(repo_path: Path, signer: Signer | None = None) -> None:
     """Physically delete every object no ref reaches. The caller holds the writer lock, so no gitmem
     writer is between writing an object and pointing ``main`` at it."""
     with flock(repo_path / "gitmem" / "pack.lock", timeout=300, what="packing"):
         delete_ref(repo_path, REWRITE_REF)
         on_main = _on_main(repo_path)
-        _prune_notes(repo_path, on_main)
+        _prune_notes(repo_path, on_main, signer)
         _drop_obsolete_spools(repo_path, on_main)
         git_ok(repo_path, "reflog", "expire", "--expire=now", "--expire-unreachable=now", "--all")
         _remove_stale_files(repo_path)
@@ -227,7 +233,7 @@ def finish_purge_locked(store: MemoryStore, report: RewriteReport) -> RewriteRep
     if pending is None:
         return report
     with writer_lock(store):
-        purge_locked(store.path)
+        purge_locked(store.path, store.signer)
     scrub_index(store)
     verify(store.path, pending, report)
     marker(store.path).unlink(missing_ok=True)

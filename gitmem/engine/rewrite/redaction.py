@@ -19,7 +19,7 @@ from gitmem.engine.catalog.erasures import Erasure, ErasureLedger
 from gitmem.engine.rewrite.conflicts import ConflictRewriteReport, rewrite_conflicts
 from gitmem.engine.rewrite.history import Entry
 from gitmem.engine.rewrite.purge import finish_pending_purge
-from gitmem.engine.rewrite.report import RewriteReport
+from gitmem.engine.rewrite.report import RewriteReport, RewriteWhy
 from gitmem.engine.rewrite.rewrite import rewrite_history
 from gitmem.engine.store.conflicts import Conflict
 from gitmem.engine.store.store import MemoryStore
@@ -66,7 +66,9 @@ def redact_version(
         erasure = Erasure(store.id, "redaction", store.clock(), tuple(report.redacted), (), tuple(blobs), when, actor)
         ledger.record(erasure)
 
-    return rewrite_history(store, plan, erased=erased if ledger is not None else None)
+    who = actor.trailer() if actor else "the service"
+    why = RewriteWhy("redaction", f"redacted by {who}", actor)
+    return rewrite_history(store, plan, erased=erased if ledger is not None else None, why=why)
 
 
 def redact(

@@ -3,6 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
+
+from gitmem.model import Actor
+
+RewriteKind = Literal["retention", "redaction", "rotation", "rewrite"]
+
+
+@dataclass(frozen=True)
+class RewriteWhy:
+    """Why a history is rewritten, for its entry in the rewrite log (:mod:`gitmem.git.rewrite_log`)."""
+
+    kind: RewriteKind
+    reason: str  # in words: "retention window 30 days"; never content or a redacted path
+    by: Actor | None = None  # who asked (None: the service itself)
 
 
 @dataclass
@@ -23,6 +37,7 @@ class RewriteReport:
     timings: dict[str, float] = field(default_factory=dict)
     old_tip: str | None = None
     new_tip: str | None = None
+    log_entry: str | None = None  # the rewrite's entry on refs/gitmem/rewrites (its commit)
 
     @property
     def seconds(self) -> float:

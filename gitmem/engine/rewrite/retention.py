@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gitmem import metrics
-from gitmem.clock import to_micros
+from gitmem.clock import iso, to_micros
 from gitmem.db.jobs import claim_round, holding
 from gitmem.engine.catalog.erasures import Erasure, ErasureLedger
 from gitmem.engine.rewrite.conflicts import ConflictRewriteReport, rewrite_conflicts
@@ -37,7 +37,7 @@ from gitmem.engine.rewrite.conflicts import expired as expired_by
 from gitmem.engine.rewrite.fast_import import Progress
 from gitmem.engine.rewrite.history import Entry
 from gitmem.engine.rewrite.purge import finish_pending_purge
-from gitmem.engine.rewrite.report import RewriteReport
+from gitmem.engine.rewrite.report import RewriteReport, RewriteWhy
 from gitmem.engine.rewrite.rewrite import rewrite_history
 from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import GitmemError, InvalidRequest
@@ -168,6 +168,7 @@ def prune_store(
                 progress=progress,
                 lock_timeout=lock_timeout,
                 erased=_recorder(store, ledger) if ledger is not None else None,
+                why=RewriteWhy("retention", f"retention window {days} days (versions before {iso(cutoff)})"),
             ),
         )
     except GitmemError as exc:
@@ -258,7 +259,14 @@ def prune_info(
         report.skipped = "no repository"
         return report
     # A store object of our own, closed afterwards: the pruner may visit thousands of stores.
-    store = MemoryStore(path, info.id, clock=gm.clock, database_url=gm.index_database_url, durability=gm.durability)
+    store = MemoryStore(
+        path,
+        info.id,
+        clock=gm.clock,
+        database_url=gm.index_database_url,
+        durability=gm.durability,
+        signer=gm.signer,
+    )
     try:
         return prune_store(
             store,

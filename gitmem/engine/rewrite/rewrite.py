@@ -24,15 +24,18 @@ were written; after it, ``gitmem/purge-pending.json`` makes the next rewrite (or
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from importlib.metadata import version as _package_version
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pygit2
 
+from gitmem.clock import iso
 from gitmem.engine.rewrite.fast_import import REWRITE_REF, NewHistory, Progress, check_same_notes
 from gitmem.engine.rewrite.history import Diverged, Entry, History
 from gitmem.engine.rewrite.locked_git import checkpoint, delete_ref, rewrite_lock, writer_lock
@@ -46,9 +49,11 @@ from gitmem.engine.rewrite.purge import (
     verify,
     write_marker,
 )
-from gitmem.engine.rewrite.report import RewriteReport
+from gitmem.engine.rewrite.receipts import ReceiptSigner, entry_digest, make_receipt
+from gitmem.engine.rewrite.report import RewriteReport, RewriteWhy
 from gitmem.errors import RewriteFailed, StoreBusy
-from gitmem.git import repository
+from gitmem.git import repository, rewrite_log
+from gitmem.git.commits import actor_text
 from gitmem.git.repository import read_tip
 
 if TYPE_CHECKING:
@@ -57,6 +62,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_SWAP_ATTEMPTS = 20
+TOOL = "gitmem " + _package_version("gitmem")
 
 # A plan sees every version (oldest first) and the ids of the notes that exist at the tip, and says
 # what each becomes: the same Entry (kept as is), another Entry (blanked, or a new blob) or None (dropped).
@@ -96,8 +102,10 @@ def rewrite_history(
     landed: Callable[[Entry], Entry] | None = None,
     erased: Erased | None = None,
     notes_may_change: bool = False,
+    why: RewriteWhy | None = None,
 ) -> RewriteReport:
-    """Replay ``main`` through ``plan``, swap it in, and purge what the old history alone held.
+    """Replay ``main`` through ``plan``, swap it in, purge what the old history alone held, and append
+    the rewrite's entry, saying ``why``, to the rewrite log (:mod:`gitmem.git.rewrite_log`).
 
     Versions that land while the rewrite runs are replayed on top as they are, or through ``landed``
     (a key rotation re-encrypts them too). ``erased`` is told what goes (see :data:`Erased`).
@@ -123,7 +131,7 @@ def rewrite_history(
                 report.bytes_after = objects_size(repo_path)
             return report
         with _timed(report, "rebuild"):
-            new_history, new_tip = _rebuild(repo_path, repo, planned, progress, check=not notes_may_change)
+            new_history, new_tip = _rebuild(store, repo, planned, progress, check=not notes_may_change)
         try:
             _swap_and_purge(store, repo, planned, new_history, new_tip, landed, report, erased)
         except BaseException:
@@ -134,7 +142,41 @@ def rewrite_history(
             scrub_index(store)
         with _timed(report, "verify"):
             _verify_purged(repo_path, planned.gone & new_history.blobs, report)
+        with _timed(report, "log"):
+            report.log_entry = _log(store, repo, why or RewriteWhy("rewrite", "a history rewrite"), report)
         return report
+
+
+def _log(store: MemoryStore, repo: pygit2.Repository, why: RewriteWhy, report: RewriteReport) -> str:
+    """The rewrite's entry in the rewrite log, signed, after main's swap and the purge's check."""
+    entry = rewrite_log.LogEntry(
+        kind=why.kind,
+        store_id=store.id,
+        old_tip=report.old_tip,
+        new_tip=report.new_tip,
+        at=store.clock(),
+        by=actor_text(why.by),
+        reason=why.reason,
+        dropped=tuple(report.dropped),
+        redacted=tuple(report.redacted),
+        tool=TOOL,
+    )
+    erased = [*report.dropped, *report.redacted]
+    if erased and why.kind in ("retention", "redaction") and isinstance(store.signer, ReceiptSigner):
+        fields = {
+            "memory_store_id": store.id,
+            "kind": why.kind,
+            "version_ids": erased,
+            "erased_by": entry.by,
+            "erased_at": iso(entry.at),
+            "reason": why.reason,
+            "old_tip": report.old_tip,
+            "new_tip": report.new_tip,
+            "entry_sha256": entry_digest(rewrite_log.entry_bytes(entry)),
+        }
+        receipt = make_receipt(store.path, store.signer, fields, report.blobs_purged, report.blobs_unpurged)
+        entry = dataclasses.replace(entry, receipt=receipt)
+    return rewrite_log.append(repo, entry, store.signer)
 
 
 def _snapshot_and_plan(repo: pygit2.Repository, plan: Plan, report: RewriteReport) -> _Planned:
@@ -167,11 +209,12 @@ def _snapshot_and_plan(repo: pygit2.Repository, plan: Plan, report: RewriteRepor
 
 
 def _rebuild(
-    repo_path: Path, repo: pygit2.Repository, planned: _Planned, progress: Progress | None, *, check: bool = True
+    store: MemoryStore, repo: pygit2.Repository, planned: _Planned, progress: Progress | None, *, check: bool = True
 ) -> tuple[NewHistory, str]:
-    """Write the new history with ``git fast-import`` (no lock held) and check it ends with the same notes."""
+    """Write the new history with ``git fast-import`` (no lock held), signed with the store's key, and
+    check it ends with the same notes."""
     assert planned.snapshot is not None  # noqa: S101  narrows the type for mypy; never a check of input
-    new_history = NewHistory(repo_path)
+    new_history = NewHistory(store.path, store.signer)
     new_tip = new_history.run(planned.kept, None, progress)
     if check:
         check_same_notes(repo, planned.snapshot, new_tip, planned.blob_map)
@@ -216,7 +259,7 @@ def _swap_and_purge(
         _tell_erased(erased, report, frozenset(purged))
         report.timings["swap"] = time.monotonic() - clock
         clock = time.monotonic()
-        purge_locked(repo_path)
+        purge_locked(repo_path, store.signer)
     report.timings["purge"] = time.monotonic() - clock
 
 

@@ -35,7 +35,7 @@ from gitmem.crypto.master_key import KeyMissing
 from gitmem.durable import fsync_dir
 from gitmem.engine.rewrite.conflicts import rewrite_conflicts
 from gitmem.engine.rewrite.history import Entry
-from gitmem.engine.rewrite.report import RewriteReport
+from gitmem.engine.rewrite.report import RewriteReport, RewriteWhy
 from gitmem.engine.rewrite.rewrite import rewrite_history
 from gitmem.errors import GitmemError, InvalidRequest
 from gitmem.git import repository
@@ -97,7 +97,8 @@ def reencrypt_history(store: MemoryStore, old_codec: ContentCodec, new_codec: Si
     times and trailers are kept, versions that land meanwhile are re-encrypted too, and what only the
     old history held is purged in the same run."""
     reencrypt = reencryption(store, old_codec, new_codec)
-    return rewrite_history(store, lambda entries, _live: [reencrypt(e) for e in entries], landed=reencrypt)
+    why = RewriteWhy("rotation", "the store's data key was rotated: every blob re-encrypted")
+    return rewrite_history(store, lambda entries, _live: [reencrypt(e) for e in entries], landed=reencrypt, why=why)
 
 
 def reencrypt_conflicts(store: MemoryStore, old_codec: ContentCodec, new_codec: SivCodec) -> None:

@@ -71,6 +71,7 @@ from gitmem.git.conflict_records import (
 )
 from gitmem.git.pack import PackObject
 from gitmem.git.ref_pack import swap_with_objects
+from gitmem.git.signing import Signer
 from gitmem.git.trees import EMPTY_TREE_ID, TreeCache, TreeStore, object_id
 from gitmem.model import Actor, Page
 from gitmem.rules.paths import git_path
@@ -176,13 +177,14 @@ def noted_ids(repo: pygit2.Repository) -> list[str]:
     return sorted(name for name in names if name is not None)
 
 
-def conflict_commit(record: Record, tree: bytes, parent: bytes | None) -> PackObject:
-    """A record's commit: authored by the actor (the loser, or the resolver) at the record's time."""
+def conflict_commit(record: Record, tree: bytes, parent: bytes | None, signer: Signer | None = None) -> PackObject:
+    """A record's commit: authored by the actor (the loser, or the resolver) at the record's time,
+    signed by ``signer``."""
     if isinstance(record, ResolutionRecord):
         actor, when = record.resolved_by, record.resolved_at
     else:
         actor, when = record.created_by, record.created_at
-    return commit_object(tree, parent, author_for(actor, when), format_message(record))
+    return commit_object(tree, parent, author_for(actor, when), format_message(record), signer)
 
 
 def content_tree(path: str, blob: bytes) -> tuple[bytes, list[PackObject]]:
@@ -208,8 +210,10 @@ class ConflictLog:
         clock: Clock,
         durability: Durability = DURABLE,
         on_kept: Callable[[Conflict], None] | None = None,
+        signer: Signer | None = None,
     ) -> None:
         self.durability = durability
+        self.signer = signer
         self.store_id = store_id
         self.repo_path = repo_path
         self.index = index
@@ -257,7 +261,7 @@ class ConflictLog:
                 if same is not None:
                     return same
                 tip = pygit2.Oid(hex=line[-1].commit_id) if line else None
-                commit = conflict_commit(record, tree, tip.raw if tip is not None else None)
+                commit = conflict_commit(record, tree, tip.raw if tip is not None else None, self.signer)
                 oid = pygit2.Oid(raw=commit.oid)
                 if swap_with_objects(
                     self.repo, conflict_ref(lost.memory_id), tip, oid, [*objects, commit], self.durability
@@ -353,7 +357,7 @@ class ConflictLog:
                     return current
                 record = ResolutionRecord(conflict.id, resolution, version_id, actor, self.clock())
                 tip = pygit2.Oid(hex=line[-1].commit_id)
-                commit = conflict_commit(record, EMPTY_TREE_ID, tip.raw)
+                commit = conflict_commit(record, EMPTY_TREE_ID, tip.raw, self.signer)
                 oid = pygit2.Oid(raw=commit.oid)
                 if swap_with_objects(
                     self.repo, conflict_ref(conflict.memory_id), tip, oid, [EMPTY_TREE_OBJECT, commit], self.durability

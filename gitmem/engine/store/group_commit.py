@@ -39,6 +39,7 @@ from gitmem.errors import StoreBusy
 from gitmem.git import repository
 from gitmem.git.commits import VersionRecord, author_for, commit_object, format_message
 from gitmem.git.pack import PackObject, flush_folders, write_pack
+from gitmem.git.signing import Signer
 from gitmem.git.trees import TreeCache, TreeStore, object_id
 from gitmem.rules.paths import git_path
 
@@ -103,6 +104,7 @@ class _MainMoved(Exception):
 @dataclass
 class _Request:
     plan: Plan
+    signer: Signer | None = None  # the home's key (the same for every request of a store)
     joined: float = field(default_factory=time.perf_counter)  # when it joined the queue
     done: bool = False
     landed: Landed | None = None
@@ -144,19 +146,26 @@ class GroupCommitter:
         self.trees = TreeCache()  # used by the leader only
         self._last_commit: tuple[bytes, bytes] | None = None  # the last batch's commit and its tree
 
-    def submit(self, index: StoreIndex, plan: Plan, after_batch: Callable[[], None]) -> Landed | None:
-        """Run ``plan`` in the next batch; its commit once on ``main`` (None if it changed nothing)."""
-        (request,) = self._run(index, [_Request(plan)], after_batch)
+    def submit(
+        self, index: StoreIndex, plan: Plan, after_batch: Callable[[], None], signer: Signer | None = None
+    ) -> Landed | None:
+        """Run ``plan`` in the next batch; its commit, signed by ``signer``, once on ``main`` (None if it
+        changed nothing)."""
+        (request,) = self._run(index, [_Request(plan, signer)], after_batch)
         if request.error is not None:
             raise request.error
         return request.landed
 
     def submit_all(
-        self, index: StoreIndex, plans: Sequence[Plan], after_batch: Callable[[], None]
+        self,
+        index: StoreIndex,
+        plans: Sequence[Plan],
+        after_batch: Callable[[], None],
+        signer: Signer | None = None,
     ) -> list[Landed | BaseException | None]:
         """Run ``plans`` in one batch, in order (a bulk import): what each came to, its commit on ``main``,
         None, or the error that refused it alone. One pack and one move of ``main`` for them all."""
-        requests = self._run(index, [_Request(plan) for plan in plans], after_batch)
+        requests = self._run(index, [_Request(plan, signer) for plan in plans], after_batch)
         return [request.error if request.error is not None else request.landed for request in requests]
 
     def _run(self, index: StoreIndex, requests: list[_Request], after_batch: Callable[[], None]) -> list[_Request]:
@@ -258,7 +267,7 @@ class GroupCommitter:
                         {path: bytes.fromhex(blob) if blob else None for path, blob in change.tree_changes.items()},
                         like=self._last_commit[1] if self._last_commit is not None else None,
                     )
-                    commit = _commit_object(change.record, root_after, parent)
+                    commit = _commit_object(change.record, root_after, parent, request.signer)
                     view.staged[commit.oid] = commit
                     blob = change.blob_id
                     index.apply_version(
@@ -331,8 +340,9 @@ def _count(batch: list[_Request]) -> None:
         metrics.WRITE_BATCH_SIZE.observe(landed)
 
 
-def _commit_object(record: VersionRecord, tree: bytes, parent: bytes | None) -> PackObject:
-    return commit_object(tree, parent, author_for(record.created_by, record.created_at), format_message([record]))
+def _commit_object(record: VersionRecord, tree: bytes, parent: bytes | None, signer: Signer | None) -> PackObject:
+    author = author_for(record.created_by, record.created_at)
+    return commit_object(tree, parent, author, format_message([record]), signer)
 
 
 _committers: dict[str, GroupCommitter] = {}

@@ -29,6 +29,7 @@ from gitmem.engine.store.write_plans import WritePlanner
 from gitmem.errors import InvalidRequest, NotFound, PreconditionFailed
 from gitmem.git import packing
 from gitmem.git.repository import blob_at, read_tip
+from gitmem.git.signing import Signer
 from gitmem.model import Actor, ActorType, MemoryPrefix, Note, Operation, Page, Version
 from gitmem.rules import paths
 from gitmem.rules.paging import check_limit
@@ -75,8 +76,12 @@ class MemoryStore:
         database_url: str | None = None,
         durability: Durability = DURABLE,
         search_budget: float = SEARCH_BUDGET_SECONDS,
+        signer: Signer | None = None,
     ) -> None:
         self.path = repo_path
+        # The home's signing key: every commit the store writes (versions, conflicts, rewrites) is signed.
+        # None only for a store opened without a home (a library object in tests and benchmarks).
+        self.signer = signer
         self.durability = durability  # the home's GITMEM_FSYNC
         self.search_budget = search_budget  # the home's GITMEM_SEARCH_BUDGET: seconds a search may take
         self.id = store_id
@@ -101,6 +106,7 @@ class MemoryStore:
             clock,
             durability,
             on_kept=(lambda conflict: on_conflict(self, conflict)) if on_conflict is not None else None,
+            signer=signer,
         )
 
     @property
@@ -406,7 +412,7 @@ class MemoryStore:
         if fence is not None:
             plan = _behind(plan, fence)
         try:
-            landed = committer_for(self.path, self.durability).submit(self.index, plan, self._after_write)
+            landed = committer_for(self.path, self.durability).submit(self.index, plan, self._after_write, self.signer)
         except StaleWrite as stale:
             if not keep_conflicts:
                 raise
@@ -423,7 +429,9 @@ class MemoryStore:
         fence = self._fence
         if fence is not None:
             plans = [_behind(plan, fence) for plan in plans]
-        results = committer_for(self.path, self.durability).submit_all(self.index, list(plans), self._after_write)
+        results = committer_for(self.path, self.durability).submit_all(
+            self.index, list(plans), self._after_write, self.signer
+        )
         if any(isinstance(result, Landed) for result in results):
             self._tell(self._on_commit, self)
         return results
