@@ -194,6 +194,8 @@ def test_history_diffs_and_redacted_versions(world: World) -> None:
     assert '<tr class="changed">' in split and "line 2" in split
     redacted = client.get(f"/ui/stores/{store.id}/versions/{first}").text
     assert "secret-ish" not in redacted and "its content is not shown" in redacted
+    rewrites = text(client.get(f"/ui/stores/{store.id}/rewrites").text)  # the signed rewrite log
+    assert "redaction" in rewrites and "redacted by the service" in rewrites and "secret-ish" not in rewrites
 
 
 def test_folders_show_one_level_and_listings_page(world: World) -> None:
