@@ -19,7 +19,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 
 import cog  # type: ignore[import-not-found]  # provided by cogapp while it runs a README block
@@ -80,12 +79,6 @@ _SHAREABLE = (TEAM_NOTES, RUNBOOKS)
 def _fake_ulid(prefix: str, n: int) -> str:
     rng = random.Random(f"{prefix}{n}")
     return "01M8KS" + "".join(rng.choice(_CROCKFORD) for _ in range(20))
-
-
-def stand_in(name: str, length: int) -> str:
-    """A stable stand-in of ``length`` hex digits for what changes every run (a commit id, a digest)."""
-    rng = random.Random(name)
-    return "".join(rng.choice("0123456789abcdef") for _ in range(length))
 
 
 def normalise(text: str) -> str:
@@ -167,9 +160,7 @@ def run(commands: str, setup: str = "") -> str:
     return normalise("\n".join(session))
 
 
-def console(
-    commands: str, setup: str = "", steady: dict[str, str | Callable[[re.Match[str]], str]] | None = None
-) -> None:
+def console(commands: str, setup: str = "", steady: dict[str, str] | None = None) -> None:
     """Write a ``console`` code block of the commands and their real output into the page (after
     ``setup``, run first and not shown). ``steady`` maps a pattern of output that changes from run to
     run (a duration) to what to print instead."""

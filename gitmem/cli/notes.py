@@ -141,7 +141,7 @@ def versions(
     "receipt_file",
     type=click.Path(path_type=Path, dir_okay=False),
     default=None,
-    help="Also write the signed erasure receipt to this file (check it with gitmem audit receipt FILE).",
+    help="Write the signed erasure receipt to FILE, or - for standard output (gitmem audit receipt FILE checks it).",
 )
 @workspace_option
 @pass_context
@@ -149,9 +149,9 @@ def versions(
 def redact(
     ctx: Context, store_id: str, version_id: str, as_user: str | None, receipt_file: Path | None, workspace: str | None
 ) -> None:
-    """Erase a version's path and content from every commit (it keeps its id, author and time), and print
-    the signed erasure receipt. The redaction names who made it: the service (``svac_gitmem``), or the
-    user given with --as."""
+    """Erase a version's path and content from every commit (it keeps its id, author and time), and say
+    what its signed erasure receipt proves (--receipt saves it). The redaction names who made it: the
+    service (``svac_gitmem``), or the user given with --as."""
     workspace_id = ctx.workspace_id(workspace)
     actor = SERVICE_ACCOUNT
     if as_user is not None:
@@ -165,9 +165,14 @@ def redact(
     from gitmem.engine.audit.rewrites import receipt_for
 
     try:
-        receipt = json.dumps(receipt_for(store, version_id), indent=1, sort_keys=True) + "\n"
+        document = receipt_for(store, version_id)
     except NotFound:  # a store opened without a signing key writes none
         return
-    click.echo(receipt, nl=False)
-    if receipt_file is not None:
+    receipt = json.dumps(document, indent=1, sort_keys=True) + "\n"
+    blobs = document["receipt"]["blobs"]
+    gone = sum(not b["in_repository"] and b.get("fetch_refused", True) for b in blobs)
+    click.echo(f"receipt: {gone} of {len(blobs)} blob(s) gone from the repository and refused to a fetch, signed")
+    if receipt_file == Path("-"):
+        click.echo(receipt, nl=False)
+    elif receipt_file is not None:
         receipt_file.write_text(receipt)
