@@ -11,6 +11,7 @@ from starlette.concurrency import run_in_threadpool
 
 from gitmem.api.deps import Engine, Store
 from gitmem.api.schemas.audit import SigningKey, StoreAudit
+from gitmem.api.schemas.common import ERROR_RESPONSES
 from gitmem.crypto.signing_key import known_keys
 from gitmem.engine.audit.rewrites import receipt_for
 from gitmem.engine.audit.verify import verify_store
@@ -38,6 +39,7 @@ def allowed_signers(gm: Engine) -> PlainTextResponse:
 @router.get(
     "/v1/memory_stores/{memory_store_id}/audit",
     response_model=StoreAudit,
+    responses=ERROR_RESPONSES,
     summary="Check a store's audit end to end: signatures, trailers and index, the rewrite log",
 )
 async def store_audit(
@@ -51,6 +53,7 @@ async def store_audit(
 
 @router.get(
     "/v1/memory_stores/{memory_store_id}/memory_versions/{memory_version_id}/receipt",
+    responses=ERROR_RESPONSES,
     summary="The signed erasure receipt of a redacted or dropped version",
 )
 def erasure_receipt(store: Store, memory_version_id: str) -> dict[str, Any]:

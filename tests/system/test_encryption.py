@@ -90,14 +90,19 @@ def every_object(repo: Path) -> bytes:
 
 
 def all_blobs(repo: Path) -> Iterator[bytes]:
-    """Every blob in the repository, reachable or not, loose or packed."""
+    """Every blob in the repository, reachable or not, loose or packed, but the rewrite log's records
+    (ids and times, no content: gitmem.git.rewrite_log), which no key encrypts."""
     import pygit2
 
     listing = git_bytes(repo, "cat-file", "--batch-all-objects", "--batch-check=%(objectname) %(objecttype)")
     handle = pygit2.Repository(str(repo))
+    log = handle.references.get("refs/gitmem/rewrites")
+    records = set()
+    for commit in handle.walk(log.target) if log is not None else []:
+        records |= {str(item.id) for item in commit.tree}
     for line in listing.decode().splitlines():
         oid, kind = line.split()
-        if kind == "blob":
+        if kind == "blob" and oid not in records:
             yield blob_of(handle[oid]).data
 
 

@@ -39,6 +39,7 @@ from gitmem.engine.rewrite.report import RewriteReport, RewriteWhy
 from gitmem.engine.rewrite.rewrite import rewrite_history
 from gitmem.errors import GitmemError, InvalidRequest
 from gitmem.git import repository
+from gitmem.git.rewrite_log import REWRITES_REF
 from gitmem.rules.paths import git_path
 
 if TYPE_CHECKING:
@@ -117,9 +118,18 @@ def reencrypt_conflicts(store: MemoryStore, old_codec: ContentCodec, new_codec: 
 
 def blob_key_ids(repo_path: Path) -> dict[str, int]:
     """How many blobs in the repository (reachable or not, loose or packed) each key id encrypted;
-    ``"plaintext"`` counts blobs without the gitmem header."""
+    ``"plaintext"`` counts blobs without the gitmem header. The rewrite log's own records (ids and
+    times, never content: :mod:`gitmem.git.rewrite_log`) are no note's and are not counted."""
     listing = repository.git(repo_path, "cat-file", "--batch-all-objects", "--batch-check=%(objectname) %(objecttype)")
-    blobs = [line.split()[0] for line in listing.stdout.decode().splitlines() if line.endswith(" blob")]
+    records = repository.git(repo_path, "rev-list", "--objects", "--ignore-missing", REWRITES_REF, "--")
+    skipped = (
+        {line.split()[0] for line in records.stdout.decode().splitlines() if line} if records.returncode == 0 else set()
+    )
+    blobs = [
+        line.split()[0]
+        for line in listing.stdout.decode().splitlines()
+        if line.endswith(" blob") and line.split()[0] not in skipped
+    ]
     counts: dict[str, int] = {}
     if not blobs:
         return counts
