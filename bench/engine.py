@@ -130,9 +130,11 @@ def counting_packers() -> Iterator[list[float]]:
     calls: list[float] = []
     original = packing.pack_in_background
 
-    def counted(repo_path: Path, mode: packing.PackMode = "geometric", *, fsync: bool = True) -> None:
+    def counted(
+        repo_path: Path, mode: packing.PackMode = "geometric", *, fsync: bool = True, always: bool = False
+    ) -> None:
         calls.append(time.perf_counter())
-        original(repo_path, mode, fsync=fsync)
+        original(repo_path, mode, fsync=fsync, always=always)
 
     packing.pack_in_background = counted
     try:

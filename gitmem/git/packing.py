@@ -259,16 +259,28 @@ def worth_consolidating(repo_path: Path) -> bool:
 
 _packers: dict[str, threading.Thread] = {}
 _packers_lock = threading.Lock()
+# Packers running at once in a process, whatever the number of stores written: each is a thread and a
+# git process with its pipes, and 10,000 stores written in a few minutes ran hundreds at once (800 open
+# files under a limit of 1,024; issue 27). A roll-up skipped for it waits for the next write or the
+# store's quiet spell, which consolidates it anyway.
+MAX_BACKGROUND_PACKERS = 4
 
 
-def pack_in_background(repo_path: Path, mode: PackMode = "geometric", *, fsync: bool = True) -> None:
+def pack_in_background(
+    repo_path: Path, mode: PackMode = "geometric", *, fsync: bool = True, always: bool = False
+) -> None:
     """Pack in a thread that runs :func:`pack` without blocking the caller: a geometric roll-up of new
     objects, or a ``full`` pack with deltas found again. Nothing if this process already runs a packer
-    for the store."""
+    for the store, or :data:`MAX_BACKGROUND_PACKERS` for others (unless ``always``: the one quiet
+    watcher's consolidation, at most one more)."""
     key = str(repo_path)
     with _packers_lock:
         running = _packers.get(key)
         if running is not None and running.is_alive():
+            return
+        for done in [k for k, t in _packers.items() if not t.is_alive()]:
+            del _packers[done]  # one entry a store ever packed, otherwise
+        if len(_packers) >= MAX_BACKGROUND_PACKERS and not always:
             return
         thread = threading.Thread(
             target=_pack_quietly, args=(repo_path, mode, fsync), name=f"pack {repo_path.name}", daemon=True
@@ -395,7 +407,7 @@ class _QuietWatcher:
                 self._call_when_quiet(repo_path)  # first: a full pack of a big store takes a while
                 wait_for_background_packer(repo_path)
                 if worth_consolidating(repo_path):
-                    pack_in_background(repo_path, "full", fsync=fsync)
+                    pack_in_background(repo_path, "full", fsync=fsync, always=True)
                     wait_for_background_packer(repo_path)
             except OSError:  # the store went away, or no process could be started: try after the next write
                 log.debug("could not consolidate %s", repo_path.name, exc_info=True)

@@ -50,7 +50,13 @@ def quick_policy(monkeypatch: pytest.MonkeyPatch, fast_store: MemoryStore) -> li
     monkeypatch.setattr(packing, "CONSOLIDATE_MIN_BYTES", 32 << 10)
     asked: list[bool] = []
 
-    def pack_now(repo_path: Path, mode: packing.PackMode = "geometric", *, fsync: bool = True) -> None:
+    def pack_now(
+        repo_path: Path,
+        mode: packing.PackMode = "geometric",
+        *,
+        fsync: bool = True,
+        always: bool = False,  # noqa: ARG001  packs now whatever the cap
+    ) -> None:
         # A pack asked for while another holds the lock (the quiet watcher's, while a write's own runs
         # here in the writer's thread, where it cannot wait for it) runs once the other is done.
         while not packing.pack(repo_path, mode, fsync=fsync):
