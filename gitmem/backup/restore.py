@@ -3,9 +3,11 @@
 Into an empty folder (and, on PostgreSQL, an empty database) only: a restore never merges into a home.
 In order, before the restored home can serve:
 
-1. the catalog (:func:`gitmem.backup.catalog_copy.restore_catalog`) and the key ring, as the backup
-   holds them; the master key is the home's own, given as for ``gitmem serve`` (``GITMEM_MASTER_KEY``
-   or ``GITMEM_MASTER_KEY_FILE``) or copied in with ``--master-key-file``: a backup never holds it;
+1. the catalog (:func:`gitmem.backup.catalog_copy.restore_catalog`), the key ring and the record of
+   the home's signing keys (``allowed_signers``), as the backup holds them (the signing key itself is
+   the home's own, given as for ``gitmem serve``, else a new one is made and recorded beside the old);
+   the master key is the home's own, given as for ``gitmem serve`` (``GITMEM_MASTER_KEY`` or
+   ``GITMEM_MASTER_KEY_FILE``) or copied in with ``--master-key-file``: a backup never holds it;
 2. each store's repository from its bundle, made as ``gitmem store create`` makes one (its hooks,
    its settings), every ref the bundle holds;
 3. every erasure made after the backup, erased again, and every key revoked since, revoked again
@@ -31,6 +33,7 @@ from gitmem.backup.catalog_copy import restore_catalog
 from gitmem.backup.erase_again import ErasedAgain, erase_again, later_catalogs
 from gitmem.backup.layout import CATALOG, KEYS, Manifest, read_manifest, resolve
 from gitmem.crypto.master_key import MasterKeySource
+from gitmem.crypto.signing_key import SigningKeySource
 from gitmem.db import open_database
 from gitmem.durable import FsyncMode
 from gitmem.engine.fsck import check_home_store, orphan_folders
@@ -43,6 +46,7 @@ log = logging.getLogger(__name__)
 
 MARKER = "RESTORING"
 MASTER_KEY_FILE = "master.key"
+SIGNERS_FILE = "allowed_signers"
 
 
 @dataclass
@@ -67,6 +71,7 @@ def restore_home(
     database: str | None = None,
     master_key: MasterKeySource | None = None,
     master_key_file: Path | None = None,
+    signing_key: SigningKeySource | None = None,
     erasures_from: Sequence[str | Path] = (),
     fsync: FsyncMode = "always",
     on_store: Callable[[str], None] | None = None,
@@ -97,6 +102,8 @@ def restore_home(
         _private_copy(backup / KEYS, home / KEYS)
     if master_key_file is not None:
         _private_copy(master_key_file, home / MASTER_KEY_FILE)
+    if (backup / SIGNERS_FILE).is_file():  # the old keys' lines: the restored history still verifies
+        shutil.copyfile(backup / SIGNERS_FILE, home / SIGNERS_FILE)
     (home / "stores").mkdir(exist_ok=True)
     for store_id, copy in manifest.stores.items():
         repo = home / "stores" / f"{store_id}.git"
@@ -105,7 +112,7 @@ def restore_home(
             _unbundle(repo, backup / copy.bundle)
         if on_store is not None:
             on_store(store_id)
-    gm = Gitmem.open(home, database=database, master_key=master_key, fsync=fsync)
+    gm = Gitmem.open(home, database=database, master_key=master_key, signing_key=signing_key, fsync=fsync)
     try:
         for info in gm.all_stores():
             if info.id not in manifest.stores:  # deleted while the backup ran: its row and key go too

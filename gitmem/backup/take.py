@@ -3,7 +3,8 @@
 1. The catalog at one moment (:mod:`gitmem.backup.catalog_copy`). The stores the copy lists are the
    ones backed up; a store made after that moment is in the next backup.
 2. The key ring as the home has it: data keys wrapped by the master key, less the keys of stores the
-   catalog copy no longer lists. The master key is never written.
+   catalog copy no longer lists, and the home's ``allowed_signers`` (public keys). The master key and
+   the signing key are never written.
 3. Each store's history as a Git bundle of its refs, taken under the store's rewrite lock (no
    retention, redaction or purge deletes objects while the bundle reads them) with the packers held
    off. Writes go on meanwhile: a bundle holds at least every write acknowledged before the backup
@@ -55,6 +56,7 @@ from gitmem.git.repository import git, packers_held_off
 log = logging.getLogger(__name__)
 
 KEYRING_FILE = "keys.json"  # in the home (gitmem.engine.gitmem.Gitmem.keyring)
+SIGNERS_FILE = "allowed_signers"  # public: every signing key the home has had (gitmem.crypto.signing_key)
 
 
 @dataclass
@@ -101,6 +103,8 @@ def take_backup(
         if on_total is not None:
             on_total(len(store_ids))
         keys = _copy_keys(gm.home / KEYRING_FILE, partial / KEYS, set(store_ids))
+        if (gm.home / SIGNERS_FILE).is_file():  # so a restored home's old signatures still verify
+            shutil.copyfile(gm.home / SIGNERS_FILE, partial / SIGNERS_FILE)
         (partial / "stores").mkdir()
         stores: dict[str, StoreCopy] = {}
         gone = []

@@ -112,7 +112,7 @@ def restore_backup(
     """``gitmem restore SRC --home NEW``."""
     from gitmem.backup.layout import read_manifest, resolve
     from gitmem.backup.restore import restore_home
-    from gitmem.config.home import master_key
+    from gitmem.config.home import master_key, signing_key
 
     total = len(read_manifest(resolve(src)).stores)
     with click.progressbar(length=total, label="restoring", file=sys.stderr, show_pos=True, hidden=_quiet()) as bar:
@@ -122,6 +122,7 @@ def restore_backup(
             database=ctx.values("DATABASE") or None,
             master_key=master_key(ctx.values),
             master_key_file=master_key_file,
+            signing_key=signing_key(ctx.values),
             erasures_from=erasures_from,
             fsync=ctx.values("FSYNC") or "always",
             on_store=lambda _id: bar.update(1),

@@ -19,6 +19,8 @@ from gitmem.backup.restore import MARKER, restore_home
 from gitmem.backup.take import take_backup
 from gitmem.clock import FrozenClock, system_clock
 from gitmem.crypto.master_key import MasterKeySource
+from gitmem.crypto.signing_key import known_keys
+from gitmem.engine.audit.verify import verify_store
 from gitmem.engine.fsck import check_home_store
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.rewrite.redaction import redact, redact_conflict
@@ -174,6 +176,8 @@ def test_a_version_redacted_after_the_backup_is_not_in_the_restored_objects_or_i
     version = restored.version(leaked.version_id)
     assert version.redacted_at is not None and version.content is None
     assert restored.get_by_path("/sam.md").content == "Sam likes tea"  # back to the version before
+    audit = verify_store(restored, known_keys(tmp_path / "restored"))  # a new signing key, the old one recorded
+    assert audit.ok, audit.problems
     assert [e.id for e in new.catalog.erasures.since()] == [e.id for e in home.catalog.erasures.since()]
     new.close()
 
