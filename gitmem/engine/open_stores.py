@@ -80,6 +80,7 @@ MAX_OPEN_STORES = 256  # however many files the process may open: memory stays b
 IDLE_SECONDS = 5.0  # a store unused this long is closed (at rest, it then costs only its files)
 OPEN_ATTEMPTS = 4
 SWEEP_SECONDS = 1.0
+MAX_CLOSE_BACKLOG = 8  # evicted stores waiting for the sweeper before the evicting request closes them
 
 
 @dataclass(frozen=True)
@@ -311,6 +312,7 @@ class OpenStores:
         """Close idle stores while free descriptors are under the low-water mark; returns how many."""
         closed = 0
         mark = low_water(self.limit)
+        _sweeper.drain()  # evicted stores still waiting to be closed come first
         while True:
             free = free_descriptors()
             if free is None or free >= mark:
@@ -414,11 +416,17 @@ class _Sweeper:
         self._wake = threading.Event()
 
     def close_later(self, entries: list[_Entry]) -> None:
-        """Close ``entries`` (out of every cache already) in the sweeper's thread, at once."""
+        """Close ``entries`` (out of every cache already) in the sweeper's thread, at once; if it is
+        behind (it shares the interpreter with every request thread), the caller closes the backlog
+        itself: stores waiting to be closed still hold their descriptors."""
         if entries:
             with self._lock:
                 self._closing.extend(entries)
-            self._wake.set()
+                behind = len(self._closing) > MAX_CLOSE_BACKLOG
+            if behind:
+                self.drain()
+            else:
+                self._wake.set()
 
     def watch(self, cache: OpenStores) -> None:
         with self._lock:
