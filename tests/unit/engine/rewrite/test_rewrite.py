@@ -434,7 +434,6 @@ def test_sigkill_at_any_point_leaves_the_old_or_the_new_history(
     kept_ids = {v[0] for v in expected}
     dropped_text = {v.content for v in before if v.id not in kept_ids and v.content} - {v[8] for v in expected if v[8]}
 
-    started = time.monotonic()
     rng = random.Random(4)
     trials: list[tuple[str | None, float | None]] = [
         (point, None) for point in ("built", "before-swap", "after-swap", "after-repack", "after-prune")
@@ -463,20 +462,25 @@ def test_sigkill_at_any_point_leaves_the_old_or_the_new_history(
         assert_fsck_clean(repo_path)
         trial.close()
     assert outcomes == {"old", "new"}
-    assert time.monotonic() - started < 45
 
 
 # -- writers while the rewrite runs ---------------------------------------------------------------
 
+# Writes until its standard input closes (at least 20 notes), a line a note: the test stops it once
+# rewrites have run under it, so however slow the machine, the rewrites meet writes.
 WRITER = """
-import sys, time
+import sys, threading, time
 from pathlib import Path
 from gitmem.engine.gitmem import Gitmem
 gm = Gitmem(Path(sys.argv[1]), fsync="never")
 store = gm.store(sys.argv[2], sys.argv[3])
-for i in range(100):
+stop = threading.Event()
+threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+i = 0
+while i < 20 or not stop.is_set():
     store.create(f"/written/note-{i}.md", f"written while pruning {i}")
     print(i, flush=True)
+    i += 1
     time.sleep(0.01)
 """
 
@@ -498,25 +502,30 @@ def test_writes_that_land_during_rewrites_are_kept(tmp_path: Path) -> None:
     writer = subprocess.Popen(
         [sys.executable, "-c", WRITER, str(gm.home), ws_id, store.id],
         env=env,
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-    assert writer.stdout is not None
+    assert writer.stdout is not None and writer.stdin is not None
     writer.stdout.readline()  # it is writing
     reports: list[PruneReport | RewriteReport] = [prune_store(store, days=30, now=real_now)]
     redactable = [row for row in all_versions(store) if row.path and row.path.startswith("/old/")]
     redactable = [v for v in redactable if store.get(v.memory_id).version_id != v.id]
-    while writer.poll() is None and redactable:
+
+    def replayed() -> int:
+        return sum(getattr(r, "replayed", 0) for r in reports)
+
+    while redactable and (len(reports) < 3 or not replayed()):
         reports.append(redact_version(store, redactable.pop().id, None))
-    _out, err = writer.communicate(timeout=120)
+    out, err = writer.communicate("", timeout=120)
     assert writer.returncode == 0, err
+    count = 1 + len(out.splitlines())  # the line read above, and the rest
 
     assert all(not r.blobs_unpurged for r in reports if hasattr(r, "blobs_unpurged"))
     written = {n.path: n.content for n in notes_state(store) if n.path.startswith("/written/")}
-    assert written == {f"/written/note-{i}.md": f"written while pruning {i}" for i in range(100)}
-    assert len(notes_state(store)) == 130
+    assert written == {f"/written/note-{i}.md": f"written while pruning {i}" for i in range(count)}
+    assert len(notes_state(store)) == 30 + count
     assert_fsck_clean(store.path)
     assert_index_consistent(store)
-    replayed = sum(getattr(r, "replayed", 0) for r in reports)
-    assert replayed > 0 and len(reports) >= 2, (len(reports), replayed)
+    assert replayed() > 0, (len(reports), count)
