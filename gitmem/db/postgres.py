@@ -12,7 +12,7 @@ connection (then ``PoolTimeout``), a statement on a cut connection fails at once
 ``tcp_user_timeout`` end one whose peer vanished without a word. :func:`gitmem.db.database_unreachable`
 tells these from the server's own refusals, and the API answers them 503 with ``Retry-After``. An idle
 pooled connection the server has hung up on is readable: it is dropped when taken
-(:meth:`PostgresDatabase.connection`, one ``select``), never used. The event loop's reads (a key's
+(:meth:`PostgresDatabase.connection`, one ``poll``), never used. The event loop's reads (a key's
 lookup) take only an idle connection (:meth:`PostgresDatabase.without_waiting`), else go to a thread,
 so no request waits behind another's wait. Coming back is quick: the pool's own reconnection backs off
 1, 2, 4, 8 s ..., so a connection of ours keeps trying every ``RECONNECT_EVERY_SECONDS`` for
@@ -379,12 +379,14 @@ class PostgresDatabase(Database):
 
 def _hung_up(conn: Any) -> bool:
     """Whether the server hung up on this idle connection: an idle connection has nothing to read
-    unless the server closed it (its socket at EOF, or a FATAL such as 57P01 waiting). One ``select``,
-    no round trip."""
+    unless the server closed it (its socket at EOF, or a FATAL such as 57P01 waiting). One ``poll``, no
+    round trip (``select`` refuses a descriptor past 1,023, and a server holding thousands of stores has
+    them)."""
     if conn.closed or conn.broken:
         return True
-    readable, _, _ = select.select([conn.fileno()], [], [], 0)
-    return bool(readable)
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLIN)
+    return bool(poller.poll(0))
 
 
 def _patient_connection(base: type[Connection[Any]], closing: threading.Event) -> type[Connection[Any]]:

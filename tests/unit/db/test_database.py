@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -151,3 +152,26 @@ def test_sqlite_keeps_one_connection_per_thread(tmp_path: Path) -> None:
 def test_a_nested_transaction_is_refused_not_deadlocked(db: Database) -> None:
     with db.transaction(), pytest.raises(RuntimeError, match="open on this thread"), db.transaction():
         pass
+
+
+def test_a_connection_past_descriptor_1023_is_used(postgres_url: str) -> None:
+    """A server holding thousands of stores has descriptors past 1,023 (``gitmem serve`` raises its
+    limit), and ``select`` refuses those: the check of an idle pooled connection must not."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"the hard limit of open files is {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    filler = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]  # the next sockets land past 1,023
+    db = PostgresDatabase(postgres_url, max_size=1)
+    try:
+        for _ in range(2):  # the second takes the idle connection back from the pool: the hang-up check
+            with db.connection() as conn:
+                assert conn.fileno() > 1023
+                assert conn.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        db.close()
+        for fd in filler:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
