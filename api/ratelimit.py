@@ -51,12 +51,11 @@ class TokenBucketLimiter:
                 if len(self._buckets) >= _MAX_BUCKETS:
                     self._forget_full(now)
                 bucket = self._buckets[key] = _Bucket(float(self.burst), now)
-            bucket.tokens = min(float(self.burst), bucket.tokens + (now - bucket.stamp) * self.rate)
-            bucket.stamp = now
+            bucket.tokens, bucket.stamp = self._refilled(bucket, now), now
             if bucket.tokens >= 1.0:
                 bucket.tokens -= 1.0
                 return 0.0
-            return (1.0 - bucket.tokens) / self.rate
+            return self._until_one(bucket.tokens)
 
     def waiting(self, key: str) -> float:
         """The seconds until ``key`` has a token again (0.0: it has one now), taking none."""
@@ -67,8 +66,16 @@ class TokenBucketLimiter:
             bucket = self._buckets.get(key)
             if bucket is None:
                 return 0.0
-            tokens = min(float(self.burst), bucket.tokens + (now - bucket.stamp) * self.rate)
-        return 0.0 if tokens >= 1.0 else (1.0 - tokens) / self.rate
+            tokens = self._refilled(bucket, now)
+        return 0.0 if tokens >= 1.0 else self._until_one(tokens)
+
+    def _refilled(self, bucket: _Bucket, now: float) -> float:
+        """The bucket's tokens at ``now``: what it held, and what the rate has added since, to the burst."""
+        return min(float(self.burst), bucket.tokens + (now - bucket.stamp) * self.rate)
+
+    def _until_one(self, tokens: float) -> float:
+        """The seconds until a bucket holding ``tokens`` (fewer than one) holds one."""
+        return (1.0 - tokens) / self.rate
 
     def _forget_full(self, now: float) -> None:
         """Drop buckets that have refilled: forgetting them changes nothing."""
