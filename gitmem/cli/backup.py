@@ -4,25 +4,13 @@
 from __future__ import annotations
 
 import datetime as dt
-import re
 import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
-from gitmem.cli.base import Context, default_command, main, pass_context, refusals
-
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
-
-def size_text(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return str(n)
+from gitmem.cli.base import Context, default_command, main, pass_context, refusals, size_text
 
 
 def _quiet() -> bool:
@@ -31,10 +19,12 @@ def _quiet() -> bool:
 
 
 def parse_age(text: str) -> dt.timedelta:
-    found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*", text)
-    if found is None:
+    from gitmem.engine.audit.log import parse_span  # the spans `gitmem log --since` reads
+
+    span = parse_span(text)
+    if span is None:
         raise click.BadParameter(f"{text!r}: a number and a unit, e.g. 30d, 12h, 90m, 2w")
-    return dt.timedelta(seconds=float(found.group(1)) * _UNITS[found.group(2)])
+    return span
 
 
 @main.group("backup", cls=default_command("create"), invoke_without_command=False)

@@ -230,6 +230,16 @@ def emit_json(value: Any) -> None:
     click.echo(json.dumps(_plain(value), indent=2, ensure_ascii=False))
 
 
+def size_text(n: int) -> str:
+    """A count of bytes as a person reads it: 512 B, 3.4 KiB, 1.2 GiB."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return str(n)
+
+
 def table(rows: list[list[str]], headers: list[str] | None = None) -> None:
     """A plain aligned table, the way a person would rather look than read; every command's tables.
     Without ``headers``, bare lines (``git log --oneline`` style); with them, no rows still prints them."""

@@ -7,19 +7,10 @@ import sys
 
 import click
 
-from gitmem.cli.base import Context, main, pass_context, refusals, table, workspace_option
+from gitmem.cli.base import Context, main, pass_context, refusals, size_text, table, workspace_option
 from gitmem.engine.rewrite.retention import KEEP_ALL, SETTING, PruneReport, prune_info, retention_days
 from gitmem.errors import NotFound
 from gitmem.model import StoreInfo
-
-
-def _size(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return str(n)
 
 
 def _status(report: PruneReport) -> str:
@@ -82,8 +73,8 @@ def prune(ctx: Context, store_id: str | None, dry_run: bool, workspace: str | No
             str(len(r.dropped)),
             str(r.versions_kept if r.versions_before else ""),
             str(len(r.blobs_purged)),
-            _size(r.bytes_before),
-            _size(r.bytes_after),
+            size_text(r.bytes_before),
+            size_text(r.bytes_after),
             f"{r.seconds:.2f}",
             _status(r),
         ]

@@ -63,14 +63,22 @@ def time_text(when: dt.datetime) -> str:
     return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def parse_span(text: str) -> dt.timedelta | None:
+    """A span of time such as ``30d``, ``12h``, ``90m`` or ``2 weeks ago``; None if ``text`` is not one."""
+    match = _RELATIVE.match(text.strip())
+    if match is None:
+        return None
+    amount, unit = int(match.group(1)), match.group(2)[0].lower()
+    return dt.timedelta(**{_UNITS[unit]: amount})
+
+
 def parse_time(text: str, now: dt.datetime | None = None) -> dt.datetime:
     """An ISO 8601 date or time (UTC unless it says otherwise), or a span back from now: ``3d``,
     ``12h``, ``2 weeks ago``."""
     text = text.strip()
-    match = _RELATIVE.match(text)
-    if match:
-        amount, unit = int(match.group(1)), match.group(2)[0].lower()
-        return (now or dt.datetime.now(dt.UTC)) - dt.timedelta(**{_UNITS[unit]: amount})
+    span = parse_span(text)
+    if span is not None:
+        return (now or dt.datetime.now(dt.UTC)) - span
     try:
         when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
