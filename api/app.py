@@ -24,26 +24,20 @@ from gitmem.api.deps import PUBLIC_PATHS, SECURITY_SCHEMES
 from gitmem.api.draining import Drain
 from gitmem.api.middleware import RequestContextMiddleware
 from gitmem.api.ratelimit import TokenBucketLimiter, WrongSecrets
-from gitmem.api.routers import (
+from gitmem.api.routers import health, maintenance, users, webhooks
+from gitmem.api.routers import metrics as metrics_router
+from gitmem.api.routers.agents import dreams, profiles, tasks, workers
+from gitmem.api.routers.stores import (
     audit,
     conflicts,
-    dreams,
-    health,
-    maintenance,
     memories,
     memory_stores,
     memory_tool,
     memory_versions,
-    profiles,
     review,
     search,
-    tasks,
-    users,
-    webhooks,
-    workers,
 )
-from gitmem.api.routers import metrics as metrics_router
-from gitmem.api.routers.git import GitEndpoint
+from gitmem.api.routers.stores.git import GitEndpoint
 from gitmem.api.settings import Settings
 from gitmem.api.ui import account_router
 from gitmem.api.ui import router as ui_router

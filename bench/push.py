@@ -25,7 +25,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from gitmem.api.routers.git import push_environment
+from gitmem.api.routers.stores.git import push_environment
 from gitmem.engine.catalog.catalog import Principal
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.push.check import pusher_identity

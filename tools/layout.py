@@ -16,7 +16,7 @@ PACKAGES = {"gitmem": "gitmem", "api": "gitmem.api"}
 
 
 def module_name(path: Path, folder: str) -> str:
-    """``api/routers/memories.py`` -> ``gitmem.api.routers.memories``."""
+    """``api/routers/stores/memories.py`` -> ``gitmem.api.routers.stores.memories``."""
     parts = path.relative_to(ROOT / folder).with_suffix("").parts
     if parts[-1] == "__init__":
         parts = parts[:-1]

@@ -22,11 +22,11 @@ from pydantic import Field
 from gitmem.access import visible_stores
 from gitmem.api.mcp import MCP_PATH, authenticate
 from gitmem.api.mcp import tools as mcp_tools
-from gitmem.api.schemas.conflicts import MemoryConflict, MemoryConflictComparison, MemoryConflictResolution
-from gitmem.api.schemas.memories import Memory
-from gitmem.api.schemas.memory_stores import MemoryStore as StoreOut
-from gitmem.api.schemas.memory_versions import MemoryVersion
-from gitmem.api.schemas.search import MemoryVersionDiff, SearchResult, SearchResults
+from gitmem.api.schemas.stores.conflicts import MemoryConflict, MemoryConflictComparison, MemoryConflictResolution
+from gitmem.api.schemas.stores.memories import Memory
+from gitmem.api.schemas.stores.memory_stores import MemoryStore as StoreOut
+from gitmem.api.schemas.stores.memory_versions import MemoryVersion
+from gitmem.api.schemas.stores.search import MemoryVersionDiff, SearchResult, SearchResults
 from gitmem.engine.catalog.catalog import Principal
 from gitmem.engine.gitmem import MAX_STORES_PAGE, Gitmem
 from gitmem.engine.index.search import SearchHit

@@ -6,34 +6,14 @@ import datetime as dt
 import threading
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel
 
 from gitmem.api.deps import Caller
 from gitmem.api.schemas.common import ERROR_RESPONSES
+from gitmem.api.schemas.maintenance import RetentionRun, StorePruned
 from gitmem.engine.rewrite.retention import PruneReport
 from gitmem.errors import PermissionDenied
 
 router = APIRouter(prefix="/v1/maintenance", tags=["maintenance"], responses=ERROR_RESPONSES)
-
-
-class StorePruned(BaseModel):
-    store_id: str
-    retention: str
-    versions_before: int
-    versions_kept: int
-    versions_dropped: int
-    blobs_purged: int
-    seconds: float
-    skipped: str | None
-    error: str | None
-
-
-class RetentionRun(BaseModel):
-    type: str = "retention_status"
-    interval_seconds: float
-    rounds: int
-    last_round_at: dt.datetime | None
-    stores: list[StorePruned]
 
 
 class RetentionStatus:

@@ -1,5 +1,5 @@
-"""The wire's models (pydantic, at the HTTP edge only): one module for each router of
-:mod:`gitmem.api.routers` (:mod:`.memory_stores`, :mod:`.memories`, :mod:`.memory_versions`, :mod:`.dreams`,
-:mod:`.search`, :mod:`.conflicts`, :mod:`.review`, :mod:`.tasks` for workers and tasks, :mod:`.profiles`,
-:mod:`.users`, :mod:`.health`, :mod:`.audit`), and what they share (:mod:`.common`).
+"""The wire's models (pydantic, at the HTTP edge only), a tree that mirrors :mod:`gitmem.api.routers`:
+``schemas/stores/memories.py`` holds the models of ``routers/stores/memories.py``, and so on for every
+router that has models (:mod:`.stores`, :mod:`.agents`, :mod:`.users`, :mod:`.webhooks`, :mod:`.health`,
+:mod:`.maintenance`); what they share is :mod:`.common`.
 """

@@ -10,7 +10,7 @@
 - Deleting a profile deletes its bank: the repository directory and the data key are destroyed, so
   even a clone taken earlier can no longer be decrypted with anything the server holds.
 
-No HTTP here: ``api/routers/profiles.py`` is a thin shell over :class:`Profiles` and :class:`Bank`.
+No HTTP here: ``api/routers/agents/profiles.py`` is a thin shell over :class:`Profiles` and :class:`Bank`.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gitmem.api.routers.git import AsgiBody, send_git_response
+from gitmem.api.routers.stores.git import AsgiBody, send_git_response
 from gitmem.git.smart_http import (
     PUSH_REFUSED_MESSAGE,
     GitResponse,

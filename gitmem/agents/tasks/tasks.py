@@ -16,8 +16,8 @@
   (:meth:`Tasks.delete_task`) is gone with its events and token; its versions keep its id as history.
 
 The tables and their triggers are in :mod:`gitmem.agents.tasks.tables`; values and limits in
-:mod:`gitmem.agents.tasks.values`. No HTTP here: ``api/routers/workers.py`` and ``api/routers/tasks.py``
-are thin shells over this.
+:mod:`gitmem.agents.tasks.values`. No HTTP here: ``api/routers/agents/workers.py`` and
+``api/routers/agents/tasks.py`` are thin shells over this.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gitmem.api.routers.git import push_environment
+from gitmem.api.routers.stores.git import push_environment
 from gitmem.config import handoff as checked_settings
 from gitmem.config.handoff import Checked, checked_for
 from gitmem.config.names import PER_PUSH

@@ -8,8 +8,8 @@ from fastapi import APIRouter, Query
 
 from gitmem.api.deps import Caller, Engine, Store
 from gitmem.api.schemas.common import ERROR_RESPONSES, Operation, View, as_utc
-from gitmem.api.schemas.memory_versions import MemoryVersion, MemoryVersionList
-from gitmem.api.schemas.search import MemoryVersionDiff
+from gitmem.api.schemas.stores.memory_versions import MemoryVersion, MemoryVersionList
+from gitmem.api.schemas.stores.search import MemoryVersionDiff
 from gitmem.engine.rewrite.redaction import redact
 from gitmem.engine.store.diff import diff_versions
 from gitmem.engine.store.store import MAX_VERSIONS_PAGE as MAX_PAGE

@@ -10,8 +10,8 @@ from fastapi.responses import PlainTextResponse
 from starlette.concurrency import run_in_threadpool
 
 from gitmem.api.deps import Engine, Store
-from gitmem.api.schemas.audit import SigningKey, StoreAudit
 from gitmem.api.schemas.common import ERROR_RESPONSES
+from gitmem.api.schemas.stores.audit import SigningKey, StoreAudit
 from gitmem.crypto.signing_key import known_keys
 from gitmem.engine.audit.rewrites import receipt_for
 from gitmem.engine.audit.verify import verify_store

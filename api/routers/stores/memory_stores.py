@@ -11,7 +11,7 @@ from gitmem.agents.review.review import Reviews, ReviewSettings
 from gitmem.agents.tasks.scope import refuse_task
 from gitmem.api.deps import Caller, Engine
 from gitmem.api.schemas.common import ERROR_RESPONSES, as_utc
-from gitmem.api.schemas.memory_stores import (
+from gitmem.api.schemas.stores.memory_stores import (
     DeletedMemoryStore,
     MemoryStore,
     MemoryStoreCreate,

@@ -1,4 +1,4 @@
-"""The wire of :mod:`gitmem.api.routers.conflicts` (a gitmem extension: the SDK has none): a kept conflict,
+"""The wire of :mod:`gitmem.api.routers.stores.conflicts` (a gitmem extension: the SDK has none): a kept conflict,
 its comparison with the winner, and a resolution."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from typing import Literal
 from pydantic import Field
 
 from gitmem.api.schemas.common import InModel, NoteContent, OutModel, Timestamp, View, WireActor, actor_out
-from gitmem.api.schemas.memories import Memory, Precondition
-from gitmem.api.schemas.memory_versions import MemoryVersion
-from gitmem.api.schemas.search import HunkOut
+from gitmem.api.schemas.stores.memories import Memory, Precondition
+from gitmem.api.schemas.stores.memory_versions import MemoryVersion
+from gitmem.api.schemas.stores.search import HunkOut
 from gitmem.engine.store.conflict_resolution import ConflictComparison, Resolved
 from gitmem.engine.store.conflicts import Conflict
 from gitmem.engine.store.diff import NO_NEWLINE

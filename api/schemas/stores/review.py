@@ -8,8 +8,8 @@ from pydantic import Field
 
 from gitmem.agents.review.review import PendingChange, ReviewMark
 from gitmem.api.schemas.common import InModel, OutModel, Timestamp, WireActor, actor_out
-from gitmem.api.schemas.memory_versions import MemoryVersion
-from gitmem.api.schemas.search import MemoryVersionDiff
+from gitmem.api.schemas.stores.memory_versions import MemoryVersion
+from gitmem.api.schemas.stores.search import MemoryVersionDiff
 
 
 class ReviewMarkOut(OutModel):

@@ -19,8 +19,15 @@ from fastapi import APIRouter, Header, Query, Response
 from gitmem.api.deps import OpenStore
 from gitmem.api.responses import json_response
 from gitmem.api.schemas.common import ERROR_RESPONSES, Sha256Hex, View
-from gitmem.api.schemas.memories import DeletedMemory, Memory, MemoryCreate, MemoryList, MemoryUpdate, memory_item
-from gitmem.api.schemas.search import MemoryRestore
+from gitmem.api.schemas.stores.memories import (
+    DeletedMemory,
+    Memory,
+    MemoryCreate,
+    MemoryList,
+    MemoryUpdate,
+    memory_item,
+)
+from gitmem.api.schemas.stores.search import MemoryRestore
 from gitmem.engine.store.restore import restore
 from gitmem.engine.store.store import MAX_NOTES_PAGE as MAX_PAGE
 from gitmem.engine.store.store import MemoryStore

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Query
 
 from gitmem.api.deps import Caller, OpenStore
 from gitmem.api.schemas.common import ERROR_RESPONSES, View
-from gitmem.api.schemas.conflicts import (
+from gitmem.api.schemas.stores.conflicts import (
     ConflictResolve,
     MemoryConflict,
     MemoryConflictComparison,

@@ -7,8 +7,8 @@ from typing import Literal
 from pydantic import Field
 
 from gitmem.api.schemas.common import InModel, OutModel
-from gitmem.api.schemas.memories import Memory, Precondition
-from gitmem.api.schemas.memory_versions import MemoryVersion
+from gitmem.api.schemas.stores.memories import Memory, Precondition
+from gitmem.api.schemas.stores.memory_versions import MemoryVersion
 from gitmem.engine.index.search import SearchHit
 from gitmem.engine.store.diff import DiffLine, Hunk, VersionDiff
 

@@ -22,8 +22,7 @@ from fastapi import APIRouter, Header, Query, Response
 
 from gitmem.agents.prompt import bank_section
 from gitmem.api.deps import Caller, Engine
-from gitmem.api.schemas.common import ERROR_RESPONSES
-from gitmem.api.schemas.profiles import (
+from gitmem.api.schemas.agents.profiles import (
     BankMemory,
     BankMemoryContent,
     BankMemoryDeleted,
@@ -36,6 +35,7 @@ from gitmem.api.schemas.profiles import (
     ProfileOut,
     ProfileUpdate,
 )
+from gitmem.api.schemas.common import ERROR_RESPONSES
 from gitmem.banks.profiles import Bank, profiles_for, require_user
 from gitmem.engine.catalog.catalog import Principal
 from gitmem.engine.gitmem import Gitmem

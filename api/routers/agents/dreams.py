@@ -18,8 +18,8 @@ from gitmem.agents.dreams.runner import DreamRunner
 from gitmem.agents.dreams.values import MAX_PAGE
 from gitmem.agents.tasks.scope import refuse_task
 from gitmem.api.deps import Caller, Engine
+from gitmem.api.schemas.agents.dreams import Dream, DreamCreate, DreamList, Status
 from gitmem.api.schemas.common import ERROR_RESPONSES, as_utc
-from gitmem.api.schemas.dreams import Dream, DreamCreate, DreamList, Status
 
 
 def get_runner(request: Request) -> DreamRunner | None:

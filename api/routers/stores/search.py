@@ -6,7 +6,7 @@ from fastapi import APIRouter, Query
 
 from gitmem.api.deps import Store
 from gitmem.api.schemas.common import ERROR_RESPONSES
-from gitmem.api.schemas.search import SearchResult, SearchResults
+from gitmem.api.schemas.stores.search import SearchResult, SearchResults
 from gitmem.engine.index.search import MAX_SEARCH_PAGE
 
 router = APIRouter(prefix="/v1/memory_stores/{memory_store_id}", tags=["search"], responses=ERROR_RESPONSES)

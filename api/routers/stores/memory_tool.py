@@ -6,19 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Body
-from pydantic import BaseModel
 
 from gitmem.access import store_access
 from gitmem.agents.memory_tool.tool import MemoryToolHandler
 from gitmem.api.deps import Caller, Engine, Store
 from gitmem.api.schemas.common import ERROR_RESPONSES
+from gitmem.api.schemas.stores.memory_tool import MemoryToolResult
 
 router = APIRouter(prefix="/v1/memory_stores/{memory_store_id}", tags=["memory tool"], responses=ERROR_RESPONSES)
-
-
-class MemoryToolResult(BaseModel):
-    content: str
-    is_error: bool
 
 
 @router.post("/memory_tool", response_model=MemoryToolResult, summary="Run one memory-tool command")

@@ -12,8 +12,8 @@ from gitmem.agents.tasks.scope import refuse_task
 from gitmem.agents.tasks.tasks import tasks_for
 from gitmem.agents.tasks.values import MAX_PAGE
 from gitmem.api.deps import Caller, Engine
+from gitmem.api.schemas.agents.workers import Worker, WorkerCreate, WorkerList, WorkerUpdate
 from gitmem.api.schemas.common import ERROR_RESPONSES
-from gitmem.api.schemas.tasks import Worker, WorkerCreate, WorkerList, WorkerUpdate
 from gitmem.engine.catalog.catalog import principal_task_id
 from gitmem.errors import NotFound
 

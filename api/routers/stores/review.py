@@ -7,8 +7,8 @@ from fastapi import APIRouter, Query
 from gitmem.agents.review.review import MAX_PENDING_PAGE, Reviews, current_mark
 from gitmem.api.deps import Engine, Reviewer
 from gitmem.api.schemas.common import ERROR_RESPONSES
-from gitmem.api.schemas.memory_versions import MemoryVersion
-from gitmem.api.schemas.review import PendingVersion, ReviewApprove, ReviewMarkOut, ReviewPage, ReviewRevert
+from gitmem.api.schemas.stores.memory_versions import MemoryVersion
+from gitmem.api.schemas.stores.review import PendingVersion, ReviewApprove, ReviewMarkOut, ReviewPage, ReviewRevert
 
 router = APIRouter(prefix="/v1/memory_stores/{memory_store_id}/review", tags=["review"], responses=ERROR_RESPONSES)
 

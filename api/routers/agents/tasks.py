@@ -13,8 +13,7 @@ from gitmem.agents.tasks.scope import refuse_task
 from gitmem.agents.tasks.tasks import tasks_for
 from gitmem.agents.tasks.values import MAX_CONTEXT_PATHS, MAX_INT, MAX_PAGE
 from gitmem.api.deps import Caller, Engine
-from gitmem.api.schemas.common import ERROR_RESPONSES
-from gitmem.api.schemas.tasks import (
+from gitmem.api.schemas.agents.tasks import (
     DeletedTask,
     Task,
     TaskCreate,
@@ -24,6 +23,7 @@ from gitmem.api.schemas.tasks import (
     TaskList,
     TaskMemory,
 )
+from gitmem.api.schemas.common import ERROR_RESPONSES
 from gitmem.engine.catalog.catalog import Principal, principal_task_id
 from gitmem.engine.gitmem import Gitmem
 from gitmem.errors import NotFound
