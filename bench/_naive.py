@@ -126,6 +126,6 @@ if __name__ == "__main__":  # python -m bench._naive PORT: uvicorn exactly as `g
 
     import uvicorn
 
-    from gitmem.cli.serve import uvicorn_options
+    from gitmem.cli.node.serve import uvicorn_options
 
     uvicorn.run("bench._naive:app", host="127.0.0.1", port=int(sys.argv[1]), log_level="info", **uvicorn_options())

@@ -1,52 +1,52 @@
 """The ``gitmem`` command: a thin shell over the library.
 
 Exit status: 0 success, 1 a refused or failed operation (reason on standard error), 2 a usage error.
-Each concept has its own module here; each registers its commands on :data:`main`, and is imported only
-when one of its commands runs (see :class:`gitmem.cli.base.CommandModules`, in :mod:`.base` with what
-every command shares). ``store``: :mod:`.stores`; ``note``, ``versions``, ``redact``: :mod:`.notes`;
-``keys``, ``users``: :mod:`.access` (the signing key: :mod:`.signing`); ``audit``: :mod:`.signing`;
-``reindex``, ``fsck``, ``pack``: :mod:`.maintenance`; ``serve``: :mod:`.serve`; ``log``: :mod:`.audit`;
-``workers``, ``tasks``: :mod:`.tasks`; ``encryption``: :mod:`.encryption`; ``mount``, ``bank-mount``:
-:mod:`.mount`; ``profiles``, ``prompt``: :mod:`.profiles`; ``clone``: :mod:`.clone`; ``prune``,
-``retention``: :mod:`.prune`; ``dreams``: :mod:`.dreams`; ``search``, ``diff``, ``restore``:
-:mod:`.find`; ``review``: :mod:`.review`; ``conflicts``: :mod:`.conflicts`; ``mcp``: :mod:`.mcp`;
-``settings``: :mod:`.settings`; ``migrate``, ``db``: :mod:`.database`; ``export``, ``import``:
-:mod:`.transfer`; ``backup`` (and a backup's ``restore``): :mod:`.backup`.
+Each concept has its own module, in a folder for its family; each registers its commands on :data:`main`,
+and is imported only when one of its commands runs (see :class:`gitmem.cli.base.CommandModules`, in
+:mod:`.base` with what every command shares). The families:
+
+- :mod:`.notes`: stores and their notes (``store``, ``note``, ``versions``, ``redact``, ``search``,
+  ``diff``, ``restore``, ``conflicts``, ``review``, ``log``, ``export``, ``import``), and a store on one's
+  own machine (``clone``, ``mount``, ``bank-mount``);
+- :mod:`.node`: running and keeping a home (``serve``, ``migrate``, ``db``, ``reindex``, ``fsck``,
+  ``pack``, ``prune``, ``retention``, ``backup``, ``settings``);
+- :mod:`.access`: who may do what, and the keys (``users``, ``keys``, ``encryption``, ``audit``);
+- :mod:`.agents`: agents' work (``workers``, ``tasks``, ``dreams``, ``profiles``, ``prompt``, ``mcp``).
 
 Hidden commands are what Git and agent runtimes start, not people: ``gitmem hook`` (the push hooks and
 the agent session hooks) and ``gitmem git-filter`` (the encryption filter of a clone), both in
-:mod:`gitmem.cli.internal`."""
+:mod:`gitmem.cli.node.internal`."""
 
 from __future__ import annotations
 
 from gitmem.cli.base import main
 
 # Each command, by the modules that register it or add subcommands to it (tests/unit/cli/test_cli.py checks
-# this list is complete).
+# this list is complete), a module after those it imports.
 COMMAND_MODULES = {
-    "gitmem.cli.stores": ["store"],
-    "gitmem.cli.notes": ["note", "versions", "redact"],
-    "gitmem.cli.access": ["keys", "users"],
-    "gitmem.cli.maintenance": ["reindex", "fsck", "pack"],
-    "gitmem.cli.serve": ["serve"],
-    "gitmem.cli.audit": ["log"],
-    "gitmem.cli.tasks": ["workers", "tasks"],
-    "gitmem.cli.encryption": ["encryption", "keys"],
-    "gitmem.cli.signing": ["keys", "audit"],
-    "gitmem.cli.mount": ["mount", "bank-mount"],
-    "gitmem.cli.profiles": ["profiles", "prompt"],
-    "gitmem.cli.clone": ["clone"],
-    "gitmem.cli.prune": ["prune", "retention"],
-    "gitmem.cli.dreams": ["dreams"],
-    "gitmem.cli.find": ["search", "diff", "restore"],
-    "gitmem.cli.review": ["review"],
-    "gitmem.cli.conflicts": ["conflicts"],
-    "gitmem.cli.mcp": ["mcp"],
-    "gitmem.cli.settings": ["settings"],
-    "gitmem.cli.internal": ["hook", "git-filter"],
-    "gitmem.cli.database": ["migrate", "db"],
-    "gitmem.cli.transfer": ["export", "import"],
-    "gitmem.cli.backup": ["backup"],
+    "gitmem.cli.access.users": ["keys", "users"],
+    "gitmem.cli.access.encryption": ["encryption", "keys"],
+    "gitmem.cli.access.signing": ["keys", "audit"],
+    "gitmem.cli.agents.tasks": ["workers", "tasks"],
+    "gitmem.cli.agents.dreams": ["dreams"],
+    "gitmem.cli.agents.profiles": ["profiles", "prompt"],
+    "gitmem.cli.agents.mcp": ["mcp"],
+    "gitmem.cli.node.serve": ["serve"],
+    "gitmem.cli.node.database": ["migrate", "db"],
+    "gitmem.cli.node.maintenance": ["reindex", "fsck", "pack"],
+    "gitmem.cli.node.prune": ["prune", "retention"],
+    "gitmem.cli.node.backup": ["backup"],
+    "gitmem.cli.node.settings": ["settings"],
+    "gitmem.cli.node.internal": ["hook", "git-filter"],
+    "gitmem.cli.notes.stores": ["store"],
+    "gitmem.cli.notes.notes": ["note", "versions", "redact"],
+    "gitmem.cli.notes.find": ["search", "diff", "restore"],
+    "gitmem.cli.notes.conflicts": ["conflicts"],
+    "gitmem.cli.notes.review": ["review"],
+    "gitmem.cli.notes.audit": ["log"],
+    "gitmem.cli.notes.transfer": ["export", "import"],
+    "gitmem.cli.notes.clone": ["clone"],
+    "gitmem.cli.notes.mount": ["mount", "bank-mount"],
 }
 
 for _module, _names in COMMAND_MODULES.items():

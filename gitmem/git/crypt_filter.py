@@ -1,6 +1,6 @@
 """The Git side of encryption at rest: a clone holding the key sees plaintext.
 
-Git runs it as (the commands are in :mod:`gitmem.cli.internal`)
+Git runs it as (the commands are in :mod:`gitmem.cli.node.internal`)
 
 - ``python -m gitmem git-filter process``: the long-running filter (protocol v2) for checkout/add, one
   process for all files, so a 10,000-note store does not start 10,000 interpreters;

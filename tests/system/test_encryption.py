@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from gitmem.banks.profiles import profiles_for
 from gitmem.cli import main as cli
-from gitmem.cli.clone import TOKEN_FILE, clone_store
+from gitmem.cli.notes.clone import TOKEN_FILE, clone_store
 from gitmem.crypto.codec import SivCodec, parse_header
 from gitmem.crypto.master_key import DecryptionFailed, export_key
 from gitmem.engine.catalog.catalog import Workspace

@@ -74,7 +74,7 @@ def test_the_access_log_drops_query_strings() -> None:
     """uvicorn logs the path with its query; a secret sent as ``?api_key=`` must not reach the log."""
     import logging
 
-    from gitmem.cli.serve import DropQueryString, uvicorn_options
+    from gitmem.cli.node.serve import DropQueryString, uvicorn_options
 
     record = logging.LogRecord(
         "uvicorn.access",

@@ -27,7 +27,7 @@ import pytest
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.parser import text_string_to_metric_families
 
-from gitmem.cli.clone import clone_store
+from gitmem.cli.notes.clone import clone_store
 from gitmem.engine.gitmem import Gitmem
 from tests.git_client import client_environment
 from tests.server import free_port, start_gitmem_serve, wait_healthy

@@ -9,7 +9,7 @@ version). The two newest versions of every note that still exists are always kep
 age; versions of deleted notes and redacted versions follow the age rule alone (a redacted version is
 never one of the "two newest" a note keeps). A version is expired once it is ``retention_days`` old.
 
-The server runs :class:`PruneScheduler`; people run ``gitmem prune`` (:mod:`gitmem.cli.prune`). Every
+The server runs :class:`PruneScheduler`; people run ``gitmem prune`` (:mod:`gitmem.cli.node.prune`). Every
 drop is recorded in the home's erasure ledger as it happens (:mod:`gitmem.engine.catalog.erasures`), so
 a restore from an older backup drops it again.
 """

@@ -244,7 +244,7 @@ def test_a_hidden_command_imports_only_its_own_module() -> None:
         "print(sorted(m for m in sys.modules if m.startswith('gitmem.cli.')))"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "['gitmem.cli.base', 'gitmem.cli.internal']"
+    assert out.strip() == "['gitmem.cli.base', 'gitmem.cli.node', 'gitmem.cli.node.internal']"
 
 
 def test_hidden_commands_stay_out_of_the_help(run: Run) -> None:

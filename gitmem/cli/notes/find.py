@@ -1,5 +1,5 @@
 """``gitmem search``, ``gitmem diff`` and ``gitmem restore`` (a version; a whole backup is
-:mod:`gitmem.cli.backup`'s)."""
+:mod:`gitmem.cli.node.backup`'s)."""
 
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ def restore(
     if memory_id is None and version_id is None:
         if new_home is None:
             raise click.UsageError("restoring a backup: name the new home with --home NEW")
-        from gitmem.cli.backup import restore_backup
+        from gitmem.cli.node.backup import restore_backup
 
         restore_backup(ctx, Path(store_id), new_home, master_key_file, erasures_from)
         return

@@ -14,8 +14,8 @@ from pathlib import Path
 import click
 import httpx
 
+from gitmem.cli.agents.profiles import get_json
 from gitmem.cli.base import main, refusals
-from gitmem.cli.profiles import get_json
 from gitmem.crypto.signing_key import ALLOWED_SIGNERS_FILENAME
 from gitmem.errors import InvalidRequest
 

@@ -2,7 +2,7 @@
 re-wrapping every data key under a new master key.
 
 These were ``gitmem keys export|rotate|rewrap`` until ``keys`` came to mean API keys alone
-(:mod:`gitmem.cli.access`); the old spellings still work for this release, hidden, and say so.
+(:mod:`gitmem.cli.access.users`); the old spellings still work for this release, hidden, and say so.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from gitmem.cli.access import keys_group
+from gitmem.cli.access.users import keys_group
 from gitmem.cli.base import Context, main, pass_context, refusals
 from gitmem.errors import InvalidRequest
 

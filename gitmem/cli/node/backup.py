@@ -1,5 +1,5 @@
 """``gitmem backup DEST``, ``gitmem backup prune DEST --older-than 30d`` and the backup half of
-``gitmem restore`` (``gitmem restore SRC --home NEW``, dispatched from :mod:`gitmem.cli.find`)."""
+``gitmem restore`` (``gitmem restore SRC --home NEW``, dispatched from :mod:`gitmem.cli.notes.find`)."""
 
 from __future__ import annotations
 

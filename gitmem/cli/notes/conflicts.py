@@ -12,7 +12,7 @@ from typing import TextIO
 import click
 
 from gitmem.cli.base import Context, default_command, emit_json, main, pass_context, refusals, table, workspace_option
-from gitmem.cli.find import _styled
+from gitmem.cli.notes.find import _styled
 from gitmem.clock import iso
 from gitmem.engine.rewrite.redaction import redact_conflict
 from gitmem.engine.store.conflict_resolution import compare, resolve

@@ -10,7 +10,7 @@ import click
 
 from gitmem.agents.review.review import MAX_PENDING_PAGE, Reviews, current_mark, describe_mark
 from gitmem.cli.base import Context, default_command, emit_json, main, pass_context, refusals, workspace_option
-from gitmem.cli.find import _styled
+from gitmem.cli.notes.find import _styled
 from gitmem.clock import iso
 from gitmem.engine.store.diff import unified_lines
 from gitmem.engine.store.store import MemoryStore

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 import pygit2
 
-from gitmem.cli.access import keys_group
+from gitmem.cli.access.users import keys_group
 from gitmem.cli.base import Context, emit_json, main, pass_context, refusals
 from gitmem.errors import InvalidRequest
 
