@@ -203,18 +203,7 @@ def compare_and_swap(
     repo_path = Path(repo.path)
     ref_path = _ref_file(repo_path, ref)
     lock_path = ref_path.with_name(ref_path.name + ".lock")
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            fd = os.open(lock_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            break
-        except FileNotFoundError:  # the ref's folder is made on first use
-            ref_path.parent.mkdir(parents=True, exist_ok=True)
-        except FileExistsError:
-            _recover_stale_lock(lock_path)
-            if time.monotonic() > deadline:
-                raise StoreBusy(f"the store is busy: {lock_path.name} is held") from None
-            time.sleep(0.002)
+    fd = _take_ref_lock(lock_path, timeout)
     try:
         current = repo.references.get(ref)
         current_target = None if current is None else current.target
@@ -243,6 +232,22 @@ def compare_and_swap(
         with contextlib.suppress(FileNotFoundError):
             os.unlink(lock_path)
         raise
+
+
+def _take_ref_lock(lock_path: Path, timeout: float) -> int:
+    """Create ``lock_path`` (Git's ``<ref>.lock``), waiting up to ``timeout`` seconds for its holder;
+    its descriptor, open for writing."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return os.open(lock_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileNotFoundError:  # the ref's folder is made on first use
+            lock_path.parent.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            _recover_stale_lock(lock_path)
+            if time.monotonic() > deadline:
+                raise StoreBusy(f"the store is busy: {lock_path.name} is held") from None
+            time.sleep(0.002)
 
 
 def _recover_stale_lock(lock_path: Path) -> None:

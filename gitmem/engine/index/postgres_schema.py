@@ -63,7 +63,7 @@ DO $$ BEGIN
 END $$;
 """
 
-# One store's tables; {s} is its schema. Columns as the SQLite file's (store_index.SCHEMA), with
+# One store's tables; {s} is its schema. Columns as the SQLite file's (sqlite_file.SCHEMA), with
 # BIGINT for numbers and the C collation on paths, so that range scans order paths as SQLite does.
 SCHEMA = """
 CREATE SCHEMA IF NOT EXISTS {s};

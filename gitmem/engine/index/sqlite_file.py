@@ -1,4 +1,4 @@
-"""What only the SQLite file of a store's index needs: finding it damaged and setting it aside.
+"""What only the SQLite file of a store's index needs: its tables, and finding it damaged and setting it aside.
 
 The index is derived from Git, so a damaged file (garbage bytes, a file cut short) is moved aside and
 rebuilt from history rather than repaired (:class:`gitmem.engine.index.store_index.StoreIndex`).
@@ -11,9 +11,46 @@ import logging
 import os
 import sqlite3
 import time
+import zlib
 from pathlib import Path
 
 log = logging.getLogger("gitmem.engine.index.store_index")  # what an operator has always seen it as
+
+# The index's tables in the SQLite file (PostgreSQL's: gitmem.engine.index.postgres_schema).
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS notes (
+    memory_id TEXT PRIMARY KEY, path TEXT NOT NULL UNIQUE, blob_id TEXT NOT NULL,
+    sha256 TEXT NOT NULL, size INTEGER NOT NULL, version_id TEXT NOT NULL,
+    created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS versions (
+    seq INTEGER PRIMARY KEY, version_id TEXT NOT NULL UNIQUE, memory_id TEXT NOT NULL,
+    operation TEXT NOT NULL, path TEXT, sha256 TEXT, size INTEGER, blob_id TEXT,
+    created_at INTEGER NOT NULL, actor_type TEXT, actor_id TEXT, commit_id TEXT NOT NULL,
+    redacted_at INTEGER, redacted_by_type TEXT, redacted_by_id TEXT);
+CREATE INDEX IF NOT EXISTS versions_memory ON versions (memory_id, seq);
+CREATE INDEX IF NOT EXISTS versions_actor ON versions (actor_type, actor_id, seq);
+CREATE INDEX IF NOT EXISTS versions_created ON versions (created_at);
+-- Finds a path's case-only twins (paths.fold) without a scan; lower() folds ASCII, the rest is checked
+-- in Python.
+CREATE INDEX IF NOT EXISTS notes_lower ON notes (lower(path));
+-- Count and bytes of the notes, kept by triggers: every write checks the limits, and a scan of the
+-- notes on each write grew with the store.
+CREATE TABLE IF NOT EXISTS totals (id INTEGER PRIMARY KEY CHECK (id = 1), notes INTEGER NOT NULL,
+                                   bytes INTEGER NOT NULL);
+INSERT OR IGNORE INTO totals SELECT 1, count(*), coalesce(sum(size), 0) FROM notes;
+CREATE TRIGGER IF NOT EXISTS notes_added AFTER INSERT ON notes
+    BEGIN UPDATE totals SET notes = notes + 1, bytes = bytes + NEW.size; END;
+CREATE TRIGGER IF NOT EXISTS notes_removed AFTER DELETE ON notes
+    BEGIN UPDATE totals SET notes = notes - 1, bytes = bytes - OLD.size; END;
+CREATE TRIGGER IF NOT EXISTS notes_resized AFTER UPDATE OF size ON notes
+    BEGIN UPDATE totals SET bytes = bytes - OLD.size + NEW.size; END;
+"""
+# Pages of a new index file: its two dozen tables and indexes take a page each at least, so SQLite's
+# 4 KiB made an index of one note 84 KiB; at 1 KiB it is about 24 KiB (a store at rest costs what Git
+# costs, issue 27). Existing files keep theirs.
+PAGE_SIZE = 1024
+SCHEMA_MARK = zlib.crc32(SCHEMA.encode()) & 0x7FFFFFFF  # kept in PRAGMA user_version
 
 _DAMAGED = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}  # not "locked" or "busy": those are not damage
 

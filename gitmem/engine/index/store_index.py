@@ -13,7 +13,6 @@ import contextlib
 import logging
 import threading
 import weakref
-import zlib
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ from gitmem.db.thread_connections import ThreadConnections
 from gitmem.engine.index import search_table as search_index
 from gitmem.engine.index.postgres_schema import PgIndexDb
 from gitmem.engine.index.queries import IndexQueries, NoteRow, VersionRow, upper_bound
-from gitmem.engine.index.sqlite_file import mark_sound, set_aside_if_damaged
+from gitmem.engine.index.sqlite_file import PAGE_SIZE, SCHEMA, SCHEMA_MARK, mark_sound, set_aside_if_damaged
 from gitmem.git import replay, repository
 from gitmem.git.commits import VersionRecord, parse_message
 from gitmem.git.pushes import derive_versions
@@ -36,42 +35,8 @@ from gitmem.rules.paths import api_path, git_path, levels
 
 log = logging.getLogger(__name__)
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
-CREATE TABLE IF NOT EXISTS notes (
-    memory_id TEXT PRIMARY KEY, path TEXT NOT NULL UNIQUE, blob_id TEXT NOT NULL,
-    sha256 TEXT NOT NULL, size INTEGER NOT NULL, version_id TEXT NOT NULL,
-    created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS versions (
-    seq INTEGER PRIMARY KEY, version_id TEXT NOT NULL UNIQUE, memory_id TEXT NOT NULL,
-    operation TEXT NOT NULL, path TEXT, sha256 TEXT, size INTEGER, blob_id TEXT,
-    created_at INTEGER NOT NULL, actor_type TEXT, actor_id TEXT, commit_id TEXT NOT NULL,
-    redacted_at INTEGER, redacted_by_type TEXT, redacted_by_id TEXT);
-CREATE INDEX IF NOT EXISTS versions_memory ON versions (memory_id, seq);
-CREATE INDEX IF NOT EXISTS versions_actor ON versions (actor_type, actor_id, seq);
-CREATE INDEX IF NOT EXISTS versions_created ON versions (created_at);
--- Finds a path's case-only twins (paths.fold) without a scan; lower() folds ASCII, the rest is checked
--- in Python.
-CREATE INDEX IF NOT EXISTS notes_lower ON notes (lower(path));
--- Count and bytes of the notes, kept by triggers: every write checks the limits, and a scan of the
--- notes on each write grew with the store.
-CREATE TABLE IF NOT EXISTS totals (id INTEGER PRIMARY KEY CHECK (id = 1), notes INTEGER NOT NULL,
-                                   bytes INTEGER NOT NULL);
-INSERT OR IGNORE INTO totals SELECT 1, count(*), coalesce(sum(size), 0) FROM notes;
-CREATE TRIGGER IF NOT EXISTS notes_added AFTER INSERT ON notes
-    BEGIN UPDATE totals SET notes = notes + 1, bytes = bytes + NEW.size; END;
-CREATE TRIGGER IF NOT EXISTS notes_removed AFTER DELETE ON notes
-    BEGIN UPDATE totals SET notes = notes - 1, bytes = bytes - OLD.size; END;
-CREATE TRIGGER IF NOT EXISTS notes_resized AFTER UPDATE OF size ON notes
-    BEGIN UPDATE totals SET bytes = bytes - OLD.size + NEW.size; END;
-"""
 SCHEMA_VERSION = "1"
-# Pages of a new index file: its two dozen tables and indexes take a page each at least, so SQLite's
-# 4 KiB made an index of one note 84 KiB; at 1 KiB it is about 24 KiB (a store at rest costs what Git
-# costs, issue 27). Existing files keep theirs.
-PAGE_SIZE = 1024
 IDLE_REPOSITORIES = 1  # repository handles kept for the next threads when the store is parked
-SCHEMA_MARK = zlib.crc32(SCHEMA.encode()) & 0x7FFFFFFF  # kept in PRAGMA user_version
 
 
 class StoreIndex(IndexQueries):
@@ -350,6 +315,36 @@ class StoreIndex(IndexQueries):
         write path indexes its own commits as it makes them, and hands over the blob, which is not in
         the repository yet; with ``displaces_nothing`` it has just checked, in this transaction, that
         no other note sits at, above or below the version's path)."""
+        self._insert_version(commit_id, record, blob_id)
+        near = _nothing_near if displaces_nothing else self._notes_near
+        step = replay.move(record, near, in_tree=blob_id is not None)
+        if step is None:
+            return
+        for other in step.displaced:
+            self.db.execute("DELETE FROM notes WHERE memory_id=?", (other.memory_id,))
+        if step.path is None:
+            self.db.execute("DELETE FROM notes WHERE memory_id=?", (record.memory_id,))
+            return
+        assert blob_id is not None  # a note is placed only where its commit holds the content  # noqa: S101  narrows the type for mypy; never a check of input
+        self._write(
+            "INSERT INTO notes VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(memory_id) DO UPDATE SET"
+            " path=excluded.path, blob_id=excluded.blob_id, sha256=excluded.sha256, size=excluded.size,"
+            " version_id=excluded.version_id, updated_at=excluded.updated_at",
+            (
+                record.memory_id,
+                step.path,
+                blob_id,
+                record.content_sha256,
+                record.content_size,
+                record.version_id,
+                to_micros(record.note_created_at),
+                to_micros(record.created_at),
+            ),
+        )
+        search_index.index_note(self.db, self.repo, record.memory_id, step.path, blob_id, data=blob_data)
+
+    def _insert_version(self, commit_id: str, record: VersionRecord, blob_id: str | None) -> None:
+        """The version's row, last in ``seq`` order."""
         # As SQLite's INSERT OR REPLACE on its rowid: a version applied again goes last, seq = max + 1.
         if self._pg is None:
             self.db.execute("DELETE FROM versions WHERE version_id=?", (record.version_id,))
@@ -381,32 +376,6 @@ class StoreIndex(IndexQueries):
                 record.redacted_by.id if record.redacted_by else None,
             ),
         )
-        near = _nothing_near if displaces_nothing else self._notes_near
-        step = replay.move(record, near, in_tree=blob_id is not None)
-        if step is None:
-            return
-        for other in step.displaced:
-            self.db.execute("DELETE FROM notes WHERE memory_id=?", (other.memory_id,))
-        if step.path is None:
-            self.db.execute("DELETE FROM notes WHERE memory_id=?", (record.memory_id,))
-            return
-        assert blob_id is not None  # a note is placed only where its commit holds the content  # noqa: S101  narrows the type for mypy; never a check of input
-        self._write(
-            "INSERT INTO notes VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(memory_id) DO UPDATE SET"
-            " path=excluded.path, blob_id=excluded.blob_id, sha256=excluded.sha256, size=excluded.size,"
-            " version_id=excluded.version_id, updated_at=excluded.updated_at",
-            (
-                record.memory_id,
-                step.path,
-                blob_id,
-                record.content_sha256,
-                record.content_size,
-                record.version_id,
-                to_micros(record.note_created_at),
-                to_micros(record.created_at),
-            ),
-        )
-        search_index.index_note(self.db, self.repo, record.memory_id, step.path, blob_id, data=blob_data)
 
     def _notes_near(self, path: str) -> list[replay.Placed]:
         """The notes at ``path``, in a folder above it or below it (what a note placed there displaces)."""

@@ -20,26 +20,22 @@ from gitmem.clock import Clock, from_micros, system_clock, to_micros
 from gitmem.crypto.codec import ContentCodec, PlainCodec
 from gitmem.durable import DURABLE, Durability
 from gitmem.engine.index.search import SEARCH_BUDGET_SECONDS, SearchHit, search
-from gitmem.engine.index.store_index import NoteRow, StoreIndex, VersionRow
+from gitmem.engine.index.store_index import StoreIndex
 from gitmem.engine.store.conflicts import Conflict, ConflictLog, LostWrite, StaleWrite
 from gitmem.engine.store.diff import VersionDiff, diff_versions
 from gitmem.engine.store.group_commit import BatchView, Change, Landed, Plan, committer_for
+from gitmem.engine.store.reading import MAX_NOTES_PAGE, MAX_VERSIONS_PAGE, StoreReading, check_listing
 from gitmem.engine.store.stale_merge import merge_on_write
 from gitmem.engine.store.write_plans import WritePlanner
-from gitmem.errors import InvalidRequest, NotFound, PreconditionFailed
+from gitmem.errors import PreconditionFailed
 from gitmem.git import packing
-from gitmem.git.repository import blob_at, read_tip
 from gitmem.git.signing import Signer
-from gitmem.model import Actor, ActorType, MemoryPrefix, Note, Operation, Page, Version
-from gitmem.rules import paths
-from gitmem.rules.paging import check_limit
+from gitmem.model import Actor, Note, Page, Version
 from gitmem.rules.policy import MEMORY_STORE, StorePolicy
 
 log = logging.getLogger(__name__)
 
 PACK_EVERY_WRITES = 256  # at most, between background packs (gitmem.git.packing decides sooner)
-MAX_NOTES_PAGE = 1000
-MAX_VERSIONS_PAGE = 100
 MERGE_ATTEMPTS = 3  # merges on write against a note that keeps moving, before the write is kept as a conflict
 
 
@@ -48,16 +44,7 @@ def _stored_time(when: dt.datetime) -> dt.datetime:
     return from_micros(to_micros(when))
 
 
-def check_listing(path_prefix: str | None, depth: int, limit: int, *, with_content: bool) -> str:
-    """The arguments of a notes listing, checked; returns the folder prefix."""
-    prefix = paths.validate_prefix(path_prefix or "/")
-    if depth not in (0, 1):
-        raise InvalidRequest("depth must be 0 or 1")
-    check_limit(limit, MAX_NOTES_PAGE, full=with_content)
-    return prefix
-
-
-class MemoryStore:
+class MemoryStore(StoreReading):
     # What every write's plan sees of the batch (see :meth:`fenced`); None: the batch itself.
     _fence: Callable[[BatchView], BatchView] | None = None
 
@@ -109,11 +96,6 @@ class MemoryStore:
             signer=signer,
         )
 
-    @property
-    def repo(self) -> pygit2.Repository:
-        """This thread's repository: a store object may be shared by threads, libgit2 objects not."""
-        return self.index.repo
-
     def close(self) -> None:
         self.index.close()
 
@@ -121,127 +103,6 @@ class MemoryStore:
         """No thread is using the store now: give back all but one connection and repository
         (:mod:`gitmem.engine.open_stores`)."""
         self.index.park()
-
-    # -- reading ----------------------------------------------------------------------------------
-
-    def _content(self, path: str, blob_id: str) -> str:
-        return self.codec.decode(path, blob_at(self.repo, blob_id).data).decode("utf-8")
-
-    def note_from_row(self, row: NoteRow, with_content: bool) -> Note:
-        return Note(
-            id=row.memory_id,
-            store_id=self.id,
-            path=row.path,
-            content_sha256=row.sha256,
-            content_size_bytes=row.size,
-            blob_id=row.blob_id,
-            version_id=row.version_id,
-            created_at=row.created_at,
-            updated_at=row.updated_at,
-            content=self._content(row.path, row.blob_id) if with_content else None,
-        )
-
-    def _version(self, row: VersionRow, with_content: bool) -> Version:
-        r = row.record
-        content = None
-        if with_content and row.blob_id is not None and r.path is not None and r.redacted_at is None:
-            content = self._content(r.path, row.blob_id)
-        return Version(
-            id=r.version_id,
-            store_id=self.id,
-            memory_id=r.memory_id,
-            operation=r.operation,
-            created_at=r.created_at,
-            created_by=r.created_by,
-            path=r.path,
-            content_sha256=r.content_sha256,
-            content_size_bytes=r.content_size,
-            commit_id=row.commit_id,
-            content=content,
-            redacted_at=r.redacted_at,
-            redacted_by=r.redacted_by,
-        )
-
-    def caught_up(self) -> bool:
-        """Whether the index reflects ``main`` now, so that a read may skip :meth:`StoreIndex.catch_up`
-        (which can wait for the writer's transaction). A writer records its commits in the index before
-        it answers, so a read that follows an answered write still sees it."""
-        tip = read_tip(self.repo)
-        return (str(tip) if tip is not None else None) == self.index.indexed_tip()
-
-    def get(self, memory_id: str, with_content: bool = True, *, catch_up: bool = True) -> Note:
-        """The note; ``catch_up=False`` reads the index as it is (after :meth:`caught_up`)."""
-        if catch_up:
-            self.index.catch_up()
-        row = self.index.note(memory_id)
-        if row is None:
-            raise NotFound(f"memory {memory_id} not found")
-        return self.note_from_row(row, with_content)
-
-    def get_by_path(self, path: str, with_content: bool = True) -> Note:
-        self.index.catch_up()
-        row = self.index.note_at(path)
-        if row is None:
-            raise NotFound(f"no memory at {path}")
-        return self.note_from_row(row, with_content)
-
-    def list(
-        self,
-        path_prefix: str | None = None,
-        depth: int = 0,
-        limit: int = 20,
-        page: str | None = None,
-        with_content: bool = False,
-    ) -> Page[Note | MemoryPrefix]:
-        prefix = check_listing(path_prefix, depth, limit, with_content=with_content)
-        self.index.catch_up()
-        rows, token = self.index.list_notes(prefix, depth, limit, page)
-        items = [r if isinstance(r, MemoryPrefix) else self.note_from_row(r, with_content) for r in rows]
-        return Page(items, token)
-
-    def versions(
-        self,
-        *,
-        memory_id: str | None = None,
-        operation: Operation | None = None,
-        task_id: str | None = None,
-        api_key_id: str | None = None,
-        user_id: str | None = None,
-        created_gte: dt.datetime | None = None,
-        created_lte: dt.datetime | None = None,
-        limit: int = 20,
-        page: str | None = None,
-        with_content: bool = False,
-    ) -> Page[Version]:
-        if operation is not None and operation not in ("created", "modified", "deleted"):
-            raise InvalidRequest("operation must be created, modified or deleted")
-        filters: tuple[tuple[ActorType, str | None], ...] = (
-            ("task_actor", task_id),
-            ("api_actor", api_key_id),
-            ("user_actor", user_id),
-        )
-        actors = [Actor(kind, value) for kind, value in filters if value]
-        if len(actors) > 1:
-            raise InvalidRequest("filter by at most one of task_id, api_key_id and user_id")
-        check_limit(limit, MAX_VERSIONS_PAGE, full=with_content)
-        self.index.catch_up()
-        rows, token = self.index.list_versions(
-            memory_id=memory_id,
-            operation=operation,
-            actor=actors[0] if actors else None,
-            created_gte=created_gte,
-            created_lte=created_lte,
-            limit=limit,
-            page=page,
-        )
-        return Page([self._version(r, with_content) for r in rows], token)
-
-    def version(self, version_id: str, with_content: bool = True) -> Version:
-        self.index.catch_up()
-        row = self.index.version(version_id)
-        if row is None:
-            raise NotFound(f"memory version {version_id} not found")
-        return self._version(row, with_content)
 
     # -- writing ----------------------------------------------------------------------------------
 
@@ -481,3 +342,6 @@ class MemoryStore:
 
 def _behind(plan: Plan, fence: Callable[[BatchView], BatchView]) -> Plan:
     return lambda view: plan(fence(view))
+
+
+__all__ = ["MAX_NOTES_PAGE", "MAX_VERSIONS_PAGE", "MemoryStore", "check_listing"]
