@@ -198,9 +198,9 @@ def create_app_from_env() -> FastAPI:
     except SettingsError as exc:
         sys.stderr.write(f"gitmem: {exc.message}\n")
         raise SystemExit(2) from None
-    json_log.install(settings.LOG_FORMAT, settings.LOG_LEVEL or "INFO")
-    values = from_settings(settings)
-    gm = open_home(values)
+    config = from_settings(settings)
+    json_log.install(config.serving.log_format, config.serving.log_level or "INFO")
+    gm = open_home(config)
     stores = gm.open_stores()
     log.info(
         "serving gitmem home %s (up to %d stores open at once, for a limit of %s open files)",
@@ -208,4 +208,4 @@ def create_app_from_env() -> FastAPI:
         stores.capacity,
         stores.descriptor_limit or "unlimited",
     )
-    return create_app(gm, Settings.from_values(settings, values), close_on_shutdown=True)
+    return create_app(gm, Settings.from_config(config), close_on_shutdown=True)

@@ -1,4 +1,5 @@
-"""Settings of the HTTP layer, read from the environment by the module-level app."""
+"""Settings of the HTTP layer: the parts of the typed settings (:class:`gitmem.config.values.Config`) the
+app runs with, which the app factory reads where the server starts."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ from pathlib import Path
 
 from gitmem.agents.dreams.dreamers import Dreamer
 from gitmem.agents.dreams.ledger import DEFAULT_DREAM_TIMEOUT
-from gitmem.config.home import dream_timeout, dreamer
-from gitmem.config.settings import GitmemSettings, load_settings
-from gitmem.config.values import Values, from_settings
+from gitmem.config.home import dreamer
+from gitmem.config.settings import load_settings
+from gitmem.config.values import Config, from_settings
 from gitmem.webhooks.delivery import DeliveryPolicy
+from gitmem.webhooks.targets import parse_networks
 
 MIB = 1 << 20
 
@@ -61,34 +63,34 @@ class Settings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """From the one settings object (:mod:`gitmem.config.settings`), which checks every value."""
-        settings = load_settings(environ)
-        return cls.from_values(settings, from_settings(settings))
+        return cls.from_config(from_settings(load_settings(environ)))
 
     @classmethod
-    def from_values(cls, settings: GitmemSettings, values: Values) -> Settings:
+    def from_config(cls, config: Config) -> Settings:
+        limits, dreams, webhooks, serving = config.limits, config.dreams, config.webhooks, config.serving
         return cls(
-            max_body_bytes=settings.MAX_BODY_BYTES,
-            rate_limit_per_second=settings.RATE_LIMIT_RPS,
-            rate_limit_burst=settings.RATE_LIMIT_BURST,
-            prune_interval_seconds=settings.PRUNE_INTERVAL,
-            dream_runner=settings.DREAM_RUNNER,
-            dream_poll_seconds=settings.DREAM_POLL,
-            dreamer=dreamer(values),
-            dream_timeout_seconds=dream_timeout(values),
-            webhook_delivery=settings.WEBHOOKS,
-            webhook_poll_seconds=settings.WEBHOOK_POLL,
+            max_body_bytes=limits.max_body_bytes,
+            rate_limit_per_second=limits.rate_limit_rps,
+            rate_limit_burst=limits.rate_limit_burst,
+            prune_interval_seconds=serving.prune_interval,
+            dream_runner=dreams.runner,
+            dream_poll_seconds=dreams.poll,
+            dreamer=dreamer(dreams),
+            dream_timeout_seconds=dreams.timeout,
+            webhook_delivery=webhooks.deliver,
+            webhook_poll_seconds=webhooks.poll,
             webhook_policy=DeliveryPolicy(
-                first_retry_seconds=settings.WEBHOOK_FIRST_RETRY,
-                max_retry_seconds=settings.WEBHOOK_MAX_RETRY,
-                give_up_after_seconds=settings.WEBHOOK_GIVE_UP_AFTER,
-                timeout_seconds=settings.WEBHOOK_TIMEOUT,
-                concurrency=settings.WEBHOOK_CONCURRENCY,
-                allow_networks=settings.webhook_allow_networks,
+                first_retry_seconds=webhooks.first_retry,
+                max_retry_seconds=webhooks.max_retry,
+                give_up_after_seconds=webhooks.give_up_after,
+                timeout_seconds=webhooks.timeout,
+                concurrency=webhooks.concurrency,
+                allow_networks=parse_networks(webhooks.allow_networks),
             ),
-            metrics_token=settings.METRICS_TOKEN.get_secret_value().strip() if settings.METRICS_TOKEN else None,
-            metrics_dir=settings.METRICS_DIR,
-            access_log=settings.LOG_FORMAT == "json",
-            ready_min_free_bytes=settings.READY_MIN_FREE_BYTES,
-            drain_seconds=settings.DRAIN_SECONDS,
-            stop_timeout_seconds=settings.STOP_TIMEOUT,
+            metrics_token=serving.metrics_token.strip() if serving.metrics_token else None,
+            metrics_dir=serving.metrics_dir,
+            access_log=serving.log_format == "json",
+            ready_min_free_bytes=limits.ready_min_free_bytes,
+            drain_seconds=serving.drain_seconds,
+            stop_timeout_seconds=serving.stop_timeout,
         )

@@ -17,7 +17,7 @@ import click
 from gitmem.errors import GitmemError, NotFound
 
 if TYPE_CHECKING:
-    from gitmem.config.values import Values
+    from gitmem.config.values import Config
     from gitmem.db import Database
     from gitmem.engine.gitmem import Gitmem
 
@@ -28,17 +28,25 @@ DEFAULT_WORKSPACE = "default"
 class Context:
     """What every command shares: the settings as checked at start, and the home they open."""
 
-    def __init__(self, home: Path | None, values: Values) -> None:
+    def __init__(self, home: Path | None, config: Callable[[], Config]) -> None:
         self._home = home
-        self.values = values
+        self._read_config = config
+        self._config: Config | None = None
         self._gm: Gitmem | None = None
+
+    @property
+    def config(self) -> Config:
+        """The settings, typed; what Git runs checks them here, when a command first needs them."""
+        if self._config is None:
+            self._config = self._read_config()
+        return self._config
 
     @property
     def home(self) -> Path:
         if self._home is None:
             from gitmem.config.home import home_path
 
-            self._home = home_path(self.values)
+            self._home = home_path(self.config.storage)
         return self._home
 
     @property
@@ -48,9 +56,9 @@ class Context:
             from gitmem.db import database_errors
 
             try:
-                self._gm = open_home(self.values, self.home)
+                self._gm = open_home(self.config, self.home)
             except database_errors() as exc:  # e.g. PostgreSQL unreachable: one line, not a traceback
-                unusable_database(self.values("DATABASE"), self.home, exc)
+                unusable_database(self.config.storage.database, self.home, exc)
         return self._gm
 
     def workspace_id(self, name: str | None, *, create: bool = False) -> str:
@@ -146,18 +154,20 @@ def main(ctx: click.Context, home: Path | None, verbose: bool) -> None:
         format="%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    from gitmem.config.values import from_environment, from_settings
+    from gitmem.config.handoff import from_environment
 
-    values = from_environment()  # for what Git runs: checked when first read, or as the server handed down
+    config: Callable[[], Config] = from_environment  # what Git runs: when first used, or as handed down
     if ctx.invoked_subcommand not in UNCHECKED_COMMANDS:
         from gitmem.config.settings import SettingsError, load_settings  # pydantic: not for a hook's every start
+        from gitmem.config.values import from_settings
 
         try:  # every setting, before any command runs: a bad one is one line and exit 2
-            values = from_settings(load_settings())
+            checked = from_settings(load_settings())
+            config = lambda: checked  # noqa: E731
         except SettingsError as exc:
             click.echo(f"gitmem: {exc.message}", err=True)
             sys.exit(2)
-    ctx.obj = Context(home, values)
+    ctx.obj = Context(home, config)
 
 
 pass_context = click.make_pass_decorator(Context)

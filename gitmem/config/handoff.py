@@ -3,10 +3,10 @@
 :mod:`gitmem.config.settings` checks every ``GITMEM_*`` variable with pydantic-settings, and loading it costs a
 process about 0.15 s of CPU: more than a push hook's whole work. So a process that has checked an
 environment hands the result down with it: ``GITMEM_CHECKED`` (made by :func:`checked_for`) holds a
-digest of the variables checked and their values as checked. Secrets are left out of it; they are read
-from their own variables, which the digest covers.
+digest of the variables checked and the typed values they became (:class:`gitmem.config.values.Config`,
+as plain JSON). Secrets are left out of it; they are read from their own variables, which the digest covers.
 
-:func:`value` uses the values handed down while the digest matches this process's environment, and
+:func:`from_environment` uses the values handed down while the digest matches this process's environment, and
 otherwise checks the environment itself with the settings object, keeping the result for as long as the
 environment stays the same. Either way a bad value is the same :class:`gitmem.config.settings.SettingsError`.
 The variables the server sets for each push (who pushes, where) are not in the digest: the hooks read
@@ -20,35 +20,28 @@ import json
 import os
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
 
 from gitmem.config.names import CHECKED, NOT_DIGESTED, PREFIX
+from gitmem.config.values import Config, from_plain, from_settings, to_plain
 
-_kept: dict[str, Checked] = {}  # digest of an environment -> its checked values
+_kept: dict[str, Config] = {}  # digest of an environment -> its settings
 _kept_lock = threading.Lock()
 
 
-@dataclass(frozen=True)
-class Checked:
-    """An environment's settings as checked: plain values, and the names of the secret ones."""
+def to_json(config: Config, digest: str) -> str:
+    return json.dumps({"digest": digest, "config": to_plain(config)})
 
-    values: Mapping[str, Any]
-    secrets: frozenset[str]
 
-    def to_json(self, digest: str) -> str:
-        return json.dumps({"digest": digest, "values": dict(self.values), "secrets": sorted(self.secrets)})
-
-    @classmethod
-    def from_json(cls, text: str, digest: str) -> Checked | None:
-        """The values handed down, if they were checked for an environment with this digest."""
-        try:
-            data = json.loads(text)
-            if data["digest"] != digest:
-                return None
-            return cls(data["values"], frozenset(data["secrets"]))
-        except (ValueError, KeyError, TypeError):
+def from_json(text: str, digest: str, environ: Mapping[str, str]) -> Config | None:
+    """The settings handed down, if they were checked for an environment with this digest (secrets
+    from ``environ``)."""
+    try:
+        data = json.loads(text)
+        if data["digest"] != digest:
             return None
+        return from_plain(data["config"], environ, PREFIX)
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def digest(environ: Mapping[str, str]) -> str:
@@ -71,11 +64,11 @@ def _snapshot(environ: Mapping[str, str]) -> dict[str, str]:
             continue
 
 
-def _checked(snapshot: dict[str, str], key: str) -> Checked:
+def _checked(snapshot: dict[str, str], key: str) -> Config:
     """The settings of ``snapshot`` (whose digest is ``key``): kept, handed down, or checked now."""
     found = _kept.get(key)
     if found is None:
-        found = Checked.from_json(snapshot.get(CHECKED, ""), key)
+        found = from_json(snapshot.get(CHECKED, ""), key, snapshot)
         if found is None:
             found = check(snapshot)
         with _kept_lock:
@@ -85,32 +78,19 @@ def _checked(snapshot: dict[str, str], key: str) -> Checked:
     return found
 
 
-def check(environ: Mapping[str, str]) -> Checked:
-    """``environ``'s settings checked by the settings object, as plain values, the per-push variables
-    aside; :class:`gitmem.config.settings.SettingsError` if one is bad."""
-    import typing
-
-    from pydantic import SecretStr
-
+def check(environ: Mapping[str, str]) -> Config:
+    """``environ``'s settings checked by the settings object, the per-push variables aside;
+    :class:`gitmem.config.settings.SettingsError` if one is bad."""
     from gitmem.config.settings import GitmemSettings, load_settings  # loaded only when nothing was handed down
 
-    fields = GitmemSettings.model_fields
-    secrets = frozenset(
-        name for name, field in fields.items() if SecretStr in (field.annotation, *typing.get_args(field.annotation))
-    )
-    digested = {PREFIX + name for name in fields if name not in NOT_DIGESTED}
-    settings = load_settings({k: v for k, v in environ.items() if k in digested})
-    return Checked(settings.model_dump(mode="json", exclude=set(secrets | NOT_DIGESTED)), secrets)
+    digested = {PREFIX + name for name in GitmemSettings.model_fields if name not in NOT_DIGESTED}
+    return from_settings(load_settings({k: v for k, v in environ.items() if k in digested}))
 
 
-def value(name: str, environ: Mapping[str, str] | None = None) -> Any:
-    """The checked value of ``GITMEM_<name>`` (None if unset and without a default); not for the
-    variables in :data:`NOT_DIGESTED`."""
+def from_environment(environ: Mapping[str, str] | None = None) -> Config:
+    """The checked settings of ``environ`` (default: this process's environment)."""
     snapshot = _snapshot(os.environ if environ is None else environ)
-    settings = _checked(snapshot, digest(snapshot))
-    if name in settings.secrets:
-        return snapshot.get(PREFIX + name) or None
-    return settings.values[name]
+    return _checked(snapshot, digest(snapshot))
 
 
 def checked_for(environ: Mapping[str, str]) -> dict[str, str]:
@@ -118,4 +98,4 @@ def checked_for(environ: Mapping[str, str]) -> dict[str, str]:
     object; :class:`gitmem.config.settings.SettingsError` if a value is bad."""
     snapshot = _snapshot(environ)
     key = digest(snapshot)
-    return {CHECKED: _checked(snapshot, key).to_json(key)}
+    return {CHECKED: to_json(_checked(snapshot, key), key)}

@@ -1,8 +1,8 @@
-"""The settings turned into what the library takes: the one place that reads ``GITMEM_*`` values and
-gives the home, the push hooks and the dream runner their options as typed values.
+"""The typed settings turned into what the library takes: the home, the push hooks' options, the keys'
+sources, the write filters and the dreamer.
 
-A program reads its settings where it starts (the CLI, the app factory, the hooks) and asks here for
-what it needs, handing over the settings as :data:`gitmem.config.values.Values`.
+A program reads its settings where it starts (the CLI, the app factory, the hooks) into a
+:class:`gitmem.config.values.Config` and asks here for what it needs, handing over the part it concerns.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gitmem.config.values import Values
+from gitmem.config.values import Config, Dreams, Keys, Storage, WriteRules
 from gitmem.crypto.master_key import MasterKeySource
 from gitmem.rules.filters import FilterChain, load_filters
 
@@ -22,85 +22,76 @@ if TYPE_CHECKING:
     from gitmem.engine.push.receive import PushOptions
 
 
-def home_path(values: Values) -> Path:
+def home_path(storage: Storage) -> Path:
     """``GITMEM_HOME``, else ``$XDG_DATA_HOME/gitmem``."""
-    configured = values("HOME")
-    if configured:
-        return Path(configured)
+    if storage.home is not None:
+        return storage.home
     data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(data) / "gitmem"
 
 
-def master_key(values: Values) -> MasterKeySource:
-    key_file = values("MASTER_KEY_FILE")
-    return MasterKeySource(text=values("MASTER_KEY") or None, file=Path(key_file) if key_file else None)
+def master_key(keys: Keys) -> MasterKeySource:
+    return MasterKeySource(text=keys.master_key, file=keys.master_key_file)
 
 
-def signing_key(values: Values) -> SigningKeySource:
+def signing_key(keys: Keys) -> SigningKeySource:
     from gitmem.crypto.signing_key import SigningKeySource  # not for a push hook that signs nothing
 
-    key_file = values("SIGNING_KEY_FILE")
-    return SigningKeySource(text=values("SIGNING_KEY") or None, file=Path(key_file) if key_file else None)
+    return SigningKeySource(text=keys.signing_key, file=keys.signing_key_file)
 
 
-def home_signer(values: Values, home: Path) -> HomeSigner:
+def home_signer(keys: Keys, home: Path) -> HomeSigner:
     """The key that signs the home's commits (a push's record, in post-receive)."""
     from gitmem.crypto.signing_key import HomeSigner
 
-    return HomeSigner(home, signing_key(values))
+    return HomeSigner(home, signing_key(keys))
 
 
-def filters(values: Values) -> FilterChain:
-    return load_filters(values("FILTERS") or "", values("SECRETS_ALLOW") or "")
+def filters(rules: WriteRules) -> FilterChain:
+    return load_filters(rules.filters, rules.secrets_allow)
 
 
-def open_home(values: Values, home: Path | None = None) -> Gitmem:
+def open_home(config: Config, home: Path | None = None) -> Gitmem:
     """The home the settings name (or ``home``), opened with their options, its changes told to the
     webhooks' outbox."""
     from gitmem.engine.gitmem import Gitmem  # not for a push hook that never opens the home
     from gitmem.webhooks.outbox import webhooks_for
 
     gm = Gitmem.open(
-        home if home is not None else home_path(values),
-        database=values("DATABASE") or None,
-        fsync=values("FSYNC"),
-        master_key=master_key(values),
-        filters=filters(values),
-        search_budget=float(values("SEARCH_BUDGET")),
-        signing_key=signing_key(values),
+        home if home is not None else home_path(config.storage),
+        database=config.storage.database,
+        fsync=config.durability.mode,
+        master_key=master_key(config.keys),
+        filters=filters(config.rules),
+        search_budget=config.limits.search_budget,
+        signing_key=signing_key(config.keys),
     )
     gm.listen(webhooks_for(gm))
     return gm
 
 
-def push_options(values: Values) -> PushOptions:
+def push_options(config: Config) -> PushOptions:
     """What the push hooks take: the index's database, the rules of a write, and the home to open."""
     from gitmem.engine.push.receive import PushOptions
 
     return PushOptions(
-        database_url=values("DATABASE") or None,
-        filters=filters(values),
-        open_home=lambda home: open_home(values, home),
-        signer=lambda home: home_signer(values, home),
+        database_url=config.storage.database,
+        filters=filters(config.rules),
+        open_home=lambda home: open_home(config, home),
+        signer=lambda home: home_signer(config.keys, home),
     )
 
 
-def dreamer(values: Values) -> Dreamer:
+def dreamer(dreams: Dreams) -> Dreamer:
     """``GITMEM_DREAMER``: ``offline`` (default), ``anthropic`` (the SDK, configured from its own
     environment: ``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``) or ``offline-hold`` (for tests, holding
     each dream ``GITMEM_DREAM_HOLD`` seconds)."""
     from gitmem.agents.dreams.dreamers import HoldingTidier, ModelDreamer, OfflineTidier
 
-    chosen = values("DREAMER")
-    if chosen == "offline-hold":
-        return HoldingTidier(float(values("DREAM_HOLD")))
-    if chosen == "anthropic":
+    if dreams.dreamer == "offline-hold":
+        return HoldingTidier(dreams.hold)
+    if dreams.dreamer == "anthropic":
         import anthropic
 
         return ModelDreamer(anthropic.Anthropic)  # the client is made on the first dream
     return OfflineTidier()
-
-
-def dream_timeout(values: Values) -> float:
-    """``GITMEM_DREAM_TIMEOUT``: seconds a dream may run."""
-    return float(values("DREAM_TIMEOUT"))

@@ -12,16 +12,13 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from gitmem.config.names import PREFIX
 from gitmem.errors import GitmemError
-
-if TYPE_CHECKING:
-    from gitmem.webhooks.targets import Networks
 
 _ON = frozenset({"1", "on", "true", "yes"})
 _OFF = frozenset({"0", "off", "false", "no"})
@@ -303,12 +300,6 @@ class GitmemSettings(BaseSettings):
         parse_networks(value)  # ValueError names the entry that is not a CIDR
         return value
 
-    @property
-    def webhook_allow_networks(self) -> Networks:
-        from gitmem.webhooks.targets import parse_networks
-
-        return parse_networks(self.WEBHOOK_ALLOW_NETWORKS)
-
     @field_validator("DATABASE")
     @classmethod
     def _database(cls, value: SecretStr | None) -> SecretStr | None:
@@ -366,10 +357,6 @@ class GitmemSettings(BaseSettings):
             if not callable(factory):
                 raise ValueError(f"{name!r} is not callable")
         return value
-
-    @property
-    def filter_names(self) -> list[str]:
-        return [s.strip() for s in self.FILTERS.split(",") if s.strip()]
 
 
 def check_database_url(url: str) -> None:

@@ -300,8 +300,8 @@ def test_a_search_past_its_bounds_or_budget_is_a_400_on_rest_and_in_the_web_view
     assert envelope["error"] == {"type": "invalid_request_error", "message": short}  # type: ignore[index]
     assert len(get(sdk, route, q=EXPENSIVE, limit=100)["data"]) == len(expected)  # within the budget
 
-    values = from_settings(load_settings({"GITMEM_HOME": str(world.gm.home), "GITMEM_SEARCH_BUDGET": "1e-9"}))
-    tiny = open_home(values)
+    config = from_settings(load_settings({"GITMEM_HOME": str(world.gm.home), "GITMEM_SEARCH_BUDGET": "1e-9"}))
+    tiny = open_home(config)
     assert tiny.search_budget == 1e-9
     with TestClient(create_app(tiny)) as app_client:
         client = anthropic.Anthropic(

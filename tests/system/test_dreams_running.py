@@ -26,8 +26,8 @@ from anthropic.types.beta import BetaDream
 from fastapi.testclient import TestClient
 
 from gitmem.api.app import Settings, create_app
-from gitmem.config.home import dream_timeout, dreamer
-from gitmem.config.values import from_environment
+from gitmem.config.handoff import from_environment
+from gitmem.config.home import dreamer
 from gitmem.engine.catalog.catalog import Workspace
 from gitmem.engine.gitmem import Gitmem
 from gitmem.model import Note
@@ -59,8 +59,8 @@ def in_process(home: Path, admin: str | None = None, *, runner: bool = True) -> 
     settings = Settings(
         dream_runner=runner,
         dream_poll_seconds=0.05,
-        dreamer=dreamer(from_environment()),  # GITMEM_DREAMER and GITMEM_DREAM_TIMEOUT, as a server reads them
-        dream_timeout_seconds=dream_timeout(from_environment()),
+        dreamer=dreamer(from_environment().dreams),  # GITMEM_DREAMER and GITMEM_DREAM_TIMEOUT, as a server reads them
+        dream_timeout_seconds=from_environment().dreams.timeout,
         rate_limit_per_second=0,
         prune_interval_seconds=0,
     )
@@ -239,8 +239,8 @@ def test_cancel_stops_a_running_dream(server: Server) -> None:
 
 RUNNER = (  # a runner process started with the settings of its environment (the holding dreamer)
     "import sys; from gitmem.engine.gitmem import Gitmem; from gitmem.agents.dreams.runner import DreamRunner;"
-    " from gitmem.config.home import dreamer; from gitmem.config.values import from_environment;"
-    " DreamRunner(Gitmem.open(sys.argv[1]), dreamer(from_environment())).run_pending()"
+    " from gitmem.config.home import dreamer; from gitmem.config.handoff import from_environment;"
+    " DreamRunner(Gitmem.open(sys.argv[1]), dreamer(from_environment().dreams)).run_pending()"
 )
 
 

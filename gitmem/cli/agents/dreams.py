@@ -8,7 +8,7 @@ from gitmem.agents.dreams.dreams import dreams_for, runner_id
 from gitmem.agents.dreams.values import MAX_PAGE, STATUSES, Dream
 from gitmem.cli.base import Context, emit_json, main, pass_context, refusals, table, workspace_option
 from gitmem.clock import iso
-from gitmem.config.home import dream_timeout, dreamer
+from gitmem.config.home import dreamer
 
 
 def dream_json(dream: Dream) -> dict[str, object]:
@@ -84,7 +84,7 @@ def dream_create(
         ctx.workspace_id(workspace), inputs, model, instructions=instructions, output_behavior=behavior
     )
     if run_now and dreams.claim(dream.id, runner_id()):
-        dream = dreams.run(dream.id, dreamer(ctx.values), timeout_seconds=dream_timeout(ctx.values))
+        dream = dreams.run(dream.id, dreamer(ctx.config.dreams), timeout_seconds=ctx.config.dreams.timeout)
     if as_json:
         emit_json(dream_json(dream))
     else:

@@ -109,12 +109,12 @@ def restore_backup(
         report = restore_home(
             src,
             home,
-            database=ctx.values("DATABASE") or None,
-            master_key=master_key(ctx.values),
+            database=ctx.config.storage.database,
+            master_key=master_key(ctx.config.keys),
             master_key_file=master_key_file,
-            signing_key=signing_key(ctx.values),
+            signing_key=signing_key(ctx.config.keys),
             erasures_from=erasures_from,
-            fsync=ctx.values("FSYNC") or "always",
+            fsync=ctx.config.durability.mode,
             on_store=lambda _id: bar.update(1),
         )
     erased = report.erased

@@ -43,8 +43,8 @@ def post_receive() -> None:
 
 
 def _push_hook(name: Literal["pre-receive", "post-receive"]) -> None:
+    from gitmem.config.handoff import from_environment
     from gitmem.config.home import push_options
-    from gitmem.config.values import from_environment
     from gitmem.engine.push.receive import run_hook
 
     # The settings the server handed down (GITMEM_CHECKED), read here, where the hook starts.

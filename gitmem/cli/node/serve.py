@@ -19,7 +19,7 @@ import click
 
 from gitmem import json_log
 from gitmem.cli.base import Context, connect, main, pass_context, refusals
-from gitmem.config.values import Values
+from gitmem.config.values import Serving
 from gitmem.engine.first_run import ensure_admin_key
 from gitmem.home_tables import migrate_home
 from gitmem.json_log import LogFormat
@@ -59,15 +59,15 @@ def uvicorn_options(log_format: LogFormat = "text", log_level: str = "INFO") -> 
 
 
 @contextlib.contextmanager
-def metrics_folder(values: Values) -> Iterator[None]:
+def metrics_folder(serving: Serving) -> Iterator[None]:
     """With metrics on, the folder every worker keeps its values in (``GITMEM_METRICS_DIR``, emptied
     now: values of an earlier run would be counted again; else a fresh one in the temp dir, removed
     at the end), handed to the workers in their environment."""
-    if not values("METRICS_TOKEN"):
+    if not serving.metrics_token:
         yield
         return
-    given = values("METRICS_DIR")
-    folder = Path(given) if given else Path(tempfile.mkdtemp(prefix="gitmem-metrics-"))
+    given = serving.metrics_dir
+    folder = given if given is not None else Path(tempfile.mkdtemp(prefix="gitmem-metrics-"))
     folder.mkdir(parents=True, exist_ok=True)
     for stale in folder.glob("*.db"):
         stale.unlink()
@@ -75,7 +75,7 @@ def metrics_folder(values: Values) -> Iterator[None]:
     try:
         yield
     finally:
-        if not given:
+        if given is None:
             shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -132,9 +132,9 @@ def serve(ctx: Context, host: str, port: int, workers: int, database: str | None
     if host not in LOOPBACK:
         click.echo(f"Serving on {host}: every request needs a key (there is no unauthenticated mode).", err=True)
     os.environ["GITMEM_HOME"] = str(ctx.home.resolve())
-    values = ctx.values
+    serving = ctx.config.serving
     click.echo(f"gitmem serving {ctx.home} on http://{host}:{port}", err=True)
-    with metrics_folder(values):
+    with metrics_folder(serving):
         uvicorn.run(
             "gitmem.api.app:create_app_from_env",
             factory=True,
@@ -143,7 +143,7 @@ def serve(ctx: Context, host: str, port: int, workers: int, database: str | None
             workers=workers,
             log_level="info",
             # The requests in flight get this long after SIGTERM (and its drain: api/draining.py).
-            timeout_graceful_shutdown=math.ceil(values("STOP_TIMEOUT")),
-            **uvicorn_options(values("LOG_FORMAT"), values("LOG_LEVEL") or "INFO"),
+            timeout_graceful_shutdown=math.ceil(serving.stop_timeout),
+            **uvicorn_options(serving.log_format, serving.log_level or "INFO"),
         )
     sys.exit(0)

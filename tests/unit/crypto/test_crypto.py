@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from gitmem.config.handoff import from_environment
 from gitmem.config.home import master_key
 from gitmem.config.settings import SettingsError
-from gitmem.config.values import from_environment
 from gitmem.crypto.codec import ContentCodec, PlainCodec, SivCodec, is_encrypted, parse_header
 from gitmem.crypto.keyring import KeyRing
 from gitmem.crypto.master_key import (
@@ -197,23 +197,23 @@ def test_master_key_from_the_settings_text_or_file(tmp_path: Path, monkeypatch: 
     raw = os.urandom(48)
     for text in (base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode(), raw.hex()):
         monkeypatch.setenv(MASTER_KEY_ENV, text)
-        assert load_master_key(tmp_path / "h", master_key(from_environment())).material == raw
+        assert load_master_key(tmp_path / "h", master_key(from_environment().keys)).material == raw
     assert not (tmp_path / "h").exists()  # nothing generated when the env gives the key
     monkeypatch.delenv(MASTER_KEY_ENV)
 
     text_file = tmp_path / "k.txt"
     text_file.write_text(base64.b64encode(raw).decode() + "\n")
     monkeypatch.setenv(MASTER_KEY_FILE_ENV, str(text_file))
-    assert load_master_key(tmp_path / "h", master_key(from_environment())).material == raw
+    assert load_master_key(tmp_path / "h", master_key(from_environment().keys)).material == raw
     binary_file = tmp_path / "k.bin"
     binary_file.write_bytes(b"\xff" + raw)
     monkeypatch.setenv(MASTER_KEY_FILE_ENV, str(binary_file))
-    assert load_master_key(tmp_path / "h", master_key(from_environment())).material == b"\xff" + raw
+    assert load_master_key(tmp_path / "h", master_key(from_environment().keys)).material == b"\xff" + raw
 
     monkeypatch.delenv(MASTER_KEY_FILE_ENV)
     monkeypatch.setenv(MASTER_KEY_ENV, base64.b64encode(os.urandom(16)).decode())
     with pytest.raises(SettingsError, match="at least 32 bytes"):  # a bad setting, caught when read
-        load_master_key(tmp_path / "h", master_key(from_environment()))
+        load_master_key(tmp_path / "h", master_key(from_environment().keys))
 
 
 # --- key ring -------------------------------------------------------------------------------------

@@ -11,15 +11,15 @@ import pytest
 from click.testing import CliRunner
 
 from gitmem.cli import main
+from gitmem.config.handoff import from_environment
 from gitmem.config.home import master_key
-from gitmem.config.values import from_environment
 from gitmem.crypto.master_key import DecryptionFailed
 from gitmem.engine.gitmem import Gitmem
 
 
 def _opened(home: Path) -> Gitmem:
     """The home with the master key the settings name now (``GITMEM_MASTER_KEY``, else ``master.key``)."""
-    return Gitmem.open(home, fsync="never", master_key=master_key(from_environment()))
+    return Gitmem.open(home, fsync="never", master_key=master_key(from_environment().keys))
 
 
 def _encrypted_home(home: Path) -> tuple[str, str]:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from gitmem.config.handoff import from_environment
 from gitmem.config.home import filters
 from gitmem.config.settings import SettingsError
-from gitmem.config.values import from_environment
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import InvalidRequest, SecretRefused
@@ -162,7 +162,7 @@ def filter_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 def test_gitmem_filters_extends_the_chain(tmp_path: Path, filter_module: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GITMEM_FILTERS", f"{filter_module}:employee_ids, {filter_module}:no_drafts")
-    chain = filters(from_environment())
+    chain = filters(from_environment().rules)
     assert len(chain.filters) == len(DEFAULT_FILTERS) + 2
     gm = Gitmem.open(tmp_path / "home", fsync="never", filters=chain)
     ws = gm.catalog.create_workspace("ws")
@@ -183,12 +183,12 @@ def test_gitmem_filters_extends_the_chain(tmp_path: Path, filter_module: str, mo
 
 def test_gitmem_filters_empty_means_the_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GITMEM_FILTERS", " , ")
-    assert tuple(filters(from_environment()).filters) == DEFAULT_FILTERS
+    assert tuple(filters(from_environment().rules).filters) == DEFAULT_FILTERS
     monkeypatch.delenv("GITMEM_FILTERS")
-    assert tuple(filters(from_environment()).filters) == DEFAULT_FILTERS
+    assert tuple(filters(from_environment().rules).filters) == DEFAULT_FILTERS
 
 
 def test_gitmem_filters_naming_a_missing_module_fails_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GITMEM_FILTERS", "no_such_module_for_gitmem:factory")
     with pytest.raises(SettingsError, match="no_such_module_for_gitmem"):
-        filters(from_environment())
+        filters(from_environment().rules)

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gitmem.config.handoff import from_environment
 from gitmem.config.home import filters
-from gitmem.config.values import from_environment
 from gitmem.engine.gitmem import Gitmem
 from gitmem.errors import SecretRefused
 from gitmem.rules.filters import FilterChain
@@ -146,7 +146,7 @@ def test_allowed_rules_reads_the_setting() -> None:
 
 def test_an_allowed_rule_no_longer_refuses_but_the_others_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GITMEM_SECRETS_ALLOW", "jwt")
-    chain = filters(from_environment())
+    chain = filters(from_environment().rules)
     chain.check("/x", JWT_NOTE)
     with pytest.raises(SecretRefused):
         chain.check("/x", "password: Tr0ub4dor&3")

@@ -32,9 +32,9 @@ from gitmem.agents.dreams.runner import DreamRunner
 from gitmem.agents.dreams.values import Dream
 from gitmem.agents.tasks.tasks import tasks_for
 from gitmem.cli import main
+from gitmem.config.handoff import from_environment
 from gitmem.config.home import dreamer
 from gitmem.config.settings import SettingsError
-from gitmem.config.values import from_environment
 from gitmem.engine.catalog.catalog import Workspace
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.store.store import MemoryStore
@@ -122,10 +122,10 @@ def test_tidier_is_deterministic_and_exact() -> None:
 
 
 def test_the_dreamer_setting_picks_the_dreamer() -> None:
-    assert isinstance(dreamer(from_environment({})), OfflineTidier)
-    assert isinstance(dreamer(from_environment({"GITMEM_DREAMER": "offline"})), OfflineTidier)
+    assert isinstance(dreamer(from_environment({}).dreams), OfflineTidier)
+    assert isinstance(dreamer(from_environment({"GITMEM_DREAMER": "offline"}).dreams), OfflineTidier)
     with pytest.raises(SettingsError, match="GITMEM_DREAMER"):
-        dreamer(from_environment({"GITMEM_DREAMER": "nope"}))
+        dreamer(from_environment({"GITMEM_DREAMER": "nope"}).dreams)
 
 
 # -- create_new ------------------------------------------------------------------------------------
@@ -595,7 +595,7 @@ def test_a_dreamer_that_cannot_start_fails_the_dream_not_the_runner(
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
     dream = make(gm, workspace, store_info.id)
-    assert DreamRunner(gm, dreamer(from_environment())).run_pending() == 1  # no dream is left "running"
+    assert DreamRunner(gm, dreamer(from_environment().dreams)).run_pending() == 1  # no dream is left "running"
     done = dreams_for(gm).get(workspace.id, dream.id)
     assert done.status == "failed" and done.error_type == "internal_error"
 
