@@ -97,8 +97,8 @@ def unusable_database(url: str | None, home: Path, exc: Exception) -> NoReturn:
 
 def connect(url: str | None, home: Path, what: str) -> Database:
     """The database at ``url`` (else the home's SQLite catalog), or exit 2 with one line saying why not."""
-    from gitmem.config.settings import SettingsError, check_database_url
-    from gitmem.db import database_errors, open_database
+    from gitmem.config.settings import SettingsError
+    from gitmem.db import check_database_url, database_errors, open_database
 
     if url is not None:
         try:

@@ -4,7 +4,8 @@
 :class:`SettingsError` whose one line names the variable, what is wrong and the form expected (never the
 value: it may be a key). ``gitmem`` (every command, ``serve`` included) and the app factory check them
 before doing anything, so a bad setting stops the program (exit 2) instead of failing each request.
-The table of settings in docs/settings.md is :func:`markdown_table` (``gitmem settings --markdown``).
+The table of settings in docs/settings.md is :func:`gitmem.config.table.markdown_table` (``gitmem settings
+--markdown``).
 """
 
 from __future__ import annotations
@@ -304,6 +305,8 @@ class GitmemSettings(BaseSettings):
     @classmethod
     def _database(cls, value: SecretStr | None) -> SecretStr | None:
         if value is not None:
+            from gitmem.db import check_database_url
+
             check_database_url(value.get_secret_value())
         return value
 
@@ -359,23 +362,6 @@ class GitmemSettings(BaseSettings):
         return value
 
 
-def check_database_url(url: str) -> None:
-    """``ValueError`` naming what is wrong with a database URL, never repeating it (it may hold a password)."""
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(url.strip())
-        parts.port  # noqa: B018  # a port that is not a number raises here
-    except ValueError:
-        raise ValueError("is not a URL") from None
-    if parts.scheme.lower() not in ("postgresql", "postgres"):
-        raise ValueError("is not a postgresql:// URL (leave it unset for SQLite in the home)")
-    if not parts.hostname and "host=" not in parts.query:
-        raise ValueError("names no host")
-    if not parts.path.strip("/"):
-        raise ValueError("names no database")
-
-
 def _problem(error: Mapping[str, Any]) -> str:
     # pydantic's message without the input (it may be a key): "Input should be ..." reads as "should be ...".
     message = str(error.get("msg", "invalid"))
@@ -394,40 +380,10 @@ def load_settings(environ: Mapping[str, str] | None = None) -> GitmemSettings:
     except ValidationError as exc:
         error = exc.errors()[0]
         name = str(error["loc"][0]) if error.get("loc") else "?"
-        expected = _extra(name).get("expected", "a valid value") if name in GitmemSettings.model_fields else "?"
+        expected = field_extra(name).get("expected", "a valid value") if name in GitmemSettings.model_fields else "?"
         raise SettingsError(PREFIX + name, _problem(error), str(expected)) from None
 
 
-def _extra(name: str) -> dict[str, Any]:
+def field_extra(name: str) -> dict[str, Any]:
     extra = GitmemSettings.model_fields[name].json_schema_extra
     return extra if isinstance(extra, dict) else {}
-
-
-def _default_text(name: str) -> str:
-    shown = _extra(name).get("shown_default")
-    if shown:
-        return str(shown)
-    default = GitmemSettings.model_fields[name].default
-    if default is None or default == "":
-        return "none"
-    if isinstance(default, bool):
-        return "on" if default else "off"
-    if isinstance(default, float) and default.is_integer():
-        return str(int(default))
-    return str(default)
-
-
-def markdown_table() -> str:
-    """The table of settings in docs/settings.md, generated from :class:`GitmemSettings`."""
-    sections = {
-        "server": "the server and every command",
-        "client": "client commands (`mount`, `clone`, `prompt`, the agent hooks)",
-        "hook": "set by the server for its Git hooks; not for you to set",
-    }
-    lines = ["| variable | meaning | default |", "| --- | --- | --- |"]
-    for group, title in sections.items():
-        lines.append(f"| **{title}** | | |")
-        for name, field in GitmemSettings.model_fields.items():
-            if _extra(name).get("group") == group:
-                lines.append(f"| `{PREFIX}{name}` | {field.description} | {_default_text(name)} |")
-    return "\n".join(lines) + "\n"

@@ -37,7 +37,8 @@ so code that must not race (a count before an insert) takes a :meth:`Transaction
 catalog takes one lock for every write (:data:`CATALOG_LOCK`), which is what SQLite's file lock gave.
 Listening (:meth:`PostgresDatabase.listen`) uses one dedicated connection a process, outside the pool.
 
-Here: the interface (:mod:`.interface`), its two sides (:mod:`.sqlite`, :mod:`.postgres`), the
+Here: the interface (:mod:`.interface`), its two sides (:mod:`.sqlite`, :mod:`.postgres`, with its
+statements and rows in :mod:`.pg_rows` and its listening connection in :mod:`.pg_listener`), the
 per-thread connections (:mod:`.thread_connections`), the process's file descriptors and what gives
 them back when they run out (:mod:`.descriptors`), migrations (:mod:`.migrations`), background rounds
 run once across a home (:mod:`.jobs`) and page tokens (:mod:`.page_tokens`). See docs/architecture.md
@@ -49,6 +50,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from gitmem.db.interface import (
     CATALOG_LOCK,
@@ -68,6 +70,21 @@ _URL = re.compile(r"^postgres(ql)?://", re.IGNORECASE)
 
 def is_postgres_url(value: str) -> bool:
     return bool(_URL.match(value))
+
+
+def check_database_url(url: str) -> None:
+    """``ValueError`` naming what is wrong with a database URL, never repeating it (it may hold a password)."""
+    try:
+        parts = urlsplit(url.strip())
+        parts.port  # noqa: B018  # a port that is not a number raises here
+    except ValueError:
+        raise ValueError("is not a URL") from None
+    if parts.scheme.lower() not in ("postgresql", "postgres"):
+        raise ValueError("is not a postgresql:// URL (leave it unset for SQLite in the home)")
+    if not parts.hostname and "host=" not in parts.query:
+        raise ValueError("names no host")
+    if not parts.path.strip("/"):
+        raise ValueError("names no database")
 
 
 def open_database(url: str | None, sqlite_path: Path) -> Database:
@@ -131,6 +148,7 @@ __all__ = [
     "Rows",
     "SQLiteDatabase",
     "Transaction",
+    "check_database_url",
     "connection_errors",
     "database_errors",
     "database_unreachable",

@@ -4,7 +4,8 @@ A read outside a transaction borrows a pooled connection for one autocommit stat
 with the rows fetched (:class:`Rows`); a transaction keeps one connection until it ends, and the
 thread's other reads join it. Rows read by name and position (:class:`Row`, like ``sqlite3.Row``).
 Statements arrive in SQLite's form and :func:`to_postgres` rewrites their placeholders. Listening uses
-one dedicated connection a process (:class:`_Listener`), outside the pool.
+one dedicated connection a process (:class:`gitmem.db.pg_listener.Listener`), outside the pool.
+Statements and rows: :mod:`gitmem.db.pg_rows`.
 
 **When the server goes away** (a crash, a failover, a restart), nothing waits long: a connection attempt
 gives up after ``CONNECT_TIMEOUT_SECONDS``, a request waits at most ``POOL_WAIT_SECONDS`` for a
@@ -23,17 +24,17 @@ fraction of a second of its return.
 from __future__ import annotations
 
 import contextlib
-import functools
-import hashlib
 import logging
 import select
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from gitmem.db.interface import LOCK_TIMEOUT_SECONDS, Database, Dialect, Params
+from gitmem.db.pg_listener import Listener
+from gitmem.db.pg_rows import Row, Rows, lock_id, returns_rows, row_factory, run, run_all, to_postgres
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -48,103 +49,6 @@ RECONNECT_WINDOW_SECONDS = 20.0
 # A peer that vanished (no FIN, no RST) ends a connection within about this many seconds.
 _KEEPALIVES = {"keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2, "keepalives_count": 2}
 _TCP_USER_TIMEOUT_MS = 10_000
-
-
-@functools.lru_cache(maxsize=1024)
-def to_postgres(sql: str) -> str:
-    """SQLite's form of a statement in psycopg's: ``?`` outside quotes becomes ``%s``, ``%`` becomes ``%%``."""
-    out: list[str] = []
-    quote: str | None = None
-    for ch in sql:
-        if quote is not None:
-            if ch == quote:
-                quote = None
-        elif ch in "'\"":
-            quote = ch
-        elif ch == "?":
-            out.append("%s")
-            continue
-        out.append("%%" if ch == "%" else ch)
-    return "".join(out)
-
-
-class Row(tuple[Any, ...]):
-    """A row read by position and by column name, like ``sqlite3.Row`` (one subclass a column list)."""
-
-    _index: ClassVar[dict[str, int]] = {}  # each subclass (a column list) sets its own
-
-    def __getitem__(self, key: Any) -> Any:
-        if isinstance(key, str):
-            return tuple.__getitem__(self, self._index[key])
-        return tuple.__getitem__(self, key)
-
-    def keys(self) -> list[str]:
-        return list(self._index)
-
-
-# libpq's PGRES_TUPLES_OK (psycopg.pq.ExecStatus.TUPLES_OK): psycopg is imported only when used.
-_TUPLES_OK = 2
-
-
-@functools.lru_cache(maxsize=512)
-def _row_class(names: tuple[str, ...]) -> type[Row]:
-    return type("Row", (Row,), {"_index": {name: i for i, name in enumerate(names)}})
-
-
-def _row_factory(cursor: Any) -> Callable[[Sequence[Any]], Row]:
-    result = cursor.pgresult  # the column names without cursor.description's column objects
-    names = () if result is None else tuple(result.fname(i).decode() for i in range(result.nfields))
-    row_class = _row_class(names)
-    return lambda values: row_class(values)
-
-
-def returns_rows(cursor: Any) -> bool:
-    """Whether the cursor's statement returned rows (``cursor.description is not None`` answers the
-    same, but builds an object a column: several microseconds a statement, a dozen statements a write)."""
-    result = cursor.pgresult
-    return result is not None and result.status == _TUPLES_OK
-
-
-class Rows:
-    """A statement's rows, fetched before its connection went back to the pool."""
-
-    def __init__(self, rows: list[Any], rowcount: int) -> None:
-        self._rows = rows
-        self.rowcount = rowcount
-        self._next = 0
-
-    def fetchone(self) -> Any:
-        if self._next >= len(self._rows):
-            return None
-        self._next += 1
-        return self._rows[self._next - 1]
-
-    def fetchall(self) -> list[Any]:
-        rest, self._next = self._rows[self._next :], len(self._rows)
-        return rest
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(self.fetchall())
-
-
-def _run(conn: Any, sql: str, params: Params) -> Rows:
-    cursor = conn.execute(to_postgres(sql), tuple(params))
-    rows = cursor.fetchall() if returns_rows(cursor) else []
-    return Rows(rows, cursor.rowcount)
-
-
-def run_all(conn: Any, statements: Sequence[tuple[str, Params]], before: Sequence[tuple[str, Any]] = ()) -> list[Rows]:
-    """Each statement's rows, all sent in one pipeline (one round trip) after the ``before`` ones."""
-    with conn.pipeline():
-        for statement in before:
-            conn.execute(*statement)
-        cursors = [conn.execute(to_postgres(sql), tuple(params)) for sql, params in statements]
-    return [Rows(c.fetchall() if returns_rows(c) else [], c.rowcount) for c in cursors]
-
-
-def lock_id(key: str) -> int:
-    """A key's 64-bit advisory lock number (signed, as PostgreSQL's ``bigint``)."""
-    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big", signed=True)
 
 
 class _PostgresTransaction:
@@ -240,7 +144,7 @@ class PostgresDatabase(Database):
             max_size=max_size,
             kwargs={
                 "autocommit": True,
-                "row_factory": _row_factory,
+                "row_factory": row_factory,
                 "application_name": application_name,
                 "options": options,
                 "connect_timeout": CONNECT_TIMEOUT_SECONDS,
@@ -254,7 +158,7 @@ class PostgresDatabase(Database):
         )
         self.pool.open(wait=True, timeout=LOCK_TIMEOUT_SECONDS)
         self._local = threading.local()
-        self._listener: _Listener | None = None
+        self._listener: Listener | None = None
         self._listener_guard = threading.Lock()
 
     def _current(self) -> Any:
@@ -290,7 +194,7 @@ class PostgresDatabase(Database):
         if conn is not None:
             return self._after_deferred(conn, sql, params)
         with self.connection() as conn:
-            return _run(conn, sql, params)
+            return run(conn, sql, params)
 
     def defer(self, sql: str, params: Params = ()) -> None:
         """A statement whose rows and row count nobody reads: in a transaction, sent with the next
@@ -322,7 +226,7 @@ class PostgresDatabase(Database):
 
     def _after_deferred(self, conn: Any, sql: str, params: Params) -> Rows:
         if not self._local.deferred:
-            return _run(conn, sql, params)
+            return run(conn, sql, params)
         return self.read_all([(sql, params)])[0]
 
     def executemany(self, sql: str, rows: Iterable[Params]) -> Rows:
@@ -361,7 +265,7 @@ class PostgresDatabase(Database):
     def listen(self, channel: str, callback: Callable[[str], None]) -> None:
         with self._listener_guard:
             if self._listener is None:
-                self._listener = _Listener(self.url)
+                self._listener = Listener(self.url)
             self._listener.add(channel, callback)
 
     def delivers_changes(self) -> bool:
@@ -411,94 +315,14 @@ def _patient_connection(base: type[Connection[Any]], closing: threading.Event) -
     return PatientConnection
 
 
-class _Listener:
-    """One connection that LISTENs for this process, and a thread that calls the callbacks.
-
-    If the connection drops, every callback is called with ``"*"`` (something may have been missed)
-    once it is back, so a cache that listens starts afresh rather than trusting what it holds."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.callbacks: dict[str, list[Callable[[str], None]]] = {}
-        self.guard = threading.Lock()
-        self.ready = threading.Event()
-        self.stopping = threading.Event()
-        self.conn: Any = None
-        # True from the moment every channel is listened to and the callbacks have been told to start
-        # afresh, until the connection drops: only then is a cache kept by listening up to date.
-        self.trusted = False
-        self.thread = threading.Thread(target=self._run, name="gitmem-listen", daemon=True)
-        self.thread.start()
-
-    def add(self, channel: str, callback: Callable[[str], None]) -> None:
-        with self.guard:
-            fresh = channel not in self.callbacks
-            self.callbacks.setdefault(channel, []).append(callback)
-        if fresh:
-            self._subscribe([channel])
-
-    def _subscribe(self, channels: Iterable[str]) -> None:
-        import psycopg
-        from psycopg import sql
-
-        # LISTEN from another thread than the one waiting in notifies(): a second short connection
-        # would not do (a listener is per connection), so ask the waiting connection to wake and listen.
-        self.ready.wait(LOCK_TIMEOUT_SECONDS)
-        with self.guard:
-            conn = self.conn
-        if conn is None:
-            return  # the thread subscribes every channel when it (re)connects
-        with contextlib.suppress(psycopg.Error):
-            for channel in channels:
-                conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
-
-    def _run(self) -> None:
-        import psycopg
-        from psycopg import sql
-
-        first = True
-        while not self.stopping.is_set():
-            try:
-                conn = psycopg.connect(self.url, autocommit=True)
-            except psycopg.Error:
-                log.warning("cannot connect to listen for changes; retrying")
-                self.stopping.wait(1.0)
-                continue
-            with self.guard:
-                self.conn = conn
-                channels = list(self.callbacks)
-            try:
-                for channel in channels:
-                    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
-                self.ready.set()
-                if not first:
-                    self._fire_all("*")
-                first = False
-                self.trusted = True
-                while not self.stopping.is_set():
-                    for note in conn.notifies(timeout=0.5):
-                        self.fire(note.channel, note.payload)
-            except psycopg.Error:
-                if not self.stopping.is_set():
-                    log.warning("the change listener lost its connection; reconnecting")
-            finally:
-                self.trusted = False
-                with self.guard:
-                    self.conn = None
-                with contextlib.suppress(psycopg.Error):
-                    conn.close()
-
-    def fire(self, channel: str, payload: str) -> None:
-        for callback in list(self.callbacks.get(channel, ())):
-            try:
-                callback(payload)
-            except Exception:
-                log.exception("a listener of %s failed", channel)
-
-    def _fire_all(self, payload: str) -> None:
-        for channel in list(self.callbacks):
-            self.fire(channel, payload)
-
-    def stop(self) -> None:
-        self.stopping.set()
-        self.thread.join(5)
+__all__ = [
+    "PostgresDatabase",
+    "Row",
+    "Rows",
+    "begun",
+    "lock_id",
+    "redact_url",
+    "returns_rows",
+    "run_all",
+    "to_postgres",
+]

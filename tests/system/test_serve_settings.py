@@ -116,7 +116,8 @@ def test_the_app_factory_refuses_a_bad_setting_too(tmp_path: Path) -> None:
 
 
 def test_the_docs_table_of_settings_is_the_generated_one() -> None:
-    from gitmem.config.settings import GitmemSettings, markdown_table
+    from gitmem.config.settings import GitmemSettings
+    from gitmem.config.table import markdown_table
 
     page = (REPO_ROOT / "docs" / "settings.md").read_text()
     assert markdown_table() in page

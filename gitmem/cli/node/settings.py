@@ -6,7 +6,8 @@ import click
 
 from gitmem.cli.base import main
 from gitmem.config.names import PREFIX
-from gitmem.config.settings import load_settings, markdown_table
+from gitmem.config.settings import load_settings
+from gitmem.config.table import markdown_table
 
 
 @main.command("settings", hidden=True)
