@@ -23,7 +23,7 @@ from pathlib import Path
 
 from bench.prune import build
 from gitmem.engine.gitmem import Gitmem
-from gitmem.git import packing
+from gitmem.git.pack import packing
 from tests.server import serve
 
 

@@ -50,7 +50,7 @@ from bench.words import WORDS
 from gitmem import ids
 from gitmem.durable import fsync_dir
 from gitmem.engine.gitmem import Gitmem
-from gitmem.git import packing
+from gitmem.git.pack import packing
 from gitmem.model import Actor, ActorType
 
 LAYOUTS: dict[str, tuple[str, Callable[[int], str]]] = {

@@ -64,8 +64,9 @@ from gitmem import ids
 from gitmem.clock import system_clock
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.store.store import MemoryStore
-from gitmem.git import packing, repository
+from gitmem.git import repository
 from gitmem.git.commits import VersionRecord, format_message
+from gitmem.git.pack import packing, policy
 
 T = TypeVar("T")
 
@@ -274,7 +275,7 @@ def packer_ms_per_write(subject: Subject, text: str, writes: int = PACKER_WRITES
         subject.store.delete(subject.store.create(subject.path_of(10**6 + i), text).id)
     packing.wait_for_background_packer(subject.store.path)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    time.sleep(packing.QUIET_SECONDS + 0.5)
+    time.sleep(policy.QUIET_SECONDS + 0.5)
     wait_for_packers([subject.store.path])
     spent = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     return spent * 1e3 / writes

@@ -1,4 +1,4 @@
-"""Benchmark: a roll-up of batch packs (``gitmem.git.roll_up``) against ``git repack --geometric=2``.
+"""Benchmark: a roll-up of batch packs (``gitmem.git.pack.roll_up``) against ``git repack --geometric=2``.
 
     python -m bench.roll_up [--notes 9900] [--writes 64] [--turns 3]
 
@@ -28,8 +28,8 @@ from pathlib import Path
 from bench.flat import flat_path, folders_path, seed_notes, text_of
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.store import store as store_module
-from gitmem.git import packing
-from gitmem.git.roll_up import roll_up
+from gitmem.git.pack import packing
+from gitmem.git.pack.roll_up import roll_up
 
 
 def cpu_ms(run: Callable[[], object]) -> float:

@@ -29,7 +29,7 @@ from gitmem.durable import FsyncMode
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.store.store import MemoryStore
 from gitmem.git import repository
-from gitmem.git.pack import write_pack
+from gitmem.git.pack.format import write_pack
 from gitmem.git.signing import sign_chain
 
 

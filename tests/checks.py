@@ -18,7 +18,7 @@ from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.index.store_index import NoteRow, VersionRow
 from gitmem.engine.store.store import MemoryStore
 from gitmem.git import repository
-from gitmem.git.packing import loose_objects
+from gitmem.git.pack.packing import loose_objects
 from gitmem.git.repository import MAIN
 from gitmem.model import MemoryPrefix, Note
 

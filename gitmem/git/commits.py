@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 import pygit2
 
 from gitmem.clock import iso
-from gitmem.git.pack import PackObject
+from gitmem.git.pack.format import PackObject
 from gitmem.git.repository import COMMITTER
 from gitmem.git.signing import Signer, signed_commit
 from gitmem.git.trees import commit_body

@@ -15,7 +15,7 @@ import pygit2
 
 from gitmem.durable import DURABLE, Durability, fsync_dir
 from gitmem.git import repository
-from gitmem.git.pack import PackObject, flush_folders, write_pack
+from gitmem.git.pack.format import PackObject, flush_folders, write_pack
 
 
 def ensure_ref_folder(repo_path: Path, ref: str, durability: Durability = DURABLE) -> None:

@@ -17,7 +17,7 @@ from typing import Protocol, cast
 
 import pygit2
 
-from gitmem.git.pack import PackObject
+from gitmem.git.pack.format import PackObject
 from gitmem.git.trees import object_id
 
 HEADER = b"gpgsig"

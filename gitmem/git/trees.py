@@ -1,6 +1,6 @@
 """Git trees and commits in memory: parse, edit and serialise them without writing loose objects.
 
-The write path builds a batch of commits in memory and writes them into one pack (``gitmem.git.pack``);
+The write path builds a batch of commits in memory and writes them into one pack (``gitmem.git.pack.format``);
 pygit2's ``TreeBuilder.write()`` would write every tree as a loose object, flushed on its own.
 
 A write must not cost more in a folder of 10,000 notes than in one of 100, yet Git stores a folder as
@@ -9,7 +9,7 @@ a run of **pieces** of about :data:`PIECE_ENTRIES` entries in Git's order, each 
 bytes, their compressed form and checksum, each made once. An edit makes a new piece for the entries
 it touches and shares every other piece with the previous version; the new tree's bytes are the
 pieces' bytes joined, and its zlib stream (for the pack) is the pieces' independent deflate blocks
-joined (``gitmem.git.pack.zlib_stream``). What stays proportional to the folder is copying its bytes
+joined (``gitmem.git.pack.format.zlib_stream``). What stays proportional to the folder is copying its bytes
 and hashing them once (SHA-1 for the id, the pack's checksum): no parse, sort or compression of it.
 
 Parsed trees are cached by object id: an id names one content forever, so a cached tree can never
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import pygit2
 
-from gitmem.git.pack import PackObject, adler32_combine, raw_deflate, zlib_stream
+from gitmem.git.pack.format import PackObject, adler32_combine, raw_deflate, zlib_stream
 
 MODE_TREE = b"40000"
 MODE_BLOB = b"100644"

@@ -19,7 +19,8 @@ from gitmem.engine.catalog.catalog import Workspace
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import StoreBusy
-from gitmem.git import packing, repository
+from gitmem.git import repository
+from gitmem.git.pack import packing
 from tests import REPO_ROOT
 from tests.checks import assert_fsck_clean, index_snapshot, store_state
 
@@ -48,7 +49,7 @@ while True:
 PACKER = """
 import sys
 from pathlib import Path
-from gitmem.git.packing import pack
+from gitmem.git.pack.packing import pack
 print("packing", flush=True)
 pack(Path(sys.argv[1]), "full")
 """

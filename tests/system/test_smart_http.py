@@ -25,7 +25,7 @@ import httpx
 import pytest
 
 from gitmem.api.routers.stores.git import AsgiBody, send_git_response
-from gitmem.git.smart_http import (
+from gitmem.git.transport.smart_http import (
     PUSH_REFUSED_MESSAGE,
     GitResponse,
     basic_auth_secret,

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow  # writer processes, SIGKILLs
 # argv: home workspace fsync rounds threads store_id... ; thread t of process p writes into store t % n.
 WORKER = """
 import sys, threading
-from gitmem.git import packing as maintenance
+from gitmem.git.pack import policy as maintenance
 from gitmem.errors import PreconditionFailed
 from gitmem.engine.gitmem import Gitmem
 

@@ -2,7 +2,7 @@
 
 Authentication is the API's (Git sends the key as the Basic-auth password; Bearer and x-api-key work
 too); another workspace's store is 404; read access clones, a user with write access pushes. The Git
-side (``git http-backend``, what may be served) is ``gitmem.git.smart_http``.
+side (``git http-backend``, what may be served) is ``gitmem.git.transport.smart_http``.
 
 Raw ASGI rather than a StreamingResponse: Starlette would call ``receive()`` to watch for a disconnect
 while a push body is still arriving and swallow chunks of it.
@@ -31,7 +31,13 @@ from gitmem.engine.catalog.catalog import Principal
 from gitmem.engine.gitmem import Gitmem
 from gitmem.errors import GitmemError, NotFound, RateLimited, StoreBusy
 from gitmem.git.repository import HOOKS_DIR
-from gitmem.git.smart_http import GitResponse, basic_auth_secret, serve_git, text_response, unauthorized_response
+from gitmem.git.transport.smart_http import (
+    GitResponse,
+    basic_auth_secret,
+    serve_git,
+    text_response,
+    unauthorized_response,
+)
 
 log = logging.getLogger("gitmem.api.git")
 

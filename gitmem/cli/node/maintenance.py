@@ -8,8 +8,8 @@ import click
 
 from gitmem.cli.base import Context, main, pass_context, refusals, workspace_option
 from gitmem.engine.fsck import check_home_store, orphan_folders
-from gitmem.git import packing
-from gitmem.git.packing import loose_objects
+from gitmem.git.pack import packing
+from gitmem.git.pack.packing import loose_objects
 from gitmem.model import StoreInfo
 
 

@@ -41,7 +41,7 @@ from gitmem.engine.store.conflicts import EMPTY_TREE_OBJECT, Entry, conflict_com
 from gitmem.errors import StoreBusy
 from gitmem.git import repository
 from gitmem.git.conflict_records import ConflictRecord, ResolutionRecord, conflict_ref
-from gitmem.git.pack import PackObject, write_pack
+from gitmem.git.pack.format import PackObject, write_pack
 from gitmem.git.signing import Signer
 from gitmem.git.trees import EMPTY_TREE_ID
 from gitmem.rules.paths import git_path

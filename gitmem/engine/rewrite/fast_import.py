@@ -26,7 +26,7 @@ from gitmem.engine.rewrite.locked_git import NO_HOOKS, git, held_fds
 from gitmem.errors import RewriteFailed
 from gitmem.git import repository
 from gitmem.git.commits import format_message
-from gitmem.git.pack import write_pack
+from gitmem.git.pack.format import write_pack
 from gitmem.git.replay import Notes
 from gitmem.git.signing import Signer, sign_chain
 from gitmem.rules import paths

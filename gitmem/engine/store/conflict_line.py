@@ -26,7 +26,7 @@ from gitmem.git.conflict_records import (
     memory_id_of,
     parse_message,
 )
-from gitmem.git.pack import PackObject
+from gitmem.git.pack.format import PackObject
 from gitmem.git.signing import Signer
 from gitmem.git.trees import EMPTY_TREE_ID, TreeCache, TreeStore, object_id
 from gitmem.model import Actor

@@ -9,7 +9,7 @@ so preconditions and path collisions stay exact. A plan that fails (precondition
 rolls back to its savepoint and fails alone.
 
 The batch's objects (blobs, trees, commits) are built in memory (``gitmem.git.trees``) and written into
-one pack (``gitmem.git.pack``) while holding ``main``'s lock, so that the pack files and the lock file
+one pack (``gitmem.git.pack.format``) while holding ``main``'s lock, so that the pack files and the lock file
 are flushed at the same time (on Linux by one ``syncfs``), and so are the new names afterwards. ``main``
 moves once, by compare-and-swap, under the
 store's writer lock that serialises writers across processes: a ``flock`` beside a SQLite index, an
@@ -38,7 +38,7 @@ from gitmem.engine.index.store_index import StoreIndex
 from gitmem.errors import StoreBusy
 from gitmem.git import repository
 from gitmem.git.commits import VersionRecord, author_for, commit_object, format_message
-from gitmem.git.pack import PackObject, flush_folders, write_pack
+from gitmem.git.pack.format import PackObject, flush_folders, write_pack
 from gitmem.git.signing import Signer
 from gitmem.git.trees import TreeCache, TreeStore, object_id
 from gitmem.rules.paths import git_path

@@ -28,14 +28,14 @@ from gitmem.engine.store.reading import MAX_NOTES_PAGE, MAX_VERSIONS_PAGE, Store
 from gitmem.engine.store.stale_merge import merge_on_write
 from gitmem.engine.store.write_plans import WritePlanner
 from gitmem.errors import PreconditionFailed
-from gitmem.git import packing
+from gitmem.git.pack import policy as packing_policy
 from gitmem.git.signing import Signer
 from gitmem.model import Actor, Note, Page, Version
 from gitmem.rules.policy import MEMORY_STORE, StorePolicy
 
 log = logging.getLogger(__name__)
 
-PACK_EVERY_WRITES = 256  # at most, between background packs (gitmem.git.packing decides sooner)
+PACK_EVERY_WRITES = 256  # at most, between background packs (gitmem.git.pack.policy decides sooner)
 MERGE_ATTEMPTS = 3  # merges on write against a note that keeps moving, before the write is kept as a conflict
 
 
@@ -321,7 +321,7 @@ class MemoryStore(StoreReading):
 
     def _after_write(self) -> None:
         """After each batch that wrote a pack (run by its leader)."""
-        packing.after_write(
+        packing_policy.after_write(
             self.path, max_writes=PACK_EVERY_WRITES, when_quiet=self.index.checkpoint, fsync=self.durability.flushes
         )
 

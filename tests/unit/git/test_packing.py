@@ -1,7 +1,7 @@
-"""The background packing policy (gitmem.git.packing): disk stays near the packed size while a big
-folder is written, a quiet store is consolidated into one pack with deltas, a packer racing writers
-loses no object, a packer that runs out of disk leaves no temporary pack behind, and one that finds a
-pack a killed writer left without its index packs all the same."""
+"""The background packing policy (gitmem.git.pack.policy, with gitmem.git.pack.packing): disk stays
+near the packed size while a big folder is written, a quiet store is consolidated into one pack with
+deltas, a packer racing writers loses no object, a packer that runs out of disk leaves no temporary
+pack behind, and one that finds a pack a killed writer left without its index packs all the same."""
 
 from __future__ import annotations
 
@@ -18,8 +18,9 @@ from bench.flat import seed_notes
 from gitmem.durable import NOT_FLUSHED
 from gitmem.engine.store import store as store_module
 from gitmem.engine.store.store import MemoryStore
-from gitmem.git import packing, repository
-from gitmem.git.pack import PackObject, write_pack
+from gitmem.git import repository
+from gitmem.git.pack import packing, policy
+from gitmem.git.pack.format import PackObject, write_pack
 from gitmem.git.trees import object_id
 from tests.checks import assert_fsck_clean, git
 
@@ -45,8 +46,8 @@ def quick_policy(monkeypatch: pytest.MonkeyPatch, fast_store: MemoryStore) -> li
     """The policy's limits scaled down to test sizes, and its packs run at once (not in a
     background thread), so what is on disk after each write does not depend on timing. Yields the packs made
     (True for a full one)."""
-    monkeypatch.setattr(packing, "UNPACKED_BYTES_LIMIT", 256 << 10)
-    monkeypatch.setattr(packing, "QUIET_SECONDS", 0.3)
+    monkeypatch.setattr(policy, "UNPACKED_BYTES_LIMIT", 256 << 10)
+    monkeypatch.setattr(policy, "QUIET_SECONDS", 0.3)
     monkeypatch.setattr(packing, "CONSOLIDATE_MIN_BYTES", 32 << 10)
     asked: list[bool] = []
 
@@ -80,7 +81,7 @@ def test_a_big_folder_stays_near_its_packed_size(fast_store: MemoryStore, quick_
     # A write leaves a whole copy of the folder's tree (~50 KB, loose or in a batch's pack): packed
     # every few writes, not every 256; and what waits to be packed stays near the limit.
     assert quick_policy.count(False) >= 2
-    assert peak <= packing.UNPACKED_BYTES_LIMIT + per_write
+    assert peak <= policy.UNPACKED_BYTES_LIMIT + per_write
     wait_for_consolidation(quick_policy)  # when quiet
     assert len(packs(fast_store.path)) == 1 and packing.loose_objects(fast_store.path).count == 0
     consolidated = packing.objects_bytes(fast_store.path)
@@ -96,7 +97,7 @@ def test_a_lone_write_to_a_quiet_store_does_not_repack_it(fast_store: MemoryStor
     wait_for_consolidation(quick_policy)
     assert quick_policy == [True]
     note = fast_store.create("/c.md", "a small note")
-    time.sleep(packing.QUIET_SECONDS * 4)
+    time.sleep(policy.QUIET_SECONDS * 4)
     assert quick_policy == [True]  # too little grew to be worth a repack
     assert fast_store.get(note.id).content == "a small note"
 
@@ -118,10 +119,10 @@ def test_a_quiet_store_keeps_no_index_log(fast_store: MemoryStore) -> None:
 
 def test_many_small_packs_are_rolled_up(fast_store: MemoryStore, quick_policy: list[bool]) -> None:
     """What a pack for every batch of writes leaves: small packs, rolled up geometrically."""
-    for i in range(packing.MAX_PACKS + 2):
+    for i in range(policy.MAX_PACKS + 2):
         seed_notes(fast_store.path, {f"/batch/{i}.md": f"batch {i}"})
         git(fast_store.path, "-c", "core.hooksPath=/dev/null", "repack", "-d", "-q")  # a pack of its own
-    assert len(packs(fast_store.path)) > packing.MAX_PACKS
+    assert len(packs(fast_store.path)) > policy.MAX_PACKS
     fast_store.create("/after.md", "one more write")
     assert quick_policy[:1] == [False]
     assert len(packs(fast_store.path)) <= 4

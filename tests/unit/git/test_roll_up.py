@@ -1,4 +1,4 @@
-"""Rolling small packs up (gitmem.git.roll_up): the same packs as ``git repack --geometric=2`` roll up,
+"""Rolling small packs up (gitmem.git.pack.roll_up): the same packs as ``git repack --geometric=2`` roll up,
 every object stays readable, loose objects are packed, kept and cruft packs are left alone."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import pygit2
 import pytest
 
 from gitmem.durable import NOT_FLUSHED
-from gitmem.git import roll_up as roll_up_module
-from gitmem.git.pack import PackObject, index_object_ids, write_pack
-from gitmem.git.roll_up import Pack, geometric_split, roll_up, rollable_packs
-from gitmem.git.roll_up import object_names as roll_up_names
+from gitmem.git.pack import roll_up as roll_up_module
+from gitmem.git.pack.format import PackObject, index_object_ids, write_pack
+from gitmem.git.pack.roll_up import Pack, geometric_split, roll_up, rollable_packs
+from gitmem.git.pack.roll_up import object_names as roll_up_names
 from gitmem.git.trees import object_id
 from tests.checks import assert_fsck_clean, git
 

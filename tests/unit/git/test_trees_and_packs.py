@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from gitmem.durable import DURABLE, NOT_FLUSHED
 from gitmem.git import repository, trees
-from gitmem.git.pack import PackObject, adler32_combine, write_pack
+from gitmem.git.pack.format import PackObject, adler32_combine, write_pack
 from gitmem.git.trees import (
     EMPTY_TREE,
     MODE_BLOB,

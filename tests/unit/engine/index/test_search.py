@@ -26,7 +26,7 @@ from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import InvalidRequest, SearchTooCostly
 from gitmem.git import repository
 from gitmem.git.commits import author_for
-from gitmem.git.pack import PackObject, write_pack
+from gitmem.git.pack.format import PackObject, write_pack
 from tests.unit.engine.push.test_receive import Pusher
 
 

@@ -29,7 +29,8 @@ from gitmem.engine.rewrite.retention import (
 )
 from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import InvalidRequest
-from gitmem.git import packing, repository
+from gitmem.git import repository
+from gitmem.git.pack import packing
 from gitmem.model import Actor, Version
 from tests.checks import assert_fsck_clean
 from tests.unit.engine.rewrite.test_rewrite import (

@@ -32,7 +32,8 @@ from gitmem.engine.rewrite.report import RewriteReport
 from gitmem.engine.rewrite.retention import PruneReport, prune_all, prune_store
 from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import Conflict, NotFound
-from gitmem.git import packing, repository
+from gitmem.git import repository
+from gitmem.git.pack import packing, policy
 from gitmem.model import Actor, Note, Version
 from tests import REPO_ROOT
 from tests.checks import assert_fsck_clean, listed_notes
@@ -416,7 +417,7 @@ def test_sigkill_at_any_point_leaves_the_old_or_the_new_history(
 ) -> None:
     # The store is copied for each trial: no consolidation (a repack, the index's checkpoint) of this
     # process may run in it meanwhile, or a copy takes its lock files and half its work.
-    monkeypatch.setattr(packing, "QUIET_SECONDS", 3600.0)
+    monkeypatch.setattr(policy, "QUIET_SECONDS", 3600.0)
     store = _build_big_store(gm, clock)
     now = clock.now
     before = all_versions(store)

@@ -26,7 +26,8 @@ from gitmem.engine.rewrite.retention import prune_store
 from gitmem.engine.store.group_commit import committer_for
 from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import NotFound, PathConflict
-from gitmem.git import packing, repository, trees
+from gitmem.git import repository, trees
+from gitmem.git.pack import packing
 from gitmem.model import MemoryPrefix, Note
 from tests.checks import assert_fsck_clean, git, run_threads
 

@@ -20,16 +20,17 @@ from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.store.group_commit import committer_for
 from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import GitmemError, PathConflict, PreconditionFailed
-from gitmem.git import packing as maintenance
 from gitmem.git import repository
 from gitmem.git.commits import parse_message
+from gitmem.git.pack import packing as maintenance
+from gitmem.git.pack import policy
 from tests.checks import assert_fsck_clean, commit, index_snapshot
 
 
 @pytest.fixture(autouse=True)
 def no_background_packing(monkeypatch: pytest.MonkeyPatch) -> None:
     """These tests count and read the packs that batches write: no packer may roll them up meanwhile."""
-    monkeypatch.setattr(maintenance, "after_write", lambda *args, **kwargs: None)
+    monkeypatch.setattr(policy, "after_write", lambda *args, **kwargs: None)
 
 
 def packs(store: MemoryStore) -> set[str]:

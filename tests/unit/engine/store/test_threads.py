@@ -14,8 +14,8 @@ import pytest
 from gitmem.engine.index import store_index as index_module
 from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import PreconditionFailed
-from gitmem.git import packing as maintenance
 from gitmem.git import repository
+from gitmem.git.pack import policy as maintenance
 from tests.checks import assert_fsck_clean, index_snapshot, run_threads
 
 THREADS = 12

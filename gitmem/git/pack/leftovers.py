@@ -1,6 +1,6 @@
 """What a writer or packer that failed or was killed leaves in ``objects/pack``, and its mending.
 
-:func:`gitmem.git.packing.pack` mends it under the store's pack lock:
+:func:`gitmem.git.pack.packing.pack` mends it under the store's pack lock:
 
 - a packer's git (a roll-up's ``pack-objects``, a full ``repack``) that fails (a full disk) leaves
   temporary pack files: removed after it;

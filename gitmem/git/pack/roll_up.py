@@ -1,6 +1,6 @@
 """Rolling a store's small packs and loose objects up into one pack, without a walk of its history.
 
-This is the geometric half of packing (:mod:`gitmem.git.packing`): the packs that do not already form a
+This is the geometric half of packing (:mod:`gitmem.git.pack.packing`): the packs that do not already form a
 geometric progression (each at least twice the objects of all smaller ones together) are rolled into
 one, with the loose objects, so a store keeps few packs and little is rewritten each time.
 
@@ -20,7 +20,7 @@ objects in a store of 2,000 notes).
 
 Safety is git's own: the new pack is complete, flushed and in place (its folder flushed too) before a
 rolled pack is deleted, and deleted ``.pack`` first, so a kill leaves at worst an index without its
-pack, which git ignores (see :mod:`gitmem.git.pack_leftovers`). Kept packs (``.keep``) and cruft packs
+pack, which git ignores (see :mod:`gitmem.git.pack.leftovers`). Kept packs (``.keep``) and cruft packs
 (``.mtimes``: unreachable objects waiting out their grace) are never rolled.
 """
 
@@ -37,7 +37,7 @@ from pathlib import Path
 import pygit2
 
 from gitmem.durable import fsync_dir
-from gitmem.git.pack import index_object_count, index_object_ids
+from gitmem.git.pack.format import index_object_count, index_object_ids
 
 log = logging.getLogger(__name__)
 

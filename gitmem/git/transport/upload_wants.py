@@ -31,7 +31,7 @@ import zlib
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
-from gitmem.git.http_backend import CHUNK, GitResponse, once
+from gitmem.git.transport.http_backend import CHUNK, GitResponse, once
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ Only the smart protocol is served: ``GET info/refs?service=git-upload-pack|git-r
 ``POST git-upload-pack|git-receive-pack``. Dumb HTTP (``/HEAD``, ``/objects/...``, plain
 ``info/refs``) is 404: it would hand out any object file, reachable or not.
 
-Unreachable objects are never served: :mod:`gitmem.git.upload_wants` checks every want against the refs
-before upload-pack starts (the reasons are there); :mod:`gitmem.git.http_backend` runs the backend.
+Unreachable objects are never served: :mod:`gitmem.git.transport.upload_wants` checks every want against the refs
+before upload-pack starts (the reasons are there); :mod:`gitmem.git.transport.http_backend` runs the backend.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from pathlib import Path
 from urllib.parse import parse_qs
 
 from gitmem.git import repository
-from gitmem.git.http_backend import GitResponse, run_backend, text_response
-from gitmem.git.upload_wants import (
+from gitmem.git.transport.http_backend import GitResponse, run_backend, text_response
+from gitmem.git.transport.upload_wants import (
     UPLOAD_PACK,
     BadRequest,
     Refused,
