@@ -46,7 +46,7 @@ from gitmem.config.settings import SettingsError, load_settings
 from gitmem.config.values import from_settings
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.readiness import ReadinessProbe
-from gitmem.engine.rewrite.retention import PruneScheduler
+from gitmem.engine.rewrite.pruner import PruneScheduler
 from gitmem.webhooks.delivery import Dispatcher
 from gitmem.webhooks.outbox import webhooks_for
 

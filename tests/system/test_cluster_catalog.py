@@ -19,7 +19,8 @@ from gitmem.access import require_access
 from gitmem.agents.dreams.dreams import Dreams
 from gitmem.agents.tasks.tasks import tasks_for
 from gitmem.engine.gitmem import Gitmem
-from gitmem.engine.rewrite.retention import PruneScheduler, retention_days
+from gitmem.engine.rewrite.pruner import PruneScheduler
+from gitmem.engine.rewrite.retention import retention_days
 from gitmem.errors import ArchivedStore, AuthenticationFailed, NotFound
 from gitmem.webhooks.delivery import Dispatcher
 from gitmem.webhooks.outbox import webhooks_for

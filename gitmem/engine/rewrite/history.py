@@ -71,13 +71,9 @@ def _raw_signature(name: bytes, email: bytes, date: bytes) -> Signature:
     return (name.decode(*_TEXT), email.decode(*_TEXT), int(seconds), -offset if zone[:1] == "-" else offset)
 
 
-def _log_commits(
-    repo_path: Path, revisions: str
-) -> Iterator[tuple[str, Signature, Signature, str, dict[str, tuple[int, str, str]]]]:
-    """``main``'s commits, first parent first, each with what it changed, streamed from one
-    ``git log --raw -z`` (Git walks and diffs; nothing but the current commit is held in memory):
-    (commit, author, committer, message, {tree path: (mode, blob, status)})."""
-    args = [
+def _log_args(repo_path: Path, revisions: str) -> list[str]:
+    """``git log --raw -z`` of ``revisions``, first parent first, in the form :func:`_log_commits` reads."""
+    return [
         "git",
         "-C",
         str(repo_path),
@@ -98,6 +94,15 @@ def _log_commits(
         revisions,
         "--",
     ]
+
+
+def _log_commits(
+    repo_path: Path, revisions: str
+) -> Iterator[tuple[str, Signature, Signature, str, dict[str, tuple[int, str, str]]]]:
+    """``main``'s commits, first parent first, each with what it changed, streamed from one
+    ``git log --raw -z`` (Git walks and diffs; nothing but the current commit is held in memory):
+    (commit, author, committer, message, {tree path: (mode, blob, status)})."""
+    args = _log_args(repo_path, revisions)
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, pass_fds=held_fds())  # noqa: S603  an argument list (no shell) of our own
     assert proc.stdout is not None  # noqa: S101  narrows the type for mypy; never a check of input
     current: list[bytes] | None = None

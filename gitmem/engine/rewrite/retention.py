@@ -9,17 +9,15 @@ version). The two newest versions of every note that still exists are always kep
 age; versions of deleted notes and redacted versions follow the age rule alone (a redacted version is
 never one of the "two newest" a note keeps). A version is expired once it is ``retention_days`` old.
 
-The server runs :class:`PruneScheduler`; people run ``gitmem prune`` (:mod:`gitmem.cli.node.prune`). Every
-drop is recorded in the home's erasure ledger as it happens (:mod:`gitmem.engine.catalog.erasures`), so
-a restore from an older backup drops it again.
+The server runs :class:`gitmem.engine.rewrite.pruner.PruneScheduler`; people run ``gitmem prune``
+(:mod:`gitmem.cli.node.prune`). Every drop is recorded in the home's erasure ledger as it happens
+(:mod:`gitmem.engine.catalog.erasures`), so a restore from an older backup drops it again.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
-import socket
 import sqlite3
 import threading
 import time
@@ -30,7 +28,6 @@ from typing import TYPE_CHECKING
 
 from gitmem import metrics
 from gitmem.clock import iso, to_micros
-from gitmem.db.jobs import claim_round, holding
 from gitmem.engine.catalog.erasures import Erasure, ErasureLedger
 from gitmem.engine.rewrite.conflicts import ConflictRewriteReport, rewrite_conflicts
 from gitmem.engine.rewrite.conflicts import expired as expired_by
@@ -325,79 +322,10 @@ def _count(report: PruneReport) -> None:
         metrics.RETENTION_REMOVED_BYTES.inc(max(0, report.bytes_before - report.bytes_after))
 
 
-class PruneScheduler:
-    """Runs :func:`prune_all` every ``interval`` seconds in a daemon thread.
-
-    Every server process (every node) may start one: a round is claimed first (:mod:`gitmem.db.jobs`),
-    so one runs an interval across them all and never two at once. ``stop()`` waits for the round in
-    progress to finish.
-    """
-
-    def __init__(
-        self,
-        gm: Gitmem,
-        interval: float = 3600.0,
-        *,
-        first_delay: float | None = None,
-        on_reports: Callable[[list[PruneReport]], None] | None = None,
-    ) -> None:
-        if interval <= 0:
-            raise ValueError("interval must be positive")
-        self.gm = gm
-        self.interval = interval
-        self.first_delay = interval if first_delay is None else first_delay
-        self.on_reports = on_reports
-        self.rounds = 0
-        self.owner = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> PruneScheduler:
-        if self._thread is not None and self._thread.is_alive():
-            return self
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="gitmem-pruner", daemon=True)
-        self._thread.start()
-        return self
-
-    def signal_stop(self) -> None:
-        """Ask the thread to stop after the store it is pruning (the round ends there); :meth:`stop` waits."""
-        self._stop.set()
-
-    def stop(self, timeout: float | None = None) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
-
-    def run_once(self) -> list[PruneReport] | None:
-        """One round, unless another process or node is pruning right now or did within the interval
-        (then None)."""
-        db = self.gm.database
-        with holding(db, "prune") as held:
-            if not held or not claim_round(db, "prune", self.interval, self.owner):
-                return None
-            reports = prune_all(self.gm, stop=self._stop)
-        self.rounds += 1
-        if self.on_reports is not None:
-            self.on_reports(reports)
-        return reports
-
-    def _run(self) -> None:
-        delay = self.first_delay
-        while not self._stop.wait(delay):
-            try:
-                self.run_once()
-            except Exception:  # keep the schedule; the next round may do better
-                log.exception("a pruning round failed")
-            delay = self.interval
-
-
 __all__ = [
     "DEFAULT_RETENTION_DAYS",
     "KEEP_ALL",
     "PruneReport",
-    "PruneScheduler",
     "keep_mask",
     "prune_all",
     "prune_info",

@@ -18,11 +18,11 @@ from click.testing import CliRunner
 
 from gitmem.clock import FrozenClock
 from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.rewrite.pruner import PruneScheduler
 from gitmem.engine.rewrite.redaction import redact
 from gitmem.engine.rewrite.retention import (
     KEEP_ALL,
     PruneReport,
-    PruneScheduler,
     prune_all,
     prune_store,
     retention_days,
