@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gitmem.backup.catalog_copy import restore_catalog
-from gitmem.backup.erase_again import ErasedAgain, erase_again, later_catalogs
+from gitmem.backup.erase_again import ErasedAgain, Later, erase_again, later_catalogs
 from gitmem.backup.layout import CATALOG, KEYS, Manifest, read_manifest, resolve
 from gitmem.crypto.master_key import MasterKeySource
 from gitmem.crypto.signing_key import SigningKeySource
@@ -92,6 +92,29 @@ def restore_home(
     later = later_catalogs(backup, source_home if source_home != home else None, erasures_from)
     home.mkdir(parents=True, exist_ok=True)
     (home / MARKER).write_text("a restore into this home has not finished\n")
+    _copy_back(backup, home, manifest, database=database, master_key_file=master_key_file, on_store=on_store)
+    gm = Gitmem.open(home, database=database, master_key=master_key, signing_key=signing_key, fsync=fsync)
+    try:
+        _settle(gm, manifest, later, report)
+    finally:
+        gm.close()
+    if report.ok:
+        (home / MARKER).unlink()
+    report.seconds = time.monotonic() - clock
+    return report
+
+
+def _copy_back(
+    backup: Path,
+    home: Path,
+    manifest: Manifest,
+    *,
+    database: str | None,
+    master_key_file: Path | None,
+    on_store: Callable[[str], None] | None,
+) -> None:
+    """The catalog (into ``database``, if given), the key ring, the master key given, the signers'
+    file and every store's repository, from the backup into ``home``."""
     target_db = open_database(database, home / CATALOG) if database else None
     try:
         restore_catalog(backup / CATALOG, home, target_db)
@@ -112,27 +135,25 @@ def restore_home(
             _unbundle(repo, backup / copy.bundle)
         if on_store is not None:
             on_store(store_id)
-    gm = Gitmem.open(home, database=database, master_key=master_key, signing_key=signing_key, fsync=fsync)
-    try:
-        for info in gm.all_stores():
-            if info.id not in manifest.stores:  # deleted while the backup ran: its row and key go too
-                gm.delete_store(info.workspace_id, info.id, force=True)
-        report.erased = erase_again(gm, later)
-        for info in gm.all_stores():
-            with gm.leases():  # one store open at a time, however many there are
-                gm.store(info.workspace_id, info.id).index.catch_up()
-            result = check_home_store(gm, info)
-            report.stores += 1
-            if not result.ok:
-                report.problems[info.id] = result.problems
-        for orphan in orphan_folders(gm):
-            report.problems[orphan.name] = ["no store in the catalog owns this folder"]
-    finally:
-        gm.close()
-    if report.ok:
-        (home / MARKER).unlink()
-    report.seconds = time.monotonic() - clock
-    return report
+
+
+def _settle(gm: Gitmem, manifest: Manifest, later: Later, report: RestoreReport) -> None:
+    """The restored home made consistent and checked: the stores deleted while the backup ran go, what
+    was erased since is erased again, each store's index caught up and checked, and folders no store
+    owns reported."""
+    for info in gm.all_stores():
+        if info.id not in manifest.stores:  # deleted while the backup ran: its row and key go too
+            gm.delete_store(info.workspace_id, info.id, force=True)
+    report.erased = erase_again(gm, later)
+    for info in gm.all_stores():
+        with gm.leases():  # one store open at a time, however many there are
+            gm.store(info.workspace_id, info.id).index.catch_up()
+        result = check_home_store(gm, info)
+        report.stores += 1
+        if not result.ok:
+            report.problems[info.id] = result.problems
+    for orphan in orphan_folders(gm):
+        report.problems[orphan.name] = ["no store in the catalog owns this folder"]
 
 
 def _refuse_non_empty(home: Path) -> None:

@@ -105,18 +105,7 @@ def take_backup(
         keys = _copy_keys(gm.home / KEYRING_FILE, partial / KEYS, set(store_ids))
         if (gm.home / SIGNERS_FILE).is_file():  # so a restored home's old signatures still verify
             shutil.copyfile(gm.home / SIGNERS_FILE, partial / SIGNERS_FILE)
-        (partial / "stores").mkdir()
-        stores: dict[str, StoreCopy] = {}
-        gone = []
-        for store_id in store_ids:
-            prior = before.stores.get(store_id) if before is not None else None
-            copy = _copy_store(gm.repo_path(store_id), partial, store_id, prior, previous, lock_timeout)
-            if copy is None:
-                gone.append(store_id)
-            else:
-                stores[store_id] = copy
-            if on_store is not None:
-                on_store(store_id, copy)
+        stores, gone = _copy_stores(gm, partial, store_ids, before, previous, lock_timeout, on_store)
         manifest = Manifest(
             id=name,
             started_at=iso(began),
@@ -127,18 +116,50 @@ def take_backup(
             stores=stores,
             keys=keys,
         )
-        write_manifest(partial, manifest)
-        fsync_dir(partial / "stores")
-        fsync_dir(partial)
-        folder = dest / name
-        os.rename(partial, folder)
-        fsync_dir(dest)
+        folder = _seal(partial, manifest, dest / name)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
     forget_destroyed_keys(dest, gm.catalog.erasures)
     log.info("backup %s: %d stores, %d copied", folder, len(stores), len(manifest.stores) - len(gone))
     return BackupReport(folder, manifest, previous, time.monotonic() - clock, gone)
+
+
+def _copy_stores(
+    gm: Gitmem,
+    partial: Path,
+    store_ids: list[str],
+    before: Manifest | None,
+    previous: Path | None,
+    lock_timeout: float,
+    on_store: Callable[[str, StoreCopy | None], None] | None,
+) -> tuple[dict[str, StoreCopy], list[str]]:
+    """Each store the catalog lists, copied into ``partial/stores`` (incremental against ``previous``);
+    and the stores deleted since the catalog was copied."""
+    (partial / "stores").mkdir()
+    stores: dict[str, StoreCopy] = {}
+    gone = []
+    for store_id in store_ids:
+        prior = before.stores.get(store_id) if before is not None else None
+        copy = _copy_store(gm.repo_path(store_id), partial, store_id, prior, previous, lock_timeout)
+        if copy is None:
+            gone.append(store_id)
+        else:
+            stores[store_id] = copy
+        if on_store is not None:
+            on_store(store_id, copy)
+    return stores, gone
+
+
+def _seal(partial: Path, manifest: Manifest, folder: Path) -> Path:
+    """The manifest written and everything flushed, then the partial folder renamed to ``folder``: a
+    backup under its own name is whole."""
+    write_manifest(partial, manifest)
+    fsync_dir(partial / "stores")
+    fsync_dir(partial)
+    os.rename(partial, folder)
+    fsync_dir(folder.parent)
+    return folder
 
 
 def _listed(catalog: Path) -> tuple[list[str], int]:

@@ -191,6 +191,32 @@ def _recorded_versions(items: list[Any], actor: Actor | None, when: dt.datetime)
     ]
 
 
+def _removed_notes(
+    repo: pygit2.Repository,
+    commit: pygit2.Commit,
+    changes: dict[str, pygit2.Oid | None],
+    note_id_at: Callable[[str], str | None],
+) -> tuple[dict[str, str], dict[pygit2.Oid, str]]:
+    """The notes the commit removes (tree path -> the note's id, for paths that held a note), and which
+    blob each held (blob -> tree path), to spot moves."""
+    parent_tree = repo[commit.parent_ids[0]].tree if commit.parent_ids else None
+    removed: dict[str, str] = {}
+    removed_by_blob: dict[pygit2.Oid, str] = {}
+    for tree_path in sorted(p for p, blob in changes.items() if blob is None):
+        memory_id = note_id_at(api_path(tree_path))
+        if memory_id is None:
+            continue
+        removed[tree_path] = memory_id
+        if parent_tree is not None:
+            removed_by_blob.setdefault(parent_tree[tree_path].id, tree_path)
+    return removed, removed_by_blob
+
+
+def _derived_ids(commit: pygit2.Commit, path: str) -> tuple[str, str]:
+    """The note and version ids a pushed commit's change at ``path`` gets: derived, so reindex finds them again."""
+    return ids.derived_id(ids.MEMORY, str(commit.id), path), ids.derived_id(ids.VERSION, str(commit.id), path)
+
+
 def derive_versions(
     repo: pygit2.Repository,
     commit: pygit2.Commit,
@@ -214,25 +240,11 @@ def derive_versions(
     when = recorded.created_at or _commit_time(commit)
 
     changes = changed_paths(repo, commit)
-    parent_tree = repo[commit.parent_ids[0]].tree if commit.parent_ids else None
-    # Notes the commit removes (paths that held a note), and which blob each held, to spot moves.
-    removed: dict[str, str] = {}
-    removed_by_blob: dict[pygit2.Oid, str] = {}
-    for tree_path in sorted(p for p, blob in changes.items() if blob is None):
-        memory_id = note_id_at(api_path(tree_path))
-        if memory_id is None:
-            continue
-        removed[tree_path] = memory_id
-        if parent_tree is not None:
-            removed_by_blob.setdefault(parent_tree[tree_path].id, tree_path)
-
-    def new_ids(path: str) -> tuple[str, str]:
-        return ids.derived_id(ids.MEMORY, str(commit.id), path), ids.derived_id(ids.VERSION, str(commit.id), path)
-
+    removed, removed_by_blob = _removed_notes(repo, commit, changes, note_id_at)
     written: list[VersionRecord] = []
     for tree_path, blob in sorted((p, b) for p, b in changes.items() if b is not None):
         path = api_path(tree_path)
-        memory_id, version_id = new_ids(path)
+        memory_id, version_id = _derived_ids(commit, path)
         data = blob_at(repo, blob).data
         if decode is not None:
             data = decode(path, data)
@@ -250,7 +262,15 @@ def derive_versions(
         )
     deleted = [
         VersionRecord(
-            memory_id, new_ids(api_path(tree_path))[1], "deleted", api_path(tree_path), None, None, actor, when, when
+            memory_id,
+            _derived_ids(commit, api_path(tree_path))[1],
+            "deleted",
+            api_path(tree_path),
+            None,
+            None,
+            actor,
+            when,
+            when,
         )
         for tree_path, memory_id in sorted(removed.items())
     ]

@@ -122,6 +122,74 @@ def _stop(pid_file: Path, timeout: float = STOP_TIMEOUT_SECONDS) -> bool:
     return True
 
 
+def _spawn_mount(
+    session: BankSession,
+    profile: str,
+    folder: Path,
+    workspace_dir: Path,
+    pid_file: Path,
+    log_file: Path,
+    debounce: float,
+    poll_interval: float,
+) -> subprocess.Popen[bytes]:
+    """``gitmem bank-mount`` started in a session of its own, outliving the hook, logging to ``log_file``."""
+    root = Path(__file__).resolve().parents[2]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])),
+        "GITMEM_TOKEN": session.token,
+    }
+    cmd = [
+        sys.executable,
+        "-P",  # nothing imported from the workspace the mount runs in
+        "-m",
+        "gitmem",
+        "--verbose",
+        "bank-mount",
+        "--url",
+        session.url,
+        "--profile",
+        profile,
+        "--pid-file",
+        str(pid_file),
+        "--debounce",
+        str(debounce),
+        "--poll-interval",
+        str(poll_interval),
+        str(folder),
+    ]
+    with open(log_file, "ab") as log_out:
+        return subprocess.Popen(  # noqa: S603  an argument list (no shell) of our own
+            cmd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log_out,
+            stderr=log_out,
+            start_new_session=True,
+            cwd=str(workspace_dir),
+        )
+
+
+def _mount_ready(proc: subprocess.Popen[bytes], pid_file: Path) -> bool:
+    """Wait until the mount writes its pid file (every entry is on disk); False if it exits first or is
+    not ready in :data:`READY_TIMEOUT_SECONDS`."""
+    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+    while not pid_file.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _print_prompt(remote: BankRemote) -> None:
+    """The bank's ``## Profile Memory Bank`` section, for the agent's system prompt."""
+    try:
+        section = remote.prompt()
+    finally:
+        remote.close()
+    sys.stdout.write(section if section.endswith("\n") else section + "\n")
+
+
 def session_start(session: BankSession, *, workspace: str | None, debounce: float, poll_interval: float) -> int:
     """The SessionStart hook: mount the bank in the background, print the prompt section; the exit status."""
     hook = _hook_input()
@@ -136,56 +204,14 @@ def session_start(session: BankSession, *, workspace: str | None, debounce: floa
         _stop(pid_file)  # a mount left from an earlier session: flush it before starting clean
     with contextlib.suppress(FileNotFoundError):
         pid_file.unlink()
-    root = Path(__file__).resolve().parents[2]
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])),
-        "GITMEM_TOKEN": token,
-    }
-    cmd = [
-        sys.executable,
-        "-P",  # nothing imported from the workspace the mount runs in
-        "-m",
-        "gitmem",
-        "--verbose",
-        "bank-mount",
-        "--url",
-        url,
-        "--profile",
-        profile,
-        "--pid-file",
-        str(pid_file),
-        "--debounce",
-        str(debounce),
-        "--poll-interval",
-        str(poll_interval),
-        str(folder),
-    ]
-    with open(log_file, "ab") as log_out:
-        proc = subprocess.Popen(  # noqa: S603  an argument list (no shell) of our own
-            cmd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log_out,
-            stderr=log_out,
-            start_new_session=True,
-            cwd=str(workspace_dir),
-        )
-    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
-    while not pid_file.exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            tail = log_file.read_text(errors="replace")[-2000:] if log_file.exists() else ""
-            if proc.poll() is None:
-                proc.terminate()
-            sys.stderr.write(f"gitmem: the memory bank could not be mounted at {folder}\n{tail}\n")
-            return 1
-        time.sleep(0.05)
-    remote = BankRemote(url, token, profile)
-    try:
-        section = remote.prompt()
-    finally:
-        remote.close()
-    sys.stdout.write(section if section.endswith("\n") else section + "\n")
+    proc = _spawn_mount(session, profile, folder, workspace_dir, pid_file, log_file, debounce, poll_interval)
+    if not _mount_ready(proc, pid_file):
+        tail = log_file.read_text(errors="replace")[-2000:] if log_file.exists() else ""
+        if proc.poll() is None:
+            proc.terminate()
+        sys.stderr.write(f"gitmem: the memory bank could not be mounted at {folder}\n{tail}\n")
+        return 1
+    _print_prompt(BankRemote(url, token, profile))
     return 0
 
 

@@ -53,6 +53,31 @@ def _print_rewrites(repo: pygit2.Repository, limit: int | None, oldest_first: bo
     )
 
 
+def _audit_filter(
+    path: str | None, actor: str | None, operation: str | None, since: str | None, until: str | None
+) -> audit.AuditFilter:
+    """The options as the audit's filter; a time that does not parse is a usage error."""
+    try:
+        return audit.AuditFilter(
+            path=path,
+            actor=actor,
+            operation=operation,
+            since=audit.parse_time(since) if since else None,
+            until=audit.parse_time(until) if until else None,
+        )
+    except InvalidRequest as exc:
+        raise click.UsageError(exc.message) from None
+
+
+def _warn_unattributed(count: int) -> None:
+    click.echo(
+        f"gitmem: {count} pushed commit(s) have no gitmem note here, so their pusher is unknown"
+        " (shown as ?<author e-mail>); fetch the notes with: git fetch origin"
+        " refs/notes/gitmem:refs/notes/gitmem",
+        err=True,
+    )
+
+
 def _time_option(name: str, help_text: str) -> Callable[[FC], FC]:
     return click.option(name, default=None, metavar="TIME", help=help_text)
 
@@ -103,16 +128,7 @@ def log_command(  # type: ignore[no-untyped-def]
         raise click.UsageError("give a STORE_ID or --repo DIR (one of them)")
     if rev is not None and repo_dir is None:
         raise click.UsageError("--rev goes with --repo")
-    try:
-        flt = audit.AuditFilter(
-            path=path,
-            actor=actor,
-            operation=operation,
-            since=audit.parse_time(since) if since else None,
-            until=audit.parse_time(until) if until else None,
-        )
-    except InvalidRequest as exc:
-        raise click.UsageError(exc.message) from None
+    flt = _audit_filter(path, actor, operation, since, until)
     from gitmem.agents.review.review import with_reviews  # review records join the log as `reviewed` entries
 
     unattributed = 0
@@ -136,9 +152,4 @@ def log_command(  # type: ignore[no-untyped-def]
     else:
         table([audit.row(e) for e in chosen])
     if unattributed:
-        click.echo(
-            f"gitmem: {unattributed} pushed commit(s) have no gitmem note here, so their pusher is unknown"
-            " (shown as ?<author e-mail>); fetch the notes with: git fetch origin"
-            " refs/notes/gitmem:refs/notes/gitmem",
-            err=True,
-        )
+        _warn_unattributed(unattributed)

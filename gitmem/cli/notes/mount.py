@@ -91,20 +91,9 @@ def mount_command(
     mounts: list[Mount] = []
     try:
         for spec in specs:
-            target = folder / spec.folder if spec.folder else folder
-            mount = Mount(
-                MemoryStoreRemote(client, spec.store_id),
-                target,
-                read_only=spec.read_only,
-                debounce=debounce,
-                poll_interval=poll_interval,
-                clean=clean,
-                name=spec.store_id,
+            mounts.append(
+                _start_mount(client, spec, folder, debounce=debounce, poll_interval=poll_interval, clean=clean)
             )
-            mount.start()
-            mounts.append(mount)
-            access = "read-only" if spec.read_only else "read-write"
-            click.echo(f"mounted {spec.store_id} ({access}) at {target}: {mount.status.notes} notes", err=True)
         if once:
             for mount in mounts:
                 mount.flush()
@@ -116,6 +105,26 @@ def mount_command(
             click.echo(f"unmounted {mount.name}: {mount.status.line()}", err=True)
     if any(m.status.errors for m in mounts):
         sys.exit(1)
+
+
+def _start_mount(
+    client: anthropic.Anthropic, spec: MountSpec, folder: Path, *, debounce: float, poll_interval: float, clean: bool
+) -> Mount:
+    """One store materialised at its folder (FOLDER itself, or the spec's folder under it) and watched."""
+    target = folder / spec.folder if spec.folder else folder
+    mount = Mount(
+        MemoryStoreRemote(client, spec.store_id),
+        target,
+        read_only=spec.read_only,
+        debounce=debounce,
+        poll_interval=poll_interval,
+        clean=clean,
+        name=spec.store_id,
+    )
+    mount.start()
+    access = "read-only" if spec.read_only else "read-write"
+    click.echo(f"mounted {spec.store_id} ({access}) at {target}: {mount.status.notes} notes", err=True)
+    return mount
 
 
 def _mount_bank(
