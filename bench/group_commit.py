@@ -9,12 +9,14 @@ versions. First the engine's single-writer p50, gitmem and the baseline writing 
 each config runs the baseline, then gitmem, then both again, and keeps each side's better run, so a
 burst of load from elsewhere on the machine hurts neither side alone. Printed: writes/s and
 p50/p99 latency, and gitmem/baseline ratios (writes/s above 1x: gitmem is faster; latency below 1x:
-gitmem is faster). Timings on a shared machine are noisy: read the ratios.
+gitmem is faster). Timings on a shared machine are noisy: read the ratios. Below each config, how
+many ``syncfs`` calls gitmem's batches made for the flushes they asked for (shared: :mod:`gitmem.durable`).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import shutil
 import sqlite3
 import statistics
@@ -27,6 +29,7 @@ from pathlib import Path
 
 from bench._together import run_together
 from bench.engine import FilesStore
+from gitmem import durable
 from gitmem.engine.gitmem import Gitmem
 from gitmem.model import Actor
 
@@ -39,6 +42,7 @@ class Result:
     per_second: float
     p50_ms: float
     p99_ms: float
+    flushes: tuple[int, int] = (0, 0)  # syncfs calls made, and flushes asked for (gitmem.durable.FlushGroup)
 
 
 def run_threads(threads: int, writes: int, write: Callable[[int, int], None]) -> Result:
@@ -72,7 +76,10 @@ def gitmem_run(root: Path, threads: int, stores: int, writes: int, fsync: bool) 
     def write(t: int, i: int) -> None:
         gm.store(workspace.id, store_ids[t % stores]).create(f"/topic-{i % 100:02d}/note-{i:05d}.md", TEXT, actor=ACTOR)
 
-    return run_threads(threads, writes, write)
+    group = durable.flush_group(root)
+    calls, asked = group.flushes, group.asked
+    result = run_threads(threads, writes, write)
+    return dataclasses.replace(result, flushes=(group.flushes - calls, group.asked - asked))
 
 
 def naive_run(root: Path, threads: int, writes: int, fsync: bool) -> Result:
@@ -155,6 +162,9 @@ def main(argv: list[str] | None = None) -> None:
             f"{g.p50_ms:>12.2f}{n.p50_ms:>11.2f}{g.p50_ms / n.p50_ms:>6.2f}x{g.p99_ms:>12.2f}{n.p99_ms:>11.2f}",
             flush=True,
         )
+        calls, asked = g.flushes
+        if calls:
+            print(f"{'':<22}gitmem: {calls} syncfs calls for {asked} flushes asked, {asked / calls:.2f} a call")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from gitmem import durable
+from gitmem.engine.catalog.catalog import Workspace
 from gitmem.engine.fsck import check_store
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.store.group_commit import committer_for
@@ -152,6 +153,100 @@ def test_writes_to_other_stores_do_not_wait(gm, workspace) -> None:  # type: ign
         assert "stuck" not in writers.results
     writers.join()
     assert first.get_by_path("/waits.md").content == "for the lock"
+
+
+@pytest.mark.skipif(not durable.CAN_FLUSH_FILE_SYSTEM, reason="syncfs(2) is Linux's")
+def test_batches_of_many_stores_share_flushes_yet_none_is_answered_before_its_own_commit_is_flushed(
+    gm: Gitmem, workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eight writers on eight stores: their batches' flushes ride the same ``syncfs`` calls (fewer calls
+    than flushes asked for), and every write is answered only after a ``syncfs`` that began once its
+    commit was on ``main`` has ended."""
+    stores = [gm.store(workspace.id, gm.create_store(workspace.id, f"s{k}").id) for k in range(8)]
+    for s in stores:
+        s.create("/first.md", "opened")
+    group = durable.flush_group(stores[0].path)
+    asked_before, flushes_before = group.asked, group.flushes
+    flushed_tips: dict[Path, set[str]] = {s.path: set() for s in stores}  # each store's tips known on disk
+    guard = threading.Lock()
+    first_call = threading.Event()
+    real_syncfs = durable._syncfs
+
+    def watched(path: Path) -> None:
+        if not first_call.is_set():  # hold the first flush until every store's batch has asked for one
+            first_call.set()
+            deadline = time.monotonic() + 10
+            while group.asked < asked_before + len(stores) and time.monotonic() < deadline:
+                time.sleep(0.001)
+        # What this flush makes durable: everything written before it began, these tips included.
+        began_with = {s.path: (s.path / repository.MAIN).read_text().strip() for s in stores}
+        real_syncfs(path)
+        with guard:
+            for store_path, tip in began_with.items():
+                flushed_tips[store_path].add(tip)
+
+    monkeypatch.setattr(durable, "_syncfs", watched)
+    answered: list[tuple[MemoryStore, str, set[str]]] = []  # a write, its commit, the tips on disk then
+
+    def write(store: MemoryStore) -> None:
+        for n in range(4):
+            note = store.create(f"/n{n}.md", f"note {n}")
+            with guard:
+                on_disk = set(flushed_tips[store.path])
+            answered.append((store, store.version(note.version_id).commit_id, on_disk))
+
+    threads = [threading.Thread(target=write, args=(s,)) for s in stores]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert len(answered) == 32
+    asked, flushes = group.asked - asked_before, group.flushes - flushes_before
+    assert flushes < asked, f"{flushes} syncfs calls for {asked} flushes asked for: none shared"
+    for store, commit_id, on_disk in answered:
+        repo = store.repo
+        assert any(tip == commit_id or repo.descendant_of(tip, commit_id) for tip in on_disk), (
+            f"{commit_id} was answered before a flush that began after it had ended"
+        )
+
+
+def test_a_flush_that_fails_is_not_counted_for_those_who_waited_on_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer waiting on another's ``syncfs`` that fails flushes for itself: it is not told its writes
+    are on disk."""
+    group = durable.FlushGroup()
+    calls: list[str] = []
+    waiting = threading.Event()
+
+    def syncfs(path: Path) -> None:  # noqa: ARG001  durable._syncfs's signature
+        calls.append(threading.current_thread().name)
+        if len(calls) == 1:
+            deadline = time.monotonic() + 10
+            while group.asked < 2 and time.monotonic() < deadline:  # the second writer is waiting on it
+                time.sleep(0.001)
+            waiting.set()
+            raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(durable, "_syncfs", syncfs)
+    failed: list[BaseException] = []
+
+    def first() -> None:
+        try:
+            group.flush(tmp_path)
+        except OSError as exc:
+            failed.append(exc)
+
+    leader = threading.Thread(target=first, name="first")
+    leader.start()
+    while not calls:
+        time.sleep(0.001)
+    second = threading.Thread(target=group.flush, args=(tmp_path,), name="second")
+    second.start()
+    leader.join(timeout=30)
+    second.join(timeout=30)
+    assert waiting.is_set() and len(failed) == 1
+    assert calls == ["first", "second"]  # the second made its own flush after the first one failed
 
 
 @pytest.mark.skipif(not durable.CAN_FLUSH_FILE_SYSTEM, reason="syncfs(2) is Linux's")
