@@ -78,31 +78,8 @@ class Dreams(DreamRuns):
             instructions = instructions or None
         behavior = check_output(output_behavior, store_id)
 
-        info = self.gm.get_store(workspace_id, store_id)  # NotFound for another workspace's store
-        if info.kind == "bank":
-            # The same answer as a missing store: an id's kind is not told to whoever cannot read it.
-            raise NotFound(f"memory store {store_id} not found")
-        if info.archived_at is not None:
-            raise ArchivedStore(f"memory store {store_id} is archived; a dream reads a store in use")
-        tasks = tasks_for(self.gm)
-        for task_id in task_ids:
-            tasks.get_task(workspace_id, task_id)  # NotFound for an unknown task
-
-        error: tuple[str, str] | None = None
-        size = self.gm.store(workspace_id, store_id).index.totals()[1]
-        if size > MAX_INPUT_BYTES:
-            error = (
-                "input_memory_store_too_large",
-                f"memory store {store_id} holds {size} bytes of notes; a dream reads at most"
-                f" {MAX_INPUT_BYTES} bytes (10 MiB)",
-            )
-        elif behavior == "create_new" and self._live_shared(workspace_id) >= _policy.MAX_SHARED_STORES:
-            error = (
-                "memory_store_org_limit_exceeded",
-                f"a new memory store would pass the workspace's limit of {_policy.MAX_SHARED_STORES} live"
-                " shared stores; archive or delete one, or use output_behavior update_existing",
-            )
-
+        self._check_readable(workspace_id, store_id, task_ids)
+        error = self._failure_at_once(workspace_id, store_id, behavior)
         dream_id = ids.new_id(ids.DREAM)
         now = self._now()
         with self.catalog.transaction() as db:
@@ -137,6 +114,36 @@ class Dreams(DreamRuns):
                 ),
             )
         return self.get_dream(dream_id)
+
+    def _check_readable(self, workspace_id: str, store_id: str, task_ids: Sequence[str]) -> None:
+        """The input store is a shared store of the workspace in use, and every task it names exists."""
+        info = self.gm.get_store(workspace_id, store_id)  # NotFound for another workspace's store
+        if info.kind == "bank":
+            # The same answer as a missing store: an id's kind is not told to whoever cannot read it.
+            raise NotFound(f"memory store {store_id} not found")
+        if info.archived_at is not None:
+            raise ArchivedStore(f"memory store {store_id} is archived; a dream reads a store in use")
+        tasks = tasks_for(self.gm)
+        for task_id in task_ids:
+            tasks.get_task(workspace_id, task_id)  # NotFound for an unknown task
+
+    def _failure_at_once(self, workspace_id: str, store_id: str, behavior: str) -> tuple[str, str] | None:
+        """Why the dream fails as soon as it is made (its error type and message), if it does: an input
+        too large to read, or a ``create_new`` copy past the workspace's limit of shared stores."""
+        size = self.gm.store(workspace_id, store_id).index.totals()[1]
+        if size > MAX_INPUT_BYTES:
+            return (
+                "input_memory_store_too_large",
+                f"memory store {store_id} holds {size} bytes of notes; a dream reads at most"
+                f" {MAX_INPUT_BYTES} bytes (10 MiB)",
+            )
+        if behavior == "create_new" and self._live_shared(workspace_id) >= _policy.MAX_SHARED_STORES:
+            return (
+                "memory_store_org_limit_exceeded",
+                f"a new memory store would pass the workspace's limit of {_policy.MAX_SHARED_STORES} live"
+                " shared stores; archive or delete one, or use output_behavior update_existing",
+            )
+        return None
 
     def _live_shared(self, workspace_id: str) -> int:
         count: int

@@ -34,7 +34,7 @@ from gitmem.errors import (
     PreconditionFailed,
     TooLarge,
 )
-from gitmem.model import Actor, Note
+from gitmem.model import Actor, Note, StoreInfo
 
 log = logging.getLogger(__name__)
 
@@ -98,30 +98,64 @@ class DreamJob:
         dreamer = self.dreamer = self.dreamer or OfflineTidier()
         info = gm.get_store(d.workspace_id, d.input_store_id)
         create_new = d.output_behavior == "create_new"
-        if create_new:
-            name = f"{info.name} (dreamed)"
-            if len(name) > MAX_STORE_NAME:
-                name = info.name[: MAX_STORE_NAME - len(" (dreamed)")] + " (dreamed)"
-            try:
-                # An encrypted input gives an encrypted output: the notes never lie in plain text.
-                output = gm.create_store(
-                    d.workspace_id,
-                    name,
-                    encrypted=info.encrypted,
-                    description=f"Written by dream {d.id} from memory store {info.id}.",
-                )
-            except LimitExceeded as exc:
-                raise StopDream("memory_store_org_limit_exceeded", exc.message) from None
-            output_id = output.id
-            with self.dreams.catalog.transaction() as db:  # at once, so that a failure deletes it
-                recorded = db.execute(
-                    "UPDATE dreams SET output_store_id=? WHERE id=? AND status='running'", (output_id, d.id)
-                ).rowcount
-            if not recorded:  # ended meanwhile (canceled, or failed by another process): nothing to keep
-                gm.delete_store(d.workspace_id, output_id, force=True)
-                raise DreamCanceled()
-        else:
-            output_id = info.id
+        output_id = self.make_output(info) if create_new else info.id
+        self.start_task(info, output_id, create_new)
+
+        current = self.read_notes()
+        logs = self.read_tasks()
+        self.event(
+            "dream.read", {"notes": len(current), "tasks": len(logs), "events": sum(len(log.events) for log in logs)}
+        )
+        self.check()
+        limit = gm.store(d.workspace_id, output_id).policy.max_content_bytes
+        request = DreamRequest(
+            tuple(InputNote(n.path, n.content or "") for n in current.values()),
+            d.instructions,
+            logs,
+            d.model_id,
+            limit,
+            self.check,
+        )
+        result = self.ask(dreamer, request)
+        self.dreams.record(d.id, **result.usage.as_dict())
+        if result.merged:
+            self.event("dream.merged", {"merged": [{"path": p, "into": into} for p, into in result.merged]})
+        self.check()
+        written = self.write_new(output_id, result.notes) if create_new else self.write_existing(current, result.notes)
+        self.event("dream.completed", {**written, "usage": result.usage.as_dict()})
+        self.dreams.complete(d.id)
+
+    def make_output(self, info: StoreInfo) -> str:
+        """A ``create_new`` dream's output store, named after its input and recorded on the dream at once
+        (so that a failure deletes it); its id."""
+        d, gm = self.dream, self.gm
+        name = f"{info.name} (dreamed)"
+        if len(name) > MAX_STORE_NAME:
+            name = info.name[: MAX_STORE_NAME - len(" (dreamed)")] + " (dreamed)"
+        try:
+            # An encrypted input gives an encrypted output: the notes never lie in plain text.
+            output = gm.create_store(
+                d.workspace_id,
+                name,
+                encrypted=info.encrypted,
+                description=f"Written by dream {d.id} from memory store {info.id}.",
+            )
+        except LimitExceeded as exc:
+            raise StopDream("memory_store_org_limit_exceeded", exc.message) from None
+        output_id = output.id
+        with self.dreams.catalog.transaction() as db:  # at once, so that a failure deletes it
+            recorded = db.execute(
+                "UPDATE dreams SET output_store_id=? WHERE id=? AND status='running'", (output_id, d.id)
+            ).rowcount
+        if not recorded:  # ended meanwhile (canceled, or failed by another process): nothing to keep
+            gm.delete_store(d.workspace_id, output_id, force=True)
+            raise DreamCanceled()
+        return output_id
+
+    def start_task(self, info: StoreInfo, output_id: str, create_new: bool) -> None:
+        """The dream's task of the workspace's dreamer worker: it reads the input store (and writes it,
+        for ``update_existing``) and writes the output; recorded on the dream, and ``dream.started``."""
+        d, gm = self.dream, self.gm
         resources = [
             {
                 "type": "memory_store",
@@ -158,30 +192,6 @@ class DreamJob:
                 "output_behavior": d.output_behavior,
             },
         )
-
-        current = self.read_notes()
-        logs = self.read_tasks()
-        self.event(
-            "dream.read", {"notes": len(current), "tasks": len(logs), "events": sum(len(log.events) for log in logs)}
-        )
-        self.check()
-        limit = gm.store(d.workspace_id, output_id).policy.max_content_bytes
-        request = DreamRequest(
-            tuple(InputNote(n.path, n.content or "") for n in current.values()),
-            d.instructions,
-            logs,
-            d.model_id,
-            limit,
-            self.check,
-        )
-        result = self.ask(dreamer, request)
-        self.dreams.record(d.id, **result.usage.as_dict())
-        if result.merged:
-            self.event("dream.merged", {"merged": [{"path": p, "into": into} for p, into in result.merged]})
-        self.check()
-        written = self.write_new(output_id, result.notes) if create_new else self.write_existing(current, result.notes)
-        self.event("dream.completed", {**written, "usage": result.usage.as_dict()})
-        self.dreams.complete(d.id)
 
     def read_notes(self) -> dict[str, Note]:
         d = self.dream
