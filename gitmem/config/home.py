@@ -79,6 +79,7 @@ def push_options(config: Config) -> PushOptions:
         filters=filters(config.rules),
         open_home=lambda home: open_home(config, home),
         signer=lambda home: home_signer(config.keys, home),
+        durability=config.durability,
     )
 
 

@@ -214,7 +214,7 @@ class Gitmem:
         self.catalog.workspace(workspace_id)
         store_id = ids.new_id(ids.STORE)
         try:  # a failure anywhere (a full disk) leaves no half-made folder behind
-            repository.init_bare(self.repo_path(store_id))
+            repository.init_bare(self.repo_path(store_id), self.durability)
             if encrypted:
                 self.keyring.ensure(store_id)
             return self.catalog.insert_store(

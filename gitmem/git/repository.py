@@ -19,7 +19,7 @@ from typing import cast
 
 import pygit2
 
-from gitmem.durable import DURABLE, Durability, fsync_dir
+from gitmem.durable import DURABLE, Durability, flush_file_system, fsync_dir
 from gitmem.errors import StoreBusy
 from gitmem.git.signing import Signer, write_commit
 
@@ -43,12 +43,31 @@ BIG_TREE_CACHE_LIMIT = 8 << 20
 pygit2.settings.cache_object_limit(pygit2.enums.ObjectType.TREE, BIG_TREE_CACHE_LIMIT)
 
 
-# libgit2 writes few objects here (review marks, push records, a rotation's blobs): each reaches the disk
-# before it is answered, whatever a home's durability (libgit2's switch is the process's, not a home's).
-pygit2.option(pygit2.enums.Option.ENABLE_FSYNC_GITDIR, True)
+# libgit2 writes few objects here (review marks, push records, a rotation's blobs, the rewrite log), as
+# loose objects. Its fsync switch (GIT_OPT_ENABLE_FSYNC_GITDIR) is the process's, and a process may hold
+# homes of different durability, so it stays off (libgit2's default): each repository object a home
+# writes with is opened by open_repository, whose loose-object backend fsyncs (the file and its folder)
+# as that home's durability says. What libgit2 writes outside the object database (a new store's HEAD
+# and config) init_bare flushes itself.
 
 
-def init_bare(path: Path) -> pygit2.Repository:
+def open_repository(path: Path | str, durability: Durability = DURABLE) -> pygit2.Repository:
+    """The repository at ``path``, its loose objects written as ``durability`` says: on disk before
+    libgit2 returns (``always``, ``files``), or when the OS decides (``never``). Packs are gitmem's own
+    (:mod:`gitmem.git.pack`), flushed by their writers."""
+    repo = pygit2.Repository(str(path))
+    objects = str(Path(repo.path) / "objects")
+    odb = pygit2.Odb()
+    # libgit2's own order: loose objects (priority 1) asked after packs (2); new objects go loose.
+    odb.add_backend(pygit2.OdbBackendPack(objects), 2)
+    odb.add_backend(pygit2.OdbBackendLoose(objects, -1, durability.flushes), 1)  # -1: libgit2's compression
+    repo.set_odb(odb)
+    return repo
+
+
+def init_bare(path: Path, durability: Durability = DURABLE) -> pygit2.Repository:
+    """A new bare store at ``path``; with ``durability`` flushing, its files and folder are on disk
+    (and its name in its parent folder) before it returns."""
     repo = pygit2.init_repository(str(path), bare=True, initial_head="main")
     config = repo.config
     config["http.getanyfile"] = False
@@ -65,7 +84,22 @@ def init_bare(path: Path) -> pygit2.Repository:
         config["core.hooksPath"] = str(HOOKS_DIR)
     (path / "gitmem").mkdir(exist_ok=True)
     _trim_skeleton(path)
-    return repo
+    if durability.flushes:
+        _flush_made(path, durability)
+    return open_repository(path, durability)
+
+
+def _flush_made(path: Path, durability: Durability) -> None:
+    """What :func:`init_bare` made, on disk: its files and folders, and its name in the parent."""
+    if durability.whole_file_system:
+        flush_file_system(path)  # one syncfs: contents and folder entries alike
+        return
+    made = sorted(path.rglob("*"))
+    for file in (p for p in made if p.is_file()):
+        with open(file, "rb") as handle:
+            os.fsync(handle.fileno())
+    for folder in [*(p for p in made if p.is_dir()), path, path.parent]:
+        fsync_dir(folder)
 
 
 # What libgit2's template leaves that a bare store never reads: gitweb's description, the sample hooks

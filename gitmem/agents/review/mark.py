@@ -126,6 +126,6 @@ def write_record(
             message="\n".join(lines) + "\n",
             signer=store.signer,
         )
-        if repository.compare_and_swap(repo, parent, oid, ref=REVIEW_REF):
+        if repository.compare_and_swap(repo, parent, oid, ref=REVIEW_REF, durability=store.durability):
             return read_record(repo[oid].peel(pygit2.Commit))
     raise StoreBusy(f"the review of store {store.id} kept changing; the mark was not moved")

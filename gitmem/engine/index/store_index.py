@@ -23,6 +23,7 @@ from gitmem.clock import to_micros
 from gitmem.db import thread_connections as thread_db
 from gitmem.db.page_tokens import tokens_for
 from gitmem.db.thread_connections import ThreadConnections
+from gitmem.durable import DURABLE, Durability
 from gitmem.engine.index import search_table as search_index
 from gitmem.engine.index.postgres_schema import PgIndexDb
 from gitmem.engine.index.queries import IndexQueries, NoteRow, VersionRow, upper_bound
@@ -66,10 +67,13 @@ class StoreIndex(IndexQueries):
         database_url: str | None = None,
         store_id: str | None = None,
         owns_repo: bool = False,
+        durability: Durability = DURABLE,
     ) -> None:
         """``owns_repo``: ``repo`` is the index's to free when it closes (else the caller's, who may
-        go on using it: a push's repository sees the quarantined objects)."""
+        go on using it: a push's repository sees the quarantined objects). ``durability``: the home's,
+        for the objects libgit2 writes through the repositories each thread opens."""
         self._repo_path = repo.path
+        self._durability = durability
         self._given = None if owns_repo else repo
         self.path = db_path or Path(repo.path) / "gitmem" / "index.sqlite3"
         self.path.parent.mkdir(exist_ok=True)
@@ -106,7 +110,7 @@ class StoreIndex(IndexQueries):
             with self._repos_guard:
                 repo = self._repos_idle.pop() if self._repos_idle else None
             if repo is None:
-                repo = pygit2.Repository(self._repo_path)
+                repo = repository.open_repository(self._repo_path, self._durability)
                 with self._repos_guard:
                     self._repos_all = [r for r in self._repos_all if r() is not None]
                     self._repos_all.append(weakref.ref(repo))

@@ -17,6 +17,7 @@ from typing import Any
 
 import pygit2
 
+from gitmem.durable import DURABLE, Durability
 from gitmem.engine.push.check import Verdict
 from gitmem.errors import GitmemError
 from gitmem.git import pushes, repository
@@ -56,7 +57,10 @@ def _note_text(record: Mapping[str, Any]) -> str:
 
 
 def write_notes(
-    repo: pygit2.Repository, records: Mapping[str, Mapping[str, Any]], signer: Signer | None
+    repo: pygit2.Repository,
+    records: Mapping[str, Mapping[str, Any]],
+    signer: Signer | None,
+    durability: Durability = DURABLE,
 ) -> pygit2.Oid | None:
     """Add one note per commit on ``refs/notes/gitmem`` in one notes commit, signed by the home's key (a
     pushed commit keeps its own bytes; the record of who pushed it is what gitmem signs), swapped in
@@ -76,13 +80,17 @@ def write_notes(
         commit = write_commit(
             repo, signer, author=sig, committer=sig, message=subject + "\n", tree=tree, parents=parents
         )
-        if repository.compare_and_swap(repo, old, commit, ref=repository.NOTES_REF):
+        if repository.compare_and_swap(repo, old, commit, ref=repository.NOTES_REF, durability=durability):
             return commit
     raise GitmemError("refs/notes/gitmem kept changing; the push notes were not written")
 
 
 def settle_spool(
-    repo: pygit2.Repository, signer: Signer | None = None, *, stale_after: float = STALE_SPOOL_SECONDS
+    repo: pygit2.Repository,
+    signer: Signer | None = None,
+    *,
+    stale_after: float = STALE_SPOOL_SECONDS,
+    durability: Durability = DURABLE,
 ) -> int:
     """Write the notes of every spooled push that reached main, then drop its spool; drop spools of
     pushes that never landed once they are old. Returns how many spools were settled."""
@@ -94,7 +102,7 @@ def settle_spool(
     for spool in pushes.spools(Path(repo.path)):
         landed = tip is not None and spool.new and (str(tip) == spool.new or _is_ancestor(repo, spool.new, tip))
         if landed:
-            write_notes(repo, {c: r for c, r in spool.records.items() if _note(repo, c) is None}, signer)
+            write_notes(repo, {c: r for c, r in spool.records.items() if _note(repo, c) is None}, signer, durability)
         elif time.time() - spool.path.stat().st_mtime < stale_after:
             continue  # a push still under way (or one that failed a moment ago)
         spool.path.unlink(missing_ok=True)

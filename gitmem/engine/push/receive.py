@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Literal, TextIO
 import pygit2
 
 from gitmem import ids
+from gitmem.durable import DURABLE, Durability
 from gitmem.engine.catalog.catalog import Catalog
 from gitmem.engine.catalog.user_emails import UserEmails
 from gitmem.engine.index.store_index import StoreIndex
@@ -77,6 +78,7 @@ class PushOptions:
     filters: FilterChain
     open_home: Callable[[Path], Gitmem]  # the home, as the server opens it (its key, its listeners)
     signer: Callable[[Path], Signer]  # the home's signing key, for the push's record on refs/notes/gitmem
+    durability: Durability = DURABLE  # the home's GITMEM_FSYNC, for that record's objects and ref
 
 
 @dataclass
@@ -206,9 +208,10 @@ def pre_receive(
 def post_receive(lines: list[str], env: Mapping[str, str], git_dir: Path, options: PushOptions) -> list[str]:  # noqa: ARG001  what Git hands every post-receive hook, pre_receive's signature
     """Record the accepted push as Git notes, bring the index up to date; return warnings."""
     warnings: list[str] = []
-    repo = pygit2.Repository(str(git_dir))
+    repo = repository.open_repository(git_dir, options.durability)
     try:
-        settle_spool(repo, options.signer(PushEnv.from_env(env, git_dir).home), stale_after=STALE_SPOOL_SECONDS)
+        signer = options.signer(PushEnv.from_env(env, git_dir).home)
+        settle_spool(repo, signer, stale_after=STALE_SPOOL_SECONDS, durability=options.durability)
     except Exception as exc:  # the push has landed; never fail it here
         log.exception("post-receive could not record the push")
         warnings.append(f"the push landed but its notes were not written yet ({exc}); the index uses the spool")

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import pygit2
 
-from gitmem.durable import fsync_dir
+from gitmem.durable import DURABLE, fsync_dir
 from gitmem.engine.rewrite.fast_import import REWRITE_REF
 from gitmem.engine.rewrite.locked_git import checkpoint, delete_ref, flock, git_ok, rewrite_lock, writer_lock
 from gitmem.engine.rewrite.report import RewriteReport
@@ -79,8 +79,9 @@ def _on_main(repo_path: Path) -> set[str]:
 
 def _prune_notes(repo_path: Path, on_main: set[str], signer: Signer | None) -> None:
     """Keep ``refs/notes/gitmem`` entries only for commits on ``main`` (the rest became trailers), in a
-    notes commit without parents, so old notes' history becomes unreachable too."""
-    repo = pygit2.Repository(str(repo_path))
+    notes commit without parents, so old notes' history becomes unreachable too (flushed, as the ref is,
+    whatever the home's durability)."""
+    repo = repository.open_repository(repo_path, DURABLE)
     ref = repo.references.get(NOTES_REF)
     if ref is None:
         return

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 import pygit2
 
 from gitmem.clock import iso
+from gitmem.durable import DURABLE
 from gitmem.engine.rewrite.fast_import import REWRITE_REF, NewHistory, Progress, check_same_notes
 from gitmem.engine.rewrite.history import Diverged, Entry, History
 from gitmem.engine.rewrite.locked_git import checkpoint, delete_ref, rewrite_lock, writer_lock
@@ -114,7 +115,9 @@ def rewrite_history(
     repo_path = store.path
     report = RewriteReport(store.id, dry_run=dry_run)
     with contextlib.nullcontext() if dry_run else rewrite_lock(repo_path, lock_timeout):
-        repo = pygit2.Repository(str(repo_path))
+        # A rewrite's refs are flushed whatever the home's durability, so what libgit2 writes for them
+        # (the rewrite log's entry) is too: a ref on disk never names an object that is not.
+        repo = repository.open_repository(repo_path, DURABLE)
         with _timed(report, "read"):
             report.bytes_before = objects_size(repo_path)
             if not dry_run:

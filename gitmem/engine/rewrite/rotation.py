@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from gitmem.crypto.codec import ContentCodec, SivCodec, parse_header
 from gitmem.crypto.master_key import KeyMissing
-from gitmem.durable import fsync_dir
+from gitmem.durable import DURABLE, fsync_dir
 from gitmem.engine.rewrite.conflicts import rewrite_conflicts
 from gitmem.engine.rewrite.history import Entry
 from gitmem.engine.rewrite.report import RewriteReport, RewriteWhy
@@ -72,8 +72,10 @@ class RotationReport:
 
 def reencryption(store: MemoryStore, old_codec: ContentCodec, new_codec: SivCodec) -> Callable[[Entry], Entry]:
     """What a version becomes: its blob decoded by the old keys and encoded by the new one for its path
-    (a blob is bound to its path by AES-SIV's associated data), once per (blob, path)."""
+    (a blob is bound to its path by AES-SIV's associated data), once per (blob, path). The new blobs are
+    flushed whatever the home's durability: the rewritten ``main`` that names them is."""
     done: dict[tuple[str, str], str] = {}
+    durable = repository.open_repository(store.path, DURABLE)
 
     def reencrypt(entry: Entry) -> Entry:
         if entry.blob is None or entry.record.path is None:
@@ -87,7 +89,7 @@ def reencryption(store: MemoryStore, old_codec: ContentCodec, new_codec: SivCode
                 done[key] = entry.blob  # already under the new key (written after the ring rotated)
             else:
                 plain = old_codec.decode(tree_path, data) if header is not None else data
-                done[key] = str(store.repo.create_blob(new_codec.encode(tree_path, plain)))
+                done[key] = str(durable.create_blob(new_codec.encode(tree_path, plain)))
         return replace(entry, blob=done[key])
 
     return reencrypt

@@ -14,8 +14,6 @@ import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-import pygit2
-
 from gitmem.clock import Clock, from_micros, system_clock, to_micros
 from gitmem.crypto.codec import ContentCodec, PlainCodec
 from gitmem.durable import DURABLE, Durability
@@ -28,6 +26,7 @@ from gitmem.engine.store.reading import MAX_NOTES_PAGE, MAX_VERSIONS_PAGE, Store
 from gitmem.engine.store.stale_merge import merge_on_write
 from gitmem.engine.store.write_plans import WritePlanner
 from gitmem.errors import PreconditionFailed
+from gitmem.git import repository
 from gitmem.git.pack import policy as packing_policy
 from gitmem.git.signing import Signer
 from gitmem.model import Actor, Note, Page, Version
@@ -82,7 +81,11 @@ class MemoryStore(StoreReading):
         self._on_redact = on_redact
         # database_url: the index in PostgreSQL rather than in a SQLite file beside the repository.
         self.index = StoreIndex(
-            pygit2.Repository(str(repo_path)), database_url=database_url, store_id=store_id, owns_repo=True
+            repository.open_repository(repo_path, durability),
+            database_url=database_url,
+            store_id=store_id,
+            owns_repo=True,
+            durability=durability,  # libgit2's loose objects (review marks, ...) flushed as the home says
         )
         # The losing side of every write refused for a stale precondition (gitmem.engine.store.conflicts).
         self.conflicts = ConflictLog(
