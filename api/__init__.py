@@ -3,8 +3,9 @@
 It routes, authenticates, (de)serialises and maps engine errors to the error envelope. It knows
 nothing of Git: every rule lives in ``gitmem/``. The application and its factory (:mod:`.app`, with
 its own settings :mod:`.settings`), the routers (:mod:`.routers`) and their wire models
-(:mod:`.schemas`), the caller and the store as route dependencies (:mod:`.deps`, rate limits in
-:mod:`.ratelimit`), the error envelope (:mod:`.errors`), answers already valid (:mod:`.responses`),
+(:mod:`.schemas`), the caller and the store as route dependencies (:mod:`.deps`: the home's parts,
+what a task or a key may not do at all, the store as the caller may read it), who is calling (:mod:`.auth`,
+the one authentication and rate limit of REST, MCP and Git; the buckets in :mod:`.ratelimit`), the error envelope (:mod:`.errors`), answers already valid (:mod:`.responses`),
 request ids, body limits and the last-resort 500 (:mod:`.middleware`), a graceful stop
 (:mod:`.draining`), MCP (:mod:`.mcp`) and the web view (:mod:`.ui`).
 

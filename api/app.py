@@ -47,8 +47,8 @@ from gitmem.config.values import from_settings
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.readiness import ReadinessProbe
 from gitmem.engine.rewrite.pruner import PruneScheduler
+from gitmem.parts import Parts
 from gitmem.webhooks.delivery import Dispatcher
-from gitmem.webhooks.outbox import webhooks_for
 
 log = logging.getLogger("gitmem.api")
 SAMPLE_SECONDS = 5.0
@@ -59,7 +59,8 @@ __all__ = ["Settings", "create_app", "create_app_from_env"]
 def create_app(gm: Gitmem, settings: Settings | None = None, *, close_on_shutdown: bool = False) -> FastAPI:
     """An app serving ``gm``. The caller owns ``gm`` unless ``close_on_shutdown`` is set."""
     settings = settings or Settings()
-    gm.listen(webhooks_for(gm))  # every change the app makes reaches the outbox
+    parts = Parts(gm)  # the home's parts, handed to the routes (api.deps.HomeParts), MCP and Git
+    gm.listen(parts.webhooks)  # every change the app makes reaches the outbox
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -106,6 +107,7 @@ def create_app(gm: Gitmem, settings: Settings | None = None, *, close_on_shutdow
         redoc_url=None,
     )
     app.state.gm = gm
+    app.state.parts = parts
     app.state.settings = settings
     app.state.retention = maintenance.RetentionStatus(settings.prune_interval_seconds)
     app.state.dream_runner = None  # started with the app (lifespan), if this process runs dreams
@@ -142,7 +144,7 @@ def create_app(gm: Gitmem, settings: Settings | None = None, *, close_on_shutdow
     # (Starlette runs an endpoint that is not a function as an ASGI app; its stub only names functions.)
     app.router.add_route(
         "/v1/memory_stores/{memory_store_id}.git/{path:path}",
-        GitEndpoint(lambda scope: scope["app"].state.gm),  # type: ignore[arg-type]
+        GitEndpoint(lambda scope: scope["app"].state.parts),  # type: ignore[arg-type]
         methods=["GET", "POST"],
         include_in_schema=False,
     )

@@ -1,26 +1,24 @@
-"""Dependencies shared by the routers: the engine, the caller (auth, role, rate limit), the store."""
+"""Dependencies shared by the routers: the engine and its parts, the caller (auth, role, rate limit:
+:mod:`gitmem.api.auth`), what a caller may not do at all (a task's token, a key that is not a user's),
+the store as the caller may read it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Request
 from starlette.concurrency import run_in_threadpool
 
-from gitmem import metrics
-from gitmem.access import check_reviewer, require_store
-from gitmem.agents.review.review import Reviews
-from gitmem.api.ratelimit import client_address
+from gitmem.access import check_reviewer
+from gitmem.agents.tasks.scope import refuse_task
+from gitmem.api.auth import caller, request_secret
+from gitmem.banks.profiles import require_user
 from gitmem.engine.catalog.catalog import CatalogBusy, Principal
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.store.store import MemoryStore
-from gitmem.errors import AuthenticationFailed, PermissionDenied, RateLimited
-from gitmem.model import StoreInfo
-
-if TYPE_CHECKING:
-    from gitmem.api.ratelimit import TokenBucketLimiter, WrongSecrets
+from gitmem.parts import Parts, StoreGrant
 
 T = TypeVar("T")
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -35,16 +33,6 @@ SECURITY_SCHEMES = {
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/v1/signing_key", "/v1/signing_key/allowed_signers"})
 
 
-def request_secret(headers: Mapping[str, str]) -> str | None:
-    """The key in ``x-api-key``, else in ``Authorization: Bearer <key>``."""
-    api_key = headers.get("x-api-key")
-    if api_key:
-        return api_key
-    scheme, _, credentials = (headers.get("authorization") or "").partition(" ")
-    credentials = credentials.strip()
-    return credentials if credentials and scheme.lower() == "bearer" else None
-
-
 def is_write(request: Request) -> bool:
     """Whether the request may change something. The memory tool's POST may be a plain view: its
     handler decides per command."""
@@ -56,60 +44,66 @@ async def get_gm(request: Request) -> Gitmem:
     return gm
 
 
+async def get_parts(request: Request) -> Parts:
+    """The home's parts, made once where the app is made (``api.app.create_app``)."""
+    parts: Parts = request.app.state.parts
+    return parts
+
+
 async def get_principal(request: Request) -> Principal:
-    """Authenticate with ``x-api-key`` or ``Authorization: Bearer``; a read-only key may only read.
-
-    Runs on the event loop: the key lookup is one indexed SQLite read that never waits for a lock, so
-    it costs less than the hop to a worker thread; only if SQLite is busy does it wait in a thread."""
-    secret = request_secret(request.headers)
-    if not secret:
-        raise AuthenticationFailed("missing API key: send it in x-api-key or Authorization: Bearer")
-    gm: Gitmem = request.app.state.gm
-    wrong: WrongSecrets = request.app.state.wrong_secrets
-    address = client_address(request.scope)
-    wrong.check(address)  # an address that sent too many wrong keys: 429, this key unlooked-at
-    try:
-        principal = gm.catalog.authenticate_now(secret)
-        if principal is None:
-            principal = await run_in_threadpool(gm.catalog.authenticate, secret)
-    except AuthenticationFailed:
-        wrong.failed(address)
-        raise
-
-    # The SDK's optional workspace header: a key belongs to one workspace, so it must name that one.
-    wanted = request.headers.get("anthropic-workspace-id")
-    if wanted and wanted != principal.workspace_id:
-        raise PermissionDenied("this key does not belong to the workspace named in anthropic-workspace-id")
-    if not principal.can_write and is_write(request):
-        raise PermissionDenied("this key is read-only")
-
-    request.state.principal = principal  # for the access log: who called
-    limiter: TokenBucketLimiter = request.app.state.limiter
-    wait = limiter.acquire(principal.credential_id)
-    if wait > 0:
-        metrics.RATE_LIMITED.inc()
-        raise RateLimited("rate limit exceeded for this key; retry later", retry_after=wait)
-    return principal
+    """Authenticate with ``x-api-key`` or ``Authorization: Bearer``; a read-only key may only read
+    (:func:`gitmem.api.auth.caller`, which MCP and Git over HTTP ask too)."""
+    return await caller(request.scope, request_secret(request.headers), request.headers, write=is_write(request))
 
 
 Engine = Annotated[Gitmem, Depends(get_gm)]
+HomeParts = Annotated[Parts, Depends(get_parts)]
 Caller = Annotated[Principal, Depends(get_principal)]
+
+
+def not_a_task(action: str) -> Any:
+    """A route's dependency (``dependencies=[not_a_task("create tasks")]``): what a task's token may not
+    do at all is 403 ``a task's token cannot <action>``, before the handler runs."""
+
+    async def refuse(principal: Caller) -> None:
+        refuse_task(principal, action)
+
+    return Depends(refuse)
+
+
+async def get_user_id(principal: Caller) -> str:
+    """The user a user's token stands for; an API key or a task's token is 403 (profiles and a person's
+    Git addresses are users' alone)."""
+    return require_user(principal)
+
+
+UserId = Annotated[str, Depends(get_user_id)]
+USER_ONLY = Depends(get_user_id)  # for a router all of whose routes are users' alone
 
 
 @dataclass(frozen=True)
 class StoreRef:
-    """A store the caller may use, opened by the handler in its own thread (:meth:`open`): the engine's
-    store objects belong to one thread each."""
+    """A store the caller may use (:meth:`gitmem.parts.Parts.grant`, checked on the event loop), opened by
+    the handler in its own thread (:meth:`open`): the engine's store objects belong to one thread each."""
 
-    gm: Gitmem
-    principal: Principal
-    store_id: str
-    info: StoreInfo | None = None  # the store's catalog row as the access check read it
+    grant: StoreGrant
+
+    @property
+    def gm(self) -> Gitmem:
+        return self.grant.parts.gm
+
+    @property
+    def principal(self) -> Principal:
+        return self.grant.principal
+
+    @property
+    def store_id(self) -> str:
+        return self.grant.store_id
 
     def open(self) -> MemoryStore:
-        # A task reads a store under read_approved_only at its review mark; people read everything.
-        store = self.gm.store(self.principal.workspace_id, self.store_id, info=self.info)
-        return Reviews.of(self.gm).reader(store, self.principal)
+        """The store as this caller may read it: a task under read_approved_only reads it at its review
+        mark; people read everything."""
+        return self.grant.open()
 
     async def read(self, answer: Callable[[MemoryStore, bool], T]) -> T:
         """``answer(store, caught_up)`` for a quick read: on the event loop when nothing in it can wait
@@ -139,14 +133,14 @@ async def get_store_ref(memory_store_id: str, request: Request, principal: Calle
 
     Checked on the event loop with catalog reads that never wait (in a worker thread only if SQLite is
     busy): a handler that opens the store itself makes one thread hop, its own."""
-    gm: Gitmem = request.app.state.gm
+    parts: Parts = request.app.state.parts
     write = is_write(request)
     try:
-        with gm.catalog.without_waiting():
-            info, _ = require_store(gm, principal, memory_store_id, write=write)
+        with parts.gm.catalog.without_waiting():
+            grant = parts.grant(principal, memory_store_id, write=write)
     except CatalogBusy:
-        info, _ = await run_in_threadpool(lambda: require_store(gm, principal, memory_store_id, write=write))
-    return StoreRef(gm, principal, memory_store_id, info)
+        grant = await run_in_threadpool(lambda: parts.grant(principal, memory_store_id, write=write))
+    return StoreRef(grant)
 
 
 OpenStore = Annotated[StoreRef, Depends(get_store_ref)]
@@ -160,10 +154,10 @@ def get_store(ref: OpenStore) -> MemoryStore:
 Store = Annotated[MemoryStore, Depends(get_store)]
 
 
-def get_reviewer(memory_store_id: str, principal: Caller, gm: Engine) -> tuple[MemoryStore, Principal]:
+def get_reviewer(memory_store_id: str, principal: Caller, parts: HomeParts) -> tuple[MemoryStore, Principal]:
     """A reviewer: a user with write access to the store, or an admin key (never a task)."""
-    check_reviewer(gm, principal, memory_store_id)
-    return gm.store(principal.workspace_id, memory_store_id), principal
+    check_reviewer(parts.gm, principal, memory_store_id)
+    return parts.open_store(principal, memory_store_id, write=True), principal
 
 
 Reviewer = Annotated[tuple[MemoryStore, Principal], Depends(get_reviewer)]

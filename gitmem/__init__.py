@@ -16,6 +16,8 @@ why; docs/engine-api.md walks the library):
 - :mod:`.cli` (the ``gitmem`` command) and :mod:`.config` (every setting, checked where a program
   starts); ``gitmem.api`` (the HTTP layer, from ``api/``) sits beside them;
 - :mod:`.backup` (backups of a whole home, and restores that erase again what was erased since);
+- :mod:`.parts` (a home's parts as one typed object, and the store as a caller may read it: what the
+  app hands its routes, MCP, Git and the web view);
 - :mod:`.access` (who may read and write which store) and :mod:`.home_tables` (every catalog table);
 - :mod:`.webhooks`, :mod:`.agents` (tasks, the memory tool, dreams, the review) and :mod:`.banks`
   (profiles' encrypted memory banks);

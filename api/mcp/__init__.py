@@ -3,8 +3,11 @@
 Authentication is the REST API's: ``Authorization: Bearer`` (or ``x-api-key``) with an API key, a user's
 token or a task's token, checked by the catalog on every HTTP request (401 in the error envelope before
 MCP sees it) and again for every tool call from that call's own headers, so a tool always runs as the
-credential that sent it. Access rules and the engine calls live in :mod:`gitmem.api.mcp.tools`, the tools
-in :mod:`gitmem.api.mcp.server`.
+credential that sent it (:mod:`gitmem.api.auth`, as REST and Git ask it, with the same rate limit). The
+store is :meth:`gitmem.parts.Parts.open_store`'s, as everywhere. The tools are a table
+(:mod:`gitmem.api.mcp.table`: name, description, argument model, handler) that
+:mod:`gitmem.api.mcp.server` registers; their engine calls live in :mod:`gitmem.api.mcp.tools` and the
+JSON they answer in :mod:`gitmem.api.mcp.answers`.
 
 The ``mcp`` package takes about 0.45 s of CPU to import, more than the rest of the app together, so
 the tools' module is imported and the session manager started on the first request to ``/mcp`` (in a
@@ -14,7 +17,7 @@ task group the app's lifespan keeps): a server process that never answers MCP ne
 from __future__ import annotations
 
 import importlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -23,24 +26,11 @@ import anyio.to_thread
 from starlette.datastructures import Headers
 from starlette.types import Receive, Scope, Send
 
-from gitmem import metrics
-from gitmem.api.deps import request_secret
+from gitmem.api.auth import caller, request_secret
 from gitmem.api.errors import error_response, request_id_of
-from gitmem.api.ratelimit import WrongSecrets, client_address
-from gitmem.engine.catalog.catalog import Principal
-from gitmem.engine.gitmem import Gitmem
-from gitmem.errors import AuthenticationFailed, GitmemError, PermissionDenied, RateLimited
+from gitmem.errors import GitmemError, RateLimited
 
 MCP_PATH = "/mcp"
-
-
-def authenticate(gm: Gitmem, headers: Mapping[str, str]) -> Principal:
-    """The caller named by the request's headers, exactly as ``api.deps.get_principal`` checks it."""
-    principal = gm.catalog.authenticate(request_secret(headers))
-    wanted = headers.get("anthropic-workspace-id")
-    if wanted and wanted != principal.workspace_id:
-        raise PermissionDenied("this key does not belong to the workspace named in anthropic-workspace-id")
-    return principal
 
 
 @asynccontextmanager
@@ -66,7 +56,7 @@ async def _server(state: Any) -> Any:
     async with state.mcp_starting:
         if state.mcp_server is None:
             tools = await anyio.to_thread.run_sync(importlib.import_module, "gitmem.api.mcp.server")
-            state.mcp_server = await state.mcp_tasks.start(tools.serve, state.gm)
+            state.mcp_server = await state.mcp_tasks.start(tools.serve, state.parts)
     return state.mcp_server
 
 
@@ -78,22 +68,9 @@ class MCPEndpoint:
         app_state = scope["app"].state
         request_id = request_id_of(scope)
         try:
-            # The catalog is SQLite: ask it from a worker thread, as FastAPI runs the REST routes' auth.
             asked = Headers(scope=scope)
-            wrong: WrongSecrets = app_state.wrong_secrets
-            address = client_address(scope)
-            wrong.check(address)  # as the REST routes: too many wrong keys from here, and none is looked at
-            try:
-                principal = await anyio.to_thread.run_sync(authenticate, app_state.gm, asked)
-            except AuthenticationFailed:
-                if request_secret(asked):  # a wrong key, not a missing one
-                    wrong.failed(address)
-                raise
-            scope.setdefault("state", {})["principal"] = principal  # for the access log: who called
-            wait = app_state.limiter.acquire(principal.credential_id)
-            if wait > 0:
-                metrics.RATE_LIMITED.inc()
-                raise RateLimited("rate limit exceeded for this key; retry later", retry_after=wait)
+            # Whether a tool may write is the tool's to check, store by store (api.mcp.tools).
+            await caller(scope, request_secret(asked), asked, write=False)
         except GitmemError as error:
             headers = {"www-authenticate": "Bearer"} if error.status == 401 else None
             response = error_response(

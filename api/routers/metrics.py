@@ -23,12 +23,12 @@ from fastapi import APIRouter, Request, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gitmem import metrics
-from gitmem.agents.dreams.dreams import dreams_for
-from gitmem.api.deps import request_secret
+from gitmem.api.auth import request_secret
 from gitmem.clock import to_micros
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.readiness import disk_space
 from gitmem.errors import AuthenticationFailed
+from gitmem.parts import Parts
 from gitmem.webhooks.delivery import backlog
 
 log = logging.getLogger("gitmem.api")
@@ -45,22 +45,22 @@ def scrape(request: Request) -> Response:
         raise AuthenticationFailed("/metrics needs the metrics token: send Authorization: Bearer <token>")
     from prometheus_client import CONTENT_TYPE_LATEST
 
-    return Response(render(request.app.state.gm), media_type=CONTENT_TYPE_LATEST)
+    return Response(render(request.app.state.parts), media_type=CONTENT_TYPE_LATEST)
 
 
-def render(gm: Gitmem) -> bytes:
+def render(parts: Parts) -> bytes:
     """One scrape: every process's instruments and the home's state, in the text format."""
     from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.multiprocess import MultiProcessCollector
 
-    sample(gm)  # this process's own gauges, fresh; the other workers refresh theirs on a timer
+    sample(parts.gm)  # this process's own gauges, fresh; the other workers refresh theirs on a timer
     registry = CollectorRegistry(auto_describe=False)
     folder = metrics.multiprocess_dir()
     if folder is not None:
         MultiProcessCollector(registry, str(folder))
     else:
         registry.register(_ThisProcess())
-    registry.register(_HomeState(gm))
+    registry.register(_HomeState(parts))
     return generate_latest(registry)
 
 
@@ -95,8 +95,9 @@ class _HomeState:
     """What a scrape reads from the home: each part on its own, so a catalog that does not answer costs
     its families, not the scrape."""
 
-    def __init__(self, gm: Gitmem) -> None:
-        self.gm = gm
+    def __init__(self, parts: Parts) -> None:
+        self.parts = parts
+        self.gm = parts.gm
 
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import GaugeMetricFamily
@@ -117,7 +118,7 @@ class _HomeState:
         except Exception:
             log.warning("/metrics: the webhook outbox could not be read", exc_info=True)
         try:
-            counts = dreams_for(self.gm).count_by_status()
+            counts = self.parts.dreams.count_by_status()
             dreams = GaugeMetricFamily("gitmem_dreams", "Dreams of the home, by status.", labels=["status"])
             for status, count in counts.items():
                 dreams.add_metric([status], count)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from gitmem.api.deps import Caller, Engine
+from gitmem.api.deps import USER_ONLY, Engine, UserId
 from gitmem.api.schemas.common import ERROR_RESPONSES
 from gitmem.api.schemas.users import (
     GitIdentity,
@@ -24,16 +24,16 @@ from gitmem.api.schemas.users import (
     UserEmailOut,
     UserOut,
 )
-from gitmem.banks.profiles import require_user
 from gitmem.engine.catalog.user_emails import UserEmails
 from gitmem.engine.push.check import git_identity
 
-router = APIRouter(prefix="/v1/users/me", tags=["users"], responses=ERROR_RESPONSES)
+# Users only: an API key or a task's token is 403 before any route of the router runs.
+router = APIRouter(prefix="/v1/users/me", tags=["users"], responses=ERROR_RESPONSES, dependencies=[USER_ONLY])
 
 
 @router.get("", response_model=UserOut, summary="The user this token stands for")
-def get_me(principal: Caller, gm: Engine) -> UserOut:
-    user = gm.catalog.credential(require_user(principal))
+def get_me(user_id: UserId, gm: Engine) -> UserOut:
+    user = gm.catalog.credential(user_id)
     emails = UserEmails(gm.catalog).of_user(user.id)
     name, email = git_identity(user.id, user.name, emails)
     return UserOut(
@@ -46,18 +46,17 @@ def get_me(principal: Caller, gm: Engine) -> UserOut:
 
 
 @router.get("/emails", response_model=UserEmailList, summary="The Git addresses registered as yours")
-def list_emails(principal: Caller, gm: Engine) -> UserEmailList:
-    user_id = require_user(principal)
+def list_emails(user_id: UserId, gm: Engine) -> UserEmailList:
     return UserEmailList(data=[UserEmailOut(email=e, user_id=user_id) for e in UserEmails(gm.catalog).of_user(user_id)])
 
 
 @router.post("/emails", response_model=UserEmailOut, summary="Register a Git address you commit with")
-def add_email(body: UserEmailCreate, principal: Caller, gm: Engine) -> UserEmailOut:
-    added = UserEmails(gm.catalog).add(require_user(principal), body.email)
+def add_email(body: UserEmailCreate, user_id: UserId, gm: Engine) -> UserEmailOut:
+    added = UserEmails(gm.catalog).add(user_id, body.email)
     return UserEmailOut(email=added.email, user_id=added.user_id)
 
 
 @router.delete("/emails/{email}", response_model=UserEmailDeleted, summary="Unregister one of your Git addresses")
-def remove_email(email: str, principal: Caller, gm: Engine) -> UserEmailDeleted:
-    UserEmails(gm.catalog).remove(require_user(principal), email)
+def remove_email(email: str, user_id: UserId, gm: Engine) -> UserEmailDeleted:
+    UserEmails(gm.catalog).remove(user_id, email)
     return UserEmailDeleted(email=email.strip().lower())

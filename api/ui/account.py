@@ -8,8 +8,7 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from gitmem.api.deps import Engine
-from gitmem.api.ui.session import Session, UiRoute, page
-from gitmem.banks.profiles import require_user
+from gitmem.api.ui.session import Session, SessionUser, UiRoute, page
 from gitmem.engine.catalog.user_emails import UserEmails
 from gitmem.engine.push.check import git_identity
 
@@ -28,14 +27,18 @@ def account(request: Request, session: Session, gm: Engine, done: str | None = N
 
 
 @router.post("/account/emails")
-def add_email(session: Session, gm: Engine, email: str = Form(""), csrf_token: str = Form("")) -> Response:
+def add_email(
+    session: Session, user_id: SessionUser, gm: Engine, email: str = Form(""), csrf_token: str = Form("")
+) -> Response:
     session.check_csrf(csrf_token)
-    UserEmails(gm.catalog).add(require_user(session.principal), email)
+    UserEmails(gm.catalog).add(user_id, email)
     return RedirectResponse("/ui/account?done=added", status_code=303)
 
 
 @router.post("/account/emails/remove")
-def remove_email(session: Session, gm: Engine, email: str = Form(""), csrf_token: str = Form("")) -> Response:
+def remove_email(
+    session: Session, user_id: SessionUser, gm: Engine, email: str = Form(""), csrf_token: str = Form("")
+) -> Response:
     session.check_csrf(csrf_token)
-    UserEmails(gm.catalog).remove(require_user(session.principal), email)
+    UserEmails(gm.catalog).remove(user_id, email)
     return RedirectResponse("/ui/account?done=removed", status_code=303)

@@ -11,10 +11,10 @@ from typing import Any
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
-from gitmem.access import check_reviewer, require_access
-from gitmem.agents.review.review import PendingChange, Reviews, current_mark
+from gitmem.access import check_reviewer
+from gitmem.agents.review.review import PendingChange, current_mark
 from gitmem.agents.tasks.scope import visible_store_ids
-from gitmem.api.deps import Engine
+from gitmem.api.deps import HomeParts
 from gitmem.api.ratelimit import WrongSecrets, client_address
 from gitmem.api.ui.session import (
     COOKIE,
@@ -30,14 +30,13 @@ from gitmem.api.ui.session import (
     sign_in_token,
 )
 from gitmem.engine.audit.rewrites import rewrites
-from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.store.conflict_resolution import compare, resolve
-from gitmem.engine.store.conflicts import ConflictLog
 from gitmem.engine.store.store import MemoryStore
-from gitmem.engine.web_sessions import WebSession, WebSessions
+from gitmem.engine.web_sessions import WebSession
 from gitmem.errors import AuthenticationFailed, InvalidRequest, NotFound, PreconditionFailed
 from gitmem.git.conflict_records import RESOLUTIONS
 from gitmem.model import MemoryPrefix, Note
+from gitmem.parts import Parts
 from gitmem.rules.paths import validate_prefix
 
 router = APIRouter(prefix="/ui", route_class=UiRoute, include_in_schema=False)
@@ -51,25 +50,26 @@ CONFLICTS_PAGE = 20
 STYLESHEET = Path(__file__).parent / "static" / "style.css"
 
 
-def _store(gm: Gitmem, session: WebSession, store_id: str, *, write: bool = False) -> MemoryStore:
-    """The store, if this person may see it (else 404, exactly as the API answers)."""
-    require_access(gm, session.principal, store_id, write=write)
-    return gm.store(session.principal.workspace_id, store_id)
+def _store(parts: Parts, session: WebSession, store_id: str, *, write: bool = False) -> MemoryStore:
+    """The store as this person may read it (else 404, exactly as the API answers)."""
+    return parts.open_store(session.principal, store_id, write=write)
 
 
-def _open(gm: Gitmem, session: WebSession, store_id: str, *, write: bool = False) -> tuple[MemoryStore, dict[str, Any]]:
+def _open(
+    parts: Parts, session: WebSession, store_id: str, *, write: bool = False
+) -> tuple[MemoryStore, dict[str, Any]]:
     """The store and what every store page shows of it (its name, whether this person reviews it)."""
-    store = _store(gm, session, store_id, write=write)
-    info = gm.get_store(session.principal.workspace_id, store_id)
-    return store, {"info": info, "may_review": _may_review(gm, session, store_id)}
+    grant = parts.grant(session.principal, store_id, write=write)
+    ctx = {"info": grant.info, "may_review": _may_review(parts, session, store_id)}
+    return grant.open(), ctx
 
 
-def _may_review(gm: Gitmem, session: WebSession, store_id: str) -> bool:
+def _may_review(parts: Parts, session: WebSession, store_id: str) -> bool:
     try:
-        check_reviewer(gm, session.principal, store_id)
+        check_reviewer(parts.gm, session.principal, store_id)
     except Exception:  # any refusal simply hides the review's actions
         return False
-    return Reviews.of(gm).settings(store_id).enabled
+    return parts.reviews.settings(store_id).enabled
 
 
 @router.get("/style.css")
@@ -91,13 +91,13 @@ def _sign_in_page(request: Request, status: int, error: str | None) -> HTMLRespo
 
 
 @router.post("/sign-in")
-def sign_in(request: Request, gm: Engine, secret: str = Form(""), csrf_token: str = Form("")) -> Response:
+def sign_in(request: Request, parts: HomeParts, secret: str = Form(""), csrf_token: str = Form("")) -> Response:
     check_sign_in_post(request, csrf_token)  # login CSRF: this browser's own form, from this site
     wrong: WrongSecrets = request.app.state.wrong_secrets
     address = client_address(request.scope)
     wrong.check(address)
     try:
-        session_id = WebSessions.of(gm).sign_in(secret.strip())
+        session_id = parts.web_sessions.sign_in(secret.strip())
     except AuthenticationFailed as refused:
         if secret.strip():
             wrong.failed(address)
@@ -109,9 +109,9 @@ def sign_in(request: Request, gm: Engine, secret: str = Form(""), csrf_token: st
 
 
 @router.post("/sign-out")
-def sign_out(request: Request, session: Session, gm: Engine, csrf_token: str = Form("")) -> Response:
+def sign_out(request: Request, session: Session, parts: HomeParts, csrf_token: str = Form("")) -> Response:
     session.check_csrf(csrf_token)
-    WebSessions.of(gm).sign_out(request.cookies.get(COOKIE, ""))
+    parts.web_sessions.sign_out(request.cookies.get(COOKIE, ""))
     response = RedirectResponse(SIGN_IN, status_code=303)
     response.delete_cookie(COOKIE, path="/ui")
     return response
@@ -119,16 +119,16 @@ def sign_out(request: Request, session: Session, gm: Engine, csrf_token: str = F
 
 @router.get("/", response_class=HTMLResponse)
 def stores(
-    request: Request, session: Session, gm: Engine, page_token: str | None = Query(None, alias="page")
+    request: Request, session: Session, parts: HomeParts, page_token: str | None = Query(None, alias="page")
 ) -> Response:
     principal = session.principal
-    visible = visible_store_ids(gm, principal)
-    listing = gm.list_stores(principal.workspace_id, include_archived=True, limit=STORES_PAGE, page=page_token)
+    visible = visible_store_ids(parts.gm, principal)
+    listing = parts.gm.list_stores(principal.workspace_id, include_archived=True, limit=STORES_PAGE, page=page_token)
     rows = []
     for info in listing.items:
         if visible is not None and info.id not in visible:
             continue
-        store = gm.store(principal.workspace_id, info.id)
+        store = parts.gm.store(principal.workspace_id, info.id)
         store.index.catch_up()
         count, total = store.index.totals()
         newest = store.versions(limit=1).items
@@ -148,12 +148,12 @@ def store_page(
     request: Request,
     store_id: str,
     session: Session,
-    gm: Engine,
+    parts: HomeParts,
     path: str = Query("/"),
     q: str = Query(""),
     page_token: str | None = Query(None, alias="page"),
 ) -> Response:
-    store, ctx = _open(gm, session, store_id)
+    store, ctx = _open(parts, session, store_id)
     folder = validate_prefix(path or "/")
     hits, folders, notes, next_page = [], [], [], None
     if q.strip():
@@ -164,10 +164,10 @@ def store_page(
         folders = [item.path for item in listing.items if isinstance(item, MemoryPrefix)]
         notes = [item for item in listing.items if isinstance(item, Note)]
         next_page = listing.next_page
-    crumbs, parts = [("/", "/")], [p for p in folder.strip("/").split("/") if p]
-    for i, part in enumerate(parts):
-        crumbs.append(("/" + "/".join(parts[: i + 1]) + "/", part))
-    settings = Reviews.of(gm).settings(store_id)
+    crumbs, names = [("/", "/")], [p for p in folder.strip("/").split("/") if p]
+    for i, name in enumerate(names):
+        crumbs.append(("/" + "/".join(names[: i + 1]) + "/", name))
+    settings = parts.reviews.settings(store_id)
     return page(
         request,
         "store.html",
@@ -190,10 +190,10 @@ def note_page(
     store_id: str,
     memory_id: str,
     session: Session,
-    gm: Engine,
+    parts: HomeParts,
     page_token: str | None = Query(None, alias="page"),
 ) -> Response:
-    store, ctx = _open(gm, session, store_id)
+    store, ctx = _open(parts, session, store_id)
     try:
         note: Note | None = store.get(memory_id)
     except NotFound:
@@ -202,7 +202,7 @@ def note_page(
     if note is None and not history.items:
         raise NotFound(f"memory {memory_id} not found")
     title = note.path if note else next((v.path for v in history.items if v.path), memory_id)
-    conflicts = _readable(gm, session, store).list(memory_id=memory_id, limit=CONFLICTS_PAGE)
+    conflicts = store.conflicts.list(memory_id=memory_id, limit=CONFLICTS_PAGE)
     return page(
         request,
         "note.html",
@@ -218,19 +218,14 @@ def note_page(
     )
 
 
-def _readable(gm: Gitmem, session: WebSession, store: MemoryStore) -> ConflictLog:
-    """The conflicts this person may read (a task under read_approved_only: none, as over the API)."""
-    return Reviews.of(gm).reader(store, session.principal).conflicts
-
-
 @router.get("/stores/{store_id}/conflicts/{conflict_id}", response_class=HTMLResponse)
 def conflict_page(
-    request: Request, store_id: str, conflict_id: str, session: Session, gm: Engine, done: str = Query("")
+    request: Request, store_id: str, conflict_id: str, session: Session, parts: HomeParts, done: str = Query("")
 ) -> Response:
     """A conflict beside its note: its text, the diff from the winner, the three-way merge, and the forms
     that resolve it."""
-    store, ctx = _open(gm, session, store_id)
-    _readable(gm, session, store).get(conflict_id, with_content=False)  # 404 for one this person may not read
+    store, ctx = _open(parts, session, store_id)
+    store.conflicts.get(conflict_id, with_content=False)  # 404 for one this person may not read
     seen = compare(store, conflict_id)
     diff = SimpleNamespace(redacted=seen.conflict.redacted_at is not None, hunks=seen.hunks, renamed=False)
     return page(
@@ -251,14 +246,14 @@ def resolve_form(
     store_id: str,
     conflict_id: str,
     session: Session,
-    gm: Engine,
+    parts: HomeParts,
     take: str = Form(...),
     content: str | None = Form(None),
     expected_sha256: str = Form(""),
     csrf_token: str = Form(""),
 ) -> Response:
     session.check_csrf(csrf_token)
-    store = _store(gm, session, store_id, write=True)
+    store = _store(parts, session, store_id, write=True)
     if take not in RESOLUTIONS:
         raise InvalidRequest("take must be winner, loser or merged")
     text = content.replace("\r\n", "\n") if content is not None and take == "merged" else None
@@ -282,11 +277,11 @@ def version_page(
     store_id: str,
     version_id: str,
     session: Session,
-    gm: Engine,
+    parts: HomeParts,
     mode: str = Query("unified"),
     against: str | None = Query(None),
 ) -> Response:
-    store, ctx = _open(gm, session, store_id)
+    store, ctx = _open(parts, session, store_id)
     if mode not in ("unified", "split"):
         raise InvalidRequest("mode is unified or split")
     diff = store.diff(version_id, against or None)
@@ -295,16 +290,20 @@ def version_page(
 
 @router.get("/stores/{store_id}/activity", response_class=HTMLResponse)
 def activity(
-    request: Request, store_id: str, session: Session, gm: Engine, page_token: str | None = Query(None, alias="page")
+    request: Request,
+    store_id: str,
+    session: Session,
+    parts: HomeParts,
+    page_token: str | None = Query(None, alias="page"),
 ) -> Response:
-    store, ctx = _open(gm, session, store_id)
+    store, ctx = _open(parts, session, store_id)
     result = store.versions(limit=ACTIVITY_PAGE, page=page_token)
     return page(request, "activity.html", **ctx, versions=result.items, next_page=result.next_page)
 
 
 @router.get("/stores/{store_id}/rewrites", response_class=HTMLResponse)
-def rewrites_page(request: Request, store_id: str, session: Session, gm: Engine) -> Response:
-    store, ctx = _open(gm, session, store_id)
+def rewrites_page(request: Request, store_id: str, session: Session, parts: HomeParts) -> Response:
+    store, ctx = _open(parts, session, store_id)
     return page(request, "rewrites.html", **ctx, entries=rewrites(store))
 
 
@@ -313,13 +312,13 @@ def review_page(
     request: Request,
     store_id: str,
     session: Session,
-    gm: Engine,
+    parts: HomeParts,
     page_token: str | None = Query(None, alias="page"),
     done: str = Query(""),
 ) -> Response:
-    check_reviewer(gm, session.principal, store_id)
-    store, ctx = _open(gm, session, store_id)
-    reviews = Reviews.of(gm)
+    check_reviewer(parts.gm, session.principal, store_id)
+    store, ctx = _open(parts, session, store_id)
+    reviews = parts.reviews
     result = reviews.pending(store, limit=REVIEW_PAGE, page=page_token)
     groups: dict[str, list[PendingChange]] = {}
     for change in result.items:
@@ -339,27 +338,27 @@ def review_page(
 
 @router.post("/stores/{store_id}/review/approve")
 def approve(
-    store_id: str, session: Session, gm: Engine, through_version_id: str = Form(...), csrf_token: str = Form("")
+    store_id: str, session: Session, parts: HomeParts, through_version_id: str = Form(...), csrf_token: str = Form("")
 ) -> Response:
     session.check_csrf(csrf_token)
-    check_reviewer(gm, session.principal, store_id)
-    Reviews.of(gm).approve(_store(gm, session, store_id), through_version_id, session.principal.actor)
+    check_reviewer(parts.gm, session.principal, store_id)
+    parts.reviews.approve(_store(parts, session, store_id), through_version_id, session.principal.actor)
     return RedirectResponse(f"/ui/stores/{store_id}/review?done=approved", status_code=303)
 
 
 @router.post("/stores/{store_id}/review/revert")
 def revert(
-    store_id: str, session: Session, gm: Engine, version_id: str = Form(...), csrf_token: str = Form("")
+    store_id: str, session: Session, parts: HomeParts, version_id: str = Form(...), csrf_token: str = Form("")
 ) -> Response:
     session.check_csrf(csrf_token)
-    check_reviewer(gm, session.principal, store_id)
-    Reviews.of(gm).revert(_store(gm, session, store_id, write=True), version_id, session.principal.actor)
+    check_reviewer(parts.gm, session.principal, store_id)
+    parts.reviews.revert(_store(parts, session, store_id, write=True), version_id, session.principal.actor)
     return RedirectResponse(f"/ui/stores/{store_id}/review?done=reverted", status_code=303)
 
 
 @router.get("/stores/{store_id}/notes/{memory_id}/edit", response_class=HTMLResponse)
-def edit_form(request: Request, store_id: str, memory_id: str, session: Session, gm: Engine) -> Response:
-    store, ctx = _open(gm, session, store_id, write=True)
+def edit_form(request: Request, store_id: str, memory_id: str, session: Session, parts: HomeParts) -> Response:
+    store, ctx = _open(parts, session, store_id, write=True)
     return page(request, "edit.html", **ctx, note=store.get(memory_id), error=None)
 
 
@@ -369,13 +368,13 @@ def edit(
     store_id: str,
     memory_id: str,
     session: Session,
-    gm: Engine,
+    parts: HomeParts,
     content: str = Form(""),
     expected_sha256: str = Form(...),
     csrf_token: str = Form(""),
 ) -> Response:
     session.check_csrf(csrf_token)
-    store = _store(gm, session, store_id, write=True)
+    store = _store(parts, session, store_id, write=True)
     try:
         store.update(
             memory_id, content.replace("\r\n", "\n"), expected_sha256=expected_sha256, actor=session.principal.actor
@@ -389,7 +388,7 @@ def edit(
             request,
             "edit.html",
             400,
-            info=gm.get_store(session.principal.workspace_id, store_id),
+            info=parts.gm.get_store(session.principal.workspace_id, store_id),
             note=store.get(memory_id),
             error=refused.message,
         )

@@ -13,11 +13,10 @@ from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 from markupsafe import Markup, escape
 
-from gitmem.agents.tasks.tasks import tasks_for
-from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.store.diff import Hunk
 from gitmem.errors import NotFound
 from gitmem.model import Actor
+from gitmem.parts import Parts
 
 
 class _SafeRenderer(RendererHTML):
@@ -64,14 +63,14 @@ class Names:
     """Who an actor is, in words a person reads: the key's or user's name, a task's worker, where
     gitmem knows them (a deleted one shows its id)."""
 
-    def __init__(self, gm: Gitmem, workspace_id: str) -> None:
-        self.catalog = gm.catalog
-        self.gm = gm
+    def __init__(self, parts: Parts, workspace_id: str) -> None:
+        self.catalog = parts.gm.catalog
+        self.parts = parts
         self.workspace_id = workspace_id
         self._cache: dict[str, str] = {}
 
     def _task_label(self, task_id: str) -> str:
-        tasks = tasks_for(self.gm)
+        tasks = self.parts.tasks
         try:
             worker = tasks.get_worker(self.workspace_id, tasks.get_task(self.workspace_id, task_id).worker_id)
         except NotFound:

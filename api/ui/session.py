@@ -27,9 +27,10 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
 
-from gitmem.api.deps import Engine
+from gitmem.api.deps import HomeParts
 from gitmem.api.ui.render import Names, template_globals
-from gitmem.engine.web_sessions import WebSession, WebSessions
+from gitmem.banks.profiles import require_user
+from gitmem.engine.web_sessions import WebSession
 from gitmem.errors import GitmemError, PermissionDenied, RateLimited
 
 COOKIE = "gitmem_session"
@@ -102,18 +103,26 @@ class UiRoute(APIRoute):
         return route
 
 
-def current_session(request: Request, gm: Engine) -> WebSession:
+def current_session(request: Request, parts: HomeParts) -> WebSession:
     """The signed-in person; looked up on every request, so a revoked key or user is out at once."""
-    session = WebSessions.of(gm).session(request.cookies.get(COOKIE))
+    session = parts.web_sessions.session(request.cookies.get(COOKIE))
     if session is None:
         raise SignInRequired()
     request.state.ui_session = session
     request.state.principal = session.principal  # for the access log: who called
-    request.state.ui_names = Names(gm, session.principal.workspace_id)
+    request.state.ui_names = Names(parts, session.principal.workspace_id)
     return session
 
 
 Session = Annotated[WebSession, Depends(current_session)]
+
+
+def session_user(session: Session) -> str:
+    """The signed-in user (a page for users only): a key's session is 403, as over the API."""
+    return require_user(session.principal)
+
+
+SessionUser = Annotated[str, Depends(session_user)]
 
 
 def set_session_cookie(request: Request, response: Response, session_id: str) -> None:

@@ -17,6 +17,7 @@ from gitmem.api.app import create_app
 from gitmem.api.mcp import tools as mcp_tools
 from gitmem.cli import main
 from gitmem.engine.gitmem import Gitmem
+from gitmem.parts import Parts
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,7 @@ def test_the_steward_story(world: World) -> None:
     with pytest.raises(anthropic.NotFoundError):  # nor its version's content
         call(agent, "GET", f"/v1/memory_stores/{store_id}/memory_versions/{wrong.memory_version_id}")
     over_mcp = mcp_tools.memory_command(
-        world.gm, world.gm.catalog.authenticate(token), store_id, {"command": "view", "path": "/memories"}
+        Parts(world.gm), world.gm.catalog.authenticate(token), store_id, {"command": "view", "path": "/memories"}
     )
     assert "revenue" not in over_mcp.content and "churn.md" in over_mcp.content
 
@@ -246,7 +247,7 @@ def test_a_task_writes_only_what_it_may_read(world: World) -> None:
         )
     assert changed.content_sha256 not in waiting.value.response.text
     over_tool = mcp_tools.memory_command(
-        world.gm,
+        Parts(world.gm),
         world.gm.catalog.authenticate(token),
         store_id,
         {"command": "str_replace", "path": "/memories/seen.md", "old_str": "approved", "new_str": "mine"},

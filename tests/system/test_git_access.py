@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import anthropic
+import httpx
 import pytest
 from anthropic.types.beta.memory_stores import BetaManagedAgentsUserActor
 from click.testing import CliRunner
@@ -22,7 +23,7 @@ from gitmem.cli import main
 from gitmem.engine.gitmem import Gitmem
 from tests.apps import make_test_home
 from tests.checks import memory
-from tests.server import RealServer
+from tests.server import REAL_SERVER_ENV, RealServer, serve
 
 # The real git client against a real uvicorn: the network is the point.
 pytestmark = pytest.mark.slow
@@ -295,3 +296,31 @@ def test_a_clone_fetches_the_review_records(site: Site, tmp_path: Path) -> None:
     git("update-ref", "refs/reviews/main", forged, cwd=repo)
     pushed = git("push", "origin", "refs/reviews/main:refs/reviews/main", cwd=repo, secret=site.user, check=False)
     assert pushed.returncode != 0 and "only refs/heads/main may be pushed" in pushed.stderr
+
+
+def test_git_is_authenticated_and_rate_limited_as_rest_is(tmp_path: Path) -> None:
+    """Over a real server, Git's requests spend the key's one token bucket as REST's do, and once it is
+    empty Git is refused with 429 like REST; a wrong key is 401 to both (Git: authentication failed)."""
+    home = make_test_home(tmp_path / "home", fsync="never")
+    env = {**REAL_SERVER_ENV, "GITMEM_RATE_LIMIT_RPS": "0.001", "GITMEM_RATE_LIMIT_BURST": "8"}  # no refill
+    with serve(home.path, env=env) as base_url, httpx.Client(base_url=base_url) as http:
+        admin = {"x-api-key": home.admin}
+        store_id = http.post("/v1/memory_stores", json={"name": "limited"}, headers=admin).json()["id"]  # 1 of 8
+        note = {"path": "/a.md", "content": "a"}
+        assert http.post(f"/v1/memory_stores/{store_id}/memories", json=note, headers=admin).status_code == 200  # 2
+        url = f"{base_url}/v1/memory_stores/{store_id}.git"
+        assert "refs/heads/main" in git("ls-remote", url, secret=home.admin, cwd=tmp_path).stdout
+        served = 0
+        while (listed := http.get("/v1/memory_stores", headers=admin)).status_code == 200:
+            served += 1
+        assert listed.status_code == 429 and listed.json()["error"]["type"] == "rate_limit_error"
+        assert served < 6  # what was left of 8 after the two writes: Git spent from the same bucket
+        limited = git("ls-remote", url, secret=home.admin, cwd=tmp_path, check=False)
+        assert limited.returncode != 0 and "429" in limited.stderr, limited.stderr
+        assert "refs/heads/main" in git("ls-remote", url, secret=home.reader, cwd=tmp_path).stdout  # another key's
+
+        # A wrong key as Git sends one it was given (the Basic-auth password): 401, Git gives up on it.
+        wrong_url = url.replace("http://", "http://k:gm_key_wrong@")
+        wrong = git("ls-remote", wrong_url, cwd=tmp_path, check=False)
+        assert wrong.returncode != 0 and "Authentication failed" in wrong.stderr, wrong.stderr
+        assert http.get("/v1/memory_stores", headers={"x-api-key": "gm_key_wrong"}).status_code == 401

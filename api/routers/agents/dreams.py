@@ -13,11 +13,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 
-from gitmem.agents.dreams.dreams import dreams_for
 from gitmem.agents.dreams.runner import DreamRunner
 from gitmem.agents.dreams.values import MAX_PAGE
-from gitmem.agents.tasks.scope import refuse_task
-from gitmem.api.deps import Caller, Engine
+from gitmem.api.deps import Caller, HomeParts, not_a_task
 from gitmem.api.schemas.agents.dreams import Dream, DreamCreate, DreamList, Status
 from gitmem.api.schemas.common import ERROR_RESPONSES, as_utc
 
@@ -33,11 +31,15 @@ Runner = Annotated[DreamRunner | None, Depends(get_runner)]
 router = APIRouter(prefix="/v1/dreams", tags=["dreams"], responses=ERROR_RESPONSES)
 
 
-@router.post("", response_model=Dream, summary="Create a dream: tidy a memory store in the background")
-def create_dream(body: DreamCreate, principal: Caller, gm: Engine, runner: Runner) -> Dream:
-    refuse_task(principal, "create dreams")
+@router.post(
+    "",
+    response_model=Dream,
+    summary="Create a dream: tidy a memory store in the background",
+    dependencies=[not_a_task("create dreams")],
+)
+def create_dream(body: DreamCreate, principal: Caller, parts: HomeParts, runner: Runner) -> Dream:
     model = body.model if isinstance(body.model, str) else body.model.model_dump()
-    dream = dreams_for(gm).create(
+    dream = parts.dreams.create(
         principal.workspace_id,
         [i.model_dump() for i in body.inputs],
         model,
@@ -50,10 +52,10 @@ def create_dream(body: DreamCreate, principal: Caller, gm: Engine, runner: Runne
     return Dream.of(dream)
 
 
-@router.get("", response_model=DreamList, summary="List dreams, newest first")
+@router.get("", response_model=DreamList, summary="List dreams, newest first", dependencies=[not_a_task("list dreams")])
 def list_dreams(
     principal: Caller,
-    gm: Engine,
+    parts: HomeParts,
     created_at_gt: dt.datetime | None = Query(None, alias="created_at[gt]"),
     created_at_lt: dt.datetime | None = Query(None, alias="created_at[lt]"),
     include_archived: bool = Query(False),
@@ -62,9 +64,8 @@ def list_dreams(
     limit: int = Query(20, ge=1, le=MAX_PAGE),
     page: str | None = Query(None),
 ) -> DreamList:
-    refuse_task(principal, "list dreams")
     wanted = (statuses or []) + (statuses_brackets or [])
-    result = dreams_for(gm).list(
+    result = parts.dreams.list(
         principal.workspace_id,
         include_archived=include_archived,
         statuses=wanted,
@@ -76,19 +77,26 @@ def list_dreams(
     return DreamList(data=[Dream.of(d) for d in result.items], next_page=result.next_page)
 
 
-@router.get("/{dream_id}", response_model=Dream, summary="Retrieve a dream")
-def retrieve_dream(dream_id: str, principal: Caller, gm: Engine) -> Dream:
-    refuse_task(principal, "read dreams")
-    return Dream.of(dreams_for(gm).get(principal.workspace_id, dream_id))
+@router.get("/{dream_id}", response_model=Dream, summary="Retrieve a dream", dependencies=[not_a_task("read dreams")])
+def retrieve_dream(dream_id: str, principal: Caller, parts: HomeParts) -> Dream:
+    return Dream.of(parts.dreams.get(principal.workspace_id, dream_id))
 
 
-@router.post("/{dream_id}/cancel", response_model=Dream, summary="Cancel a pending or running dream")
-def cancel_dream(dream_id: str, principal: Caller, gm: Engine) -> Dream:
-    refuse_task(principal, "cancel dreams")
-    return Dream.of(dreams_for(gm).cancel(principal.workspace_id, dream_id))
+@router.post(
+    "/{dream_id}/cancel",
+    response_model=Dream,
+    summary="Cancel a pending or running dream",
+    dependencies=[not_a_task("cancel dreams")],
+)
+def cancel_dream(dream_id: str, principal: Caller, parts: HomeParts) -> Dream:
+    return Dream.of(parts.dreams.cancel(principal.workspace_id, dream_id))
 
 
-@router.post("/{dream_id}/archive", response_model=Dream, summary="Archive a dream that has ended")
-def archive_dream(dream_id: str, principal: Caller, gm: Engine) -> Dream:
-    refuse_task(principal, "archive dreams")
-    return Dream.of(dreams_for(gm).archive(principal.workspace_id, dream_id))
+@router.post(
+    "/{dream_id}/archive",
+    response_model=Dream,
+    summary="Archive a dream that has ended",
+    dependencies=[not_a_task("archive dreams")],
+)
+def archive_dream(dream_id: str, principal: Caller, parts: HomeParts) -> Dream:
+    return Dream.of(parts.dreams.archive(principal.workspace_id, dream_id))

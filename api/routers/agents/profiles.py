@@ -21,7 +21,7 @@ import re
 from fastapi import APIRouter, Header, Query, Response
 
 from gitmem.agents.prompt import bank_section
-from gitmem.api.deps import Caller, Engine
+from gitmem.api.deps import USER_ONLY, Caller, HomeParts, UserId
 from gitmem.api.schemas.agents.profiles import (
     BankMemory,
     BankMemoryContent,
@@ -36,12 +36,12 @@ from gitmem.api.schemas.agents.profiles import (
     ProfileUpdate,
 )
 from gitmem.api.schemas.common import ERROR_RESPONSES
-from gitmem.banks.profiles import Bank, profiles_for, require_user
+from gitmem.banks.profiles import Bank
 from gitmem.engine.catalog.catalog import Principal
-from gitmem.engine.gitmem import Gitmem
 from gitmem.errors import InvalidRequest
 
-router = APIRouter(prefix="/v1/profiles", tags=["profiles"], responses=ERROR_RESPONSES)
+# Users only: an API key or a task's token is 403 before any route of the router runs.
+router = APIRouter(prefix="/v1/profiles", tags=["profiles"], responses=ERROR_RESPONSES, dependencies=[USER_ONLY])
 
 _HASH = re.compile(r"[0-9a-f]{64}")
 PathQuery = Query(..., description="The entry's relative path, e.g. projects/acme.md", max_length=4096)
@@ -49,8 +49,8 @@ IfMatch = Header(None, alias="If-Match", description='Only if the entry\'s conte
 IfNoneMatch = Header(None, alias="If-None-Match", description="*: only if there is no entry at the path yet")
 
 
-def _bank(gm: Gitmem, principal: Principal, profile_id: str) -> Bank:
-    return profiles_for(gm).user_bank(principal.workspace_id, require_user(principal), profile_id)
+def _bank(parts: HomeParts, principal: Principal, user_id: str, profile_id: str) -> Bank:
+    return parts.profiles.user_bank(principal.workspace_id, user_id, profile_id)
 
 
 def _expected(if_match: str | None, if_none_match: str | None) -> str | None:
@@ -75,25 +75,27 @@ def _expected(if_match: str | None, if_none_match: str | None) -> str | None:
 
 
 @router.post("", response_model=ProfileOut, summary="Create a profile (with an empty, encrypted memory bank)")
-def create_profile(body: ProfileCreate, principal: Caller, gm: Engine) -> ProfileOut:
-    profile = profiles_for(gm).create(principal.workspace_id, require_user(principal), body.name)
+def create_profile(body: ProfileCreate, principal: Caller, user_id: UserId, parts: HomeParts) -> ProfileOut:
+    profile = parts.profiles.create(principal.workspace_id, user_id, body.name)
     return ProfileOut.of(profile)
 
 
 @router.get("", response_model=ProfileList, summary="List the caller's profiles, oldest first")
-def list_profiles(principal: Caller, gm: Engine) -> ProfileList:
-    found = profiles_for(gm).list(principal.workspace_id, require_user(principal))
+def list_profiles(principal: Caller, user_id: UserId, parts: HomeParts) -> ProfileList:
+    found = parts.profiles.list(principal.workspace_id, user_id)
     return ProfileList(data=[ProfileOut.of(p) for p in found])
 
 
 @router.get("/{profile_id}", response_model=ProfileOut, summary="Retrieve a profile")
-def retrieve_profile(profile_id: str, principal: Caller, gm: Engine) -> ProfileOut:
-    return ProfileOut.of(profiles_for(gm).get(principal.workspace_id, require_user(principal), profile_id))
+def retrieve_profile(profile_id: str, principal: Caller, user_id: UserId, parts: HomeParts) -> ProfileOut:
+    return ProfileOut.of(parts.profiles.get(principal.workspace_id, user_id, profile_id))
 
 
 @router.post("/{profile_id}", response_model=ProfileOut, summary="Rename a profile")
-def update_profile(profile_id: str, body: ProfileUpdate, principal: Caller, gm: Engine) -> ProfileOut:
-    profile = profiles_for(gm).rename(principal.workspace_id, require_user(principal), profile_id, body.name)
+def update_profile(
+    profile_id: str, body: ProfileUpdate, principal: Caller, user_id: UserId, parts: HomeParts
+) -> ProfileOut:
+    profile = parts.profiles.rename(principal.workspace_id, user_id, profile_id, body.name)
     return ProfileOut.of(profile)
 
 
@@ -102,8 +104,8 @@ def update_profile(profile_id: str, body: ProfileUpdate, principal: Caller, gm: 
     response_model=DeletedProfile,
     summary="Delete a profile, every entry of its bank, its history and its key",
 )
-def delete_profile(profile_id: str, principal: Caller, gm: Engine) -> DeletedProfile:
-    profiles_for(gm).delete(principal.workspace_id, require_user(principal), profile_id)
+def delete_profile(profile_id: str, principal: Caller, user_id: UserId, parts: HomeParts) -> DeletedProfile:
+    parts.profiles.delete(principal.workspace_id, user_id, profile_id)
     return DeletedProfile(id=profile_id)
 
 
@@ -111,16 +113,16 @@ def delete_profile(profile_id: str, principal: Caller, gm: Engine) -> DeletedPro
 
 
 @router.get("/{profile_id}/memories", response_model=BankMemoryList, summary="List bank entries (metadata only)")
-def list_bank_memories(profile_id: str, principal: Caller, gm: Engine) -> BankMemoryList:
-    bank = _bank(gm, principal, profile_id)
+def list_bank_memories(profile_id: str, principal: Caller, user_id: UserId, parts: HomeParts) -> BankMemoryList:
+    bank = _bank(parts, principal, user_id, profile_id)
     return BankMemoryList(memories=[BankMemory.of(e) for e in bank.entries()])
 
 
 @router.get("/{profile_id}/memories/content", response_model=BankMemoryContent, summary="Read a bank entry")
 def read_bank_memory(
-    profile_id: str, response: Response, principal: Caller, gm: Engine, path: str = PathQuery
+    profile_id: str, response: Response, principal: Caller, user_id: UserId, parts: HomeParts, path: str = PathQuery
 ) -> BankMemoryContent:
-    entry = _bank(gm, principal, profile_id).read(path)
+    entry = _bank(parts, principal, user_id, profile_id).read(path)
     response.headers["ETag"] = f'"{entry.content_hash}"'
     return BankMemoryContent.of(entry)
 
@@ -135,12 +137,13 @@ def put_bank_memory(
     body: BankMemoryPut,
     response: Response,
     principal: Caller,
-    gm: Engine,
+    user_id: UserId,
+    parts: HomeParts,
     path: str = PathQuery,
     if_match: str | None = IfMatch,
     if_none_match: str | None = IfNoneMatch,
 ) -> BankMemoryWritten:
-    bank = _bank(gm, principal, profile_id)
+    bank = _bank(parts, principal, user_id, profile_id)
     result = bank.put(path, body.content, actor=principal.actor, expected_hash=_expected(if_match, if_none_match))
     response.headers["ETag"] = f'"{result.entry.content_hash}"'
     return BankMemoryWritten.of(result)
@@ -148,9 +151,14 @@ def put_bank_memory(
 
 @router.delete("/{profile_id}/memories/content", response_model=BankMemoryDeleted, summary="Delete a bank entry")
 def delete_bank_memory(
-    profile_id: str, principal: Caller, gm: Engine, path: str = PathQuery, if_match: str | None = IfMatch
+    profile_id: str,
+    principal: Caller,
+    user_id: UserId,
+    parts: HomeParts,
+    path: str = PathQuery,
+    if_match: str | None = IfMatch,
 ) -> BankMemoryDeleted:
-    entry = _bank(gm, principal, profile_id).delete(
+    entry = _bank(parts, principal, user_id, profile_id).delete(
         path, actor=principal.actor, expected_hash=_expected(if_match, None)
     )
     return BankMemoryDeleted(path=entry.path)
@@ -162,6 +170,6 @@ def delete_bank_memory(
     summary="The system-prompt section for the bank",
     responses={200: {"content": {"text/markdown": {}}}},
 )
-def bank_prompt(profile_id: str, principal: Caller, gm: Engine) -> Response:
-    section = bank_section(_bank(gm, principal, profile_id))
+def bank_prompt(profile_id: str, principal: Caller, user_id: UserId, parts: HomeParts) -> Response:
+    section = bank_section(_bank(parts, principal, user_id, profile_id))
     return Response(section, media_type="text/markdown; charset=utf-8")

@@ -1,8 +1,11 @@
 """Git's smart HTTP at ``/v1/memory_stores/{id}.git/...``: a raw ASGI route, streaming both ways.
 
-Authentication is the API's (Git sends the key as the Basic-auth password; Bearer and x-api-key work
-too); another workspace's store is 404; read access clones, a user with write access pushes. The Git
-side (``git http-backend``, what may be served) is ``gitmem.git.transport.smart_http``.
+Authentication and the rate limit are the API's (:func:`gitmem.api.auth.caller`; Git sends the key as
+the Basic-auth password, Bearer and x-api-key work too), refusals in Git's terms (401 with a Basic
+challenge, 429 with Retry-After, a line Git prints); the store is the API's
+(:meth:`gitmem.parts.Parts.grant`): another workspace's is 404; read access clones, a user with write
+access pushes. The Git side (``git http-backend``, what may be served) is
+``gitmem.git.transport.smart_http``.
 
 Raw ASGI rather than a StreamingResponse: Starlette would call ``receive()`` to watch for a disconnect
 while a push body is still arriving and swallow chunks of it.
@@ -22,14 +25,11 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
-from gitmem import metrics
-from gitmem.access import store_access
-from gitmem.agents.review.review import Reviews
-from gitmem.api.ratelimit import TokenBucketLimiter, WrongSecrets, client_address
+from gitmem.api.auth import caller
 from gitmem.config.handoff import checked_for
 from gitmem.engine.catalog.catalog import Principal
 from gitmem.engine.gitmem import Gitmem
-from gitmem.errors import GitmemError, NotFound, RateLimited, StoreBusy
+from gitmem.errors import AuthenticationFailed, GitmemError, NotFound, RateLimited, StoreBusy
 from gitmem.git.repository import HOOKS_DIR
 from gitmem.git.transport.smart_http import (
     GitResponse,
@@ -38,6 +38,7 @@ from gitmem.git.transport.smart_http import (
     text_response,
     unauthorized_response,
 )
+from gitmem.parts import Parts
 
 log = logging.getLogger("gitmem.api.git")
 
@@ -123,8 +124,8 @@ def push_environment(gm: Gitmem, principal: Principal, store_id: str, access: st
 class GitEndpoint:
     """Resolve the caller and the store, then hand the request to ``serve_git``."""
 
-    def __init__(self, gm_of: Callable[[Scope], Gitmem]) -> None:
-        self._gm_of = gm_of
+    def __init__(self, parts_of: Callable[[Scope], Parts]) -> None:
+        self._parts_of = parts_of
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         body = AsgiBody(receive, scope["method"] == "POST")
@@ -141,13 +142,12 @@ class GitEndpoint:
             return text_response(404, "not found")
         store_id, path_info = match.groups()
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        gm = self._gm_of(scope)
-        # Catalog reads may wait on SQLite's busy timeout: in a worker thread, not on the event loop.
-        resolved = await run_in_threadpool(_resolve, gm, headers, store_id, scope)
+        parts = self._parts_of(scope)
+        gm = parts.gm
+        resolved = await _resolve(parts, headers, store_id, scope)
         if isinstance(resolved, GitResponse):
             return resolved
         principal, access = resolved
-        scope.setdefault("state", {})["principal"] = principal  # for the access log: who called
         query = scope["query_string"].decode("latin-1")
         # Without gitmem's hooks nothing would check a push (an install that lacks hooks/): refuse it.
         can_push = access == "read_write" and principal.actor.type == "user_actor" and HOOKS_DIR.is_dir()
@@ -183,30 +183,23 @@ def _too_many(message: str, retry_after: float) -> GitResponse:
     return text_response(429, f"gitmem: {message}", [("Retry-After", str(max(1, math.ceil(retry_after))))])
 
 
-def _resolve(gm: Gitmem, headers: dict[str, str], store_id: str, scope: Scope) -> tuple[Principal, str] | GitResponse:
-    """The caller and their access to the store, or the answer that refuses them."""
-    wrong: WrongSecrets = scope["app"].state.wrong_secrets
-    address, secret = client_address(scope), basic_auth_secret(headers)
+async def _resolve(
+    parts: Parts, headers: dict[str, str], store_id: str, scope: Scope
+) -> tuple[Principal, str] | GitResponse:
+    """The caller and their access to the store, or the answer that refuses them in Git's terms."""
     try:
-        wrong.check(address)  # too many wrong keys from here (Git's first, credential-less ask is none)
+        # Git's push checks its own access below: a read-only key fetches with POSTs too.
+        principal = await caller(scope, basic_auth_secret(headers), headers, write=False)
+        # Catalog reads may wait on SQLite's busy timeout: in a worker thread, not on the event loop.
+        grant = await run_in_threadpool(lambda: parts.grant(principal, store_id, write=False))
+    except AuthenticationFailed:
+        return unauthorized_response()  # a Basic challenge: Git asks its credential helper and retries
     except RateLimited as limited:
         return _too_many(limited.message, limited.retry_after)
-    try:
-        principal = gm.catalog.authenticate(secret)
-    except GitmemError:
-        if secret:
-            wrong.failed(address)
-        return unauthorized_response()
-    limiter: TokenBucketLimiter = scope["app"].state.limiter
-    wait = limiter.acquire(principal.credential_id)  # the key's one budget, spent over REST and MCP too
-    if wait > 0:
-        metrics.RATE_LIMITED.inc()
-        return _too_many("rate limit exceeded for this key; retry later", wait)
-    try:
-        gm.get_store(principal.workspace_id, store_id)
-        access = store_access(gm, principal, store_id)
     except NotFound:
         return text_response(404, "gitmem: repository not found")
-    if Reviews.of(gm).reads_approved_only(principal, store_id):  # Git would hand over unreviewed history
+    except GitmemError as refused:
+        return text_response(refused.status, f"gitmem: {refused.message}")
+    if grant.reads_approved_only:  # Git would hand over unreviewed history
         return text_response(403, "gitmem: a task reads only this store's approved state; use the memories API")
-    return principal, access
+    return principal, grant.access
