@@ -1,13 +1,23 @@
 """gitmem's HTTP API: a thin FastAPI layer over the engine, wire-compatible with the official SDK.
 
 It routes, authenticates, (de)serialises and maps engine errors to the error envelope. It knows
-nothing of Git: every rule lives in ``gitmem/``. The application and its factory (:mod:`.app`, with
-its own settings :mod:`.settings`), the routers (:mod:`.routers`) and their wire models
-(:mod:`.schemas`), the caller and the store as route dependencies (:mod:`.deps`: the home's parts,
-what a task or a key may not do at all, the store as the caller may read it), who is calling (:mod:`.auth`,
-the one authentication and rate limit of REST, MCP and Git; the buckets in :mod:`.ratelimit`), the error envelope (:mod:`.errors`), answers already valid (:mod:`.responses`),
-request ids, body limits and the last-resort 500 (:mod:`.middleware`), a graceful stop
-(:mod:`.draining`), MCP (:mod:`.mcp`) and the web view (:mod:`.ui`).
+nothing of Git: every rule lives in ``gitmem/``. What lives here:
+
+- the application and its factory (:mod:`.app`, with its own settings :mod:`.settings`): it opens
+  nothing itself, makes the home's parts (``gitmem.parts.Parts``) once and hands them down;
+- the routers (:mod:`.routers`: ``stores/`` for a store and what is in it, ``agents/`` for workers,
+  tasks, dreams and profiles) and their wire models (:mod:`.schemas`, the same tree);
+- what a route depends on (:mod:`.deps`): the home and its parts, the caller, what a task's token or
+  a key that is not a user's may not do at all, and the store as the caller may read it;
+- who is calling (:mod:`.auth`): the one authentication and rate limit of REST, MCP and Git (the
+  buckets in :mod:`.ratelimit`);
+- the error envelope (:mod:`.errors`), answers already valid (:mod:`.responses`), request ids, body
+  limits and the last-resort 500 (:mod:`.middleware`), a graceful stop (:mod:`.draining`);
+- MCP (:mod:`.mcp`, its tools a table) and the web view (:mod:`.ui`).
+
+Where to start reading: :mod:`.app` (what is mounted, in which order), :mod:`.deps` and :mod:`.auth`
+(what every request passes before its handler), then one router, ``routers/stores/memories.py``.
+docs/architecture.md walks a write through them step by step.
 
 Wire decisions where the SDK and the seeds leave room:
 
