@@ -10,11 +10,11 @@ import asyncio
 import logging
 import sys
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any, Protocol
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from gitmem import json_log, metrics
@@ -61,32 +61,114 @@ def create_app(gm: Gitmem, settings: Settings | None = None, *, close_on_shutdow
     settings = settings or Settings()
     parts = Parts(gm)  # the home's parts, handed to the routes (api.deps.HomeParts), MCP and Git
     gm.listen(parts.webhooks)  # every change the app makes reaches the outbox
+    app = FastAPI(
+        title="gitmem",
+        summary="A memory store for AI agents in which every store is a bare Git repository",
+        version="0.1.0",
+        lifespan=_lifespan(gm, settings, close_on_shutdown),
+        redoc_url=None,
+    )
+    _set_state(app, parts, settings)
+    if settings.metrics_token:
+        metrics.enable(settings.metrics_dir)
+    errors.install(app)
+    _mount(app)
+    app.add_middleware(
+        RequestContextMiddleware,
+        max_body_bytes=settings.max_body_bytes,
+        unlimited_paths=settings.unlimited_body_paths,
+        drain=app.state.drain,
+        access_log=settings.access_log,
+    )
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    return app
+
+
+def _set_state(app: FastAPI, parts: Parts, settings: Settings) -> None:
+    """What the routes, the dependencies and the raw endpoints find on ``app.state``."""
+    gm = parts.gm
+    app.state.gm = gm
+    app.state.parts = parts
+    app.state.settings = settings
+    app.state.retention = maintenance.RetentionStatus(settings.prune_interval_seconds)
+    app.state.dream_runner = None  # started with the app (lifespan), if this process runs dreams
+    app.state.limiter = TokenBucketLimiter(settings.rate_limit_per_second, settings.rate_limit_burst)
+    wrong_rate = settings.wrong_secret_per_second if settings.rate_limit_per_second > 0 else 0.0
+    app.state.wrong_secrets = WrongSecrets(wrong_rate, settings.wrong_secret_burst)
+    app.state.drain = Drain()
+    app.state.readiness = ReadinessProbe(gm.database, gm.home, min_free_bytes=settings.ready_min_free_bytes)
+
+
+# Notes first: a request is matched against the routes in order, and these are the busiest.
+ROUTERS: tuple[APIRouter, ...] = (
+    memories.router,
+    health.router,
+    audit.router,
+    memory_stores.router,
+    memory_versions.router,
+    conflicts.router,
+    memory_tool.router,
+    workers.router,
+    tasks.router,
+    profiles.router,
+    maintenance.router,
+    dreams.router,
+    search.router,
+    review.router,
+    ui_router,  # the web view at /ui/
+    account_router,
+    webhooks.router,
+    users.router,
+    metrics_router.router,
+)
+
+
+def _mount(app: FastAPI) -> None:
+    """The routers, then the two raw ASGI endpoints (Git and MCP), outside FastAPI's request handling."""
+    for router in ROUTERS:
+        app.include_router(router)
+    # Git's smart HTTP: streaming both ways. (Starlette runs an endpoint that is not a function as an ASGI
+    # app; its stub only names functions.)
+    app.router.add_route(
+        "/v1/memory_stores/{memory_store_id}.git/{path:path}",
+        GitEndpoint(lambda scope: scope["app"].state.parts),  # type: ignore[arg-type]
+        methods=["GET", "POST"],
+        include_in_schema=False,
+    )
+    # MCP over streamable HTTP: the SDK's session manager answers it.
+    app.router.add_route(
+        mcp.MCP_PATH,
+        mcp.MCPEndpoint(),  # type: ignore[arg-type]
+        methods=["GET", "POST", "DELETE"],
+        include_in_schema=False,
+    )
+
+
+class _Background(Protocol):
+    def signal_stop(self) -> None: ...
+
+    def stop(self, timeout: float) -> object: ...
+
+
+def _lifespan(
+    gm: Gitmem, settings: Settings, close_on_shutdown: bool
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """What runs while the app serves: the drain's signal handlers, the gauges' sampler, the background
+    threads this process runs (retention, dreams, webhook delivery) and MCP's task group."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         drain: Drain = app.state.drain
         drain.install(settings.drain_seconds)
         sampler = asyncio.create_task(_sample_process(gm)) if metrics.enabled() else None
-        pruner = None
-        if settings.prune_interval_seconds > 0:
-            pruner = PruneScheduler(gm, settings.prune_interval_seconds, on_reports=app.state.retention.record).start()
-        if settings.dream_runner:
-            app.state.dream_runner = DreamRunner(
-                gm,
-                settings.dreamer,
-                poll_interval=settings.dream_poll_seconds,
-                timeout_seconds=settings.dream_timeout_seconds,
-            ).start()
-        dispatcher = None
-        if settings.webhook_delivery:
-            dispatcher = Dispatcher(gm, settings.webhook_policy).start(settings.webhook_poll_seconds)
+        pruner, dispatcher = _start_background(app, gm, settings)
         async with mcp.running(app.state):
             yield
         # The stop's bound (api/draining.py): what is left of it after the drain and the requests in
         # flight is shared by the background threads, each told to stop first so they stop together.
         since = drain.since if drain.since is not None else time.monotonic()
         deadline = since + settings.drain_seconds + settings.stop_timeout_seconds
-        stopping = [x for x in (dispatcher, app.state.dream_runner, pruner) if x is not None]
+        stopping: list[_Background] = [x for x in (dispatcher, app.state.dream_runner, pruner) if x is not None]
         for background in stopping:
             background.signal_stop()
         for background in stopping:
@@ -99,71 +181,26 @@ def create_app(gm: Gitmem, settings: Settings | None = None, *, close_on_shutdow
         if close_on_shutdown and callable(close):
             close()
 
-    app = FastAPI(
-        title="gitmem",
-        summary="A memory store for AI agents in which every store is a bare Git repository",
-        version="0.1.0",
-        lifespan=lifespan,
-        redoc_url=None,
-    )
-    app.state.gm = gm
-    app.state.parts = parts
-    app.state.settings = settings
-    app.state.retention = maintenance.RetentionStatus(settings.prune_interval_seconds)
-    app.state.dream_runner = None  # started with the app (lifespan), if this process runs dreams
-    app.state.limiter = TokenBucketLimiter(settings.rate_limit_per_second, settings.rate_limit_burst)
-    wrong_rate = settings.wrong_secret_per_second if settings.rate_limit_per_second > 0 else 0.0
-    app.state.wrong_secrets = WrongSecrets(wrong_rate, settings.wrong_secret_burst)
-    app.state.drain = Drain()
-    app.state.readiness = ReadinessProbe(gm.database, gm.home, min_free_bytes=settings.ready_min_free_bytes)
-    if settings.metrics_token:
-        metrics.enable(settings.metrics_dir)
+    return lifespan
 
-    errors.install(app)
-    # Notes first: a request is matched against the routes in order, and these are the busiest.
-    app.include_router(memories.router)
-    app.include_router(health.router)
-    app.include_router(audit.router)
-    app.include_router(memory_stores.router)
-    app.include_router(memory_versions.router)
-    app.include_router(conflicts.router)
-    app.include_router(memory_tool.router)
-    app.include_router(workers.router)
-    app.include_router(tasks.router)
-    app.include_router(profiles.router)
-    app.include_router(maintenance.router)
-    app.include_router(dreams.router)
-    app.include_router(search.router)
-    app.include_router(review.router)
-    app.include_router(ui_router)  # the web view at /ui/
-    app.include_router(account_router)
-    app.include_router(webhooks.router)
-    app.include_router(users.router)
-    app.include_router(metrics_router.router)
-    # Git's smart HTTP: a raw ASGI endpoint (streaming both ways), outside FastAPI's request handling.
-    # (Starlette runs an endpoint that is not a function as an ASGI app; its stub only names functions.)
-    app.router.add_route(
-        "/v1/memory_stores/{memory_store_id}.git/{path:path}",
-        GitEndpoint(lambda scope: scope["app"].state.parts),  # type: ignore[arg-type]
-        methods=["GET", "POST"],
-        include_in_schema=False,
-    )
-    # MCP over streamable HTTP: a raw ASGI endpoint (the SDK's session manager answers it).
-    app.router.add_route(
-        mcp.MCP_PATH,
-        mcp.MCPEndpoint(),  # type: ignore[arg-type]
-        methods=["GET", "POST", "DELETE"],
-        include_in_schema=False,
-    )
-    app.add_middleware(
-        RequestContextMiddleware,
-        max_body_bytes=settings.max_body_bytes,
-        unlimited_paths=settings.unlimited_body_paths,
-        drain=app.state.drain,
-        access_log=settings.access_log,
-    )
-    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
-    return app
+
+def _start_background(app: FastAPI, gm: Gitmem, settings: Settings) -> tuple[PruneScheduler | None, Dispatcher | None]:
+    """The retention pruner, the dream runner (on ``app.state``) and the webhooks' dispatcher, each if
+    this process runs it."""
+    pruner = None
+    if settings.prune_interval_seconds > 0:
+        pruner = PruneScheduler(gm, settings.prune_interval_seconds, on_reports=app.state.retention.record).start()
+    if settings.dream_runner:
+        app.state.dream_runner = DreamRunner(
+            gm,
+            settings.dreamer,
+            poll_interval=settings.dream_poll_seconds,
+            timeout_seconds=settings.dream_timeout_seconds,
+        ).start()
+    dispatcher = None
+    if settings.webhook_delivery:
+        dispatcher = Dispatcher(gm, settings.webhook_policy).start(settings.webhook_poll_seconds)
+    return pruner, dispatcher
 
 
 async def _sample_process(gm: Gitmem) -> None:

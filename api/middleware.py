@@ -102,29 +102,11 @@ class RequestContextMiddleware:
                     message["headers"] = [*headers, id_header]
             await send(message)
 
-        if self.drain.draining and scope.get("path", "") not in PROBE_PATHS:
-            body = json.dumps(envelope("api_error", "this server is stopping; retry the request", request_id)).encode()
-            headers = error_headers(request_id, retryable=True, retry_after=RETRY_AFTER_SECONDS)
-            await _send(send, 503, body, headers | {"connection": "close"})
-            scope["state"]["drained"] = True
-            return 503
-
         # Raw header and path checks: this runs on every request, so no Headers objects or regex loop.
         limited = self.unlimited is None or not self.unlimited.match(scope.get("path", ""))
-        declared = (
-            next((v.decode("latin-1") for k, v in scope["headers"] if k == b"content-length"), None)
-            if limited
-            else None
-        )
-        if declared is not None:
-            try:
-                too_large = int(declared) > self.max_body_bytes
-            except ValueError:
-                await _send_error(send, 400, "invalid_request_error", "bad content-length", request_id)
-                return 400
-            if too_large:
-                await _send_error(send, 413, "request_too_large", _too_large(self.max_body_bytes), request_id)
-                return 413
+        refused = await self._refuse_early(scope, send, request_id, limited=limited)
+        if refused:
+            return refused
 
         received = 0
 
@@ -153,6 +135,30 @@ class RequestContextMiddleware:
             await _send(send, 500, body, error_headers(request_id, retryable=None))
             return 500
         return status
+
+    async def _refuse_early(self, scope: Scope, send: Send, request_id: str, *, limited: bool) -> int:
+        """Answer before the app sees the request, if it must be (the status sent, else 0): 503 while the
+        process drains (but for the probes), 400 for a bad ``content-length``, 413 for one over the limit."""
+        if self.drain.draining and scope.get("path", "") not in PROBE_PATHS:
+            body = json.dumps(envelope("api_error", "this server is stopping; retry the request", request_id)).encode()
+            headers = error_headers(request_id, retryable=True, retry_after=RETRY_AFTER_SECONDS)
+            await _send(send, 503, body, headers | {"connection": "close"})
+            scope["state"]["drained"] = True
+            return 503
+        if not limited:
+            return 0
+        declared = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"content-length"), None)
+        if declared is None:
+            return 0
+        try:
+            too_large = int(declared) > self.max_body_bytes
+        except ValueError:
+            await _send_error(send, 400, "invalid_request_error", "bad content-length", request_id)
+            return 400
+        if too_large:
+            await _send_error(send, 413, "request_too_large", _too_large(self.max_body_bytes), request_id)
+            return 413
+        return 0
 
     def _observe(self, scope: Scope, state: dict[str, Any], request_id: str, status: int, seconds: float) -> None:
         method = scope.get("method", "")
