@@ -12,7 +12,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # repository folder -> the package it installs as
-PACKAGES = {"gitmem": "gitmem", "api": "gitmem.api"}
+PACKAGES = {"gitmem": "gitmem", "api": "gitmem.api", "hooks": "gitmem.hooks"}
 
 
 def module_name(path: Path, folder: str) -> str:

@@ -43,12 +43,9 @@ def post_receive() -> None:
 
 
 def _push_hook(name: Literal["pre-receive", "post-receive"]) -> None:
-    from gitmem.config.handoff import from_environment
-    from gitmem.config.home import push_options
-    from gitmem.engine.push.receive import run_hook
+    from gitmem.hooks import push  # what python -m gitmem runs for a hook, without this framework
 
-    # The settings the server handed down (GITMEM_CHECKED), read here, where the hook starts.
-    sys.exit(run_hook(name, sys.stdin, sys.stderr, lambda: push_options(from_environment())))
+    sys.exit(push.run(name))
 
 
 def _session_options(func: click.decorators.FC) -> click.decorators.FC:
