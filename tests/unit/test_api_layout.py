@@ -45,3 +45,41 @@ def test_no_api_folder_holds_more_than_15_modules() -> None:
         for folder in folders
     }
     assert {folder: n for folder, n in sizes.items() if n > 15} == {}
+
+
+def _calls(path: Path) -> list[tuple[str, int]]:
+    """Every call in a module by the name it calls (``f(...)`` and ``X.f(...)``), with its line."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            owner = getattr(func.value, "id", "") if isinstance(func, ast.Attribute) else ""
+            found.append((f"{owner}.{name}" if owner else name, node.lineno))
+    return found
+
+
+def test_refusals_are_route_dependencies_not_handler_code() -> None:
+    """What a task's token or a key that is not a user's may not do at all is refused by a route's
+    dependency (``api.deps.not_a_task``, ``UserId``, ``USER_ONLY``, the web view's ``SessionUser``): those
+    and nothing else call the refusals."""
+    allowed = {API / "deps.py", API / "ui" / "session.py"}
+    callers = [
+        f"{path.relative_to(API)}:{line}"
+        for path in API.rglob("*.py")
+        if path not in allowed
+        for name, line in _calls(path)
+        if name in {"refuse_task", "require_user"}
+    ]
+    assert callers == []
+
+
+def test_the_http_layer_looks_up_no_part_by_class() -> None:
+    """Routes, MCP, Git and the web view reach a home's parts through the one ``gitmem.parts.Parts`` the
+    app makes, never ``Reviews.of(gm)`` or ``tasks_for(gm)``."""
+    parts = {"Reviews", "Tasks", "Dreams", "Profiles", "Webhooks", "WebSessions"}
+    lookups = {"tasks_for", "dreams_for", "profiles_for", "webhooks_for"} | {f"{p}.of" for p in parts}
+    found = [
+        f"{p.relative_to(API)}:{line} {name}" for p in API.rglob("*.py") for name, line in _calls(p) if name in lookups
+    ]
+    assert found == []
