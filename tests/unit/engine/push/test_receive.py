@@ -718,6 +718,7 @@ def test_the_hooks_run_on_the_settings_the_server_checked(world: Pusher, tmp_pat
     log = imports.read_text()
     assert log.count("gitmem.engine.push.receive") == 2  # both hooks ran
     assert "pydantic" not in log  # neither loaded the settings object: they were handed down checked
+    assert "click" not in log  # nor the command-line framework (gitmem/__main__.py runs them directly)
 
 
 def test_without_checked_settings_a_hook_checks_them_and_refuses_on_a_bad_one(world: Pusher) -> None:
