@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from gitmem.access import store_access
 from gitmem.agents.memory_tool.paths import resolve_memory_path
 from gitmem.agents.memory_tool.tool import MemoryToolHandler, ToolResult
 from gitmem.engine.catalog.catalog import Principal, principal_task_id
@@ -49,9 +48,9 @@ def open_store(parts: Parts, principal: Principal, store_id: str | None, *, writ
 
 def memory_command(parts: Parts, principal: Principal, store_id: str | None, command: dict[str, Any]) -> ToolResult:
     """One memory-tool command, answered string for string as ``POST .../memory_tool`` answers it."""
-    store = open_store(parts, principal, store_id, write=False)
-    read_only = store_access(parts.gm, principal, store.id) == "read_only"
-    return MemoryToolHandler(store, principal.actor, read_only=read_only).execute(command)
+    grant = parts.grant(principal, resolve_store_id(parts, principal, store_id), write=False)
+    read_only = grant.access == "read_only"  # a read-only caller's writes are the tool's refusals
+    return MemoryToolHandler(grant.open(), principal.actor, read_only=read_only).execute(command)
 
 
 def history(

@@ -7,9 +7,8 @@ from typing import Any
 
 from fastapi import APIRouter, Body
 
-from gitmem.access import store_access
 from gitmem.agents.memory_tool.tool import MemoryToolHandler
-from gitmem.api.deps import Caller, Engine, Store
+from gitmem.api.deps import OpenStore
 from gitmem.api.schemas.common import ERROR_RESPONSES
 from gitmem.api.schemas.stores.memory_tool import MemoryToolResult
 
@@ -18,12 +17,11 @@ router = APIRouter(prefix="/v1/memory_stores/{memory_store_id}", tags=["memory t
 
 @router.post("/memory_tool", response_model=MemoryToolResult, summary="Run one memory-tool command")
 def run_memory_tool(
-    store: Store,
-    principal: Caller,
-    gm: Engine,
+    ref: OpenStore,
     command: dict[str, Any] = Body(..., examples=[{"command": "view", "path": "/memories"}]),
 ) -> MemoryToolResult:
     # A tool's refusal is an answer for the model (is_error), not an HTTP error.
-    read_only = store_access(gm, principal, store.id) == "read_only"
-    result = MemoryToolHandler(store, principal.actor, read_only=read_only).execute(command)
+    # The access the dependency checked: a read-only caller's writes are the tool's refusals.
+    read_only = ref.grant.access == "read_only"
+    result = MemoryToolHandler(ref.open(), ref.principal.actor, read_only=read_only).execute(command)
     return MemoryToolResult(content=result.content, is_error=result.is_error)
