@@ -55,13 +55,21 @@ def write_lock(path: Path) -> threading.Lock:
 class ThreadConnections:
     """A WAL-mode SQLite file seen through one connection per thread."""
 
-    def __init__(self, path: Path, *, durable: bool = False, page_size: int | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        durable: bool = False,
+        page_size: int | None = None,
+        autocheckpoint_pages: int = WAL_AUTOCHECKPOINT_PAGES,
+    ) -> None:
         """``durable``: every commit reaches the disk (``synchronous=FULL``), for what nothing else can
         rebuild (the catalog); otherwise ``NORMAL``, for what Git can (indexes). ``page_size``: of a
         file made here (an existing file keeps its own)."""
         self.path = path
         self.durable = durable
         self.page_size = page_size
+        self.autocheckpoint_pages = autocheckpoint_pages  # PRAGMA wal_autocheckpoint of its connections
         self.write_lock = write_lock(path)
         self._local = threading.local()
         # Every connection open, weakly: a thread's own is held by its thread (and dies with it), an idle
@@ -122,7 +130,7 @@ class ThreadConnections:
                 db.execute("PRAGMA foreign_keys=ON")
             else:
                 db.execute("PRAGMA synchronous=NORMAL")  # what it holds is rebuildable; Git holds durability
-            db.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
+            db.execute(f"PRAGMA wal_autocheckpoint={int(self.autocheckpoint_pages)}")
             db.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT_BYTES}")
         except BaseException:
             db.close()

@@ -25,9 +25,9 @@ from gitmem.db.page_tokens import tokens_for
 from gitmem.db.thread_connections import ThreadConnections
 from gitmem.durable import DURABLE, Durability
 from gitmem.engine.index import search_table as search_index
+from gitmem.engine.index import sqlite_file
 from gitmem.engine.index.postgres_schema import PgIndexDb
 from gitmem.engine.index.queries import IndexQueries, NoteRow, VersionRow, upper_bound
-from gitmem.engine.index.sqlite_file import PAGE_SIZE, SCHEMA, SCHEMA_MARK, mark_sound, set_aside_if_damaged
 from gitmem.git import replay, repository
 from gitmem.git.commits import VersionRecord, parse_message
 from gitmem.git.pushes import derive_versions
@@ -91,15 +91,17 @@ class StoreIndex(IndexQueries):
             self._pg = PgIndexDb(database_url, store_id or Path(repo.path).name.removesuffix(".git"))
             return
         self.dialect = "sqlite"
-        self.set_aside = set_aside_if_damaged(self.path)
-        self._connections = ThreadConnections(self.path, page_size=PAGE_SIZE)
+        self.set_aside = sqlite_file.set_aside_if_damaged(self.path)
+        self._connections = ThreadConnections(
+            self.path, page_size=sqlite_file.PAGE_SIZE, autocheckpoint_pages=sqlite_file.WRITTEN_WAL_PAGES
+        )
         self.write_lock = self._connections.write_lock
         # The schema script writes; run it only when the file's schema mark differs from this
-        # SCHEMA's, so that opening an index (every thread does) takes no write lock.
-        if self._connections.get().execute("PRAGMA user_version").fetchone()[0] != SCHEMA_MARK:
+        # sqlite_file.SCHEMA's, so that opening an index (every thread does) takes no write lock.
+        if self._connections.get().execute("PRAGMA user_version").fetchone()[0] != sqlite_file.SCHEMA_MARK:
             with self.write_lock:
-                self._connections.get().executescript(SCHEMA)
-                self._connections.get().execute(f"PRAGMA user_version={SCHEMA_MARK}")
+                self._connections.get().executescript(sqlite_file.SCHEMA)
+                self._connections.get().execute(f"PRAGMA user_version={sqlite_file.SCHEMA_MARK}")
         search_index.ensure_schema(self._connections.get(), self.repo)
 
     @property
@@ -149,7 +151,7 @@ class StoreIndex(IndexQueries):
         if self._pg is None:
             self._connections.close()
             if self.set_aside is None:
-                mark_sound(self.path)  # a cold reopen in this process need not read it whole again
+                sqlite_file.mark_sound(self.path)  # a cold reopen in this process need not read it whole again
         with self._repos_guard:
             self._repos = threading.local()
             dropped = [repo for r in self._repos_all if (repo := r()) is not None]
