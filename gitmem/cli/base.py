@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from gitmem.config.values import Config
     from gitmem.db import Database
     from gitmem.engine.gitmem import Gitmem
+    from gitmem.parts import Parts
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_WORKSPACE = "default"
@@ -60,6 +61,13 @@ class Context:
             except database_errors() as exc:  # e.g. PostgreSQL unreachable: one line, not a traceback
                 unusable_database(self.config.storage.database, self.home, exc)
         return self._gm
+
+    @property
+    def parts(self) -> Parts:
+        """The home's parts (reviews, tasks, dreams, profiles, ...), as the app hands them down."""
+        from gitmem.parts import Parts
+
+        return Parts(self.gm)
 
     def workspace_id(self, name: str | None, *, create: bool = False) -> str:
         """The named workspace, else the only one, else 'default'. Only a command that creates something

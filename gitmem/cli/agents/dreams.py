@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from gitmem.agents.dreams.dreams import dreams_for, runner_id
+from gitmem.agents.dreams.dreams import runner_id
 from gitmem.agents.dreams.values import MAX_PAGE, STATUSES, Dream
 from gitmem.cli.base import Context, emit_json, main, pass_context, refusals, table, workspace_option
 from gitmem.clock import iso
@@ -79,7 +79,7 @@ def dream_create(
     if task_ids:
         inputs.append({"type": "tasks", "task_ids": list(task_ids)})
     behavior = {"type": "update_existing", "memory_store_id": store_id} if update_existing else None
-    dreams = dreams_for(ctx.gm)
+    dreams = ctx.parts.dreams
     dream = dreams.create(
         ctx.workspace_id(workspace), inputs, model, instructions=instructions, output_behavior=behavior
     )
@@ -105,7 +105,7 @@ def dream_list(
     ctx: Context, include_archived: bool, statuses: tuple[str, ...], limit: int, as_json: bool, workspace: str | None
 ) -> None:
     """List dreams, newest first."""
-    page = dreams_for(ctx.gm).list(
+    page = ctx.parts.dreams.list(
         ctx.workspace_id(workspace), include_archived=include_archived, statuses=list(statuses) or None, limit=limit
     )
     if as_json:
@@ -124,7 +124,7 @@ def dream_list(
 @refusals
 def dream_show(ctx: Context, dream_id: str, workspace: str | None) -> None:
     """Show a dream."""
-    emit_json(dream_json(dreams_for(ctx.gm).get(ctx.workspace_id(workspace), dream_id)))
+    emit_json(dream_json(ctx.parts.dreams.get(ctx.workspace_id(workspace), dream_id)))
 
 
 @dreams_group.command("cancel")
@@ -134,7 +134,7 @@ def dream_show(ctx: Context, dream_id: str, workspace: str | None) -> None:
 @refusals
 def dream_cancel(ctx: Context, dream_id: str, workspace: str | None) -> None:
     """Cancel a pending or running dream."""
-    emit_json(dream_json(dreams_for(ctx.gm).cancel(ctx.workspace_id(workspace), dream_id)))
+    emit_json(dream_json(ctx.parts.dreams.cancel(ctx.workspace_id(workspace), dream_id)))
 
 
 @dreams_group.command("archive")
@@ -144,4 +144,4 @@ def dream_cancel(ctx: Context, dream_id: str, workspace: str | None) -> None:
 @refusals
 def dream_archive(ctx: Context, dream_id: str, workspace: str | None) -> None:
     """Archive a dream that has ended."""
-    emit_json(dream_json(dreams_for(ctx.gm).archive(ctx.workspace_id(workspace), dream_id)))
+    emit_json(dream_json(ctx.parts.dreams.archive(ctx.workspace_id(workspace), dream_id)))

@@ -21,9 +21,7 @@ if TYPE_CHECKING:
 
 
 def _profiles(ctx: Context) -> Profiles:
-    from gitmem.banks.profiles import profiles_for
-
-    return profiles_for(ctx.gm)
+    return ctx.parts.profiles
 
 
 # -- profiles ---------------------------------------------------------------------------------------

@@ -6,7 +6,6 @@ import json
 
 import click
 
-from gitmem.agents.tasks.tasks import tasks_for
 from gitmem.agents.tasks.values import ACCESS_VALUES, MAX_PAGE, Event, Task, Worker
 from gitmem.cli.base import Context, emit_json, main, pass_context, refusals, table, workspace_option
 from gitmem.clock import iso
@@ -68,7 +67,7 @@ def workers_group() -> None:
 @refusals
 def worker_create(ctx: Context, name: str, store_ids: tuple[str, ...], as_json: bool, workspace: str | None) -> None:
     """Create a worker (and its own store) and print its id."""
-    worker = tasks_for(ctx.gm).create_worker(ctx.workspace_id(workspace), name, list(store_ids))
+    worker = ctx.parts.tasks.create_worker(ctx.workspace_id(workspace), name, list(store_ids))
     if as_json:
         emit_json(_worker_json(worker))
     else:
@@ -82,7 +81,7 @@ def worker_create(ctx: Context, name: str, store_ids: tuple[str, ...], as_json: 
 @refusals
 def worker_show(ctx: Context, worker_id: str, workspace: str | None) -> None:
     """Show a worker: its own store and its attached stores."""
-    emit_json(_worker_json(tasks_for(ctx.gm).get_worker(ctx.workspace_id(workspace), worker_id)))
+    emit_json(_worker_json(ctx.parts.tasks.get_worker(ctx.workspace_id(workspace), worker_id)))
 
 
 # -- tasks -----------------------------------------------------------------------------------------
@@ -135,7 +134,7 @@ def task_create(
 ) -> None:
     """Create a task and print its token alone on standard output (its id goes to standard error)."""
     resources = _resources(stores, instructions)
-    task, token = tasks_for(ctx.gm).create_task(ctx.workspace_id(workspace), worker_id, resources or None)
+    task, token = ctx.parts.tasks.create_task(ctx.workspace_id(workspace), worker_id, resources or None)
     if as_json:
         emit_json(_task_json(task, token))
         return
@@ -150,7 +149,7 @@ def task_create(
 @refusals
 def task_show(ctx: Context, task_id: str, workspace: str | None) -> None:
     """Show a task and its frozen stores with their folders."""
-    emit_json(_task_json(tasks_for(ctx.gm).get_task(ctx.workspace_id(workspace), task_id)))
+    emit_json(_task_json(ctx.parts.tasks.get_task(ctx.workspace_id(workspace), task_id)))
 
 
 @tasks_group.command("end")
@@ -160,7 +159,7 @@ def task_show(ctx: Context, task_id: str, workspace: str | None) -> None:
 @refusals
 def task_end(ctx: Context, task_id: str, workspace: str | None) -> None:
     """End a task: its token stops working at once (on running servers too); its writes and events stay."""
-    emit_json(_task_json(tasks_for(ctx.gm).end_task(ctx.workspace_id(workspace), task_id)))
+    emit_json(_task_json(ctx.parts.tasks.end_task(ctx.workspace_id(workspace), task_id)))
 
 
 @tasks_group.command("delete")
@@ -170,7 +169,7 @@ def task_end(ctx: Context, task_id: str, workspace: str | None) -> None:
 @refusals
 def task_delete(ctx: Context, task_id: str, workspace: str | None) -> None:
     """Delete a task, its token and its events; the versions it wrote keep its id."""
-    tasks_for(ctx.gm).delete_task(ctx.workspace_id(workspace), task_id)
+    ctx.parts.tasks.delete_task(ctx.workspace_id(workspace), task_id)
     click.echo(f"deleted {task_id}")
 
 
@@ -182,7 +181,7 @@ def task_delete(ctx: Context, task_id: str, workspace: str | None) -> None:
 @refusals
 def task_memory(ctx: Context, task_id: str, as_json: bool, workspace: str | None) -> None:
     """Print the memory section a task gets in its context."""
-    view = tasks_for(ctx.gm).memory_view(ctx.workspace_id(workspace), task_id)
+    view = ctx.parts.tasks.memory_view(ctx.workspace_id(workspace), task_id)
     if not as_json:
         click.echo(view.context, nl=False)
         return
@@ -220,7 +219,7 @@ def task_events(
     ctx: Context, task_id: str, after_seq: int | None, limit: int | None, as_json: bool, workspace: str | None
 ) -> None:
     """Print a task's events, oldest first."""
-    tasks = tasks_for(ctx.gm)
+    tasks = ctx.parts.tasks
     tasks.get_task(ctx.workspace_id(workspace), task_id)
     events: list[Event] = []
     page: str | None = None

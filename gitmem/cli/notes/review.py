@@ -38,7 +38,7 @@ def _acting(
     ctx: Context, workspace: str | None, store_id: str, as_user: str | None
 ) -> tuple[Reviews, MemoryStore, Actor | None]:
     workspace_id = ctx.workspace_id(workspace)
-    return Reviews.of(ctx.gm), ctx.gm.store(workspace_id, store_id), _reviewer(ctx, workspace_id, as_user)
+    return ctx.parts.reviews, ctx.gm.store(workspace_id, store_id), _reviewer(ctx, workspace_id, as_user)
 
 
 as_option = click.option(
@@ -62,7 +62,7 @@ as_option = click.option(
 def show(ctx: Context, store_id: str, limit: int, as_json: bool, workspace: str | None) -> None:
     """The versions written since the last review, each with its diff."""
     store = ctx.gm.store(ctx.workspace_id(workspace), store_id)
-    reviews = Reviews.of(ctx.gm)
+    reviews = ctx.parts.reviews
     page = reviews.pending(store, limit=limit)
     if as_json:
         emit_json({"mark": current_mark(store), "pending": [c.version for c in page.items]})
@@ -118,7 +118,7 @@ def revert(ctx: Context, store_id: str, version_id: str, as_user: str | None, wo
 def enable(ctx: Context, store_id: str, read_approved_only: bool, as_user: str | None, workspace: str | None) -> None:
     """Put STORE under review: what is there now counts as approved, later versions are pending."""
     workspace_id = ctx.workspace_id(workspace)
-    settings = Reviews.of(ctx.gm).configure(
+    settings = ctx.parts.reviews.configure(
         workspace_id,
         store_id,
         enabled=True,
@@ -136,5 +136,5 @@ def enable(ctx: Context, store_id: str, read_approved_only: bool, as_user: str |
 @refusals
 def disable(ctx: Context, store_id: str, workspace: str | None) -> None:
     """Take STORE out of review (its review records stay in history)."""
-    Reviews.of(ctx.gm).configure(ctx.workspace_id(workspace), store_id, enabled=False)
+    ctx.parts.reviews.configure(ctx.workspace_id(workspace), store_id, enabled=False)
     click.echo(f"{store_id} is no longer under review")
