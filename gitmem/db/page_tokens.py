@@ -6,8 +6,10 @@ looked at: a forged or edited token can neither reach SQLite with an out-of-rang
 listing to a place the server never pointed at, and a token of one listing (``versions``) is not
 accepted by another (``notes``). The key is 32 random bytes in a file next to the data the listing
 reads (``$GITMEM_HOME/page-token.key`` for the catalog's listings, ``<store>.git/gitmem/page-token.key``
-for a store's notes and versions), so every process serving that data shares it. Losing the file
-only invalidates tokens in flight (the client starts the listing again).
+for a store's notes and versions), so every process serving that data shares it. It is made when the
+first token is signed, not when the data is opened: a store never listed past one page has none (a
+4 KiB block less at rest, issue 27), and a token shown to it is refused as one it never issued.
+Losing the file only invalidates tokens in flight (the client starts the listing again).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import hmac
 import json
 import os
 import threading
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +32,8 @@ MAX_INT = 2**63 - 1  # SQLite's integers
 _MAC_BYTES = 16
 _MAX_TOKEN_CHARS = 4096
 
-_cache: dict[Path, PageTokens] = {}
+# Weakly: each holder (a store's index, a home) keeps its own, so a closed store leaves nothing here.
+_cache: weakref.WeakValueDictionary[Path, PageTokens] = weakref.WeakValueDictionary()
 _cache_lock = threading.Lock()
 
 
@@ -42,17 +46,35 @@ def _unb64(text: str) -> bytes:
 
 
 class PageTokens:
-    """Signs and checks page tokens with one key."""
+    """Signs and checks page tokens with one key: ``key``, or the one in the file ``path`` (read, or
+    made, when first needed)."""
 
-    def __init__(self, key: bytes) -> None:
+    def __init__(self, key: bytes | None = None, *, path: Path | None = None) -> None:
+        if key is None and path is None:
+            raise ValueError("a page-token codec needs its key or the file it is kept in")
         self._key = key
+        self._path = path
+        self._lock = threading.Lock()
 
-    def _mac(self, payload: bytes) -> bytes:
-        return hmac.new(self._key, payload, hashlib.sha256).digest()[:_MAC_BYTES]
+    def _key_of(self, *, make: bool) -> bytes | None:
+        if self._key is None and self._path is not None:
+            with self._lock:
+                if self._key is None:
+                    self._key = _load_or_create_key(self._path) if make else _load_key(self._path)
+        return self._key
+
+    def _signing_key(self) -> bytes:
+        key = self._key_of(make=True)
+        if key is None:  # unreachable: a codec has its key or its file (see __init__)
+            raise ValueError("no page-token key")
+        return key
+
+    def _mac(self, payload: bytes, key: bytes) -> bytes:
+        return hmac.new(key, payload, hashlib.sha256).digest()[:_MAC_BYTES]
 
     def encode(self, kind: str, *parts: int | str) -> str:
         payload = json.dumps([kind, *parts], separators=(",", ":")).encode()
-        return f"{_b64(payload)}.{_b64(self._mac(payload))}"
+        return f"{_b64(payload)}.{_b64(self._mac(payload, self._signing_key()))}"
 
     def decode(self, token: object, kind: str, *types: type) -> list[Any]:
         """The parts of a token this key signed for ``kind``, checked against ``types``; anything
@@ -64,7 +86,8 @@ class PageTokens:
             payload, mac = _unb64(payload_text), _unb64(mac_text)
         except (ValueError, binascii.Error):
             raise InvalidRequest("invalid page token") from None
-        if not hmac.compare_digest(mac, self._mac(payload)):
+        key = self._key_of(make=False)  # no key yet: no token was ever signed here
+        if key is None or not hmac.compare_digest(mac, self._mac(payload, key)):
             raise InvalidRequest("invalid page token: it was not issued by this server")
         parts: list[Any]
         try:
@@ -81,11 +104,17 @@ class PageTokens:
         return parts
 
 
-def _load_or_create_key(path: Path) -> bytes:
+def _load_key(path: Path) -> bytes | None:
     try:
         return path.read_bytes()
     except FileNotFoundError:
-        pass
+        return None
+
+
+def _load_or_create_key(path: Path) -> bytes:
+    found = _load_key(path)
+    if found is not None:
+        return found
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -104,10 +133,11 @@ def _load_or_create_key(path: Path) -> bytes:
 
 
 def tokens_for(folder: Path) -> PageTokens:
-    """The codec whose key lives in ``folder`` (made on first use, shared by every process)."""
+    """The codec whose key lives in ``folder`` (made on first use, shared by every process), shared
+    by its holders in this process while one keeps it."""
     path = (folder / KEY_FILE).resolve()
     with _cache_lock:
         found = _cache.get(path)
         if found is None:
-            found = _cache[path] = PageTokens(_load_or_create_key(path))
+            found = _cache[path] = PageTokens(path=path)
         return found

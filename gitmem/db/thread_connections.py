@@ -41,7 +41,8 @@ class _Connection(sqlite3.Connection):
     connection, as it did when each thread held its connection alone."""
 
 
-_write_locks: dict[str, threading.Lock] = {}
+# Weakly: each ThreadConnections keeps its file's lock, so a closed store's goes with it.
+_write_locks: weakref.WeakValueDictionary[str, threading.Lock] = weakref.WeakValueDictionary()
 _write_locks_guard = threading.Lock()
 
 
@@ -49,7 +50,10 @@ def write_lock(path: Path) -> threading.Lock:
     """The lock this process's writers of ``path`` take turns on."""
     key = str(path.resolve())
     with _write_locks_guard:
-        return _write_locks.setdefault(key, threading.Lock())
+        lock = _write_locks.get(key)
+        if lock is None:
+            lock = _write_locks[key] = threading.Lock()
+        return lock
 
 
 class ThreadConnections:

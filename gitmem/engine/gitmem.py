@@ -16,7 +16,7 @@ import logging
 import shutil
 import threading
 from pathlib import Path
-from typing import ClassVar, Protocol, Self
+from typing import ClassVar, Self
 
 from gitmem import ids
 from gitmem.clock import Clock, system_clock, to_micros
@@ -29,15 +29,15 @@ from gitmem.db.migrations import Migration
 from gitmem.db.page_tokens import PageTokens, tokens_for
 from gitmem.durable import Durability, FsyncMode
 from gitmem.engine.catalog.catalog import Catalog
+from gitmem.engine.change_listeners import ChangeListener, ChangeListeners
 from gitmem.engine.index.search import SEARCH_BUDGET_SECONDS
 from gitmem.engine.index.search import forget_store as forget_search_text
 from gitmem.engine.open_stores import OpenStores, OpenStoreStats
 from gitmem.engine.open_stores import leases as store_leases
-from gitmem.engine.store.conflicts import Conflict as KeptConflict
 from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import ArchivedStore, Conflict, NotFound
 from gitmem.git import repository
-from gitmem.model import Page, StoreInfo, StoreKind, Version
+from gitmem.model import Page, StoreInfo, StoreKind
 from gitmem.rules.filters import FilterChain
 from gitmem.rules.paging import check_limit
 from gitmem.rules.policy import MAX_SHARED_STORES, check_store_fields, policy_for
@@ -45,17 +45,6 @@ from gitmem.rules.policy import MAX_SHARED_STORES, check_store_fields, policy_fo
 log = logging.getLogger(__name__)
 
 MAX_STORES_PAGE = 100  # stores a page of a listing
-
-
-class ChangeListener(Protocol):
-    """What is told of each change right after it lands (see :meth:`Gitmem.listen`); a failure there never
-    fails the write (the store logs it)."""
-
-    def notes_changed(self, store: MemoryStore, workspace_id: str) -> object: ...
-
-    def version_redacted(self, store: MemoryStore, workspace_id: str, version: Version) -> object: ...
-
-    def conflict_kept(self, store: MemoryStore, workspace_id: str, conflict: KeptConflict) -> object: ...
 
 
 class HomeTables:
@@ -126,10 +115,10 @@ class Gitmem:
         self.catalog = Catalog.for_home(home, database or None, clock)
         self._stores = OpenStores(open_stores)
         self._keyring: KeyRing | None = None
+        self._page_tokens: PageTokens | None = None
         self._services: dict[type, HomeTables] = {}
         self._services_lock = threading.Lock()
-        self._opened: set[str] = set()  # stores whose index this process has seen made (see opened_before)
-        self._listeners: tuple[ChangeListener, ...] = ()
+        self._listeners = ChangeListeners()
 
     @classmethod
     def open(
@@ -186,7 +175,9 @@ class Gitmem:
     @property
     def page_tokens(self) -> PageTokens:
         """The codec of the catalog's listings (stores, workers, tasks, dreams)."""
-        return tokens_for(self.home)
+        if self._page_tokens is None:
+            self._page_tokens = tokens_for(self.home)  # kept: the module's table holds it weakly
+        return self._page_tokens
 
     def codec_for(self, info: StoreInfo) -> ContentCodec:
         """Each encrypted store has its own data key (owner = the store), so deleting the store, or
@@ -328,9 +319,7 @@ class Gitmem:
             # `gitmem encryption rotate` ran in another process: write with the new key.
             return store.path.exists() and not (found.encrypted and self._rotated_since(store))
 
-        store = self._stores.checkout(store_id, lambda: self._open_store(found), usable)
-        self._opened.add(store_id)
-        return store
+        return self._stores.checkout(store_id, lambda: self._open_store(found), usable)
 
     def _open_store(self, info: StoreInfo) -> MemoryStore:
         store_id = info.id
@@ -341,9 +330,9 @@ class Gitmem:
             codec=self.codec_for(info),
             clock=self.clock,
             write_guard=lambda: self._check_writable(store_id),
-            on_commit=lambda s: self.tell_notes_changed(s, info.workspace_id),
-            on_redact=lambda s, v: self.tell_version_redacted(s, info.workspace_id, v),
-            on_conflict=lambda s, c: self.tell_conflict_kept(s, info.workspace_id, c),
+            on_commit=lambda s: self._listeners.notes_changed(s, info.workspace_id),
+            on_redact=lambda s, v: self._listeners.version_redacted(s, info.workspace_id, v),
+            on_conflict=lambda s, c: self._listeners.conflict_kept(s, info.workspace_id, c),
             database_url=self.index_database_url,
             durability=self.durability,
             search_budget=self.search_budget,
@@ -368,26 +357,16 @@ class Gitmem:
     def opened_before(self, store_id: str) -> bool:
         """Whether a thread of this process has opened the store: opening it again then only reads
         (a first open may make the index's tables, and wait for another writer to do so)."""
-        return store_id in self._opened
+        return self._stores.opened_before(store_id)
 
     def listen(self, listener: ChangeListener) -> None:
         """Tell ``listener`` of every change that lands in a store of this home (the webhooks' outbox,
         attached where a program opens the home). A listener attached twice is told once."""
-        with self._services_lock:
-            if listener not in self._listeners:
-                self._listeners = (*self._listeners, listener)
+        self._listeners.add(listener)
 
     def tell_notes_changed(self, store: MemoryStore, workspace_id: str) -> None:
-        for listener in self._listeners:
-            listener.notes_changed(store, workspace_id)
-
-    def tell_version_redacted(self, store: MemoryStore, workspace_id: str, version: Version) -> None:
-        for listener in self._listeners:
-            listener.version_redacted(store, workspace_id, version)
-
-    def tell_conflict_kept(self, store: MemoryStore, workspace_id: str, conflict: KeptConflict) -> None:
-        for listener in self._listeners:
-            listener.conflict_kept(store, workspace_id, conflict)
+        """Tell the listeners of a change that landed by other means than the store's writes (a push)."""
+        self._listeners.notes_changed(store, workspace_id)
 
     def _rotated_since(self, store: MemoryStore) -> bool:
         return getattr(store.codec, "key_id", None) != self.keyring.current(store.id).key_id
@@ -400,7 +379,6 @@ class Gitmem:
             )
 
     def _forget(self, store_id: str) -> None:
-        self._opened.discard(store_id)
         self._stores.forget(store_id)
 
     def all_stores(self) -> list[StoreInfo]:

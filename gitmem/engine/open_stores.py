@@ -48,24 +48,31 @@ take them back.
   (:func:`gitmem.engine.index.sqlite_file.mark_sound`), so a cold open costs a few connections'
   set-up, not a scan.
 
+- **Nothing kept of a closed store.** What the process keeps of a store outside its handle is held
+  by the handle or bounded: its group committer (and tree cache), its index's write lock and its page
+  tokens' codec are in weak tables its handle keeps alive, so they go when it closes; its packing
+  policy, the index files checked whole, the catalog rows read, the stores opened before and the
+  approved views are the most recent few thousand (issue 27: each store touched kept ~6 KB, 220 MB
+  after 10,000).
+
+The handles, the lease scopes and the sweeper's thread are :mod:`gitmem.engine.store_handles`.
+
 Keys are not cached here: a handle carries its store's codec, and ``Gitmem.store`` checks the key ring
 on every checkout of an encrypted store, so a rotated key replaces the handle at once.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import logging
 import threading
 import time
-import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gitmem.db.descriptors import descriptor_limit, free_descriptors, low_water, out_of_descriptors, when_short
+from gitmem.engine.store_handles import Handle, leases, lend, sweeper
 from gitmem.errors import Unavailable
 
 if TYPE_CHECKING:
@@ -79,8 +86,7 @@ MIN_OPEN_STORES = 8
 MAX_OPEN_STORES = 256  # however many files the process may open: memory stays bounded too
 IDLE_SECONDS = 5.0  # a store unused this long is closed (at rest, it then costs only its files)
 OPEN_ATTEMPTS = 4
-SWEEP_SECONDS = 1.0
-MAX_CLOSE_BACKLOG = 8  # evicted stores waiting for the sweeper before the evicting request closes them
+OPENED_KEPT = 4096
 
 
 @dataclass(frozen=True)
@@ -106,57 +112,6 @@ def capacity_for(limit: int | None) -> int:
     return max(MIN_OPEN_STORES, min(MAX_OPEN_STORES, (limit - reserve) // DESCRIPTORS_PER_STORE))
 
 
-class _Entry:
-    __slots__ = ("__weakref__", "closed", "key", "last_used", "pinned", "retired", "store", "users")
-
-    def __init__(self, key: str, store: MemoryStore, now: float) -> None:
-        self.key = key
-        self.store = store
-        self.users = 0
-        self.last_used = now
-        self.retired = False  # out of the LRU: closed by its last user's return
-        self.closed = False
-        self.pinned = False  # lent outside any lease scope: never closed by the cache
-
-    @property
-    def idle(self) -> bool:
-        return self.users == 0 and not self.pinned
-
-
-class _Scope:
-    """The stores lent within one :func:`leases` block."""
-
-    def __init__(self) -> None:
-        self.held: list[tuple[OpenStores, _Entry]] = []
-        self.lock = threading.Lock()
-
-    def add(self, cache: OpenStores, entry: _Entry) -> None:
-        with self.lock:
-            self.held.append((cache, entry))
-
-    def release(self) -> None:
-        with self.lock:
-            held, self.held = self.held, []
-        for cache, entry in held:
-            cache.checkin(entry)
-
-
-_scope: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar("gitmem_store_leases", default=None)
-
-
-@contextlib.contextmanager
-def leases() -> Iterator[None]:
-    """Every store ``Gitmem.store`` lends inside this block (in this context, and in the threads it
-    hands work to with the context copied) is returned when the block ends."""
-    scope = _Scope()
-    token = _scope.set(scope)
-    try:
-        yield
-    finally:
-        _scope.reset(token)
-        scope.release()
-
-
 class OpenStores:
     """A home's open stores in this process (see the module docstring)."""
 
@@ -171,12 +126,15 @@ class OpenStores:
         self.capacity = capacity if capacity is not None else capacity_for(self.limit)
         self.idle_seconds = idle_seconds
         self._clock = clock
-        self._lru: OrderedDict[str, _Entry] = OrderedDict()  # least recently used first
-        self._retired: set[_Entry] = set()  # evicted while in use
+        self._lru: OrderedDict[str, Handle] = OrderedDict()  # least recently used first
+        self._retired: set[Handle] = set()  # evicted while in use
         self._lock = threading.Lock()
         self.evictions = 0
         self.idle_closes = 0
-        _sweeper.watch(self)
+        # Stores opened here before, the most recent only: one a store would grow with every store
+        # touched (see opened_before).
+        self._opened: OrderedDict[str, None] = OrderedDict()
+        sweeper.watch(self)
         when_short(self._relieve)
 
     def _relieve(self) -> int:
@@ -198,16 +156,17 @@ class OpenStores:
             entry = None
         if entry is None:
             entry = self._add(key, self._open(open_store))
-        scope = _scope.get()
-        if scope is None:
+            with self._lock:
+                self._opened[key] = None
+                while len(self._opened) > OPENED_KEPT:
+                    self._opened.popitem(last=False)
+        if not lend(self, entry):
             with self._lock:
                 entry.pinned = True  # lent for the life of the process
                 entry.users -= 1
-        else:
-            scope.add(self, entry)
         return entry.store
 
-    def checkin(self, entry: _Entry) -> None:
+    def checkin(self, entry: Handle) -> None:
         """One user of ``entry`` is done with it: parked when it was the last, closed if retired."""
         with self._lock:
             entry.users -= 1
@@ -222,9 +181,9 @@ class OpenStores:
                 return
             self._retired.discard(entry)
             entry.closed = True
-        self._close(entry)
+        entry.close()
 
-    def _take(self, key: str) -> _Entry | None:
+    def _take(self, key: str) -> Handle | None:
         with self._lock:
             entry = self._lru.get(key)
             if entry is not None:
@@ -232,7 +191,7 @@ class OpenStores:
                 self._lru.move_to_end(key)
             return entry
 
-    def _add(self, key: str, store: MemoryStore) -> _Entry:
+    def _add(self, key: str, store: MemoryStore) -> Handle:
         with self._lock:
             entry = self._lru.get(key)
             if entry is not None:  # another thread opened it meanwhile: use theirs
@@ -240,13 +199,13 @@ class OpenStores:
                 self._lru.move_to_end(key)
                 spare: MemoryStore | None = store
             else:
-                entry = self._lru[key] = _Entry(key, store, self._clock())
+                entry = self._lru[key] = Handle(key, store, self._clock())
                 entry.users = 1
                 spare = None
             victims = self._over_capacity()
         if spare is not None:
             spare.close()
-        _sweeper.close_later(victims)  # a close checkpoints the index: not on this request's time
+        sweeper.close_later(victims)  # a close checkpoints the index: not on this request's time
         return entry
 
     def _open(self, open_store: Callable[[], MemoryStore]) -> MemoryStore:
@@ -268,7 +227,7 @@ class OpenStores:
 
     # -- closing ------------------------------------------------------------------------------------
 
-    def _retire(self, entry: _Entry) -> None:
+    def _retire(self, entry: Handle) -> None:
         """Take ``entry`` out of the LRU (caller holds a use of it, so it is closed on return)."""
         with self._lock:
             if self._lru.get(entry.key) is entry:
@@ -277,10 +236,10 @@ class OpenStores:
                 entry.retired = True
                 self._retired.add(entry)
 
-    def _over_capacity(self) -> list[_Entry]:
+    def _over_capacity(self) -> list[Handle]:
         """Idle entries to close, least recently used first, so that the LRU fits (lock held). Stores in
         use stay: past capacity only while more stores than that are in use at once."""
-        victims: list[_Entry] = []
+        victims: list[Handle] = []
         excess = len(self._lru) - self.capacity
         for entry in list(self._lru.values()):
             if excess <= 0:
@@ -296,7 +255,7 @@ class OpenStores:
     def shrink(self, count: int) -> int:
         """Close up to ``count`` idle stores, least recently used first; returns how many."""
         with self._lock:
-            victims: list[_Entry] = []
+            victims: list[Handle] = []
             for entry in list(self._lru.values()):
                 if len(victims) >= count:
                     break
@@ -312,7 +271,7 @@ class OpenStores:
         """Close idle stores while free descriptors are under the low-water mark; returns how many."""
         closed = 0
         mark = low_water(self.limit)
-        _sweeper.drain()  # evicted stores still waiting to be closed come first
+        sweeper.drain()  # evicted stores still waiting to be closed come first
         while True:
             free = free_descriptors()
             if free is None or free >= mark:
@@ -338,6 +297,7 @@ class OpenStores:
         """Close the store's handle now if idle, else when its last user returns it (a store being
         deleted; an operator's or a test's eviction). A checkout meanwhile gets a fresh handle."""
         with self._lock:
+            self._opened.pop(key, None)
             entry = self._lru.pop(key, None)
             if entry is None:
                 return
@@ -347,12 +307,12 @@ class OpenStores:
                     self._retired.add(entry)
                     return
             entry.closed = True
-        self._close(entry)
+        entry.close()
 
     @staticmethod
     def drain() -> None:
         """Close at once the stores eviction handed to the sweeper's thread (tests, a home closing)."""
-        _sweeper.drain()
+        sweeper.drain()
 
     def close_all(self) -> None:
         """Close every idle store (the home is closing); those in use close on return."""
@@ -368,20 +328,19 @@ class OpenStores:
                     entry.retired = True
                     self._retired.add(entry)
         self._close_all(victims)
-        _sweeper.drain()  # and those evicted a moment ago, still waiting for the sweeper
-
-    def _close_all(self, entries: list[_Entry]) -> None:
-        for entry in entries:
-            self._close(entry)
+        sweeper.drain()  # and those evicted a moment ago, still waiting for the sweeper
 
     @staticmethod
-    def _close(entry: _Entry) -> None:
-        try:
-            entry.store.close()
-        except Exception:  # a store that fails to close must not fail the request that evicted it
-            log.warning("closing store %s failed", entry.key, exc_info=True)
+    def _close_all(entries: list[Handle]) -> None:
+        for entry in entries:
+            entry.close()
 
     # -- looking ------------------------------------------------------------------------------------
+
+    def opened_before(self, key: str) -> bool:
+        """Whether this cache has opened the store (lately: it forgets the oldest of
+        :data:`OPENED_KEPT`), so that opening it again only reads."""
+        return key in self._opened or key in self._lru
 
     def is_open(self, key: str) -> bool:
         return key in self._lru
@@ -402,63 +361,6 @@ class OpenStores:
             descriptor_limit=descriptor_limit(),
             free_descriptors=free_descriptors(),
         )
-
-
-class _Sweeper:
-    """One thread a process that closes every cache's idle stores each :data:`SWEEP_SECONDS`."""
-
-    def __init__(self) -> None:
-        self._caches: weakref.WeakSet[OpenStores] = weakref.WeakSet()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._closing: list[_Entry] = []
-        self._closing_lock = threading.Lock()  # held while a batch of _closing is being closed
-        self._wake = threading.Event()
-
-    def close_later(self, entries: list[_Entry]) -> None:
-        """Close ``entries`` (out of every cache already) in the sweeper's thread, at once; if it is
-        behind (it shares the interpreter with every request thread), the caller closes the backlog
-        itself: stores waiting to be closed still hold their descriptors."""
-        if entries:
-            with self._lock:
-                self._closing.extend(entries)
-                behind = len(self._closing) > MAX_CLOSE_BACKLOG
-            if behind:
-                self.drain()
-            else:
-                self._wake.set()
-
-    def watch(self, cache: OpenStores) -> None:
-        with self._lock:
-            self._caches.add(cache)
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="gitmem-open-stores", daemon=True)
-                self._thread.start()
-
-    def drain(self) -> None:
-        """Close what waits to be closed now, and wait for a batch being closed (a home closing)."""
-        with self._closing_lock:
-            with self._lock:
-                closing, self._closing = self._closing, []
-            for entry in closing:
-                OpenStores._close(entry)
-
-    def _run(self) -> None:
-        while True:
-            self._wake.wait(SWEEP_SECONDS)
-            self._wake.clear()
-            self.drain()
-            with self._lock:
-                caches = list(self._caches)
-            for cache in caches:
-                try:
-                    cache.sweep()
-                except Exception:  # housekeeping: the next sweep tries again
-                    log.warning("closing idle stores failed", exc_info=True)
-            del caches
-
-
-_sweeper = _Sweeper()
 
 
 __all__ = [

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections import OrderedDict
 from typing import Any
 
 from gitmem.agents.review.approved_writes import FencedBatch, may_change
@@ -82,7 +83,9 @@ class ApprovedNotes:
         return int(count), int(size)
 
 
-_cache: dict[tuple[str, str | None, str | None], ApprovedNotes] = {}
+# One view a store, for the stores read under review most recently (each is an in-memory table).
+_cache: OrderedDict[tuple[str, str | None, str | None], ApprovedNotes] = OrderedDict()
+APPROVED_VIEWS_KEPT = 64
 _cache_lock = threading.Lock()
 
 
@@ -97,6 +100,8 @@ def approved_notes(store: MemoryStore, mark: ReviewMark | None) -> ApprovedNotes
             for old in [k for k in _cache if k[0] == key[0]]:
                 del _cache[old]  # one view a store: an older mark or tip is not read again
             _cache[key] = found
+            while len(_cache) > APPROVED_VIEWS_KEPT:
+                _cache.popitem(last=False)
     return found
 
 

@@ -16,6 +16,7 @@ its row changes. :class:`CatalogCache` keeps such values:
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
@@ -26,6 +27,9 @@ Listener = Callable[[str, str], None]  # (kind, key) of a change announced
 
 T = TypeVar("T")
 
+# Values kept, the most recently read: one a store, so 10,000 stores touched would keep 10,000 (issue 27).
+VALUES_KEPT = 4096
+
 
 class CatalogCache:
     """``db``: where the catalog lives; ``subscribe``: registers a listener of every change the catalog
@@ -34,7 +38,7 @@ class CatalogCache:
     def __init__(self, db: Database, subscribe: Callable[[Listener], None]) -> None:
         self._db = db
         self._subscribe = subscribe
-        self._values: dict[tuple[str, str], object] = {}
+        self._values: OrderedDict[tuple[str, str], object] = OrderedDict()
         self._changes = 0  # announcements heard so far
         self._lock = threading.Lock()
         self._listening = False
@@ -47,12 +51,15 @@ class CatalogCache:
             return read()
         with self._lock:
             if (kind, key) in self._values:
+                self._values.move_to_end((kind, key))
                 return self._values[(kind, key)]  # type: ignore[return-value]
             heard = self._changes
         value = read()
         with self._lock:
             if self._changes == heard and self._db.delivers_changes():
                 self._values[(kind, key)] = value
+                while len(self._values) > VALUES_KEPT:
+                    self._values.popitem(last=False)
         return value
 
     def _listen(self) -> None:

@@ -34,6 +34,7 @@ import functools
 import hashlib
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any
 
@@ -125,7 +126,10 @@ def index_database(url: str) -> PostgresDatabase:
 
 
 _open = threading.local()  # .schema: the store whose index transaction this thread has open
-_ensured: set[tuple[str, str]] = set()  # (url, schema) whose tables this process has seen current
+# (url, schema) whose tables this process has seen current, the most recent only (one a store: 10,000
+# stores touched would keep 10,000); one forgotten is checked again by one query.
+_ensured: OrderedDict[tuple[str, str], None] = OrderedDict()
+ENSURED_KEPT = 4096
 _ensured_guard = threading.Lock()
 
 
@@ -160,7 +164,9 @@ class PgIndexDb:
                     (SCHEMA_MARK,),
                 )
         with _ensured_guard:
-            _ensured.add(key)
+            _ensured[key] = None
+            while len(_ensured) > ENSURED_KEPT:
+                _ensured.popitem(last=False)
 
     def _exists(self) -> bool:
         found = self.database.execute(
@@ -305,7 +311,7 @@ class PgIndexDb:
         with self.database.transaction() as tx:
             tx.execute(f"DROP SCHEMA IF EXISTS {self.schema} CASCADE")
         with _ensured_guard:
-            _ensured.discard((self.url, self.schema))
+            _ensured.pop((self.url, self.schema), None)
 
     def close(self) -> None:
         """Nothing of a store's own: the pool is the process's."""

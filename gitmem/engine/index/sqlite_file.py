@@ -10,8 +10,10 @@ import contextlib
 import logging
 import os
 import sqlite3
+import threading
 import time
 import zlib
+from collections import OrderedDict
 from pathlib import Path
 
 log = logging.getLogger("gitmem.engine.index.store_index")  # what an operator has always seen it as
@@ -60,8 +62,20 @@ SCHEMA_MARK = zlib.crc32(SCHEMA.encode()) & 0x7FFFFFFF  # kept in PRAGMA user_ve
 _DAMAGED = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}  # not "locked" or "busy": those are not damage
 
 
-# (path, inode, size, mtime) of index files this process checked whole, or closed cleanly itself
-_verified: set[tuple[str, int, int, int]] = set()
+# path -> (inode, size, mtime) of index files this process checked whole, or closed cleanly itself; the
+# most recent only, so that 10,000 stores touched do not keep 10,000 (a file forgotten is checked whole
+# again when it reopens: a few pages for a small store).
+_verified: OrderedDict[str, tuple[int, int, int]] = OrderedDict()
+_verified_guard = threading.Lock()
+VERIFIED_FILES = 4096
+
+
+def _seen_sound(path: Path, stat: os.stat_result) -> None:
+    with _verified_guard:
+        _verified[str(path)] = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        _verified.move_to_end(str(path))
+        while len(_verified) > VERIFIED_FILES:
+            _verified.popitem(last=False)
 
 
 def _probe(path: Path) -> None:
@@ -71,14 +85,13 @@ def _probe(path: Path) -> None:
     if not path.exists():
         return
     stat = path.stat()
-    key = (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
-    if key in _verified:
+    if _verified.get(str(path)) == (stat.st_ino, stat.st_size, stat.st_mtime_ns):
         return
     with contextlib.closing(sqlite3.connect(path, timeout=30)) as db:
         damage = [row[0] for row in db.execute("PRAGMA quick_check")]
     if damage != ["ok"]:
         raise sqlite3.DatabaseError("; ".join(map(str, damage[:3])))
-    _verified.add(key)
+    _seen_sound(path, stat)
 
 
 def mark_sound(path: Path) -> None:
@@ -88,7 +101,7 @@ def mark_sound(path: Path) -> None:
         stat = path.stat()
     except OSError:
         return
-    _verified.add((str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns))
+    _seen_sound(path, stat)
 
 
 def set_aside_if_damaged(path: Path) -> Path | None:

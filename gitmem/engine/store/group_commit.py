@@ -26,6 +26,7 @@ import copy
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -345,12 +346,15 @@ def _commit_object(record: VersionRecord, tree: bytes, parent: bytes | None, sig
     return commit_object(tree, parent, author, format_message([record]), signer)
 
 
-_committers: dict[str, GroupCommitter] = {}
+# Weakly: a store's handle holds its committer (and the committer its tree cache), so a store the cache
+# of open stores closed leaves nothing here (issue 27: 10,000 stores touched kept 10,000 committers).
+_committers: weakref.WeakValueDictionary[str, GroupCommitter] = weakref.WeakValueDictionary()
 _committers_guard = threading.Lock()
 
 
 def committer_for(repo_path: Path, durability: Durability = DURABLE) -> GroupCommitter:
-    """This process's committer for the store at ``repo_path``, made with ``durability`` (its home's)."""
+    """This process's committer for the store at ``repo_path``, made with ``durability`` (its home's),
+    shared by every handle of the store alive in the process; the caller keeps it."""
     # Looked up on every write: the path as given first, so that only a new spelling pays for
     # ``resolve`` (a file-system walk) to find the committer its store already has.
     committer = _committers.get(str(repo_path))

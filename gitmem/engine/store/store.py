@@ -75,6 +75,7 @@ class MemoryStore(StoreReading):
         self.codec: ContentCodec = codec or PlainCodec()
         self.clock = clock
         self.planner = WritePlanner(policy, self.codec, clock)
+        self._committer = committer_for(repo_path, durability)  # held here: it lives as long as a handle
         self._write_guard = write_guard or (lambda: None)
         # Told right after a change lands (webhooks' outbox); a failure there never fails the write.
         self._on_commit = on_commit
@@ -276,7 +277,7 @@ class MemoryStore(StoreReading):
         if fence is not None:
             plan = _behind(plan, fence)
         try:
-            landed = committer_for(self.path, self.durability).submit(self.index, plan, self._after_write, self.signer)
+            landed = self._committer.submit(self.index, plan, self._after_write, self.signer)
         except StaleWrite as stale:
             if not keep_conflicts:
                 raise
@@ -293,9 +294,7 @@ class MemoryStore(StoreReading):
         fence = self._fence
         if fence is not None:
             plans = [_behind(plan, fence) for plan in plans]
-        results = committer_for(self.path, self.durability).submit_all(
-            self.index, list(plans), self._after_write, self.signer
-        )
+        results = self._committer.submit_all(self.index, list(plans), self._after_write, self.signer)
         if any(isinstance(result, Landed) for result in results):
             self._tell(self._on_commit, self)
         return results

@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
@@ -159,7 +160,10 @@ class _QuietWatcher:
                 log.debug("after %s went quiet", repo_path.name, exc_info=True)
 
 
-_policies: dict[str, _StorePolicy] = {}
+# The stores written most recently only: 10,000 stores written kept 10,000 (issue 27). A store whose
+# policy was dropped looks at its disk on its next write, as after a restart.
+_policies: OrderedDict[str, _StorePolicy] = OrderedDict()
+POLICIES_KEPT = 1024
 _policies_lock = threading.Lock()
 _watcher = _QuietWatcher()
 
@@ -175,6 +179,9 @@ def after_write(
         policy = _policies.get(key)
         if policy is None:
             policy = _policies[key] = _StorePolicy(repo_path)
+            while len(_policies) > POLICIES_KEPT:
+                _policies.popitem(last=False)
+        _policies.move_to_end(key)
     # The look at the disk (a walk of the objects) holds this store's lock only: other stores' writers
     # never wait for it.
     with policy.lock:
