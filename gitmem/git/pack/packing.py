@@ -48,6 +48,11 @@ MODES: tuple[PackMode, ...] = ("geometric", "full")
 # of its size then, and at least some bytes): a lone write now and then must not repack everything.
 CONSOLIDATE_GROWTH = 0.10
 CONSOLIDATE_MIN_BYTES = 1 << 20
+# A store whose objects take less than this (a few small notes) is consolidated whenever it goes quiet in
+# more than one pack, and keeps no size marks: each pack (and mark) is a file of at least a 4 KiB block,
+# so a store of two notes written apart took 84 KiB, most of it blocks of packs; one pack of it is a git
+# process of a few milliseconds (issue 27: a small store at rest costs what Git costs).
+SMALL_STORE_BYTES = 32 << 10
 # Git's default delta chain depth (50) stores every 50th version of a big tree whole: 200 whole copies
 # of a 10,000-entry folder over 10,000 writes. Longer chains keep a flat store near a nested one.
 DELTA_DEPTH = 1000
@@ -72,6 +77,7 @@ def full_repack_args() -> list[str]:
         "repack",
         "-d",
         "-q",
+        "-n",  # no update-server-info: dumb HTTP is not served, and its info/ files cost 16 KiB a store
         f"--depth={DELTA_DEPTH}",
         "-f",
         "--cruft",
@@ -129,6 +135,10 @@ def pack(repo_path: Path, mode: PackMode = "geometric", *, fsync: bool = True) -
         metrics.REPACK_SECONDS.labels(kind).observe(time.perf_counter() - started)
         metrics.REPACK_REMOVED_PACKS.labels(kind).inc(len(packs_before - _packs(pack_dir)))
         size = objects_bytes(repo_path)
+        if size < SMALL_STORE_BYTES:  # consolidated on every quiet spell: no marks needed (see above)
+            for name in (AFTER_ANY_PACK, AFTER_FULL_PACK):
+                (repo_path / "gitmem" / name).unlink(missing_ok=True)
+            return True
         _set_size_mark(repo_path, AFTER_ANY_PACK, size)
         if mode == "full":
             _set_size_mark(repo_path, AFTER_FULL_PACK, size)
@@ -228,6 +238,8 @@ def worth_consolidating(repo_path: Path) -> bool:
     seen = on_disk(repo_path)
     if seen.packs <= 1 and seen.loose.count == 0:
         return False
+    if seen.bytes < SMALL_STORE_BYTES:
+        return True
     last = _size_mark(repo_path, AFTER_FULL_PACK)
     grown = seen.bytes - (last or 0)
     return grown >= max(CONSOLIDATE_MIN_BYTES, CONSOLIDATE_GROWTH * (last or 0))
