@@ -1,7 +1,7 @@
 """Thousands of stores under a small open-file limit (issue 27): a real server under ``prlimit
---nofile=256`` touches 1,000 stores (writes, reads, searches, a push) while a second process prunes
-the same home under the same limit, with no error and the server's descriptors, read from
-/proc/<pid>/fd, bounded throughout."""
+--nofile=256`` touches 1,000 stores (writes, reads, searches, pushes with the real git client through
+the stores' hooks) while a second process prunes the same home under the same limit, with no error and
+both processes' descriptors, read from /proc/<pid>/fd, bounded throughout."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ pytestmark = pytest.mark.slow
 LIMIT = 256
 STORES = 1000
 PRLIMIT = ["prlimit", f"--nofile={LIMIT}:{LIMIT}", "--"]
+PUSHED = (7, 301, 602, 903)  # stores pushed to, once the cache has evicted them (far apart in the list)
 METRICS_TOKEN = "many-stores-metrics"
 
 
@@ -42,7 +43,10 @@ class Served:
 
 
 def descriptors(pid: int) -> int:
-    return len(os.listdir(f"/proc/{pid}/fd"))
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except FileNotFoundError:  # the process has ended
+        return 0
 
 
 @pytest.fixture(scope="module")
@@ -81,15 +85,6 @@ def metric(served: Served, name: str) -> float:
 
 def test_a_server_under_256_open_files_touches_1000_stores(served: Served, tmp_path: Path) -> None:
     empty = descriptors(served.pid)
-    peak = [empty]
-    stop = threading.Event()
-
-    def watch() -> None:
-        while not stop.wait(0.05):
-            peak[0] = max(peak[0], descriptors(served.pid))
-
-    watcher = threading.Thread(target=watch)
-    watcher.start()
     # A second process under the same limit: the pruner visits every store of the home meanwhile.
     env = {k: v for k, v in os.environ.items() if not k.startswith("GITMEM_")}
     env |= {"GITMEM_HOME": str(served.home), "GITMEM_FSYNC": "never"}
@@ -100,13 +95,30 @@ def test_a_server_under_256_open_files_touches_1000_stores(served: Served, tmp_p
         stderr=subprocess.PIPE,
         text=True,
     )
+    peak = {served.pid: empty, pruner.pid: 0}
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(0.05):
+            for pid in peak:
+                peak[pid] = max(peak[pid], descriptors(pid))
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
     try:
         headers = {"x-api-key": served.key}
         limits = httpx.Limits(max_connections=8)
         with httpx.Client(base_url=served.base_url, headers=headers, timeout=60, limits=limits) as client:
             with ThreadPoolExecutor(8) as pool:
                 results = list(pool.map(lambda p: touch(client, p[1], p[0]), enumerate(served.store_ids)))
-            push = push_a_note(served, tmp_path)
+            # Pushes with the real git client, at once, to stores the cache evicted long ago: each runs
+            # the store's pre- and post-receive hooks (gitmem hook) under the server's limit.
+            with ThreadPoolExecutor(len(PUSHED)) as pool:
+                pushes = list(pool.map(lambda n: push_a_note(served, tmp_path, n), PUSHED))
+            pushed = [
+                client.get(f"/v1/memory_stores/{served.store_ids[n]}/memories", params={"path_prefix": "/"})
+                for n in PUSHED
+            ]
             # Every store read once more, after the whole lot was touched.
             with ThreadPoolExecutor(8) as pool:
                 again = list(
@@ -121,25 +133,34 @@ def test_a_server_under_256_open_files_touches_1000_stores(served: Served, tmp_p
     statuses = [s for r in results for s in r] + again
     assert statuses.count(200) == len(statuses), sorted(set(statuses))
     assert len(statuses) == 3 * STORES + STORES // 10
-    assert push.returncode == 0, push.stderr
+    assert [p.returncode for p in pushes] == [0] * len(PUSHED), [p.stderr for p in pushes]
+    for answer in pushed:  # each push reached its store's index through the hooks
+        assert answer.status_code == 200
+        assert "/pushed.md" in [m["path"] for m in answer.json()["data"]], answer.json()
     assert pruner.returncode == 0, err[-2000:]
     assert out.count("memstore_") >= STORES  # it saw every store
     # Bounded: never near the limit, and 1,000 stores touched leave about what an empty server has
     # plus the cache's capacity.
-    assert peak[0] < LIMIT - 32, peak[0]
+    assert peak[served.pid] < LIMIT - 32, peak
+    assert 0 < peak[pruner.pid] < LIMIT - 32, peak
     capacity = metric(served, "gitmem_open_stores")
     assert capacity <= 32
     assert metric(served, "gitmem_store_evictions_total") > 0
     assert descriptors(served.pid) <= empty + 5 * 32 + 16
     assert metric(served, "gitmem_process_free_descriptors") > 32
+    # The same figures in the readiness probe, as the process sees them under its limit.
+    ready = httpx.get(f"{served.base_url}/readyz", timeout=30).json()["stores"]
+    assert ready["descriptor_limit"] == LIMIT
+    assert ready["evictions"] > 0 and ready["open"] <= ready["capacity"] <= 32
+    assert 32 < ready["free_descriptors"] < LIMIT
 
 
-def push_a_note(served: Served, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    """Clone one of the stores over HTTP, add a note, push it."""
+def push_a_note(served: Served, tmp_path: Path, n: int) -> subprocess.CompletedProcess[str]:
+    """Clone store ``n`` over HTTP, add a note, push it."""
     env = client_environment("pusher", f"{served.user_id}@user.gitmem")
-    url = f"{served.base_url}/v1/memory_stores/{served.store_ids[7]}.git"
+    url = f"{served.base_url}/v1/memory_stores/{served.store_ids[n]}.git"
     header = ["-c", f"http.extraHeader=Authorization: Bearer {served.user_secret}"]
-    work = tmp_path / "work"
+    work = tmp_path / f"work{n}"
     subprocess.run(["git", *header, "clone", "-q", url, str(work)], env=env, check=True, capture_output=True)
     (work / "pushed.md").write_text("pushed through Git\n")
     subprocess.run(["git", "-C", str(work), "add", "pushed.md"], env=env, check=True)
