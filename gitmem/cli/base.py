@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import importlib
 import json
@@ -269,3 +270,20 @@ def table(rows: list[list[str]], headers: list[str] | None = None) -> None:
         lines.insert(1, ["-" * w for w in widths])
     for line in lines:
         click.echo("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=False)).rstrip())
+
+
+def old_spelling(command: click.Command, old: str, new: str) -> click.Command:
+    """``command`` under the name it had (``gitmem OLD``): hidden, saying where it lives now (``gitmem NEW``)
+    before it runs, for the release after a move; register it where the old name lived."""
+    assert command.callback is not None  # noqa: S101  narrows the type for mypy; never a check of input
+    run = command.callback
+
+    def moved(*args: Any, **kwargs: Any) -> Any:
+        click.echo(f"gitmem: 'gitmem {old}' is now 'gitmem {new}'; the old spelling goes next release", err=True)
+        return run(*args, **kwargs)
+
+    was = copy.copy(command)
+    was.name = old.split()[-1]
+    was.hidden = True
+    was.callback = moved
+    return was

@@ -7,14 +7,12 @@ These were ``gitmem keys export|rotate|rewrap`` until ``keys`` came to mean API 
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
-from typing import Any
 
 import click
 
 from gitmem.cli.access.users import keys_group
-from gitmem.cli.base import Context, main, pass_context, refusals
+from gitmem.cli.base import Context, main, old_spelling, pass_context, refusals
 from gitmem.errors import InvalidRequest
 
 
@@ -79,23 +77,5 @@ def keys_rewrap(ctx: Context, new_key_file: Path | None) -> None:
         click.echo("now point GITMEM_MASTER_KEY or GITMEM_MASTER_KEY_FILE at the new key", err=True)
 
 
-def _old_spelling(command: click.Command) -> click.Command:
-    """``gitmem keys NAME``, as it was: hidden, saying where the command lives now, then running it."""
-    assert command.name is not None and command.callback is not None  # noqa: S101  narrows the type for mypy; never a check of input
-    name, run = command.name, command.callback
-
-    def moved(*args: Any, **kwargs: Any) -> Any:
-        click.echo(
-            f"gitmem: 'gitmem keys {name}' is now 'gitmem encryption {name}'; the old spelling goes next release",
-            err=True,
-        )
-        return run(*args, **kwargs)
-
-    old = copy.copy(command)
-    old.hidden = True
-    old.callback = moved
-    return old
-
-
 for _command in (keys_export, keys_rotate, keys_rewrap):
-    keys_group.add_command(_old_spelling(_command))
+    keys_group.add_command(old_spelling(_command, f"keys {_command.name}", f"encryption {_command.name}"))

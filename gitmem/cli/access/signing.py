@@ -1,5 +1,8 @@
-"""``gitmem keys signing`` and ``gitmem keys rotate-signing``: the key that signs every commit the home
-writes; ``gitmem audit verify`` and ``gitmem audit receipt``: the proof (docs/audit.md)."""
+"""``gitmem audit key`` and ``gitmem audit rotate-key``: the key that signs every commit the home writes;
+``gitmem audit verify`` and ``gitmem audit receipt``: the proof (docs/audit.md).
+
+The signing key's commands were ``gitmem keys signing|rotate-signing`` until ``keys`` came to mean API
+keys alone; the old spellings still work for this release, hidden, and say so."""
 
 from __future__ import annotations
 
@@ -9,15 +12,20 @@ import click
 import pygit2
 
 from gitmem.cli.access.users import keys_group
-from gitmem.cli.base import Context, emit_json, main, pass_context, refusals
+from gitmem.cli.base import Context, emit_json, main, old_spelling, pass_context, refusals
 from gitmem.errors import InvalidRequest
 
 
-@keys_group.command("signing")
+@main.group("audit")
+def audit_group() -> None:
+    """Prove the audit: signatures, the rewrite log, erasure receipts (docs/audit.md)."""
+
+
+@audit_group.command("key")
 @click.option("--allowed-signers", is_flag=True, help="Print Git's allowed-signers file (every key, with validity).")
 @pass_context
 @refusals
-def keys_signing(ctx: Context, allowed_signers: bool) -> None:
+def audit_key(ctx: Context, allowed_signers: bool) -> None:
     """Print the public key that signs every commit (``ssh-ed25519 ...``)."""
     signer = ctx.gm.signer
     if allowed_signers:
@@ -26,10 +34,10 @@ def keys_signing(ctx: Context, allowed_signers: bool) -> None:
     click.echo(f"{signer.public.openssh} {signer.public.fingerprint}")
 
 
-@keys_group.command("rotate-signing")
+@audit_group.command("rotate-key")
 @pass_context
 @refusals
-def keys_rotate_signing(ctx: Context) -> None:
+def audit_rotate_key(ctx: Context) -> None:
     """Make a new signing key; the old one stays in allowed_signers with valid-before (old commits still
     verify, nothing new does with it)."""
     from gitmem.crypto.signing_key import rotate
@@ -40,9 +48,8 @@ def keys_rotate_signing(ctx: Context) -> None:
     click.echo(f"signing {new.fingerprint}")
 
 
-@main.group("audit")
-def audit_group() -> None:
-    """Prove the audit: signatures, the rewrite log, erasure receipts (docs/audit.md)."""
+keys_group.add_command(old_spelling(audit_key, "keys signing", "audit key"))
+keys_group.add_command(old_spelling(audit_rotate_key, "keys rotate-signing", "audit rotate-key"))
 
 
 def _config(repo: pygit2.Repository, name: str) -> str | None:
@@ -122,7 +129,7 @@ def audit_verify(ctx: Context, store_id: str | None, repo_dir: Path | None, agai
 
 @audit_group.command("receipt")
 @click.argument("receipt_file", type=click.Path(path_type=Path, exists=True, dir_okay=False))
-@click.option("--key", "key_text", default=None, help="The home's public key (`gitmem keys signing` prints it).")
+@click.option("--key", "key_text", default=None, help="The home's public key (`gitmem audit key` prints it).")
 @click.option(
     "--allowed-signers",
     "signers_file",

@@ -1,4 +1,4 @@
-"""Rotating the signing key (``gitmem keys rotate-signing``): commits from before and after all verify
+"""Rotating the signing key (``gitmem audit rotate-key``): commits from before and after all verify
 with stock ``git``; the old key, past its ``valid-before``, verifies nothing new (docs/audit.md)."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def test_commits_from_before_and_after_a_rotation_all_verify(tmp_path: Path) -> 
     store.create("/a.md", "before")
     old_key = SigningKey.from_text((home / "signing.key").read_bytes())
     clock.advance(hours=1)
-    result = CliRunner().invoke(main, ["keys", "rotate-signing"], env={"GITMEM_HOME": str(home)})
+    result = CliRunner().invoke(main, ["audit", "rotate-key"], env={"GITMEM_HOME": str(home)})
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[0] == f"closed  {old_key.public.fingerprint}"
     clock.advance(hours=1)
@@ -70,3 +70,16 @@ class _Old:
 
     def sign(self, payload: bytes) -> bytes:
         return self.key.sign(payload)
+
+
+def test_the_signing_key_under_keys_still_answers_and_says_it_moved_to_audit(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    Gitmem.open(home, fsync="never")
+    env = {"GITMEM_HOME": str(home)}
+    new = CliRunner().invoke(main, ["audit", "key"], env=env)
+    old = CliRunner().invoke(main, ["keys", "signing"], env=env)
+    assert new.exit_code == old.exit_code == 0, old.output
+    assert old.stdout == new.stdout and new.stdout.startswith("ssh-ed25519 ")  # the same key
+    assert "is now 'gitmem audit key'" in old.stderr and "is now" not in new.stderr
+    listed = CliRunner().invoke(main, ["keys", "--help"], env=env).stdout
+    assert "signing" not in listed and "create" in listed  # `keys` lists API keys' commands only
