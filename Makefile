@@ -28,6 +28,7 @@ test: $(STAMP)
 	$(BIN)/ruff check gitmem api hooks tests bench tools
 	$(BIN)/python -m tools.typecheck  # mypy over the package as it installs (api/ as gitmem.api)
 	$(BIN)/python -m tools.importcheck  # the layers and no cycles (pyproject.toml)
+	$(BIN)/python -m tools.sizecheck  # 15 modules a folder, 400 lines a module, 60 a function
 	$(BIN)/python -m tools.docscheck  # cog --check: README.md and docs/*.md show real output (a page only if it or the code changed)
 	$(PYCACHE) $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 
@@ -35,6 +36,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check gitmem api tests bench tools docs
 	$(BIN)/ruff check gitmem api hooks tests bench tools docs
 	$(BIN)/python -m tools.importcheck
+	$(BIN)/python -m tools.sizecheck
 	$(BIN)/python -m tools.typecheck
 	$(BIN)/python -m tools.docscheck  # the pages' CLI examples are real output (refresh: python -m tools.docscheck --refresh)
 
