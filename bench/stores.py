@@ -155,8 +155,8 @@ def run(tmp: Path, workspaces: int, per: int, threads: int) -> None:
     apparent = statistics.median(s[1] for s in sizes) / 1024
     wal = sum(1 for repo in sample if (repo / "gitmem" / "index.sqlite3-wal").exists())
     print(
-        f"disk a store at rest (two small notes): {apparent:.0f} KiB of files and folders, {alloc:.0f} KiB allocated"
-        f" (median of {len(sample)}; {wal} with a -wal left)"
+        f"disk a store at rest (two small notes): {alloc:.0f} KiB allocated (st_blocks, what du counts),"
+        f" {apparent:.0f} KiB of file sizes (median of {len(sample)}; {wal} with a -wal left)"
     )
     print(f"5xx answers: {errors['5xx']}, dropped connections: {errors['dropped']}")
 
