@@ -179,9 +179,9 @@ def write(k, store):
             print(f"{k} {note.id} {note.content_sha256}", flush=True)  # acknowledged: the call returned
         n += 1
 
+print("writing", flush=True)  # before any thread can print a note: the test reads this line first
 for k, store in enumerate(stores):
     threading.Thread(target=write, args=(k, store), daemon=True).start()
-print("writing", flush=True)
 threading.Event().wait()
 """
 
@@ -195,11 +195,13 @@ def test_sigkill_loses_no_acknowledged_write_of_stores_sharing_flushes(gm: Gitme
     for round_number in range(3):
         with spawn(MANY_STORES_WRITER, str(gm.home), workspace.id, str(round_number), *stores) as writer:
             assert writer.stdout is not None
-            first = writer.stdout.readline()
+            try:
+                first = writer.stdout.readline()
+                time.sleep(rng.uniform(0.4, 1.0))
+            finally:  # the writer never ends by itself: killed whatever happens here
+                os.killpg(writer.pid, signal.SIGKILL)
+                writer.wait()
             assert first.strip() == "writing", writer.stderr.read() if writer.stderr else "the writer died"
-            time.sleep(rng.uniform(0.4, 1.0))
-            os.killpg(writer.pid, signal.SIGKILL)
-            writer.wait()
             for line in writer.stdout.read().splitlines():
                 parts = line.split()
                 if len(parts) == 3:  # else the kill cut it short: not acknowledged
