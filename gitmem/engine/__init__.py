@@ -1,6 +1,8 @@
 """The engine (porcelain): a data home (:mod:`.gitmem`) and what it holds.
 
-- :mod:`.open_stores`: the stores a process holds open, a bounded cache lent out and returned;
+- :mod:`.open_stores`: the stores a process holds open, a bounded cache lent out and returned, made of
+  :mod:`.store_handles` (a handle, the lease scopes, the sweeper's thread);
+- :mod:`.change_listeners`: who is told of each change that lands (the webhooks' outbox);
 - :mod:`.catalog`: workspaces, keys, users and stores' rows;
 - :mod:`.store`: one store's notes and versions, the group commit that writes them, diff and restore;
 - :mod:`.index`: a store's derived index and its search;
