@@ -12,14 +12,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gitmem.config.values import Config, Dreams, Keys, Storage, WriteRules
-from gitmem.crypto.master_key import MasterKeySource
-from gitmem.rules.filters import FilterChain, load_filters
 
+# What a push hook may not need is imported where it is used: Git starts the hooks twice a push.
 if TYPE_CHECKING:
     from gitmem.agents.dreams.dreamers import Dreamer
+    from gitmem.crypto.master_key import MasterKeySource
     from gitmem.crypto.signing_key import HomeSigner, SigningKeySource
     from gitmem.engine.gitmem import Gitmem
     from gitmem.engine.push.receive import PushOptions
+    from gitmem.rules.filters import FilterChain
 
 
 def home_path(storage: Storage) -> Path:
@@ -31,6 +32,8 @@ def home_path(storage: Storage) -> Path:
 
 
 def master_key(keys: Keys) -> MasterKeySource:
+    from gitmem.crypto.master_key import MasterKeySource  # not for a push to an unencrypted store
+
     return MasterKeySource(text=keys.master_key, file=keys.master_key_file)
 
 
@@ -48,6 +51,8 @@ def home_signer(keys: Keys, home: Path) -> HomeSigner:
 
 
 def filters(rules: WriteRules) -> FilterChain:
+    from gitmem.rules.filters import load_filters  # not for post-receive, which checks nothing
+
     return load_filters(rules.filters, rules.secrets_allow)
 
 
@@ -73,12 +78,14 @@ def open_home(config: Config, home: Path | None = None) -> Gitmem:
 def push_options(config: Config) -> PushOptions:
     """What the push hooks take: the index's database, the rules of a write, and the home to open."""
     from gitmem.engine.push.receive import PushOptions
+    from gitmem.webhooks.tables import wants_note_events
 
     return PushOptions(
         database_url=config.storage.database,
-        filters=filters(config.rules),
+        filters=lambda: filters(config.rules),
         open_home=lambda home: open_home(config, home),
         signer=lambda home: home_signer(config.keys, home),
+        listening=wants_note_events,  # the home's one listener is the webhooks' outbox (open_home)
         durability=config.durability,
     )
 

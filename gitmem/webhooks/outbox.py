@@ -47,7 +47,7 @@ from gitmem.engine.store.store import MAX_VERSIONS_PAGE, MemoryStore
 from gitmem.errors import InvalidRequest, NotFound
 from gitmem.git.repository import read_tip
 from gitmem.model import Version
-from gitmem.webhooks.tables import MIGRATIONS, ORGANIZATION_ID, event_types_of
+from gitmem.webhooks.tables import MIGRATIONS, ORGANIZATION_ID, first_note_subscription
 from gitmem.webhooks.targets import Networks, check_registration
 
 log = logging.getLogger(__name__)
@@ -216,13 +216,7 @@ class Webhooks(HomeTables):
 
     def _first_subscription(self, db: Transaction | Database, workspace_id: str) -> int:
         """When the workspace's oldest subscription to note events was made; 0 if it has none."""
-        (first,) = db.execute(
-            "SELECT min(w.created_at) FROM webhooks w WHERE w.workspace_id=? AND EXISTS (SELECT 1 FROM"  # noqa: S608  built from constants; values bound
-            f" {event_types_of(self.db.dialect, 'w')}"
-            " WHERE t.value LIKE 'memory.%' OR t.value = 'memory_version.redacted')",
-            (workspace_id,),
-        ).fetchone()
-        return int(first or 0)
+        return first_note_subscription(db, self.db.dialect, workspace_id)
 
     @staticmethod
     def _versions_since(store: MemoryStore, since_micros: int) -> list[Version]:

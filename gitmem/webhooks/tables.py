@@ -4,11 +4,16 @@ The triggers do the same on both engines: a ``webhook_outbox`` row fans out to o
 subscription wanting its type; a store made, archived or deleted and a dream completed or failed write
 their outbox row in the very transaction that makes the change. PostgreSQL's triggers run functions;
 its event ids come from ``gen_random_uuid()`` where SQLite's come from ``randomblob``: both 32 hex digits.
+
+Also the question every note change asks first, whether the workspace has a subscription to note
+events (:func:`wants_note_events`), answered from the catalog alone for a push hook that has not
+opened the home.
 """
 
 from __future__ import annotations
 
-from gitmem.db.migrations import Migration, postgres_ddl
+from gitmem.db import Database, Transaction
+from gitmem.db.migrations import Migration, applied, postgres_ddl
 
 ORGANIZATION_ID = ""  # gitmem has no organizations; the SDK's event data has the field
 
@@ -96,6 +101,26 @@ def event_types_of(dialect: str, webhook: str) -> str:
     if dialect == "sqlite":
         return f"json_each({webhook}.event_types) t"
     return f"json_array_elements_text({webhook}.event_types::json) AS t(value)"
+
+
+def first_note_subscription(db: Transaction | Database, dialect: str, workspace_id: str) -> int:
+    """When the workspace's oldest subscription to note events was made; 0 if it has none."""
+    (first,) = db.execute(
+        "SELECT min(w.created_at) FROM webhooks w WHERE w.workspace_id=? AND EXISTS (SELECT 1 FROM"  # noqa: S608  built from constants; values bound
+        f" {event_types_of(dialect, 'w')}"
+        " WHERE t.value LIKE 'memory.%' OR t.value = 'memory_version.redacted')",
+        (workspace_id,),
+    ).fetchone()
+    return int(first or 0)
+
+
+def wants_note_events(db: Database, workspace_id: str) -> bool:
+    """Whether the outbox could write a note event of the workspace (what it asks first of every
+    change), read-only and without opening the home: a push hook asks it before telling the outbox.
+    A catalog without these tables yet has no subscription (they are made before the first one)."""
+    if ("webhooks", 1) not in applied(db):
+        return False
+    return first_note_subscription(db, db.dialect, workspace_id) != 0
 
 
 _NEW_EVENT_ID = "'evt_' || replace(gen_random_uuid()::text, '-', '')"

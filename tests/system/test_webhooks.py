@@ -31,6 +31,7 @@ from gitmem.errors import PreconditionFailed
 from gitmem.model import Actor
 from gitmem.webhooks.delivery import DeliveryPolicy, Dispatcher
 from gitmem.webhooks.outbox import EVENT_TYPES, webhooks_for
+from gitmem.webhooks.tables import wants_note_events
 from gitmem.webhooks.targets import parse_networks
 from tests.checks import with_outbox
 from tests.server import free_port
@@ -451,6 +452,23 @@ def test_a_push_is_reported_when_it_lands(tmp_path: Path, receiver: Receiver) ->
     assert one_round(home) == 1
     [event] = receiver.events(hook.secret)
     assert event.data.type == "memory.created"
+
+
+def test_a_push_hook_asks_the_catalog_alone_whether_anyone_listens(tmp_path: Path) -> None:
+    """What post-receive asks before it opens the home to tell the outbox of a push: the outbox's own
+    first question (a subscription to note events in the store's workspace), on the catalog alone."""
+    home = Gitmem.open(tmp_path / "home", fsync="never")
+    ws, other = home.catalog.create_workspace("w"), home.catalog.create_workspace("other")
+    db = home.catalog.db
+    assert not wants_note_events(db, ws.id)  # the webhooks' tables are not made yet: nobody listens
+    hooks = webhooks_for(home)
+    hooks.create(ws.id, "http://127.0.0.1:9/", ["memory_store.created"], allow_networks=LOOPBACK)
+    assert not wants_note_events(db, ws.id)  # store events only: a push writes no event
+    note_hook = hooks.create(ws.id, "http://127.0.0.1:9/", ["memory.deleted"], allow_networks=LOOPBACK)
+    assert wants_note_events(db, ws.id)
+    assert not wants_note_events(db, other.id)
+    hooks.delete(ws.id, note_hook.id)
+    assert not wants_note_events(db, ws.id)
 
 
 def test_a_profile_bank_emits_no_workspace_events(home: Gitmem, receiver: Receiver) -> None:

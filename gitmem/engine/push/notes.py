@@ -13,15 +13,17 @@ import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pygit2
 
 from gitmem.durable import DURABLE, Durability
-from gitmem.engine.push.check import Verdict
 from gitmem.errors import GitmemError
 from gitmem.git import pushes, repository
 from gitmem.git.signing import Signer, write_commit
+
+if TYPE_CHECKING:
+    from gitmem.engine.push.check import Verdict  # pre-receive's: post-receive loads no checks
 
 NOTES_CAS_ATTEMPTS = 50
 STALE_SPOOL_SECONDS = 600.0

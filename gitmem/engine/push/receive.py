@@ -47,19 +47,19 @@ import pygit2
 from gitmem import ids
 from gitmem.durable import DURABLE, Durability
 from gitmem.engine.catalog.catalog import Catalog
-from gitmem.engine.catalog.user_emails import UserEmails
 from gitmem.engine.index.store_index import StoreIndex
-from gitmem.engine.push.check import MAX_REASONS, ZERO, NoteState, PushCheck
 from gitmem.engine.push.notes import STALE_SPOOL_SECONDS, settle_spool, write_spool
 from gitmem.errors import GitmemError, NotFound
-from gitmem.git import pushes, repository
-from gitmem.git.signing import Signer
-from gitmem.model import StoreInfo
-from gitmem.rules.filters import FilterChain
-from gitmem.rules.policy import StorePolicy, policy_for
+from gitmem.git import repository
 
 if TYPE_CHECKING:
+    from gitmem.db import Database
     from gitmem.engine.gitmem import Gitmem
+    from gitmem.git import pushes
+    from gitmem.git.signing import Signer
+    from gitmem.model import StoreInfo
+    from gitmem.rules.filters import FilterChain
+    from gitmem.rules.policy import StorePolicy
 
 log = logging.getLogger(__name__)
 
@@ -75,9 +75,12 @@ class PushOptions:
     """What a push hook runs with, from the server's settings (see the module's docstring)."""
 
     database_url: str | None
-    filters: FilterChain
+    filters: Callable[[], FilterChain]  # loaded by pre-receive alone: post-receive checks nothing
     open_home: Callable[[Path], Gitmem]  # the home, as the server opens it (its key, its listeners)
     signer: Callable[[Path], Signer]  # the home's signing key, for the push's record on refs/notes/gitmem
+    # Whether a listener of the home may want news of a workspace's notes (a webhook subscribed to
+    # them), asked of the catalog before the home is opened for it: most pushes have none to tell.
+    listening: Callable[[Database, str], bool]
     durability: Durability = DURABLE  # the home's GITMEM_FSYNC, for that record's objects and ref
 
 
@@ -116,6 +119,8 @@ def open_repo(git_dir: Path, env: Mapping[str, str]) -> pygit2.Repository:
 def _store_and_policy(
     push: PushEnv, options: PushOptions
 ) -> tuple[Catalog, StoreInfo, StorePolicy, pushes.Decode | None, str]:
+    from gitmem.rules.policy import policy_for  # with the filters' rules: not for post-receive
+
     url = options.database_url
     if url is None and not (push.home / "catalog.sqlite3").is_file():
         raise Refused(f"no gitmem catalog at {push.home}: pushes go through the gitmem server")
@@ -136,7 +141,7 @@ def _store_and_policy(
         raise Refused(f"user {push.user_id} is revoked")
     if user.role == "read-only":
         raise Refused(f"user {push.user_id} may read this store but not push to it")
-    policy = policy_for(info.kind, options.filters)
+    policy = policy_for(info.kind, options.filters())
     decode = None
     if info.encrypted:  # pushed blobs are ciphertext (a keyed clone's clean filter): check the plaintext
         try:
@@ -158,6 +163,9 @@ def pre_receive(
     clock: Callable[[], dt.datetime] | None = None,
 ) -> list[str]:
     """Check a push; return the refusals (empty: accepted, and the push's record is spooled)."""
+    from gitmem.engine.catalog.user_emails import UserEmails
+    from gitmem.engine.push.check import ZERO, NoteState, PushCheck  # the checks: not for post-receive
+
     push = PushEnv.from_env(env, git_dir)
     updates = [line.split() for line in lines if line.strip()]
     try:
@@ -229,13 +237,20 @@ def post_receive(lines: list[str], env: Mapping[str, str], git_dir: Path, option
 
 def _tell_listeners(env: Mapping[str, str], options: PushOptions) -> None:
     """The home's listeners (the webhooks' outbox) told of the pushed versions now (the server's
-    catch-up scan would find them later)."""
+    catch-up scan would find them later). The home is opened for it only if one may want them: the
+    outbox asks the same first, and writes nothing (no watermark) for a workspace nobody listens to."""
     home, store_id = env.get("GITMEM_HOME"), env.get("GITMEM_STORE_ID")
     if not home or not store_id:
         return
     try:
+        catalog = Catalog.for_home(Path(home), options.database_url)
+        try:
+            workspace_id = catalog.store(store_id).workspace_id
+            if not options.listening(catalog.db, workspace_id):
+                return
+        finally:
+            catalog.close()
         gm = options.open_home(Path(home))
-        workspace_id = gm.catalog.store(store_id).workspace_id
         gm.tell_notes_changed(gm.store(workspace_id, store_id), workspace_id)
     except Exception:  # the push has landed; the catch-up scan reports it
         log.exception("post-receive could not report the push to the home's listeners")
@@ -255,6 +270,8 @@ def run_hook(
     lines = stdin.read().splitlines()
     git_dir = Path(os.environ.get("GIT_DIR") or ".")
     if hook == "pre-receive":
+        from gitmem.engine.push.check import MAX_REASONS
+
         try:
             reasons = pre_receive(lines, os.environ, git_dir, options())
         except GitmemError as exc:  # a bad setting

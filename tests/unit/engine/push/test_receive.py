@@ -719,6 +719,12 @@ def test_the_hooks_run_on_the_settings_the_server_checked(world: Pusher, tmp_pat
     assert log.count("gitmem.engine.push.receive") == 2  # both hooks ran
     assert "pydantic" not in log  # neither loaded the settings object: they were handed down checked
     assert "click" not in log  # nor the command-line framework (gitmem/__main__.py runs them directly)
+    # No webhook listens to this workspace: post-receive tells no outbox, so it never opens the home,
+    # and, checking nothing, it loads none of the checks' rules (pre-receive alone does).
+    assert "gitmem.engine.gitmem\n" not in log and "gitmem.webhooks.outbox" not in log
+    assert log.count("gitmem.rules.filters\n") == 1 and log.count("gitmem.engine.push.check\n") == 1
+    tables = {row[0] for row in world.gm.catalog.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert "webhook_outbox" not in tables  # opening the home's outbox would have made its tables
 
 
 def test_without_checked_settings_a_hook_checks_them_and_refuses_on_a_bad_one(world: Pusher) -> None:
