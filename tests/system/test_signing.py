@@ -133,7 +133,7 @@ def test_gitmem_clone_sets_up_verification(built: Built) -> None:
     config = (built.clone / ".git" / "config").read_text()
     assert "format = ssh" in config and "allowedSignersFile" in config
     assert (built.clone / ".git" / "gitmem-allowed-signers").read_text() == (built.home / "allowed_signers").read_text()
-    public = _cli(built.home, "keys", "signing").split()
+    public = _cli(built.home, "audit", "key").split()
     assert f"{public[0]} {public[1]}" in (built.home / "allowed_signers").read_text()
     served = httpx.get(f"{built.base_url}/v1/signing_key").json()  # public: no key needed
     assert served["public_key"] == f"{public[0]} {public[1]}" and served["fingerprint"] == public[2]
@@ -310,7 +310,7 @@ def test_erasure_receipts_verify_with_the_public_key_alone(built: Built, tmp_pat
     headers = {"x-api-key": built.admin}
     entries = json.loads(_cli(built.home, "log", built.store_id, "--rewrites", "--json"))
     redacted, dropped = entries[0]["redacted"][0], entries[1]["dropped"][0]
-    public = " ".join(_cli(built.home, "keys", "signing").split()[:2])
+    public = " ".join(_cli(built.home, "audit", "key").split()[:2])
     for version_id, kind in ((redacted, "redaction"), (dropped, "retention")):
         url = f"{built.base_url}/v1/memory_stores/{built.store_id}/memory_versions/{version_id}/receipt"
         answer = httpx.get(url, headers=headers)
@@ -329,7 +329,7 @@ def test_erasure_receipts_verify_with_the_public_key_alone(built: Built, tmp_pat
         file.write_text(text[:at] + ("1" if text[at] != "1" else "2") + text[at + 1 :])
         bad = CliRunner().invoke(main, ["audit", "receipt", str(file), "--key", public])
         assert bad.exit_code == 1 and "the receipt was changed after it was signed" in bad.output
-    other = " ".join(_cli(Path(tmp_path / "other-home"), "keys", "signing").split()[:2])
+    other = " ".join(_cli(Path(tmp_path / "other-home"), "audit", "key").split()[:2])
     file.write_text(json.dumps(receipt))
     assert CliRunner().invoke(main, ["audit", "receipt", str(file), "--key", other]).exit_code == 1
     missing = httpx.get(
