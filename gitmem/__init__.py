@@ -25,7 +25,8 @@ why; docs/engine-api.md walks the library):
   plumbing), :mod:`.crypto` (encryption at rest) and :mod:`.rules` (what a write may be);
 - :mod:`.sync`: the client side (``gitmem mount``, the MCP stdio bridge), which talks HTTP only;
 - shared by every layer: :mod:`.errors` (the one exception hierarchy), :mod:`.model` (domain values),
-  :mod:`.ids`, :mod:`.clock`, :mod:`.durable` (fsync), :mod:`.metrics` and :mod:`.json_log`.
+  :mod:`.ids`, :mod:`.clock`, :mod:`.durable` (fsync), :mod:`.recent` (bounded memories of
+  stores touched), :mod:`.metrics` and :mod:`.json_log`.
 
 ``Gitmem`` and ``MemoryStore`` are imported on first use: Git starts processes of this package per push
 and per file (hooks, a clone's filter) that need neither.

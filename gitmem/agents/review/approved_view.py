@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections import OrderedDict
 from typing import Any
 
 from gitmem.agents.review.approved_writes import FencedBatch, may_change
@@ -28,6 +27,7 @@ from gitmem.engine.store.group_commit import Landed, Plan
 from gitmem.engine.store.store import MemoryStore, check_listing
 from gitmem.errors import NotFound
 from gitmem.model import Actor, MemoryPrefix, Note, Page, Version
+from gitmem.recent import Recent
 
 _NOTES_TABLE = """CREATE TABLE notes (
     memory_id TEXT PRIMARY KEY, path TEXT NOT NULL UNIQUE, blob_id TEXT NOT NULL, sha256 TEXT NOT NULL,
@@ -84,24 +84,18 @@ class ApprovedNotes:
 
 
 # One view a store, for the stores read under review most recently (each is an in-memory table).
-_cache: OrderedDict[tuple[str, str | None, str | None], ApprovedNotes] = OrderedDict()
 APPROVED_VIEWS_KEPT = 64
-_cache_lock = threading.Lock()
+_cache: Recent[tuple[str, str | None, str | None], ApprovedNotes] = Recent(APPROVED_VIEWS_KEPT)
 
 
 def approved_notes(store: MemoryStore, mark: ReviewMark | None) -> ApprovedNotes:
     tip = store.index.catch_up()
     key = (str(store.path), mark.record_id if mark else None, str(tip) if tip else None)
-    with _cache_lock:
-        found = _cache.get(key)
+    found = _cache.get(key)
     if found is None:
         found = ApprovedNotes(store, mark_seq(store, mark))
-        with _cache_lock:
-            for old in [k for k in _cache if k[0] == key[0]]:
-                del _cache[old]  # one view a store: an older mark or tip is not read again
-            _cache[key] = found
-            while len(_cache) > APPROVED_VIEWS_KEPT:
-                _cache.popitem(last=False)
+        _cache.drop(lambda k: k[0] == key[0])  # one view a store: an older mark or tip is not read again
+        _cache.put(key, found)
     return found
 
 

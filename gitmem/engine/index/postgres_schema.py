@@ -34,13 +34,13 @@ import functools
 import hashlib
 import logging
 import threading
-from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any
 
 from gitmem.db import PostgresDatabase, Rows, lock_id, to_postgres
 from gitmem.db.postgres import begun, returns_rows, run_all
 from gitmem.errors import StoreBusy
+from gitmem.recent import Recent
 
 log = logging.getLogger(__name__)
 
@@ -128,9 +128,8 @@ def index_database(url: str) -> PostgresDatabase:
 _open = threading.local()  # .schema: the store whose index transaction this thread has open
 # (url, schema) whose tables this process has seen current, the most recent only (one a store: 10,000
 # stores touched would keep 10,000); one forgotten is checked again by one query.
-_ensured: OrderedDict[tuple[str, str], None] = OrderedDict()
 ENSURED_KEPT = 4096
-_ensured_guard = threading.Lock()
+_ensured: Recent[tuple[str, str], bool] = Recent(ENSURED_KEPT)
 
 
 class PgIndexDb:
@@ -150,9 +149,8 @@ class PgIndexDb:
 
     def _ensure_schema(self) -> None:
         key = (self.url, self.schema)
-        with _ensured_guard:
-            if key in _ensured:
-                return
+        if _ensured.get(key):
+            return
         row = self.execute("SELECT value FROM meta WHERE key='schema_mark'").fetchone() if self._exists() else None
         if row is None or row[0] != SCHEMA_MARK:
             with self.database.transaction() as tx:
@@ -163,10 +161,7 @@ class PgIndexDb:
                     " ON CONFLICT (key) DO UPDATE SET value=excluded.value",
                     (SCHEMA_MARK,),
                 )
-        with _ensured_guard:
-            _ensured[key] = None
-            while len(_ensured) > ENSURED_KEPT:
-                _ensured.popitem(last=False)
+        _ensured.put(key, True)
 
     def _exists(self) -> bool:
         found = self.database.execute(
@@ -310,8 +305,7 @@ class PgIndexDb:
         """Forget the store's index (the store is deleted)."""
         with self.database.transaction() as tx:
             tx.execute(f"DROP SCHEMA IF EXISTS {self.schema} CASCADE")
-        with _ensured_guard:
-            _ensured.pop((self.url, self.schema), None)
+        _ensured.forget((self.url, self.schema))
 
     def close(self) -> None:
         """Nothing of a store's own: the pool is the process's."""

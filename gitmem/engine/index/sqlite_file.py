@@ -10,11 +10,11 @@ import contextlib
 import logging
 import os
 import sqlite3
-import threading
 import time
 import zlib
-from collections import OrderedDict
 from pathlib import Path
+
+from gitmem.recent import Recent
 
 log = logging.getLogger("gitmem.engine.index.store_index")  # what an operator has always seen it as
 
@@ -65,17 +65,12 @@ _DAMAGED = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}  # not "locked" or "b
 # path -> (inode, size, mtime) of index files this process checked whole, or closed cleanly itself; the
 # most recent only, so that 10,000 stores touched do not keep 10,000 (a file forgotten is checked whole
 # again when it reopens: a few pages for a small store).
-_verified: OrderedDict[str, tuple[int, int, int]] = OrderedDict()
-_verified_guard = threading.Lock()
 VERIFIED_FILES = 4096
+_verified: Recent[str, tuple[int, int, int]] = Recent(VERIFIED_FILES)
 
 
 def _seen_sound(path: Path, stat: os.stat_result) -> None:
-    with _verified_guard:
-        _verified[str(path)] = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
-        _verified.move_to_end(str(path))
-        while len(_verified) > VERIFIED_FILES:
-            _verified.popitem(last=False)
+    _verified.put(str(path), (stat.st_ino, stat.st_size, stat.st_mtime_ns))
 
 
 def _probe(path: Path) -> None:

@@ -24,11 +24,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
 from gitmem.git.pack import packing
+from gitmem.recent import Recent
 
 log = logging.getLogger(__name__)
 
@@ -162,9 +162,8 @@ class _QuietWatcher:
 
 # The stores written most recently only: 10,000 stores written kept 10,000 (issue 27). A store whose
 # policy was dropped looks at its disk on its next write, as after a restart.
-_policies: OrderedDict[str, _StorePolicy] = OrderedDict()
 POLICIES_KEPT = 1024
-_policies_lock = threading.Lock()
+_policies: Recent[str, _StorePolicy] = Recent(POLICIES_KEPT)
 _watcher = _QuietWatcher()
 
 
@@ -174,14 +173,7 @@ def after_write(
     """Called after each successful write to a store: packs in the background when it is due (and at
     least every ``max_writes`` writes of this process), consolidates when the store goes quiet and
     then calls ``when_quiet``. ``fsync``: the store's packs are flushed (its home's durability)."""
-    key = str(repo_path)
-    with _policies_lock:
-        policy = _policies.get(key)
-        if policy is None:
-            policy = _policies[key] = _StorePolicy(repo_path)
-            while len(_policies) > POLICIES_KEPT:
-                _policies.popitem(last=False)
-        _policies.move_to_end(key)
+    policy = _policies.get_or_put(str(repo_path), lambda: _StorePolicy(repo_path))
     # The look at the disk (a walk of the objects) holds this store's lock only: other stores' writers
     # never wait for it.
     with policy.lock:
