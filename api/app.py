@@ -58,7 +58,7 @@ __all__ = ["Settings", "create_app", "create_app_from_env"]
 
 def create_app(gm: Gitmem, settings: Settings | None = None, *, close_on_shutdown: bool = False) -> FastAPI:
     """An app serving ``gm``. The caller owns ``gm`` unless ``close_on_shutdown`` is set."""
-    settings = settings or Settings()
+    settings = settings or Settings.defaults()
     parts = Parts(gm)  # the home's parts, handed to the routes (api.deps.HomeParts), MCP and Git
     gm.listen(parts.webhooks)  # every change the app makes reaches the outbox
     app = FastAPI(

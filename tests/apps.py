@@ -130,13 +130,13 @@ class InProcess:
         )
 
 
-QUIET = Settings(rate_limit_per_second=0, prune_interval_seconds=0, dream_runner=False, webhook_delivery=False)
+QUIET = Settings.defaults(rate_limit_per_second=0, prune_interval_seconds=0, dream_runner=False, webhook_delivery=False)
 
 
 @contextlib.contextmanager
 def in_process(home: Path | Gitmem, settings: Settings = QUIET) -> Iterator[InProcess]:
     """Serve ``home`` from this process until the block ends (the app's lifespan runs around it).
-    ``QUIET`` (the default) runs no background job and no rate limit; pass ``Settings()`` for a server's."""
+    ``QUIET`` (the default) runs no background job and no rate limit; pass ``Settings.defaults()`` for a server's."""
     from fastapi.testclient import TestClient
 
     from gitmem.api.app import create_app

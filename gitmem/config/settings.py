@@ -11,12 +11,13 @@ The table of settings in docs/settings.md is :func:`gitmem.config.table.markdown
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from gitmem.config.names import PREFIX
 from gitmem.errors import GitmemError
@@ -46,6 +47,17 @@ class GitmemSettings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix=PREFIX, env_ignore_empty=True, extra="ignore", frozen=True, case_sensitive=True
     )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],  # noqa: ARG003
+        init_settings: PydanticBaseSettingsSource,
+        *_: PydanticBaseSettingsSource,
+        **__: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The mapping load_settings gives, alone: pydantic-settings would fill its gaps from os.environ.
+        return (init_settings,)
 
     # -- the server and every command ------------------------------------------------------------
     HOME: Path | None = _setting(
@@ -373,8 +385,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> GitmemSettings:
     """The settings from ``environ`` (default: the process environment), or :class:`SettingsError`
     for the first bad one."""
     try:
-        if environ is None:
-            return GitmemSettings()  # pydantic-settings reads the process environment
+        environ = os.environ if environ is None else environ
         values = {name: environ[PREFIX + name] for name in GitmemSettings.model_fields if environ.get(PREFIX + name)}
         return GitmemSettings.model_validate(values)
     except ValidationError as exc:

@@ -63,7 +63,9 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
     ws = gm.catalog.create_workspace("alpha")
     _, admin = gm.catalog.create_api_key(ws.id, "admin")
     _, user_token = gm.catalog.create_user(ws.id, "ann")
-    settings = Settings(dream_runner=False, prune_interval_seconds=0, rate_limit_per_second=0, webhook_delivery=False)
+    settings = Settings.defaults(
+        dream_runner=False, prune_interval_seconds=0, rate_limit_per_second=0, webhook_delivery=False
+    )
     with TestClient(create_app(gm, settings), headers={"x-api-key": admin}) as client:
         store_id = client.post("/v1/memory_stores", json={"name": "notes"}).json()["id"]
         memory = client.post(f"/v1/memory_stores/{store_id}/memories", json={"path": "/a.md", "content": "a"})

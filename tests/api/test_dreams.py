@@ -42,7 +42,7 @@ class Live:
 @contextlib.contextmanager
 def live_server(home: Path, *, runner: bool) -> Iterator[Live]:
     made = make_test_home(home)
-    settings = Settings(
+    settings = Settings.defaults(
         dream_runner=runner,
         dream_poll_seconds=0.2,
         rate_limit_per_second=0,

@@ -65,7 +65,7 @@ def test_a_damaged_index_is_set_aside_and_rebuilt(tmp_path: Path, how: str) -> N
     fresh = Gitmem.open(tmp_path / "home", fsync="never")
     _, admin = fresh.catalog.create_api_key(info.workspace_id, "admin")
     with TestClient(
-        create_app(fresh, Settings(dream_runner=False, prune_interval_seconds=0)), headers={"x-api-key": admin}
+        create_app(fresh, Settings.defaults(dream_runner=False, prune_interval_seconds=0)), headers={"x-api-key": admin}
     ) as client:
         listed = client.get(f"/v1/memory_stores/{info.id}/memories", params={"limit": 100, "depth": 0})
         assert listed.status_code == 200, listed.text
@@ -153,7 +153,7 @@ def test_a_full_disk_is_a_retryable_507_and_writes_resume(small_disk: Path) -> N
     ws = gm.catalog.create_workspace("alpha")
     _, admin = gm.catalog.create_api_key(ws.id, "admin")
     with TestClient(
-        create_app(gm, Settings(dream_runner=False, prune_interval_seconds=0)), headers={"x-api-key": admin}
+        create_app(gm, Settings.defaults(dream_runner=False, prune_interval_seconds=0)), headers={"x-api-key": admin}
     ) as client:
         store_id = client.post("/v1/memory_stores", json={"name": "s"}).json()["id"]
         kept = client.post(f"/v1/memory_stores/{store_id}/memories", json={"path": "/kept.md", "content": "k"})

@@ -39,7 +39,7 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
     _, admin = gm.catalog.create_api_key(ws.id, "admin")
     _, user_token = gm.catalog.create_user(ws.id, "ann")
     _, other_user_token = gm.catalog.create_user(ws.id, "bob")
-    settings = Settings(dream_runner=False, prune_interval_seconds=0)
+    settings = Settings.defaults(dream_runner=False, prune_interval_seconds=0)
     with TestClient(create_app(gm, settings), headers={"x-api-key": admin}) as client:
         store_id = client.post("/v1/memory_stores", json={"name": "s"}).json()["id"]
         for i in range(3):

@@ -18,6 +18,7 @@ from fastapi.testclient import TestClient
 from gitmem.api.app import create_app
 from gitmem.api.ratelimit import TokenBucketLimiter
 from gitmem.api.settings import Settings
+from gitmem.config.settings import GitmemSettings, load_settings
 from gitmem.engine.gitmem import Gitmem
 from tests.apps import InProcess, Response, TestHome, in_process, make_test_home, ui_sign_in
 
@@ -322,7 +323,7 @@ def test_openapi_has_no_422(http: httpx.Client) -> None:
 
 def test_rate_limit_is_429_with_retry_after(tmp_path: Path) -> None:
     home = make_test_home(tmp_path)
-    settings = Settings(
+    settings = Settings.defaults(
         rate_limit_per_second=0.01,
         rate_limit_burst=3,  # no refill during the test
         prune_interval_seconds=0,
@@ -345,7 +346,9 @@ def test_git_over_http_spends_the_keys_one_rate_limit(tmp_path: Path) -> None:
     """A key's budget is one bucket whichever surface spends it: Git over HTTP takes from it as REST does,
     and is refused with 429 and Retry-After once it is empty."""
     home = make_test_home(tmp_path)
-    settings = Settings(rate_limit_per_second=0.01, rate_limit_burst=3, prune_interval_seconds=0, dream_runner=False)
+    settings = Settings.defaults(
+        rate_limit_per_second=0.01, rate_limit_burst=3, prune_interval_seconds=0, dream_runner=False
+    )
     with in_process(home.path, settings) as server, server.http(home.admin) as admin:
         store_id = admin.post("/v1/memory_stores", json={"name": "limited"}).json()["id"]  # 1 of 3
         refs = f"/v1/memory_stores/{store_id}.git/info/refs?service=git-upload-pack"
@@ -364,7 +367,7 @@ def test_a_flood_of_wrong_keys_from_one_address_is_refused_there_alone(tmp_path:
     past it that address is 429 with Retry-After, even for a right key (so a flood guesses nothing more),
     while a right key from another address is served."""
     home = make_test_home(tmp_path, fsync="never")
-    settings = Settings(
+    settings = Settings.defaults(
         wrong_secret_burst=4,
         wrong_secret_per_second=0.001,  # no refill during the test
         prune_interval_seconds=0,
@@ -409,7 +412,7 @@ def test_token_bucket_refills() -> None:
 
 def test_unhandled_exception_is_500_without_details(tmp_path: Path) -> None:
     admin = make_test_home(tmp_path).admin
-    app = create_app(Gitmem.open(tmp_path), Settings())
+    app = create_app(Gitmem.open(tmp_path), Settings.defaults())
     boom = APIRouter()
 
     @boom.get("/boom")
@@ -424,3 +427,18 @@ def test_unhandled_exception_is_500_without_details(tmp_path: Path) -> None:
     assert body["type"] == "error" and body["error"]["type"] == "api_error"
     assert admin not in response.text and "Traceback" not in response.text and "RuntimeError" not in response.text
     assert response.headers["request-id"] == body["request_id"]
+
+
+def test_app_settings_default_to_the_settings_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    # One default a setting: the app's come from the table, and a given mapping is read alone (the
+    # process environment fills nothing in).
+    monkeypatch.setenv("GITMEM_RATE_LIMIT_RPS", "5")
+    fields = GitmemSettings.model_fields
+    defaults = Settings.defaults()
+    assert defaults.rate_limit_per_second == fields["RATE_LIMIT_RPS"].default == 200.0
+    assert defaults.rate_limit_burst == fields["RATE_LIMIT_BURST"].default
+    assert defaults.max_body_bytes == fields["MAX_BODY_BYTES"].default
+    assert defaults.prune_interval_seconds == fields["PRUNE_INTERVAL"].default
+    assert load_settings({}).RATE_LIMIT_RPS == 200.0
+    assert Settings.from_env().rate_limit_per_second == 5.0
+    assert Settings.defaults(dream_runner=False).dream_runner is False

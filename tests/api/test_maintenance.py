@@ -17,7 +17,7 @@ def test_the_scheduled_pruner_runs_and_reports(tmp_path: Path) -> None:
     _, reader = gm.catalog.create_api_key(ws.id, "reader", role="read-only")
     store_id = gm.create_store(ws.id, "notes").id
     gm.store(ws.id, store_id).create("/a.md", "a")
-    settings = Settings(prune_interval_seconds=0.5, dream_runner=False, webhook_delivery=False)
+    settings = Settings.defaults(prune_interval_seconds=0.5, dream_runner=False, webhook_delivery=False)
     with in_process(tmp_path, settings) as server, server.http(admin) as http, server.http(reader) as as_reader:
         url = "/v1/maintenance/retention"
         deadline = time.monotonic() + 20

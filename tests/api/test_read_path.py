@@ -23,7 +23,7 @@ def client(tmp_path: Path) -> Iterator[tuple[TestClient, str]]:
     gm = Gitmem.open(tmp_path / "home")
     workspace = gm.catalog.create_workspace("w")
     _, secret = gm.catalog.create_api_key(workspace.id, "k")
-    with TestClient(create_app(gm, Settings(prune_interval_seconds=0, dream_runner=False))) as test_client:
+    with TestClient(create_app(gm, Settings.defaults(prune_interval_seconds=0, dream_runner=False))) as test_client:
         yield test_client, secret
 
 

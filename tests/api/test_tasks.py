@@ -384,7 +384,9 @@ def test_engine_and_http_share_one_catalog(live: Live, api: httpx.Client) -> Non
 def second_server(home: Path, secret: str) -> TestClient:
     """A second server's view of the same data home: another app on another ``Gitmem`` (its own
     connections and caches), as another process would have."""
-    return TestClient(create_app(Gitmem.open(home), Settings(dream_runner=False)), headers={"x-api-key": secret})
+    return TestClient(
+        create_app(Gitmem.open(home), Settings.defaults(dream_runner=False)), headers={"x-api-key": secret}
+    )
 
 
 def test_end_task_kills_its_token_in_every_process(live: Live, api: httpx.Client) -> None:

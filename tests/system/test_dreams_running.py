@@ -56,7 +56,7 @@ def in_process(home: Path, admin: str | None = None, *, runner: bool = True) -> 
         _, admin = gm.catalog.create_api_key(ws.id, "admin")
     else:
         ws = gm.catalog.workspace(gm.catalog.authenticate(admin).workspace_id)
-    settings = Settings(
+    settings = Settings.defaults(
         dream_runner=runner,
         dream_poll_seconds=0.05,
         dreamer=dreamer(from_environment().dreams),  # GITMEM_DREAMER and GITMEM_DREAM_TIMEOUT, as a server reads them

@@ -22,7 +22,7 @@ def test_a_key_revoked_elsewhere_fails_on_the_next_request(tmp_path: Path) -> No
     gm = Gitmem.open(tmp_path / "home")
     workspace = gm.catalog.create_workspace("w")
     cred, secret = gm.catalog.create_api_key(workspace.id, "k")
-    with TestClient(create_app(gm, Settings(prune_interval_seconds=0, dream_runner=False))) as client:
+    with TestClient(create_app(gm, Settings.defaults(prune_interval_seconds=0, dream_runner=False))) as client:
         assert client.get("/v1/memory_stores", headers={"x-api-key": secret}).status_code == 200
         Gitmem.open(tmp_path / "home").catalog.revoke(cred.id)
         answer = client.get("/v1/memory_stores", headers={"x-api-key": secret})

@@ -84,7 +84,7 @@ def receiver() -> Iterator[Receiver]:
 def api(home: Gitmem) -> Iterator[tuple[TestClient, dict[str, str]]]:
     ws = home.catalog.create_workspace("w")
     _, admin = home.catalog.create_api_key(ws.id, "admin")
-    app = create_app(home, Settings(webhook_delivery=False, dream_runner=False, prune_interval_seconds=0))
+    app = create_app(home, Settings.defaults(webhook_delivery=False, dream_runner=False, prune_interval_seconds=0))
     with TestClient(app) as client:
         yield client, {"x-api-key": admin}
 
@@ -111,7 +111,9 @@ def test_registration_takes_public_urls_and_the_allow_list(home: Gitmem, receive
     for url in ("https://example.com/hook", "https://bücher.example/h?x=1", "http://93.184.216.34:8080/h"):
         assert webhooks_for(home).create(ws.id, url, ["memory.created"]).id
     allowed = DeliveryPolicy(allow_networks=parse_networks("127.0.0.0/8, ::1/128"))
-    settings = Settings(webhook_delivery=False, dream_runner=False, prune_interval_seconds=0, webhook_policy=allowed)
+    settings = Settings.defaults(
+        webhook_delivery=False, dream_runner=False, prune_interval_seconds=0, webhook_policy=allowed
+    )
     with TestClient(create_app(home, settings)) as client:
         for url in (receiver.url, f"http://localhost:{receiver.port}/", f"http://[::1]:{receiver.port}/"):
             assert _subscribe(client, {"x-api-key": admin}, url).status_code == 200, url

@@ -319,7 +319,7 @@ def api(home: Gitmem) -> Iterator[Api]:
     ws = home.catalog.create_workspace("w")
     _, admin = home.catalog.create_api_key(ws.id, "admin")
     _, writer = home.catalog.create_api_key(ws.id, "writer", role="read-write")
-    app = create_app(home, Settings(webhook_delivery=False, dream_runner=False, prune_interval_seconds=0))
+    app = create_app(home, Settings.defaults(webhook_delivery=False, dream_runner=False, prune_interval_seconds=0))
     with TestClient(app) as client:
         yield client, {"x-api-key": admin}, {"x-api-key": writer}, ws.id
 
@@ -374,7 +374,9 @@ def test_the_server_delivers_in_the_background(tmp_path: Path, receiver: Receive
     ws = home.catalog.create_workspace("w")
     _, admin = home.catalog.create_api_key(ws.id, "admin")
     receiver.up()
-    settings = Settings(dream_runner=False, prune_interval_seconds=0, webhook_poll_seconds=0.05, webhook_policy=POLICY)
+    settings = Settings.defaults(
+        dream_runner=False, prune_interval_seconds=0, webhook_poll_seconds=0.05, webhook_policy=POLICY
+    )
     with TestClient(create_app(home, settings)) as client:
         secret = client.post(
             "/v1/webhooks",

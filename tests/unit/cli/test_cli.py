@@ -139,7 +139,7 @@ def test_a_cli_redaction_names_its_actor(run: Run, tmp_path: Path) -> None:
     assert run("redact", sid, middle, "--as", user.id).exit_code == 0
     assert run("redact", sid, middle, "--as", "user_01NOSUCHUSER0000000000000").exit_code == 1
 
-    with TestClient(create_app(gm, Settings(dream_runner=False)), headers={"x-api-key": key}) as api:
+    with TestClient(create_app(gm, Settings.defaults(dream_runner=False)), headers={"x-api-key": key}) as api:
         for version_id, expected in (
             (oldest, {"type": "service_account_actor", "service_account_id": "svac_gitmem"}),
             (middle, {"type": "user_actor", "user_id": user.id}),
