@@ -10,7 +10,7 @@ costliest query a reader may send costs.
    beside ``GET /memories?limit=20`` (a plain listing of the same page size) as the baseline. Target:
    search p50 <= 20 ms.
 2. Updates to notes of that store, alternating rounds with the text index kept and with it switched off
-   (the index's ``search_index.index_note`` made a no-op), in the same process. Target: <= 15% more.
+   (the index's ``search_index.index`` made a no-op), in the same process. Target: <= 15% more.
 
 3. ``--bounds`` (alone): the costliest queries the bounds allow (64 terms, 8 prefixes of 2 letters,
    in the shapes that cost most: ANDed groups of ORed common words and prefixes) beside a plain
@@ -170,9 +170,9 @@ def time_requests(client: httpx.Client, path: str, params: list[dict[str, str]],
 
 
 def time_writes(store: MemoryStore, n: int, note_ids: list[str], kept: bool, rng: random.Random) -> list[float]:
-    original = search_index.index_note
+    original = search_index.index
     if not kept:
-        search_index.index_note = lambda *args, **kwargs: None
+        search_index.index = lambda *args, **kwargs: None
     try:
         out = []
         for _ in range(n):
@@ -182,7 +182,7 @@ def time_writes(store: MemoryStore, n: int, note_ids: list[str], kept: bool, rng
             out.append((time.perf_counter() - started) * 1000)
         return out
     finally:
-        search_index.index_note = original
+        search_index.index = original
 
 
 def _shapes() -> dict[str, str]:

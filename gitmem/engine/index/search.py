@@ -34,7 +34,7 @@ from gitmem import metrics
 from gitmem.crypto.codec import ContentCodec, PlainCodec
 from gitmem.engine.index import postgres_schema as index_pg
 from gitmem.engine.index.search_query import groups, to_fts
-from gitmem.engine.index.search_table import ensure_schema, forget, put
+from gitmem.engine.index.search_table import forget, memory_schema, put, snippets
 from gitmem.engine.index.store_index import NoteRow, StoreIndex, upper_bound
 from gitmem.errors import InvalidRequest, SearchTooCostly
 from gitmem.git.repository import blob_at
@@ -82,7 +82,7 @@ class _MemoryText:
     def __init__(self) -> None:
         self.db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
         self.db.execute("PRAGMA temp_store=MEMORY")  # sorts and temporary tables never spill to disk
-        ensure_schema(self.db)
+        memory_schema(self.db)
         self.lock = threading.Lock()
         self.tip: str | None = None
         self.seen: dict[str, tuple[str, str]] = {}  # memory_id -> (path, blob_id)
@@ -134,10 +134,19 @@ def forget_store(store_path: Path) -> None:
 
 # -- searching ------------------------------------------------------------------------------------
 
-_QUERY = (
-    f"SELECT d.memory_id, -rank, snippet(search_text, 1, '{MARK}', '{MARK}', '…', {SNIPPET_TOKENS})"  # noqa: S608  MARK and SNIPPET_TOKENS are constants; the query is bound
+_SNIPPET = f"snippet({{table}}, 1, '{MARK}', '{MARK}', '…', {SNIPPET_TOKENS})"
+_RANK = f"bm25({PATH_WEIGHT}, {BODY_WEIGHT})"
+# In memory (an encrypted store's text, with its content): the snippets come with the hits.
+_MEMORY_QUERY = (
+    f"SELECT d.memory_id, -rank, {_SNIPPET.format(table='search_text')}"  # noqa: S608  constants; the query is bound
     " FROM search_text JOIN search_docs d ON d.docid = search_text.rowid"
-    f" WHERE search_text MATCH ? AND rank MATCH 'bm25({PATH_WEIGHT}, {BODY_WEIGHT})'"
+    f" WHERE search_text MATCH ? AND rank MATCH '{_RANK}'"
+    " AND d.path >= ? AND d.path < ? ORDER BY rank LIMIT ? OFFSET ?"
+)
+# In the index file (no copy of the texts, search_table): the hits, then the page's snippets from their blobs.
+_QUERY = (
+    "SELECT d.memory_id, -rank FROM note_text JOIN notes d ON d.rowid = note_text.rowid"  # noqa: S608  constants; the query is bound
+    f" WHERE note_text MATCH ? AND rank MATCH '{_RANK}'"
     " AND d.path >= ? AND d.path < ? ORDER BY rank LIMIT ? OFFSET ?"
 )
 
@@ -204,7 +213,7 @@ def _search(store: Searched, query: str, path_prefix: str | None, limit: int, pa
         with text.lock:
             text.sync(store)
             with _budget(text.db, budget):
-                rows = text.db.execute(_QUERY, (expression, *args)).fetchall()
+                rows = text.db.execute(_MEMORY_QUERY, (expression, *args)).fetchall()
     elif store.index.dialect == "postgresql":
         statement = index_pg.search_sql(SNIPPET_TOKENS)
         tsquery = index_pg.to_tsquery(groups(query))
@@ -214,15 +223,28 @@ def _search(store: Searched, query: str, path_prefix: str | None, limit: int, pa
             raise over_budget(budget) from None
     else:
         with _budget(store.index.db, budget):
-            rows = store.index.db.execute(_QUERY, (expression, *args)).fetchall()
+            found = store.index.db.execute(_QUERY, (expression, *args)).fetchall()
+        rows = _with_snippets(store, expression, found[: limit + 1])
     hits = []
     for memory_id, score, snippet in rows[:limit]:
         row = store.index.note(memory_id)
         if row is not None:  # deleted by another process since
-            snippets = (snippet.strip(),) if snippet and snippet.strip() else ()
-            hits.append(SearchHit(store.note_from_row(row, with_content=False), float(score), snippets))
+            shown = (snippet.strip(),) if snippet and snippet.strip() else ()
+            hits.append(SearchHit(store.note_from_row(row, with_content=False), float(score), shown))
     more = len(rows) > limit
     return Page(hits, store.index.tokens.encode("search", offset + limit, fingerprint) if more else None)
+
+
+def _with_snippets(
+    store: Searched, expression: str, found: list[tuple[str, float]]
+) -> list[tuple[str, float, str | None]]:
+    """The index file's hits with their snippets, made from the notes' blobs as they are now."""
+    notes = [store.index.note(memory_id) for memory_id, _ in found]
+    texts = [
+        (n.path, blob_at(store.repo, n.blob_id).read_raw().decode("utf-8", "replace")) if n else ("", "") for n in notes
+    ]
+    shown = snippets(expression, texts, _SNIPPET.format(table="t"))
+    return [(memory_id, score, snippet) for (memory_id, score), snippet in zip(found, shown, strict=True)]
 
 
 __all__ = ["MAX_SEARCH_PAGE", "SEARCH_BUDGET_SECONDS", "SearchHit", "forget_store", "over_budget", "search"]

@@ -1,18 +1,39 @@
-"""The text table a store's index keeps for search (SQLite FTS5, ``porter unicode61``).
+"""The text tables search reads (SQLite FTS5, ``porter unicode61``): in a store's index file, and in memory.
 
-The index calls :func:`index_note` in the same transaction that applies each version, and a trigger
-on ``notes`` removes the text of every note that leaves it (deleted, displaced at its path, a
-rebuild), so whatever moves ``main`` (a write, a push, a rewrite) keeps the text current. A history
-rewrite rebuilds the index from scratch (:func:`clear`) and then compacts the file, so redacted or
-expired text leaves its bytes too. Encrypted blobs are never indexed here (see :mod:`gitmem.engine.index.search`).
+**In the index file** the table is ``note_text``, *contentless* (``content=''``): FTS5 keeps its word
+lists but no copy of any text, and its rowid is the note's rowid in ``notes``, so no table of its own
+maps the two. The text is the note's blob, which Git keeps anyway: a copy of every body made the index
+half as big again (517 of 1,790 B a note, issue 34), and the map from rowids to notes three b-trees
+more (a page each in a small store, issue 27). The price, paid here and in :mod:`.search`:
+
+- a contentless row is removed with FTS5's ``delete`` command, which must be handed the very text
+  that was indexed: the blob the ``notes`` row still names, read from the repository, or from what
+  the write path handed over for blobs not packed yet (:class:`~gitmem.engine.index.store_index.StoreIndex`
+  does that, since it alone knows both). So every way a note leaves ``notes`` goes through the index's
+  code, not a trigger;
+- FTS5 cannot make snippets without the text, so :mod:`.search` makes them from the blobs of the page's
+  hits alone (:func:`snippets`, the same tokenizer and query in memory: a snippet depends only on its
+  own note's text).
+
+The index calls these in the same transaction that applies each version, so whatever moves ``main``
+(a write, a push, a rewrite) keeps the text current. A history rewrite rebuilds the index from
+scratch (:func:`clear`) and then compacts the file, so redacted or expired words leave its bytes too.
+Encrypted blobs are never indexed here (see :mod:`gitmem.engine.index.search`).
+
+**In memory** (an encrypted store's text, :mod:`.search`) the table keeps its content, beside a map of
+note ids (``search_docs``): nothing of it reaches a disk, and it has no ``notes`` table to lean on.
 
 On PostgreSQL the text lives in the store schema's ``search_text`` (:mod:`gitmem.engine.index.postgres_schema`):
-the same calls, a ``tsvector`` instead of FTS5, and a foreign key instead of the trigger.
+the same calls, a ``tsvector`` instead of FTS5, and a foreign key instead of the removal code.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import sqlite3
+import threading
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pygit2
@@ -21,68 +42,168 @@ from gitmem.crypto.codec import is_encrypted
 from gitmem.engine.index.postgres_schema import put_text
 from gitmem.git.repository import blob_at
 
-_TABLES = (
+log = logging.getLogger(__name__)
+
+TOKENIZE = "tokenize='porter unicode61'"
+# The index file's text table: no content, rowid = notes.rowid.
+_NOTE_TEXT = f"CREATE VIRTUAL TABLE IF NOT EXISTS note_text USING fts5(path, body, content='', {TOKENIZE})"
+# What indexes made before schema 2 kept instead (dropped when such a file is opened).
+_OLD_TABLES = ("search_text", "search_docs")
+_OLD_TRIGGER = "notes_unsearchable"
+# An encrypted store's text in memory: with its content, keyed by note id.
+_MEMORY_TABLES = (
     "CREATE TABLE IF NOT EXISTS search_docs (docid INTEGER PRIMARY KEY, memory_id TEXT NOT NULL UNIQUE,"
     " path TEXT NOT NULL)",
     "CREATE INDEX IF NOT EXISTS search_docs_path ON search_docs (path)",
-    "CREATE VIRTUAL TABLE IF NOT EXISTS search_text USING fts5(path, body, tokenize='porter unicode61')",
+    f"CREATE VIRTUAL TABLE IF NOT EXISTS search_text USING fts5(path, body, {TOKENIZE})",
 )
-# Every way a note leaves the index's ``notes`` table (deleted, displaced at its path, a rebuild)
-# takes its text along.
-_REMOVAL_TRIGGER = """
-CREATE TRIGGER IF NOT EXISTS notes_unsearchable AFTER DELETE ON notes BEGIN
-    DELETE FROM search_text WHERE rowid IN (SELECT docid FROM search_docs WHERE memory_id = OLD.memory_id);
-    DELETE FROM search_docs WHERE memory_id = OLD.memory_id;
-END"""
 
 
 def _on_postgres(db: Any) -> bool:
     return getattr(db, "dialect", "sqlite") == "postgresql"
 
 
-def ensure_schema(db: sqlite3.Connection, repo: pygit2.Repository | None = None) -> None:
-    """The text tables beside an index's ``notes`` table (or alone, in memory). An index made before
-    search existed gets its notes' text from ``repo`` once. (SQLite: PostgreSQL's store schema has them.)"""
+def text(data: bytes) -> str | None:
+    """What search indexes of a blob: its text, or ``None`` for an encrypted one (never on disk)."""
+    return None if is_encrypted(data) else data.decode("utf-8", "replace")
+
+
+# -- the index file ---------------------------------------------------------------------------------
+
+
+def ensure_schema(db: sqlite3.Connection, fill: Callable[[], None]) -> bool:
+    """The index file's text table beside its ``notes`` table. A file made before it (with no text
+    table, or schema 1's copy of every text) gets it, filled once by ``fill`` from the notes' blobs,
+    and loses the old tables; returns whether it did (the caller then compacts the file)."""
     present = {
         row[0]
         for row in db.execute(
-            "SELECT name FROM sqlite_master WHERE name IN ('search_text', 'search_docs', 'notes_unsearchable')"
+            "SELECT name FROM sqlite_master WHERE name IN ('note_text', 'search_text', 'search_docs', ?)",
+            (_OLD_TRIGGER,),
         )
     }
-    if len(present) == 3:
-        return  # the usual case: no write lock taken to open a store
+    if present == {"note_text"}:
+        return False  # the usual case: no write lock taken to open a store
     db.execute("BEGIN IMMEDIATE")
     try:
-        fresh = not db.execute("SELECT 1 FROM sqlite_master WHERE name='search_text'").fetchone()
-        for statement in _TABLES:
-            db.execute(statement)
-        if db.execute("SELECT 1 FROM sqlite_master WHERE name='notes'").fetchone():
-            db.execute(_REMOVAL_TRIGGER)
-            if fresh and repo is not None:
-                for memory_id, path, blob_id in db.execute("SELECT memory_id, path, blob_id FROM notes").fetchall():
-                    index_note(db, repo, memory_id, path, blob_id)
+        db.execute(f"DROP TRIGGER IF EXISTS {_OLD_TRIGGER}")
+        for table in _OLD_TABLES:
+            db.execute(f"DROP TABLE IF EXISTS {table}")
+        db.execute("DROP TABLE IF EXISTS note_text")  # filled anew below, whatever it held
+        db.execute(_NOTE_TEXT)
+        fill()
         db.execute("COMMIT")
     except BaseException:
         db.execute("ROLLBACK")
         raise
+    return bool(present - {"note_text"})
 
 
 def clear(db: Any) -> None:
-    """Empty the text tables before a rebuild. Dropping the FTS table (rather than deleting its rows)
-    leaves no old segment behind; the rewriter's VACUUM then removes the freed pages. (PostgreSQL: the
-    rows go with their notes.)"""
+    """Empty the text table before a rebuild. Dropping it (rather than deleting its rows) leaves no
+    old segment behind; the rewriter's VACUUM then removes the freed pages. (PostgreSQL: the rows go
+    with their notes.)"""
     if _on_postgres(db):
         return
-    db.execute("DROP TABLE IF EXISTS search_text")
-    db.execute("DELETE FROM search_docs")
-    for statement in _TABLES:
+    db.execute("DROP TABLE IF EXISTS note_text")
+    db.execute(_NOTE_TEXT)
+
+
+def index(db: sqlite3.Connection, rowid: int, path: str, body: str) -> None:
+    """The text of the note at ``notes.rowid`` = ``rowid``."""
+    db.execute("INSERT INTO note_text (rowid, path, body) VALUES (?,?,?)", (rowid, path, body))
+
+
+def unindex(db: sqlite3.Connection, rowid: int, path: str, body: str) -> None:
+    """Take back what :func:`index` was given for ``rowid`` (exactly that path and text)."""
+    db.execute("INSERT INTO note_text (note_text, rowid, path, body) VALUES ('delete',?,?,?)", (rowid, path, body))
+
+
+def unindex_all(db: sqlite3.Connection) -> None:
+    db.execute("INSERT INTO note_text (note_text) VALUES ('delete-all')")
+
+
+class NoteTexts:
+    """The text of an index file's notes, kept in step with ``notes`` by the index's code (each
+    thread on its own connection and repository, as the index gives them)."""
+
+    def __init__(self, db: Callable[[], sqlite3.Connection], repo: Callable[[], pygit2.Repository]) -> None:
+        self._db, self._repo = db, repo
+        self._handed = threading.local()  # blob id -> bytes handed over in this thread's transaction
+
+    def hand(self, blob_id: str, data: bytes) -> None:
+        """A blob the write path indexes before its pack is written: a later version in the same
+        batch takes its text back from here (an id names its bytes, so no entry is ever stale)."""
+        self._blobs()[blob_id] = data
+
+    def transaction_ended(self) -> None:
+        self._handed.blobs = {}
+
+    def _blobs(self) -> dict[str, bytes]:
+        blobs: dict[str, bytes] | None = getattr(self._handed, "blobs", None)
+        if blobs is None:
+            blobs = self._handed.blobs = {}
+        return blobs
+
+    def _text_of(self, blob_id: str) -> str | None:
+        data = self._blobs().get(blob_id)
+        return text(data if data is not None else blob_at(self._repo(), blob_id).read_raw())
+
+    def place(self, rowid: int, path: str, blob_id: str, data: bytes | None) -> None:
+        """The text of the note at ``notes.rowid`` = ``rowid``, now at ``path`` with ``blob_id``."""
+        if data is not None:
+            self.hand(blob_id, data)
+        body = self._text_of(blob_id)
+        if body is not None:
+            index(self._db(), rowid, path, body)
+
+    def remove(self, memory_id: str) -> None:
+        """Take the note's text out (before its row changes or goes)."""
+        db = self._db()
+        row = db.execute("SELECT rowid, path, blob_id FROM notes WHERE memory_id=?", (memory_id,)).fetchone()
+        if row is None:
+            return
+        rowid, path, blob_id = row
+        if db.execute("SELECT 1 FROM note_text_docsize WHERE id=?", (rowid,)).fetchone() is None:
+            return  # never indexed (encrypted, or its blob unreadable when it was)
+        try:
+            body = self._text_of(blob_id)
+        except KeyError:  # the indexed text cannot be read back: index every other note anew
+            log.warning("the blob %s of %s is missing; its store's text table is filled anew", blob_id, path)
+            unindex_all(db)
+            self.fill()
+            return
+        if body is not None:
+            unindex(db, rowid, path, body)
+
+    def fill(self) -> None:
+        """Index every note of ``notes`` whose blob can be read (a new or emptied text table)."""
+        db = self._db()
+        for rowid, path, blob_id in db.execute("SELECT rowid, path, blob_id FROM notes").fetchall():
+            try:
+                self.place(rowid, path, blob_id, None)
+            except KeyError:
+                log.warning("the blob %s of %s is missing; the note is not searchable", blob_id, path)
+
+
+def put_on_postgres(db: Any, memory_id: str, path: str, data: bytes) -> None:
+    """PostgreSQL's text row of a note (none for an encrypted blob)."""
+    body = text(data)
+    if body is None:
+        db.execute("DELETE FROM search_text WHERE memory_id=?", (memory_id,))
+    else:
+        put_text(db, memory_id, path, body)
+
+
+# -- in memory (an encrypted store's) ----------------------------------------------------------------
+
+
+def memory_schema(db: sqlite3.Connection) -> None:
+    for statement in _MEMORY_TABLES:
         db.execute(statement)
 
 
-def put(db: Any, memory_id: str, path: str, body: str) -> None:
-    if _on_postgres(db):
-        put_text(db, memory_id, path, body)
-        return
+def put(db: sqlite3.Connection, memory_id: str, path: str, body: str) -> None:
     row = db.execute("SELECT docid FROM search_docs WHERE memory_id=?", (memory_id,)).fetchone()
     if row is None:
         docid = db.execute("INSERT INTO search_docs (memory_id, path) VALUES (?,?)", (memory_id, path)).lastrowid
@@ -93,32 +214,38 @@ def put(db: Any, memory_id: str, path: str, body: str) -> None:
     db.execute("INSERT INTO search_text (rowid, path, body) VALUES (?,?,?)", (docid, path, body))
 
 
-def forget(db: Any, memory_id: str) -> None:
-    if _on_postgres(db):
-        db.execute("DELETE FROM search_text WHERE memory_id=?", (memory_id,))
-        return
+def forget(db: sqlite3.Connection, memory_id: str) -> None:
     db.execute("DELETE FROM search_text WHERE rowid IN (SELECT docid FROM search_docs WHERE memory_id=?)", (memory_id,))
     db.execute("DELETE FROM search_docs WHERE memory_id=?", (memory_id,))
 
 
-def index_note(
-    db: Any,
-    repo: pygit2.Repository,
-    memory_id: str,
-    path: str,
-    blob_id: str,
-    *,
-    data: bytes | None = None,
-) -> None:
-    """A note's current path and text, as the index applies its version. An encrypted blob is never
-    indexed on disk (its store is searched in memory). ``data``: the blob, when it is not in the
-    repository yet (the write path indexes a batch before its pack is written)."""
-    if data is None:
-        data = blob_at(repo, blob_id).read_raw()
-    if is_encrypted(data):
-        forget(db, memory_id)
-        return
-    put(db, memory_id, path, data.decode("utf-8", "replace"))
+# -- snippets ---------------------------------------------------------------------------------------
 
 
-__all__ = ["clear", "ensure_schema", "forget", "index_note", "put"]
+def snippets(expression: str, texts: Iterable[tuple[str, str]], snippet_sql: str) -> list[str | None]:
+    """``snippet_sql`` (a ``snippet(t, ...)`` call on table ``t``) for each (path, body) that matches
+    ``expression``, in order (``None`` for one that does not, as a note changed since it was found)."""
+    rows = list(enumerate(texts))
+    if not rows:
+        return []
+    with contextlib.closing(sqlite3.connect(":memory:")) as db:
+        db.execute(f"CREATE VIRTUAL TABLE t USING fts5(path, body, {TOKENIZE})")
+        db.executemany("INSERT INTO t (rowid, path, body) VALUES (?,?,?)", [(i, p, b) for i, (p, b) in rows])
+        found = dict(db.execute(f"SELECT rowid, {snippet_sql} FROM t WHERE t MATCH ?", (expression,)))  # noqa: S608  the caller's constant SQL; the query is bound
+    return [found.get(i) for i, _ in rows]
+
+
+__all__ = [
+    "NoteTexts",
+    "clear",
+    "ensure_schema",
+    "forget",
+    "index",
+    "memory_schema",
+    "put",
+    "put_on_postgres",
+    "snippets",
+    "text",
+    "unindex",
+    "unindex_all",
+]

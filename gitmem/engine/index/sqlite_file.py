@@ -10,6 +10,7 @@ import contextlib
 import logging
 import os
 import sqlite3
+import threading
 import time
 import zlib
 from pathlib import Path
@@ -130,4 +131,14 @@ def set_aside_if_damaged(path: Path) -> Path | None:
     return aside
 
 
-__all__ = ["mark_sound", "set_aside_if_damaged"]
+def compact(db: sqlite3.Connection, write_lock: threading.Lock) -> None:
+    """Give back the free pages of a file whose tables were just replaced (a migration), once: a
+    VACUUM, skipped (left for a later rewrite's) if another connection is writing or reading."""
+    with write_lock:
+        try:
+            db.execute("VACUUM")
+        except sqlite3.OperationalError as exc:
+            log.info("index %s not compacted after its migration: %s", db, exc)
+
+
+__all__ = ["compact", "mark_sound", "set_aside_if_damaged"]

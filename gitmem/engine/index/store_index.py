@@ -13,6 +13,7 @@ import contextlib
 import logging
 import threading
 import weakref
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,16 +26,22 @@ from gitmem.db.page_tokens import tokens_for
 from gitmem.db.thread_connections import ThreadConnections
 from gitmem.durable import DURABLE, Durability
 from gitmem.engine.index import search_table as search_index
-from gitmem.engine.index import sqlite_file
+from gitmem.engine.index import sqlite_file, version_rows
 from gitmem.engine.index.postgres_schema import PgIndexDb
 from gitmem.engine.index.queries import IndexQueries, NoteRow, VersionRow, upper_bound
 from gitmem.git import replay, repository
 from gitmem.git.commits import VersionRecord, parse_message
 from gitmem.git.pushes import derive_versions
-from gitmem.git.repository import commit_at, read_tip
+from gitmem.git.repository import blob_at, commit_at, read_tip
 from gitmem.rules.paths import api_path, git_path, levels
 
 log = logging.getLogger(__name__)
+
+_PUT_NOTE = (
+    "INSERT INTO notes VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(memory_id) DO UPDATE SET"
+    " path=excluded.path, blob_id=excluded.blob_id, sha256=excluded.sha256, size=excluded.size,"
+    " version_id=excluded.version_id, updated_at=excluded.updated_at"
+)
 
 SCHEMA_VERSION = "1"
 IDLE_REPOSITORIES = 1  # repository handles kept for the next threads when the store is parked
@@ -102,7 +109,9 @@ class StoreIndex(IndexQueries):
             with self.write_lock:
                 self._connections.get().executescript(sqlite_file.SCHEMA)
                 self._connections.get().execute(f"PRAGMA user_version={sqlite_file.SCHEMA_MARK}")
-        search_index.ensure_schema(self._connections.get(), self.repo)
+        self.texts = search_index.NoteTexts(self._connections.get, lambda: self.repo)
+        if search_index.ensure_schema(self._connections.get(), self.texts.fill):
+            sqlite_file.compact(self._connections.get(), self.write_lock)  # the old tables' pages
 
     @property
     def repo(self) -> pygit2.Repository:
@@ -227,14 +236,22 @@ class StoreIndex(IndexQueries):
         under the file's write lock; PostgreSQL: under the store's index lock)."""
         if self._pg is not None:
             return self._pg.transaction()
-        return self._connections.transaction()
+        return self._sqlite_transaction()
+
+    @contextlib.contextmanager
+    def _sqlite_transaction(self) -> Iterator[Any]:
+        try:
+            with self._connections.transaction() as db:
+                yield db
+        finally:
+            self.texts.transaction_ended()
 
     def writing(self) -> contextlib.AbstractContextManager[Any]:
         """A writer's transaction: :meth:`transaction` that also holds the store's writer lock (on
         SQLite the caller holds it already, inside :meth:`batch_lock`)."""
         if self._pg is not None:
             return self._pg.transaction(writer=True)
-        return self._connections.transaction()
+        return self._sqlite_transaction()
 
     def batch_lock(self) -> contextlib.AbstractContextManager[object]:
         """What a batch of writes holds around its attempts: SQLite's writer ``flock`` (one host);
@@ -267,7 +284,7 @@ class StoreIndex(IndexQueries):
         if self._pg is not None:
             self._pg.forget_opened_tip()
         search_index.clear(self.db)
-        self.db.execute("DELETE FROM notes")  # the triggers bring totals back to zero
+        self.db.execute("DELETE FROM notes")  # the triggers bring totals back to zero (the text went first)
         self.db.execute("DELETE FROM versions")
         self.db.execute("DELETE FROM meta WHERE key IN ('tip', 'schema')")  # not PostgreSQL's schema mark
 
@@ -321,67 +338,41 @@ class StoreIndex(IndexQueries):
         write path indexes its own commits as it makes them, and hands over the blob, which is not in
         the repository yet; with ``displaces_nothing`` it has just checked, in this transaction, that
         no other note sits at, above or below the version's path)."""
-        self._insert_version(commit_id, record, blob_id)
+        version_rows.insert(self._write, self._pg is not None, self.db, commit_id, record, blob_id)
         near = _nothing_near if displaces_nothing else self._notes_near
         step = replay.move(record, near, in_tree=blob_id is not None)
         if step is None:
             return
         for other in step.displaced:
-            self.db.execute("DELETE FROM notes WHERE memory_id=?", (other.memory_id,))
+            self._delete_note(other.memory_id)
         if step.path is None:
-            self.db.execute("DELETE FROM notes WHERE memory_id=?", (record.memory_id,))
+            self._delete_note(record.memory_id)
             return
         assert blob_id is not None  # a note is placed only where its commit holds the content  # noqa: S101  narrows the type for mypy; never a check of input
-        self._write(
-            "INSERT INTO notes VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(memory_id) DO UPDATE SET"
-            " path=excluded.path, blob_id=excluded.blob_id, sha256=excluded.sha256, size=excluded.size,"
-            " version_id=excluded.version_id, updated_at=excluded.updated_at",
-            (
-                record.memory_id,
-                step.path,
-                blob_id,
-                record.content_sha256,
-                record.content_size,
-                record.version_id,
-                to_micros(record.note_created_at),
-                to_micros(record.created_at),
-            ),
-        )
-        search_index.index_note(self.db, self.repo, record.memory_id, step.path, blob_id, data=blob_data)
-
-    def _insert_version(self, commit_id: str, record: VersionRecord, blob_id: str | None) -> None:
-        """The version's row, last in ``seq`` order."""
-        # As SQLite's INSERT OR REPLACE on its rowid: a version applied again goes last, seq = max + 1.
         if self._pg is None:
-            self.db.execute("DELETE FROM versions WHERE version_id=?", (record.version_id,))
-            replace, next_seq = "", "(SELECT coalesce(max(seq), 0) + 1 FROM versions)"
-            params: tuple[Any, ...] = ()
-        else:  # the same in one round trip: the rows the CTE deletes are still seen by max(seq)
-            replace = "WITH gone AS (DELETE FROM versions WHERE version_id=? RETURNING seq) "
-            next_seq = "(SELECT coalesce(max(seq), 0) + 1 FROM versions WHERE seq NOT IN (SELECT seq FROM gone))"
-            params = (record.version_id,)
-        self._write(
-            replace + "INSERT INTO versions (seq, version_id, memory_id, operation, path, sha256, size, blob_id,"  # noqa: S608  the code's own SQL and placeholders; values bound
-            " created_at, actor_type, actor_id, commit_id, redacted_at, redacted_by_type, redacted_by_id)"
-            f" VALUES ({next_seq},?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                *params,
-                record.version_id,
-                record.memory_id,
-                record.operation,
-                record.path,
-                record.content_sha256,
-                record.content_size,
-                blob_id,
-                to_micros(record.created_at),
-                record.created_by.type if record.created_by else None,
-                record.created_by.id if record.created_by else None,
-                commit_id,
-                to_micros(record.redacted_at) if record.redacted_at else None,
-                record.redacted_by.type if record.redacted_by else None,
-                record.redacted_by.id if record.redacted_by else None,
-            ),
+            self.texts.remove(record.memory_id)
+        row = (
+            record.memory_id,
+            step.path,
+            blob_id,
+            record.content_sha256,
+            record.content_size,
+            record.version_id,
+            to_micros(record.note_created_at),
+            to_micros(record.created_at),
         )
+        if self._pg is not None:
+            self._write(_PUT_NOTE, row)
+            data = blob_data if blob_data is not None else blob_at(self.repo, blob_id).read_raw()
+            search_index.put_on_postgres(self.db, record.memory_id, step.path, data)
+            return
+        (rowid,) = self.db.execute(_PUT_NOTE + " RETURNING rowid", row).fetchone()
+        self.texts.place(rowid, step.path, blob_id, blob_data)
+
+    def _delete_note(self, memory_id: str) -> None:
+        if self._pg is None:
+            self.texts.remove(memory_id)  # PostgreSQL's text row goes with it (a foreign key)
+        self.db.execute("DELETE FROM notes WHERE memory_id=?", (memory_id,))
 
     def _notes_near(self, path: str) -> list[replay.Placed]:
         """The notes at ``path``, in a folder above it or below it (what a note placed there displaces)."""

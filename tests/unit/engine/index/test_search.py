@@ -89,9 +89,7 @@ def test_rebuilds_and_old_indexes_are_searchable(store: MemoryStore, gm: Gitmem,
     assert found(store, "aardvark") == ["/a.md"]
     # An index made before search existed fills its text table when first opened.
     with sqlite3.connect(store.index.path) as db:
-        db.execute("DROP TRIGGER notes_unsearchable")
-        db.execute("DROP TABLE search_text")
-        db.execute("DROP TABLE search_docs")
+        db.execute("DROP TABLE note_text")
     again = Gitmem.open(gm.home, fsync="never").store(workspace.id, store.id)
     assert found(again, "aardvark") == ["/a.md"]
 
