@@ -72,6 +72,7 @@ class Cluster:
     def kill(self, node: Node) -> None:
         node.proc.send_signal(signal.SIGKILL)
         node.proc.wait(10)
+        node.log.close()
         self.nodes.remove(node)
 
     def client(self, node: Node, secret: str | None = None) -> anthropic.Anthropic:
@@ -102,6 +103,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     yield found
     for node in found.nodes:
         _stop(node.proc)
+        node.log.close()
 
 
 def sha(text: str) -> str:
@@ -268,10 +270,10 @@ def test_a_node_killed_mid_write_and_mid_push_loses_nothing_and_locks_nothing(cl
         (clone / f"pushed-{i}.md").write_text(f"pushed {i}\n")
     git(clone, "add", "-A")
     git(clone, "commit", "-qm", "pushed notes")
-    push = subprocess.Popen(["git", "-C", str(clone), "push", "-q", "origin", "main"], stderr=subprocess.PIPE)
-    time.sleep(0.3)
-    cluster.kill(pusher)
-    push_status = push.wait(60)
+    with subprocess.Popen(["git", "-C", str(clone), "push", "-q", "origin", "main"], stderr=subprocess.PIPE) as push:
+        time.sleep(0.3)
+        cluster.kill(pusher)
+        push_status = push.wait(60)
 
     started = time.monotonic()
     survivor.beta.memory_stores.memories.create(store_id, path="/after-the-kill.md", content="written")
