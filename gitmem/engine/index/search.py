@@ -35,6 +35,7 @@ from gitmem.crypto.codec import ContentCodec, PlainCodec
 from gitmem.engine.index import postgres_schema as index_pg
 from gitmem.engine.index.search_query import groups, to_fts
 from gitmem.engine.index.search_table import forget, memory_schema, put, snippets
+from gitmem.engine.index.search_table import text as blob_text
 from gitmem.engine.index.store_index import NoteRow, StoreIndex, upper_bound
 from gitmem.errors import InvalidRequest, SearchTooCostly
 from gitmem.git.repository import blob_at
@@ -145,7 +146,7 @@ _MEMORY_QUERY = (
 )
 # In the index file (no copy of the texts, search_table): the hits, then the page's snippets from their blobs.
 _QUERY = (
-    "SELECT d.memory_id, -rank FROM note_text JOIN notes d ON d.rowid = note_text.rowid"  # noqa: S608  constants; the query is bound
+    "SELECT d.memory_id, -rank, d.path, d.blob_id FROM note_text JOIN notes d ON d.rowid = note_text.rowid"  # noqa: S608  constants; the query is bound
     f" WHERE note_text MATCH ? AND rank MATCH '{_RANK}'"
     " AND d.path >= ? AND d.path < ? ORDER BY rank LIMIT ? OFFSET ?"
 )
@@ -224,7 +225,7 @@ def _search(store: Searched, query: str, path_prefix: str | None, limit: int, pa
     else:
         with _budget(store.index.db, budget):
             found = store.index.db.execute(_QUERY, (expression, *args)).fetchall()
-        rows = _with_snippets(store, expression, found[: limit + 1])
+        rows = _with_snippets(store, expression, found, limit)
     hits = []
     for memory_id, score, snippet in rows[:limit]:
         row = store.index.note(memory_id)
@@ -236,15 +237,14 @@ def _search(store: Searched, query: str, path_prefix: str | None, limit: int, pa
 
 
 def _with_snippets(
-    store: Searched, expression: str, found: list[tuple[str, float]]
+    store: Searched, expression: str, found: list[tuple[str, float, str, str]], shown: int
 ) -> list[tuple[str, float, str | None]]:
-    """The index file's hits with their snippets, made from the notes' blobs as they are now."""
-    notes = [store.index.note(memory_id) for memory_id, _ in found]
-    texts = [
-        (n.path, blob_at(store.repo, n.blob_id).read_raw().decode("utf-8", "replace")) if n else ("", "") for n in notes
-    ]
-    shown = snippets(expression, texts, _SNIPPET.format(table="t"))
-    return [(memory_id, score, snippet) for (memory_id, score), snippet in zip(found, shown, strict=True)]
+    """The index file's hits, the first ``shown`` with their snippets, made from the blobs the hits name
+    (the rest only tell that there is a next page)."""
+    texts = [(path, blob_text(blob_at(store.repo, blob_id).read_raw()) or "") for _, _, path, blob_id in found[:shown]]
+    made = snippets(expression, texts, _SNIPPET.format(table="t"))
+    made += [None] * (len(found) - len(made))
+    return [(memory_id, score, snippet) for (memory_id, score, _, _), snippet in zip(found, made, strict=True)]
 
 
 __all__ = ["MAX_SEARCH_PAGE", "SEARCH_BUDGET_SECONDS", "SearchHit", "forget_store", "over_budget", "search"]

@@ -131,11 +131,6 @@ class NoteTexts:
         self._db, self._repo = db, repo
         self._handed = threading.local()  # blob id -> bytes handed over in this thread's transaction
 
-    def hand(self, blob_id: str, data: bytes) -> None:
-        """A blob the write path indexes before its pack is written: a later version in the same
-        batch takes its text back from here (an id names its bytes, so no entry is ever stale)."""
-        self._blobs()[blob_id] = data
-
     def transaction_ended(self) -> None:
         self._handed.blobs = {}
 
@@ -151,8 +146,8 @@ class NoteTexts:
 
     def place(self, rowid: int, path: str, blob_id: str, data: bytes | None) -> None:
         """The text of the note at ``notes.rowid`` = ``rowid``, now at ``path`` with ``blob_id``."""
-        if data is not None:
-            self.hand(blob_id, data)
+        if data is not None:  # handed over before its pack is written: a later version in this batch
+            self._blobs()[blob_id] = data  # takes its text back from here (an id names its bytes)
         body = self._text_of(blob_id)
         if body is not None:
             index(self._db(), rowid, path, body)

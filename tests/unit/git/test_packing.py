@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from bench.flat import seed_notes
+from bench.stores import disk_of
 from gitmem.durable import NOT_FLUSHED
+from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.store import store as store_module
 from gitmem.engine.store.store import MemoryStore
 from gitmem.git import repository
@@ -188,3 +190,17 @@ def test_a_pack_left_without_its_index_does_not_stop_a_full_pack(fast_store: Mem
     assert all(p.with_suffix(".idx").exists() for p in packs(fast_store.path))
     assert_fsck_clean(fast_store.path)
     assert fast_store.get(note.id).content == "kept"
+
+
+def test_a_small_store_at_rest_takes_at_most_64_kib(
+    fast_gm: Gitmem, fast_store: MemoryStore, quick_policy: list[bool]
+) -> None:
+    """Issue 27: a store of a few small notes, gone quiet and closed, costs about what Git costs (its bare
+    skeleton with one pack is ~40 KiB by du): one pack, no index log, an index of a few pages."""
+    fast_store.create("/people/sam.md", "Sam prefers terraform plans against staging first.")
+    fast_store.create("/projects/acme.md", "# Acme\n- single-tenant\n")
+    wait_for_consolidation(quick_policy)
+    fast_gm.close()
+    allocated, _ = disk_of(fast_store.path)
+    assert len(packs(fast_store.path)) == 1 and packing.loose_objects(fast_store.path).count == 0
+    assert allocated <= 64 << 10, allocated
