@@ -1,13 +1,16 @@
 """Checks tests share: the real ``git`` and ``git fsck``, threads and processes started together, and what
-a refused operation must leave alone (:func:`store_state`, :func:`index_snapshot`)."""
+a refused operation must leave alone (:func:`store_state`, :func:`index_snapshot`), sockets a block must
+not leave open (:func:`no_sockets_left`)."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
+import os
 import subprocess
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -105,6 +108,32 @@ def start_together(workers: list[subprocess.Popen[str]]) -> None:
         assert worker.stdin is not None
         worker.stdin.write("go\n")
         worker.stdin.flush()
+
+
+def _sockets() -> set[str]:
+    found = set()
+    for fd in Path("/proc/self/fd").iterdir():
+        with contextlib.suppress(OSError):  # the listing's own fd is gone by now
+            if (target := os.readlink(fd)).startswith("socket:"):
+                found.add(target)
+    return found
+
+
+@contextlib.contextmanager
+def no_sockets_left() -> Iterator[None]:
+    """The block closes every socket it opens (counted in /proc/self/fd). The collector is off in the
+    block, so a socket only a forgotten client's collection would free is counted as left open."""
+    gc.collect()
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        before = _sockets()
+        yield
+        left = _sockets() - before
+    finally:
+        if enabled:
+            gc.enable()
+    assert not left, f"{len(left)} sockets the block opened are still open: {sorted(left)}"
 
 
 def assert_fsck_clean(repo_path: Path) -> None:

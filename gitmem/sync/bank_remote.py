@@ -21,6 +21,7 @@ import os
 import signal
 import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -66,6 +67,12 @@ class BankRemote:
 
     def close(self) -> None:
         self._client.close()
+
+    def __enter__(self) -> BankRemote:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- HTTP ---------------------------------------------------------------------------------------
 
@@ -180,14 +187,19 @@ class BankRemote:
 # -- a bank mounted until a signal ---------------------------------------------------------------------
 
 
+@contextlib.contextmanager
 def bank_mount(
     url: str, token: str, profile_id: str, folder: Path, *, debounce: float = 0.3, poll_interval: float = 1.0
-) -> Mount:
-    """A started mount of the bank at ``folder`` (clean start: files that are not entries are removed)."""
-    remote = BankRemote(url, token, profile_id)
-    mount = Mount(remote, folder, debounce=debounce, poll_interval=poll_interval, clean=True, name=profile_id)
-    mount.start()
-    return mount
+) -> Iterator[Mount]:
+    """A started mount of the bank at ``folder`` (clean start: files that are not entries are removed),
+    stopped at the end of the block; then its remote's HTTP client is closed (this owns it, not the mount)."""
+    with BankRemote(url, token, profile_id) as remote:
+        mount = Mount(remote, folder, debounce=debounce, poll_interval=poll_interval, clean=True, name=profile_id)
+        mount.start()
+        try:
+            yield mount
+        finally:
+            mount.stop()
 
 
 def run_until_signal(mount: Mount, *, pid_file: Path | None = None) -> int:

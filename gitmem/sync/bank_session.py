@@ -229,8 +229,9 @@ def session_end(session: BankSession, *, workspace: str | None) -> int:
         return 0
     # The mount is gone (crashed or never started): push what is in .memory/ once. Without the mount's
     # memory of what was synced, a file that differs from its entry is merged (or kept beside it).
-    mount = Mount(BankRemote(url, token, profile), folder, clean=False, name=profile)
-    mount.start()
-    mount.stop()
+    with BankRemote(url, token, profile) as remote:
+        mount = Mount(remote, folder, clean=False, name=profile)
+        mount.start()
+        mount.stop()
     sys.stderr.write(f"gitmem: memory bank synced from {folder}: {mount.status.line()}\n")
     return 1 if mount.status.errors else 0

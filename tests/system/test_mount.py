@@ -21,7 +21,7 @@ from gitmem.engine.gitmem import Gitmem
 from gitmem.sync.merge import merge3, merge3_git, merge3_python
 from gitmem.sync.mount import Mount, MountSpec, conflict_path, is_ignored, task_mount_specs
 from gitmem.sync.remote import MemoryStoreRemote, RemoteEntry
-from tests.checks import memory
+from tests.checks import memory, no_sockets_left
 from tests.server import RealServer
 
 WAIT = 10.0
@@ -424,11 +424,12 @@ def test_stop_mid_burst_loses_nothing(
 def test_cli_mount_once(client: anthropic.Anthropic, store_id: str, live: Live, tmp_path: Path) -> None:
     client.beta.memory_stores.memories.create(store_id, path="/cli/a.md", content="from the store\n")
     write(tmp_path / "cli-mnt" / "local.md", "from the folder\n")
-    result = CliRunner().invoke(
-        cli_main,
-        ["mount", "--url", live.base_url, "--store", store_id, "--once", str(tmp_path / "cli-mnt")],
-        env={"GITMEM_API_KEY": live.admin},
-    )
+    with no_sockets_left():  # the command closes the client its mounts shared
+        result = CliRunner().invoke(
+            cli_main,
+            ["mount", "--url", live.base_url, "--store", store_id, "--once", str(tmp_path / "cli-mnt")],
+            env={"GITMEM_API_KEY": live.admin},
+        )
     assert result.exit_code == 0, result.output
     assert read(tmp_path / "cli-mnt" / "cli" / "a.md") == "from the store\n"
     assert content_of(client, store_id, "/local.md") == "from the folder\n"

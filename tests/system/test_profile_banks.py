@@ -21,6 +21,7 @@ from gitmem.banks.profiles import profiles_for
 from gitmem.engine.gitmem import Gitmem
 from tests import REPO_ROOT
 from tests.apps import InProcess, in_process
+from tests.checks import no_sockets_left
 from tests.server import serve
 
 KIB = 1024
@@ -348,8 +349,7 @@ def test_a_mounted_bank_syncs_both_ways(env: Env, url: str, sam: httpx.Client, p
         response = sam.get(f"{base}/content", params={"path": path})
         return response.json()["content"] if response.status_code == 200 else None
 
-    mount = bank_mount(url, env.sam, profile_id, folder, debounce=0.05, poll_interval=0.1)
-    try:
+    with no_sockets_left(), bank_mount(url, env.sam, profile_id, folder, debounce=0.05, poll_interval=0.1) as mount:
         # A clean start: exactly the entries.
         files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
         assert files == ["preferences.md", "projects/acme.md"]
@@ -368,10 +368,8 @@ def test_a_mounted_bank_syncs_both_ways(env: Env, url: str, sam: httpx.Client, p
         assert (folder / "from-api.md").read_text() == "written while mounted"
         # A refused name stays local and is not retried forever.
         (folder / "bad name.md").write_text("refused")
-        # Pending at stop time: flushed by stop().
+        # Pending at stop time: flushed by stop() at the end of the block (which closes the bank's client).
         (folder / "last.md").write_text("written just before the end")
-    finally:
-        mount.stop()
     assert remote_text("last.md") == "written just before the end"
     paths = [m["path"] for m in sam.get(base).json()["memories"]]
     assert paths == ["from-api.md", "last.md", "projects/acme.md", "projects/globex.md"]
@@ -434,6 +432,22 @@ def test_session_hooks_mount_print_and_flush(
     subprocess.run([str(HOOKS / "session-end")], env=hook_env, capture_output=True, text=True, timeout=150)
 
 
+@pytest.mark.slow
+def test_session_end_without_a_mount_pushes_the_folder_once(
+    env: Env, url: str, sam: httpx.Client, profile_id: str, tmp_path: Path
+) -> None:
+    from gitmem.sync.bank_session import BankSession, session_end
+
+    workspace = tmp_path / "ws"
+    (workspace / ".memory").mkdir(parents=True)
+    (workspace / ".memory" / "orphan.md").write_text("written after the mount died")
+    with no_sockets_left():  # the one-off mount's client is closed when it stops
+        code = session_end(BankSession(url, env.sam, profile_id, tmp_path / "state"), workspace=str(workspace))
+    assert code == 0
+    read = sam.get(f"/v1/profiles/{profile_id}/memories/content", params={"path": "orphan.md"})
+    assert read.json()["content"] == "written after the mount died"
+
+
 def test_hooks_without_a_profile_do_nothing(tmp_path: Path) -> None:
     hook_env = {k: v for k, v in os.environ.items() if not k.startswith("GITMEM_")}
     hook_env.update({"WORKSPACE": str(tmp_path), "GITMEM_STATE_DIR": str(tmp_path / "state")})
@@ -494,9 +508,10 @@ def test_cli_mount_profile_once_materialises_a_clean_bank(
     folder = tmp_path / ".memory"
     folder.mkdir()
     (folder / "scratch.txt").write_text("left over from the last session")
-    result = CliRunner().invoke(
-        cli, ["mount", "--profile", profile_id, "--url", url, "--key", env.sam, "--once", str(folder)]
-    )
+    with no_sockets_left():
+        result = CliRunner().invoke(
+            cli, ["mount", "--profile", profile_id, "--url", url, "--key", env.sam, "--once", str(folder)]
+        )
     assert result.exit_code == 0, result.output
     assert (folder / "projects" / "acme.md").read_text() == "single-tenant"
     assert not (folder / "scratch.txt").exists()

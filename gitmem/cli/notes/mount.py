@@ -77,17 +77,35 @@ def mount_command(
         _mount_bank(url, key, profile_id, folder, debounce, poll_interval, once)
         return
     specs = [MountSpec(*parse_store(s), "") for s in stores]
-    client = anthropic.Anthropic(api_key=key, base_url=url.rstrip("/"), max_retries=SDK_RETRIES)
-    try:
-        if task_id:
-            specs = _task_specs(url, key, task_id)
-        elif len(specs) > 1:
-            specs = _named_folders(client, specs)
-    except anthropic.APIStatusError as exc:
-        raise RemoteRefused(f"{exc.status_code}: {exc.message}") from None
-    except anthropic.APIConnectionError as exc:
-        raise RemoteUnavailable(f"cannot reach {url}: {exc}") from None
+    # The command owns the client its mounts share: closed here once every mount has stopped.
+    with anthropic.Anthropic(api_key=key, base_url=url.rstrip("/"), max_retries=SDK_RETRIES) as client:
+        try:
+            if task_id:
+                specs = _task_specs(url, key, task_id)
+            elif len(specs) > 1:
+                specs = _named_folders(client, specs)
+        except anthropic.APIStatusError as exc:
+            raise RemoteRefused(f"{exc.status_code}: {exc.message}") from None
+        except anthropic.APIConnectionError as exc:
+            raise RemoteUnavailable(f"cannot reach {url}: {exc}") from None
+        mounts = _run_mounts(
+            client, specs, folder, debounce=debounce, poll_interval=poll_interval, clean=clean, once=once
+        )
+    if any(m.status.errors for m in mounts):
+        sys.exit(1)
 
+
+def _run_mounts(
+    client: anthropic.Anthropic,
+    specs: list[MountSpec],
+    folder: Path,
+    *,
+    debounce: float,
+    poll_interval: float,
+    clean: bool,
+    once: bool,
+) -> list[Mount]:
+    """Start a mount for each spec, flush them (``--once``) or wait for a signal; every one is stopped."""
     mounts: list[Mount] = []
     try:
         for spec in specs:
@@ -103,8 +121,7 @@ def mount_command(
         for mount in mounts:
             mount.stop()
             click.echo(f"unmounted {mount.name}: {mount.status.line()}", err=True)
-    if any(m.status.errors for m in mounts):
-        sys.exit(1)
+    return mounts
 
 
 def _start_mount(
@@ -132,14 +149,14 @@ def _mount_bank(
 ) -> None:
     from gitmem.sync.bank_remote import bank_mount, run_until_signal
 
-    mount = bank_mount(url, token, profile_id, folder, debounce=debounce, poll_interval=poll_interval)
-    click.echo(f"mounted the bank of {profile_id} at {folder}: {mount.status.notes} entries", err=True)
-    if once:
-        mount.flush()
-        mount.stop()
-        code = 1 if mount.status.errors else 0
-    else:
-        code = run_until_signal(mount)
+    with bank_mount(url, token, profile_id, folder, debounce=debounce, poll_interval=poll_interval) as mount:
+        click.echo(f"mounted the bank of {profile_id} at {folder}: {mount.status.notes} entries", err=True)
+        if once:
+            mount.flush()
+            mount.stop()
+            code = 1 if mount.status.errors else 0
+        else:
+            code = run_until_signal(mount)
     click.echo(f"unmounted {profile_id}: {mount.status.line()}", err=True)
     sys.exit(code)
 
@@ -221,8 +238,8 @@ def bank_mount_command(
     """
     from gitmem.sync.bank_remote import bank_mount, run_until_signal
 
-    mount = bank_mount(url, token, profile_id, folder, debounce=debounce, poll_interval=poll_interval)
-    click.echo(f"mounted the bank of {profile_id} at {folder}: {mount.status.notes} entries", err=True)
-    code = run_until_signal(mount, pid_file=pid_file)
+    with bank_mount(url, token, profile_id, folder, debounce=debounce, poll_interval=poll_interval) as mount:
+        click.echo(f"mounted the bank of {profile_id} at {folder}: {mount.status.notes} entries", err=True)
+        code = run_until_signal(mount, pid_file=pid_file)
     click.echo(f"unmounted {profile_id}: {mount.status.line()}", err=True)
     sys.exit(code)
