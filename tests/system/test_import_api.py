@@ -22,7 +22,7 @@ from gitmem.engine.transfer.api_source import ApiSource
 from gitmem.engine.transfer.journal import CRASH_ENV
 from gitmem.engine.transfer.replay import run_import
 from gitmem.model import Actor
-from tests.checks import commit
+from tests.checks import commit, no_sockets_left
 from tests.server import RealServer
 
 pytestmark = pytest.mark.slow
@@ -109,7 +109,8 @@ def test_an_import_through_the_sdk_reproduces_the_version_list(source: Source, t
     }
     gm = Gitmem.open(tmp_path / "home", fsync="never")
     ws = gm.catalog.create_workspace("copy")
-    report = run_import(gm, ws.id, ApiSource.connect(source.base_url, source.admin, source.store_id))
+    with ApiSource.connect(source.base_url, source.admin, source.store_id) as found:
+        report = run_import(gm, ws.id, found)
     assert (report.imported, report.skipped) == (len(expected), 0)
     store = gm.store(ws.id, report.store_id)
     assert replayed(store) == expected  # ids, operations, paths, content, actors and times
@@ -121,6 +122,14 @@ def test_an_import_through_the_sdk_reproduces_the_version_list(source: Source, t
     # The redacted version stays redacted: no path, no content, in the index and in the commit.
     redacted = next(v for v in store.versions(limit=100).items if v.redacted_at is not None)
     assert redacted.path is None and "Redacted-At: " in commit(store.repo[redacted.commit_id]).message
+
+
+def test_the_cli_closes_the_sources_client(source: Source, tmp_path: Path) -> None:
+    command = ["--home", str(tmp_path / "home"), "import", "--from-api", source.base_url, "--api-key-env", "SOURCE_KEY"]
+    with no_sockets_left():  # a resumed import may list nothing: this one lists every version
+        done = CliRunner().invoke(main, [*command, source.store_id, "-w", "copy"], env={"SOURCE_KEY": source.admin})
+    assert done.exit_code == 0, done.output
+    assert done.output.startswith(f"imported {len(listed(source))} versions into ")
 
 
 def _import_and_die(home: Path, source: Source, crash_at: str) -> None:

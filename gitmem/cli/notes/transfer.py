@@ -4,6 +4,7 @@ archive, another server (through the ``anthropic`` SDK) or a folder of Markdown 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -133,8 +134,8 @@ def import_(
 
     gm = ctx.gm
     workspace_id = ctx.workspace_id(workspace, create=True)
-    with _Bars() as bars:
-        found = _source(source, base_url, api_key_env, mtime)
+    with _Bars() as bars, contextlib.ExitStack() as owned:
+        found = _source(source, base_url, api_key_env, mtime, owned)
         report = run_import(gm, workspace_id, found, into=into, name=name, progress=bars, batch=batch_size)
     for refused in report.refused:
         click.echo(f"refused {refused.path}: {refused.reason}", err=True)
@@ -143,14 +144,15 @@ def import_(
     click.echo(f"imported {report.versions} versions into {report.store_id}{again}{refused_files}")
 
 
-def _source(source: str, base_url: str | None, api_key_env: str, mtime: bool) -> Any:
+def _source(source: str, base_url: str | None, api_key_env: str, mtime: bool, owned: contextlib.ExitStack) -> Any:
+    """The import's source; one that holds a connection (``--from-api``) is closed when ``owned`` is."""
     if base_url is not None:
         from gitmem.engine.transfer.api_source import ApiSource
 
         key = os.environ.get(api_key_env)
         if not key:
             raise click.UsageError(f"--api-key-env {api_key_env}: that variable is not set")
-        return ApiSource.connect(base_url, key, source)
+        return owned.enter_context(ApiSource.connect(base_url, key, source))
     path = Path(source)
     if path.is_dir():
         from gitmem.engine.transfer.folder import FolderSource

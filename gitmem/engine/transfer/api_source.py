@@ -11,7 +11,7 @@ time is the server's (one listing of the notes), another's its oldest listed ver
 ``session_actor`` is gitmem's ``task_actor``, as the API maps them.
 
 This module only calls the client it is handed; :meth:`ApiSource.connect` makes one where a program
-starts (the CLI), with the base URL and key it was given.
+starts (the CLI), with the base URL and key it was given, and the CLI closes it (``with`` the source).
 """
 
 from __future__ import annotations
@@ -59,6 +59,13 @@ class ApiSource:
         import anthropic
 
         return cls(anthropic.Anthropic(api_key=api_key, base_url=base_url, max_retries=8), store_id, base_url)
+
+    def __enter__(self) -> ApiSource:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        # Its client's connection pool: whoever made the source with ``with`` (the CLI) owns the client.
+        self.client.close()
 
     @property
     def key(self) -> str:
