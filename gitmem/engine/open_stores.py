@@ -131,6 +131,7 @@ class OpenStores:
         self._lock = threading.Lock()
         self.evictions = 0
         self.idle_closes = 0
+        self._opens_unchecked = 0  # cold opens left before free descriptors are counted again (make_room)
         # Stores opened here before, the most recent only: one a store would grow with every store
         # touched (see opened_before).
         self._opened: OrderedDict[str, None] = OrderedDict()
@@ -268,18 +269,31 @@ class OpenStores:
         return len(victims)
 
     def make_room(self) -> int:
-        """Close idle stores while free descriptors are under the low-water mark; returns how many."""
-        closed = 0
+        """Close idle stores while free descriptors are under the low-water mark; returns how many.
+
+        Counting them lists ``/proc/self/fd`` (a few hundred entries in a busy server), so it is done
+        again only once the cold opens since the last count could have used half the headroom it saw;
+        an open that finds none left anyway is managed in :meth:`_open`."""
+        with self._lock:
+            self._opens_unchecked -= 1
+            if self._opens_unchecked > 0:
+                return 0
         mark = low_water(self.limit)
-        sweeper.drain()  # evicted stores still waiting to be closed come first
-        while True:
+        free = free_descriptors()
+        if free is not None and free < mark:
+            sweeper.drain()  # evicted stores still waiting to be closed give theirs back first
             free = free_descriptors()
-            if free is None or free >= mark:
-                return closed
+        closed = 0
+        while free is not None and free < mark:
             shrunk = self.shrink(max(1, (mark - free) // 3 + 1))
             if shrunk == 0:
-                return closed
+                break
             closed += shrunk
+            free = free_descriptors()
+        with self._lock:
+            headroom = 0 if free is None else free - mark
+            self._opens_unchecked = headroom // (2 * DESCRIPTORS_PER_STORE)
+        return closed
 
     def sweep(self) -> int:
         """Close the stores unused for ``idle_seconds``; returns how many."""

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import gc
 import os
+import resource
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from gitmem.db.descriptors import low_water, open_descriptors
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.open_stores import OpenStores, capacity_for
 from gitmem.engine.rewrite.rotation import rotate_store_key
@@ -264,3 +266,34 @@ def test_closed_stores_leave_nothing_of_themselves_in_the_process(home: Path) ->
     assert kept(thread_connections._write_locks) == []
     assert kept(page_tokens._cache) == []
     assert len(policy._policies) <= policy.POLICIES_KEPT
+
+
+def test_cold_opens_make_room_before_descriptors_run_out(home: Path) -> None:
+    """Free descriptors are counted only every so often (listing /proc/self/fd is not free), yet often
+    enough that cold opens close idle stores before an open fails for want of one."""
+    gm, ws = fresh(home, 200)
+    infos = [gm.create_store(ws, f"room-{i}") for i in range(40)]
+    for info in infos:
+        with gm.leases():
+            gm.store(ws, info.id).create("/a.md", "a note")
+    gm.close()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    used = open_descriptors()
+    assert used is not None  # /proc is there
+    limit = used + 80
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
+    try:
+        gm = Gitmem.open(home, fsync="never", open_stores=200)  # capacity alone would hold all 40
+        peak = 0
+        for info in infos:
+            with gm.leases():
+                assert gm.store(ws, info.id).get_by_path("/a.md").content == "a note"
+            peak = max(peak, open_descriptors() or 0)
+        stats = gm.open_stores()
+        gm.close()
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert stats.evictions > 0 and stats.open_stores < 40
+    # Room was made before the descriptors ran out (without it, the peak is the limit less one or two:
+    # an open failed and was retried), not after.
+    assert peak <= limit - low_water(limit) // 2, (peak, limit)
