@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Literal
 
 from gitmem import metrics
-from gitmem.git.pack import leftovers
+from gitmem.git.pack import leftovers, small
 from gitmem.git.pack.roll_up import roll_up
 
 log = logging.getLogger(__name__)
@@ -50,8 +50,8 @@ CONSOLIDATE_GROWTH = 0.10
 CONSOLIDATE_MIN_BYTES = 1 << 20
 # A store whose objects take less than this (a few small notes) is consolidated whenever it goes quiet in
 # more than one pack, and keeps no size marks: each pack (and mark) is a file of at least a 4 KiB block,
-# so a store of two notes written apart took 84 KiB, most of it blocks of packs; one pack of it is a git
-# process of a few milliseconds (issue 27: a small store at rest costs what Git costs).
+# so a store of two notes written apart took 84 KiB, most of it blocks of packs (issue 27: a small store at
+# rest costs what Git costs). Its one pack is made in this process (gitmem.git.pack.small).
 SMALL_STORE_BYTES = 32 << 10
 # Git's default delta chain depth (50) stores every 50th version of a big tree whole: 200 whole copies
 # of a 10,000-entry folder over 10,000 writes. Longer chains keep a flat store near a nested one.
@@ -126,7 +126,7 @@ def pack(repo_path: Path, mode: PackMode = "geometric", *, fsync: bool = True) -
         try:
             if mode == "geometric":
                 roll_up(repo_path, depth=DELTA_DEPTH, fsync=fsync, lock_fd=lock)
-            else:
+            elif not (objects_bytes(repo_path) < SMALL_STORE_BYTES and small.consolidate(repo_path, fsync=fsync)):
                 _full_repack(repo_path, lock)
         except subprocess.CalledProcessError:
             leftovers.remove_temporary_packs(pack_dir, before)
