@@ -118,7 +118,14 @@ def object_names(repo_path: Path, ids: set[bytes], new: set[bytes] | None = None
     older version of a folder's tree is named like the new ones, to be compared with them. Trees are
     parsed from their raw bytes: this runs in the writing process, beside its writers."""
     walked = ids if new is None else new
-    odb = pygit2.Repository(str(repo_path)).odb
+    repo = pygit2.Repository(str(repo_path))
+    try:  # freed now: a repository lives in reference cycles, its packs open until a collection
+        return _names(repo.odb, ids, walked)
+    finally:
+        repo.free()
+
+
+def _names(odb: pygit2.Odb, ids: set[bytes], walked: set[bytes]) -> dict[bytes, bytes]:
     names: dict[bytes, bytes] = {}
 
     def walk(tree_id: bytes, path: bytes) -> None:

@@ -70,22 +70,13 @@ def reachable(repo: pygit2.Repository) -> set[pygit2.Oid] | None:
 def consolidate(repo_path: Path, *, fsync: bool) -> bool:
     """Put every object of the store into one new pack and delete the packs and loose objects it
     replaces. False, with nothing changed, if some object is unreachable or unreadable (git's work)."""
-    repo = pygit2.Repository(str(repo_path))
     objects_dir = repo_path / "objects"
-    pack_dir = objects_dir / "pack"
-    old_packs = sorted(pack_dir.glob("pack-*.pack"))
+    old_packs = sorted((objects_dir / "pack").glob("pack-*.pack"))  # listed first: all read below
     loose = loose_object_ids(objects_dir)
-    everything = set(repo.odb)
-    if reachable(repo) != everything:
+    objects = _every_object(repo_path)
+    if objects is None:
         return False
-    objects = []
-    for oid in everything:
-        kind, body = repo.odb.read(oid)
-        if kind not in _KINDS:
-            return False
-        objects.append(PackObject(_KINDS[kind], body, oid.raw))
     new_pack = write_pack(objects_dir, objects, durability=DURABLE if fsync else NOT_FLUSHED)
-    del repo  # its packs are mapped until it goes
     for pack in old_packs:
         if pack != new_pack:
             for suffix in PACK_FILES:
@@ -98,3 +89,21 @@ def consolidate(repo_path: Path, *, fsync: bool) -> bool:
             os.rmdir(folder)
     log.debug("consolidated %s in this process: %d objects", repo_path.name, len(objects))
     return True
+
+
+def _every_object(repo_path: Path) -> list[PackObject] | None:
+    """The store's objects, if every one is reachable and of a kind a pack of ours holds."""
+    repo = pygit2.Repository(str(repo_path))
+    try:  # freed now: a repository lives in reference cycles, its packs open until a collection
+        everything = set(repo.odb)
+        if reachable(repo) != everything:
+            return None
+        objects = []
+        for oid in everything:
+            kind, body = repo.odb.read(oid)
+            if kind not in _KINDS:
+                return None
+            objects.append(PackObject(_KINDS[kind], body, oid.raw))
+        return objects
+    finally:
+        repo.free()

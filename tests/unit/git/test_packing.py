@@ -5,6 +5,7 @@ pack behind, and one that finds a pack a killed writer left without its index pa
 
 from __future__ import annotations
 
+import os
 import resource
 import secrets
 import subprocess
@@ -105,27 +106,38 @@ def test_a_lone_write_to_a_quiet_store_does_not_repack_it(fast_store: MemoryStor
 
 
 def object_ids(repo_path: Path) -> set[str]:
-    return {str(oid) for oid in repository.open_repository(repo_path).odb}
+    repo = repository.open_repository(repo_path)
+    try:
+        return {str(oid) for oid in repo.odb}
+    finally:
+        repo.free()  # its packs closed now, not at the next collection
 
 
-def test_a_small_store_is_consolidated_in_this_process_with_every_object(fast_store: MemoryStore) -> None:
-    """A few small notes in two packs and a loose object become one pack without git (a process a
-    store was 7 ms, and one thread behind 10,000 stores' writers left them in two packs for minutes)."""
+def test_a_small_store_is_consolidated_in_this_process_with_every_object(
+    fast_gm: Gitmem, fast_store: MemoryStore
+) -> None:
+    """A few small notes in packs and a loose object become one pack without git (a process a store was
+    7 ms, and one thread behind 10,000 stores' writers left them in two packs for minutes)."""
     fast_store.create("/a.md", "a note")
     fast_store.create("/b.md", "another")
-    repository.open_repository(fast_store.path).create_blob(b"not referenced yet")  # loose
+    repo = repository.open_repository(fast_store.path)
+    repo.create_blob(b"not referenced yet")  # loose
+    repo.free()
     before = object_ids(fast_store.path)
     assert not small.consolidate(fast_store.path, fsync=True)  # an unreachable object: git's (a cruft pack)
     assert object_ids(fast_store.path) == before and packing.loose_objects(fast_store.path).count == 1
     fast_store.create("/c.md", "not referenced yet")  # the loose blob is now the note's
     before = object_ids(fast_store.path)
     assert len(packs(fast_store.path)) >= 2
+    fast_gm.close()  # nothing of the store open: what is open after is the packer's
+    opened = len(os.listdir("/proc/self/fd"))
     assert small.consolidate(fast_store.path, fsync=True)
+    assert len(os.listdir("/proc/self/fd")) == opened  # its packs given back without a collection
     assert len(packs(fast_store.path)) == 1 and packing.loose_objects(fast_store.path).count == 0
     assert object_ids(fast_store.path) == before
     assert not list((fast_store.path / "objects" / "pack").glob("*.mtimes"))  # no cruft pack: git never ran
     assert_fsck_clean(fast_store.path)
-    assert fast_store.get_by_path("/c.md").content == "not referenced yet"
+    assert git(fast_store.path, "cat-file", "blob", "main:c.md") == "not referenced yet"
 
 
 @pytest.mark.usefixtures("quick_policy")
