@@ -459,18 +459,6 @@ def report(layout: str, n: int, sample: int, texts: list[str], gitmem: Run, file
         (f"write p50, all {n:,} (ms)", ms(pct(gitmem.write, 50)), ms(pct(files.write, 50)), None),
         (f"write p99, all {n:,} (ms)", ms(pct(gitmem.write, 99)), ms(pct(files.write, 99)), None),
         (
-            f"write p50, first {first:,} (ms)",
-            ms(pct(gitmem.write[:first], 50)),
-            ms(pct(files.write[:first], 50)),
-            ms(pct(git_cli.write, 50)) if git_cli else None,
-        ),
-        (
-            f"write p99, first {first:,} (ms)",
-            ms(pct(gitmem.write[:first], 99)),
-            ms(pct(files.write[:first], 99)),
-            ms(pct(git_cli.write, 99)) if git_cli else None,
-        ),
-        (
             f"update p50, {len(gitmem.update):,} updates (ms)",
             ms(pct(gitmem.update, 50)),
             ms(pct(files.update, 50)),
@@ -494,6 +482,22 @@ def report(layout: str, n: int, sample: int, texts: list[str], gitmem: Run, file
         ("disk after maintenance (MiB)", mib(gitmem.disk), mib(files.disk), None),
         ("disk / raw bytes of current notes", (gitmem.disk or 0) / raw_current, (files.disk or 0) / raw_current, None),
     ]
+    if first > 0:  # the first writes alone, beside git add + commit (none with --git-sample 0)
+        rows[2:2] = [
+            (
+                f"write p50, first {first:,} (ms)",
+                ms(pct(gitmem.write[:first], 50)),
+                ms(pct(files.write[:first], 50)),
+                ms(pct(git_cli.write, 50)) if git_cli else None,
+            ),
+            (
+                f"write p99, first {first:,} (ms)",
+                ms(pct(gitmem.write[:first], 99)),
+                ms(pct(files.write[:first], 99)),
+                ms(pct(git_cli.write, 99)) if git_cli else None,
+            ),
+        ]
+
     width = 40
     out = [
         f"layout: {LAYOUTS[layout][0]} ({LAYOUTS[layout][1](0)} ...), {n:,} notes",
@@ -564,17 +568,21 @@ def main(argv: list[str] | None = None) -> None:
             gitmem = run_gitmem(root, layout, texts, fsync, args.seed)
             progress(f"{layout}: files + SQLite")
             files = run_files(root, layout, texts, fsync, args.seed)
-            progress(f"{layout}: git add + git commit, {min(args.git_sample, args.notes)} writes")
-            git_cli = run_git_cli(root, layout, texts[: args.git_sample]) if args.git_sample > 0 else None
+            git_cli = None
+            if args.git_sample > 0:
+                progress(f"{layout}: git add + git commit, {min(args.git_sample, args.notes)} writes")
+                git_cli = run_git_cli(root, layout, texts[: args.git_sample])
             print(report(layout, args.notes, args.git_sample, texts, gitmem, files, git_cli) + "\n", flush=True)
             results[layout] = {
                 name: run.__dict__ for name, run in (("gitmem", gitmem), ("files", files), ("git_cli", git_cli)) if run
             }
-        print(
-            f"* git CLI: one `git add` and one `git commit` subprocess per write in a non-bare repository, on the"
-            f" first {args.git_sample} writes only (it is slow); compare it with the 'first {args.git_sample}'"
-            " rows. Ratios are gitmem / baseline: above 1x gitmem is slower or bigger."
-        )
+        if args.git_sample > 0:
+            print(
+                f"* git CLI: one `git add` and one `git commit` subprocess per write in a non-bare repository, on"
+                f" the first {args.git_sample} writes only (it is slow); compare it with the"
+                f" 'first {args.git_sample}' rows."
+            )
+        print("* Ratios are gitmem / baseline: above 1x gitmem is slower or bigger.")
         if args.json:
             args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(json.dumps(results, default=str, indent=1))

@@ -114,12 +114,13 @@ def main() -> None:
             target = Gitmem.open(Path(scratch) / "target", fsync="always")
             target_ws = target.catalog.create_workspace("bench")
             began = time.perf_counter()
-            report = run_import(target, target_ws.id, ApiSource.connect(base_url, key, source.store_id))
+            with ApiSource.connect(base_url, key, source.store_id) as api_source:
+                report = run_import(target, target_ws.id, api_source)
             imported = time.perf_counter() - began
             assert report.versions == args.versions
-            client = anthropic.Anthropic(api_key=key, base_url=base_url, max_retries=2)
             sample = min(args.sample, args.versions)
-            sampled = one_by_one(client, args.notes, sample)
+            with anthropic.Anthropic(api_key=key, base_url=base_url, max_retries=2) as client:
+                sampled = one_by_one(client, args.notes, sample)
         projected = sampled / sample * args.versions
         print(
             f"import      {imported:8.1f} s  {args.versions / imported:8.0f} versions/s  (listing and replay, fsync on)"
