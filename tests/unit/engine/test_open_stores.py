@@ -16,6 +16,7 @@ from gitmem.db.descriptors import low_water, open_descriptors
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.open_stores import OpenStores, capacity_for
 from gitmem.engine.rewrite.rotation import rotate_store_key
+from gitmem.model import StoreInfo
 
 
 def open_files_under(folder: Path) -> int:
@@ -40,6 +41,17 @@ def fresh(home: Path, capacity: int) -> tuple[Gitmem, str]:
     gm = Gitmem.open(home, fsync="never", open_stores=capacity)
     ws = gm.catalog.workspace_by_name("w") or gm.catalog.create_workspace("w")
     return gm, ws.id
+
+
+def stores_with_a_note(home: Path, prefix: str, count: int) -> tuple[Gitmem, str, list[StoreInfo]]:
+    """``count`` new stores of one note each, written and closed (the home returned is closed too)."""
+    gm, ws = fresh(home, 2)
+    infos = [gm.create_store(ws, f"{prefix}-{i}") for i in range(count)]
+    for info in infos:
+        with gm.leases():
+            gm.store(ws, info.id).create("/a.md", "a note")
+    gm.close()
+    return gm, ws, infos
 
 
 def test_open_stores_stay_within_capacity_however_many_are_touched(home: Path) -> None:
@@ -243,12 +255,7 @@ def test_closed_stores_leave_nothing_of_themselves_in_the_process(home: Path) ->
     from gitmem.engine.store import group_commit
     from gitmem.git.pack import packing, policy
 
-    gm, ws = fresh(home, 2)
-    infos = [gm.create_store(ws, f"leaves-nothing-{i}") for i in range(10)]
-    for info in infos:
-        with gm.leases():
-            gm.store(ws, info.id).create("/a.md", "a note")
-    gm.close()
+    gm, _, infos = stores_with_a_note(home, "leaves-nothing", 10)
     ids = [info.id for info in infos]
 
     def kept(table: object) -> list[str]:
@@ -271,12 +278,7 @@ def test_closed_stores_leave_nothing_of_themselves_in_the_process(home: Path) ->
 def test_cold_opens_make_room_before_descriptors_run_out(home: Path) -> None:
     """Free descriptors are counted only every so often (listing /proc/self/fd is not free), yet often
     enough that cold opens close idle stores before an open fails for want of one."""
-    gm, ws = fresh(home, 200)
-    infos = [gm.create_store(ws, f"room-{i}") for i in range(40)]
-    for info in infos:
-        with gm.leases():
-            gm.store(ws, info.id).create("/a.md", "a note")
-    gm.close()
+    _, ws, infos = stores_with_a_note(home, "room", 40)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     used = open_descriptors()
     assert used is not None  # /proc is there
