@@ -11,8 +11,9 @@ by its checksum, flushed, then renamed into place), then deletes what it replace
 
 It does only what ``git repack`` would do the same way: when every object is reachable from a ref. An
 unreachable object (a write that lost its compare-and-swap) is git's to keep for its grace period in
-a cruft pack, so such a store is left to :func:`gitmem.git.pack.packing.pack`'s ``git repack``. The
-caller holds the store's pack lock, as for any packer.
+a cruft pack, and a pack with a ``.keep`` (a push not yet referenced) is git's to leave alone, so such a
+store is left to :func:`gitmem.git.pack.packing.pack`'s ``git repack``. The caller holds the store's
+pack lock, as for any packer.
 """
 
 from __future__ import annotations
@@ -37,9 +38,9 @@ def reachable(repo: pygit2.Repository) -> set[pygit2.Oid] | None:
     """Every object the refs lead to (commits, their parents, trees and blobs); ``None`` if one is
     missing or of a kind a store does not hold (a tag, a submodule's commit)."""
     seen: set[pygit2.Oid] = set()
-    targets = [repo.references[name].resolve().target for name in repo.references]
-    commits = [target for target in targets if isinstance(target, pygit2.Oid)]  # a resolved ref names an id
     try:
+        targets = [repo.references[name].resolve().target for name in repo.references]
+        commits = [target for target in targets if isinstance(target, pygit2.Oid)]  # a resolved ref names an id
         while commits:
             oid = commits.pop()
             if oid in seen:
@@ -71,7 +72,10 @@ def consolidate(repo_path: Path, *, fsync: bool) -> bool:
     """Put every object of the store into one new pack and delete the packs and loose objects it
     replaces. False, with nothing changed, if some object is unreachable or unreadable (git's work)."""
     objects_dir = repo_path / "objects"
-    old_packs = sorted((objects_dir / "pack").glob("pack-*.pack"))  # listed first: all read below
+    pack_dir = objects_dir / "pack"
+    if any(pack_dir.glob("pack-*.keep")) or any(pack_dir.glob("pack-*.mtimes")):
+        return False  # a push's pack not yet referenced, or git's cruft pack: git's to repack
+    old_packs = sorted(pack_dir.glob("pack-*.pack"))  # listed first: all read below
     loose = loose_object_ids(objects_dir)
     objects = _every_object(repo_path)
     if objects is None:

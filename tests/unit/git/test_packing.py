@@ -129,6 +129,10 @@ def test_a_small_store_is_consolidated_in_this_process_with_every_object(
     fast_store.create("/c.md", "not referenced yet")  # the loose blob is now the note's
     before = object_ids(fast_store.path)
     assert len(packs(fast_store.path)) >= 2
+    keep = packs(fast_store.path)[0].with_suffix(".keep")
+    keep.touch()  # a push's pack whose refs are not updated yet: git's
+    assert not small.consolidate(fast_store.path, fsync=True) and len(packs(fast_store.path)) >= 2
+    keep.unlink()
     fast_gm.close()  # nothing of the store open: what is open after is the packer's
     opened = len(os.listdir("/proc/self/fd"))
     assert small.consolidate(fast_store.path, fsync=True)
