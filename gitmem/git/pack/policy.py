@@ -21,6 +21,7 @@ that a test can run them at once.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import threading
 import time
@@ -96,6 +97,10 @@ class _QuietWatcher:
     def __init__(self) -> None:
         self.lock = threading.Condition()
         self.last_write: dict[str, float] = {}  # store path -> monotonic time of our last write to it
+        # (a time, a store path) for each store waited for, the earliest first; a store written again
+        # since keeps its old time here until it comes up, then goes back with its new one (a scan of
+        # last_write for the earliest took 0.34 ms a store at 10,000 waiting, a third of a consolidation).
+        self._due: list[tuple[float, str]] = []
         self.when_quiet: dict[str, Callable[[], None]] = {}
         self.fsync: dict[str, bool] = {}  # store path -> whether its packs are flushed
         self.thread: threading.Thread | None = None
@@ -103,8 +108,7 @@ class _QuietWatcher:
     def wrote(self, repo_path: Path, when_quiet: Callable[[], None] | None = None, fsync: bool = True) -> None:
         with self.lock:
             key = str(repo_path)
-            waited_for = key in self.last_write
-            self.last_write[key] = time.monotonic()
+            waited_for = self._wait_for(key, time.monotonic())
             self.fsync[key] = fsync
             if when_quiet is not None:
                 self.when_quiet[key] = when_quiet
@@ -116,16 +120,29 @@ class _QuietWatcher:
             if not waited_for:
                 self.lock.notify()
 
+    def _wait_for(self, key: str, when: float) -> bool:
+        """Note a write to ``key`` at ``when`` (lock held); whether it was waited for already."""
+        waited_for = key in self.last_write
+        self.last_write[key] = when
+        if not waited_for:
+            heapq.heappush(self._due, (when, key))
+        return waited_for
+
     def _next_quiet(self) -> Path:
         """Wait until some store we wrote to has been quiet for long enough."""
         with self.lock:
             while True:
-                if not self.last_write:
+                if not self._due:
                     self.lock.wait()
                     continue
-                key, when = min(self.last_write.items(), key=lambda item: item[1])
+                queued, key = self._due[0]
+                when = self.last_write[key]
+                if when > queued:  # written again since: back in line at its last write
+                    heapq.heapreplace(self._due, (when, key))
+                    continue
                 wait = when + QUIET_SECONDS - time.monotonic()
                 if wait <= 0:
+                    heapq.heappop(self._due)
                     del self.last_write[key]
                     return Path(key)
                 self.lock.wait(wait)
@@ -139,7 +156,8 @@ class _QuietWatcher:
                 ref_age = time.time() - (repo_path / "refs" / "heads" / "main").stat().st_mtime
                 if ref_age < QUIET_SECONDS:  # another process writes it: look again later
                     with self.lock:
-                        self.last_write.setdefault(str(repo_path), time.monotonic() - ref_age)
+                        if str(repo_path) not in self.last_write:
+                            self._wait_for(str(repo_path), time.monotonic() - ref_age)
                         self.fsync.setdefault(str(repo_path), fsync)
                     continue
                 self._call_when_quiet(repo_path)  # first: a full pack of a big store takes a while

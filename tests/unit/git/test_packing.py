@@ -11,6 +11,7 @@ import secrets
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -244,3 +245,36 @@ def test_a_small_store_at_rest_takes_at_most_64_kib(
     allocated, _ = disk_of(fast_store.path)
     assert len(packs(fast_store.path)) == 1 and packing.loose_objects(fast_store.path).count == 0
     assert allocated <= 64 << 10, allocated
+
+
+def test_the_quiet_watcher_takes_stores_in_the_order_they_went_quiet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store written again goes back in line at its last write: never consolidated before it has been
+    quiet that long, and after a store that went quiet first."""
+    monkeypatch.setattr(policy, "QUIET_SECONDS", 0.3)
+    monkeypatch.setattr(packing, "worth_consolidating", lambda _path: False)
+    repos = {}
+    for name in ("a", "b"):
+        repos[name] = tmp_path / f"{name}.git"
+        git(tmp_path, "init", "-q", "--bare", str(repos[name]))
+        main = repos[name] / "refs" / "heads" / "main"
+        main.write_text("0" * 40 + "\n")
+        os.utime(main, (time.time() - 60, time.time() - 60))  # no other process writes it
+    quiet: list[tuple[str, float]] = []
+
+    def heard(name: str) -> Callable[[], None]:
+        return lambda: quiet.append((name, time.monotonic()))
+
+    watcher = policy._QuietWatcher()
+    last = {}
+    for name in ("a", "b", "a"):
+        last[name] = time.monotonic()
+        watcher.wrote(repos[name], heard(name))
+        time.sleep(0.1)
+    deadline = time.monotonic() + 10
+    while len(quiet) < 2:
+        assert time.monotonic() < deadline, quiet
+        time.sleep(0.02)
+    assert [name for name, _ in quiet] == ["b", "a"]
+    assert all(when >= last[name] + policy.QUIET_SECONDS for name, when in quiet)
