@@ -81,7 +81,7 @@ def _twin_among(level: str, rows: Any) -> NoteRow | None:
         other = row["path"]
         head, rest = other[: len(level)], other[len(level) :]
         if head != level and fold(head) == folded and rest[:1] in ("", "/"):
-            return _note_row(row)
+            return note_row(row)
     return None
 
 
@@ -90,7 +90,7 @@ def upper_bound(prefix: str) -> str:
     return prefix[:-1] + "0"  # '0' is the character after '/'
 
 
-def _note_row(row: Any) -> NoteRow:
+def note_row(row: Any) -> NoteRow:
     return NoteRow(
         row["memory_id"],
         row["path"],
@@ -132,11 +132,11 @@ class IndexQueries:
 
     def note(self, memory_id: str) -> NoteRow | None:
         row = self.db.execute("SELECT * FROM notes WHERE memory_id=?", (memory_id,)).fetchone()
-        return _note_row(row) if row else None
+        return note_row(row) if row else None
 
     def note_at(self, path: str) -> NoteRow | None:
         row = self.db.execute("SELECT * FROM notes WHERE path=?", (path,)).fetchone()
-        return _note_row(row) if row else None
+        return note_row(row) if row else None
 
     def note_id_at(self, path: str) -> str | None:
         row = self.db.execute("SELECT memory_id FROM notes WHERE path=?", (path,)).fetchone()
@@ -146,7 +146,7 @@ class IndexQueries:
         """The first note inside ``folder`` in path order (skipping the note ``other_than``)."""
         prefix = folder.rstrip("/") + "/"
         row = self.db.execute(_FIRST_BELOW, (prefix, upper_bound(prefix), other_than)).fetchone()
-        return _note_row(row) if row else None
+        return note_row(row) if row else None
 
     def case_twin(self, path: str, *, other_than: str | None = None) -> NoteRow | None:
         """A note whose path, or a folder above it, differs from ``path`` or a folder above it only in
@@ -187,7 +187,7 @@ class IndexQueries:
         count, size = results[0].fetchone()
         found = [rows.fetchone() for rows in results[1:-1]]
         row = next((row for row in found[: len(spots) + 1] if row is not None), None)
-        clash = _note_row(row) if row is not None else None
+        clash = note_row(row) if row is not None else None
         if clash is not None and clash.memory_id != moving:
             return Placement(clash, None, (count, size))
         free = next((level for level, taken in zip(steps, found[len(spots) + 1 :], strict=True) if taken is None), None)
@@ -209,7 +209,7 @@ class IndexQueries:
 
     def all_notes(self) -> Iterator[NoteRow]:
         for row in self.db.execute("SELECT * FROM notes ORDER BY path"):
-            yield _note_row(row)
+            yield note_row(row)
 
     def list_notes(
         self, prefix: str, depth: int, limit: int, page: str | None
@@ -232,7 +232,7 @@ class IndexQueries:
             ).fetchall()
             exhausted = len(rows) < batch
             for row in rows:
-                note = _note_row(row)
+                note = note_row(row)
                 rest = note.path[len(prefix) :]
                 if depth == 1 and "/" in rest:
                     folder = prefix + rest.split("/", 1)[0] + "/"
@@ -298,4 +298,4 @@ class IndexQueries:
         return rows[:limit], self.tokens.encode("versions", rows[limit - 1].seq)
 
 
-__all__ = ["IndexQueries", "NoteRow", "VersionRow", "upper_bound"]
+__all__ = ["IndexQueries", "NoteRow", "VersionRow", "note_row", "upper_bound"]

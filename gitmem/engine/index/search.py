@@ -33,6 +33,7 @@ import pygit2
 from gitmem import metrics
 from gitmem.crypto.codec import ContentCodec, PlainCodec
 from gitmem.engine.index import postgres_schema as index_pg
+from gitmem.engine.index.queries import note_row
 from gitmem.engine.index.search_query import groups, to_fts
 from gitmem.engine.index.search_table import forget, memory_schema, put, snippets
 from gitmem.engine.index.search_table import text as blob_text
@@ -144,9 +145,10 @@ _MEMORY_QUERY = (
     f" WHERE search_text MATCH ? AND rank MATCH '{_RANK}'"
     " AND d.path >= ? AND d.path < ? ORDER BY rank LIMIT ? OFFSET ?"
 )
-# In the index file (no copy of the texts, search_table): the hits, then the page's snippets from their blobs.
+# In the index file (no copy of the texts, search_table): the hits with their notes' rows, then the page's
+# snippets from their blobs.
 _QUERY = (
-    "SELECT d.memory_id, -rank, d.path, d.blob_id FROM note_text JOIN notes d ON d.rowid = note_text.rowid"  # noqa: S608  constants; the query is bound
+    "SELECT d.*, -rank AS score FROM note_text JOIN notes d ON d.rowid = note_text.rowid"  # noqa: S608  constants; the query is bound
     f" WHERE note_text MATCH ? AND rank MATCH '{_RANK}'"
     " AND d.path >= ? AND d.path < ? ORDER BY rank LIMIT ? OFFSET ?"
 )
@@ -225,26 +227,35 @@ def _search(store: Searched, query: str, path_prefix: str | None, limit: int, pa
     else:
         with _budget(store.index.db, budget):
             found = store.index.db.execute(_QUERY, (expression, *args)).fetchall()
-        rows = _with_snippets(store, expression, found, limit)
+        shown = _with_snippets(store, expression, [(note_row(r), r["score"]) for r in found[:limit]])
+        return _page(store, shown, len(found) > limit, offset + limit, fingerprint)
+    # The text is apart from the notes here: a hit's note may have been deleted by another process since.
+    looked_up = [(store.index.note(memory_id), score, snippet) for memory_id, score, snippet in rows[:limit]]
+    return _page(store, looked_up, len(rows) > limit, offset + limit, fingerprint)
+
+
+def _page(
+    store: Searched,
+    rows: list[tuple[NoteRow | None, float, str | None]],
+    more: bool,
+    next_offset: int,
+    fingerprint: str,
+) -> Page[SearchHit]:
     hits = []
-    for memory_id, score, snippet in rows[:limit]:
-        row = store.index.note(memory_id)
-        if row is not None:  # deleted by another process since
+    for row, score, snippet in rows:
+        if row is not None:
             shown = (snippet.strip(),) if snippet and snippet.strip() else ()
             hits.append(SearchHit(store.note_from_row(row, with_content=False), float(score), shown))
-    more = len(rows) > limit
-    return Page(hits, store.index.tokens.encode("search", offset + limit, fingerprint) if more else None)
+    return Page(hits, store.index.tokens.encode("search", next_offset, fingerprint) if more else None)
 
 
 def _with_snippets(
-    store: Searched, expression: str, found: list[tuple[str, float, str, str]], shown: int
-) -> list[tuple[str, float, str | None]]:
-    """The index file's hits, the first ``shown`` with their snippets, made from the blobs the hits name
-    (the rest only tell that there is a next page)."""
-    texts = [(path, blob_text(blob_at(store.repo, blob_id).read_raw()) or "") for _, _, path, blob_id in found[:shown]]
+    store: Searched, expression: str, hits: list[tuple[NoteRow, float]]
+) -> list[tuple[NoteRow | None, float, str | None]]:
+    """The index file's hits of a page with their snippets, made from the blobs their notes name."""
+    texts = [(row.path, blob_text(blob_at(store.repo, row.blob_id).read_raw()) or "") for row, _ in hits]
     made = snippets(expression, texts, _SNIPPET.format(table="t"))
-    made += [None] * (len(found) - len(made))
-    return [(memory_id, score, snippet) for (memory_id, score, _, _), snippet in zip(found, made, strict=True)]
+    return [(row, score, snippet) for (row, score), snippet in zip(hits, made, strict=True)]
 
 
 __all__ = ["MAX_SEARCH_PAGE", "SEARCH_BUDGET_SECONDS", "SearchHit", "forget_store", "over_budget", "search"]

@@ -155,12 +155,14 @@ class NoteTexts:
     def remove(self, memory_id: str) -> None:
         """Take the note's text out (before its row changes or goes)."""
         db = self._db()
-        row = db.execute("SELECT rowid, path, blob_id FROM notes WHERE memory_id=?", (memory_id,)).fetchone()
+        row = db.execute(
+            "SELECT n.rowid, n.path, n.blob_id FROM notes n JOIN note_text_docsize t ON t.id = n.rowid"
+            " WHERE n.memory_id=?",
+            (memory_id,),
+        ).fetchone()
         if row is None:
-            return
+            return  # no such note, or never indexed (encrypted, or its blob unreadable when it was)
         rowid, path, blob_id = row
-        if db.execute("SELECT 1 FROM note_text_docsize WHERE id=?", (rowid,)).fetchone() is None:
-            return  # never indexed (encrypted, or its blob unreadable when it was)
         try:
             body = self._text_of(blob_id)
         except KeyError:  # the indexed text cannot be read back: index every other note anew

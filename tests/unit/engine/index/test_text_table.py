@@ -108,3 +108,23 @@ def test_an_index_of_schema_1_is_migrated_when_opened(store: MemoryStore, gm: Gi
     again.update(kept.id, content="a new serval")  # the migrated text is taken back exactly
     assert found(again, "okapi") == [] and found(again, "serval") == ["/kept.md"]
     assert texts_indexed(again) == 201
+
+
+@pytest.mark.parametrize("change", ["update", "delete"])
+def test_a_text_whose_blob_is_gone_fills_the_table_anew(
+    store: MemoryStore, change: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A contentless row is taken back with the text it was given; if the blob that text came from can no
+    longer be read, the table is filled again from the notes' blobs, and the write still lands."""
+    note = store.create("/lost.md", "a lost tapir")
+    store.create("/kept.md", "a kept ibis")
+    with store.index.transaction() as db:  # the note's row names a blob the repository does not have
+        db.execute("UPDATE notes SET blob_id=? WHERE memory_id=?", ("0" * 40, note.id))
+    if change == "update":
+        store.update(note.id, content="a found kiwi")
+        assert found(store, "kiwi") == ["/lost.md"]
+    else:
+        store.delete(note.id)
+    assert "filled anew" in caplog.text
+    assert found(store, "tapir") == [] and found(store, "ibis") == ["/kept.md"]
+    assert texts_indexed(store) == len(list(store.index.all_notes()))
