@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 from gitmem.clock import from_micros, to_micros
 from gitmem.db.page_tokens import PageTokens
@@ -90,12 +90,27 @@ def upper_bound(prefix: str) -> str:
     return prefix[:-1] + "0"  # '0' is the character after '/'
 
 
+def stored_hash(value: str | None, dialect: str) -> bytes | str | None:
+    """A Git or SHA-256 hash as the index keeps it: its bytes in an index file (half its hex: 124 B a
+    note less, issue 34), hex on PostgreSQL, whose schema keeps text."""
+    return bytes.fromhex(value) if value is not None and dialect == "sqlite" else value
+
+
+@overload
+def hash_hex(value: bytes | str) -> str: ...
+@overload
+def hash_hex(value: None) -> None: ...
+def hash_hex(value: bytes | str | None) -> str | None:
+    """A hash as the index gives it back (:func:`stored_hash`), in hex."""
+    return value.hex() if isinstance(value, bytes) else value
+
+
 def note_row(row: Any) -> NoteRow:
     return NoteRow(
         row["memory_id"],
         row["path"],
-        row["blob_id"],
-        row["sha256"],
+        hash_hex(row["blob_id"]),
+        hash_hex(row["sha256"]),
         row["size"],
         row["version_id"],
         from_micros(row["created_at"]),
@@ -113,7 +128,7 @@ def _version_row(row: Any) -> VersionRow:
         version_id=row["version_id"],
         operation=row["operation"],
         path=row["path"],
-        content_sha256=row["sha256"],
+        content_sha256=hash_hex(row["sha256"]),
         content_size=row["size"],
         created_by=_actor(row["actor_type"], row["actor_id"]),
         created_at=from_micros(row["created_at"]),
@@ -121,7 +136,7 @@ def _version_row(row: Any) -> VersionRow:
         redacted_at=from_micros(row["redacted_at"]) if row["redacted_at"] is not None else None,
         redacted_by=_actor(row["redacted_by_type"], row["redacted_by_id"]),
     )
-    return VersionRow(row["seq"], record, row["blob_id"], row["commit_id"])
+    return VersionRow(row["seq"], record, hash_hex(row["blob_id"]), hash_hex(row["commit_id"]))
 
 
 class IndexQueries:
@@ -298,4 +313,4 @@ class IndexQueries:
         return rows[:limit], self.tokens.encode("versions", rows[limit - 1].seq)
 
 
-__all__ = ["IndexQueries", "NoteRow", "VersionRow", "note_row", "upper_bound"]
+__all__ = ["IndexQueries", "NoteRow", "VersionRow", "hash_hex", "note_row", "stored_hash", "upper_bound"]

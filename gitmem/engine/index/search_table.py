@@ -40,6 +40,7 @@ import pygit2
 
 from gitmem.crypto.codec import is_encrypted
 from gitmem.engine.index.postgres_schema import put_text
+from gitmem.engine.index.queries import hash_hex
 from gitmem.git.repository import blob_at
 
 log = logging.getLogger(__name__)
@@ -162,7 +163,7 @@ class NoteTexts:
         ).fetchone()
         if row is None:
             return  # no such note, or never indexed (encrypted, or its blob unreadable when it was)
-        rowid, path, blob_id = row
+        rowid, path, blob_id = row[0], row[1], hash_hex(row[2])
         try:
             body = self._text_of(blob_id)
         except KeyError:  # the indexed text cannot be read back: index every other note anew
@@ -178,7 +179,7 @@ class NoteTexts:
         db = self._db()
         for rowid, path, blob_id in db.execute("SELECT rowid, path, blob_id FROM notes").fetchall():
             try:
-                self.place(rowid, path, blob_id, None)
+                self.place(rowid, path, hash_hex(blob_id), None)
             except KeyError:
                 log.warning("the blob %s of %s is missing; the note is not searchable", blob_id, path)
 

@@ -22,14 +22,16 @@ log = logging.getLogger("gitmem.engine.index.store_index")  # what an operator h
 # The index's tables in the SQLite file (PostgreSQL's: gitmem.engine.index.postgres_schema).
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+-- Hashes (blob_id, sha256, commit_id) are their bytes (queries.stored_hash); files made before hold
+-- them as hex text in columns declared TEXT, until pack_hashes converts them.
 CREATE TABLE IF NOT EXISTS notes (
-    memory_id TEXT PRIMARY KEY, path TEXT NOT NULL UNIQUE, blob_id TEXT NOT NULL,
-    sha256 TEXT NOT NULL, size INTEGER NOT NULL, version_id TEXT NOT NULL,
+    memory_id TEXT PRIMARY KEY, path TEXT NOT NULL UNIQUE, blob_id BLOB NOT NULL,
+    sha256 BLOB NOT NULL, size INTEGER NOT NULL, version_id TEXT NOT NULL,
     created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS versions (
     seq INTEGER PRIMARY KEY, version_id TEXT NOT NULL UNIQUE, memory_id TEXT NOT NULL,
-    operation TEXT NOT NULL, path TEXT, sha256 TEXT, size INTEGER, blob_id TEXT,
-    created_at INTEGER NOT NULL, actor_type TEXT, actor_id TEXT, commit_id TEXT NOT NULL,
+    operation TEXT NOT NULL, path TEXT, sha256 BLOB, size INTEGER, blob_id BLOB,
+    created_at INTEGER NOT NULL, actor_type TEXT, actor_id TEXT, commit_id BLOB NOT NULL,
     redacted_at INTEGER, redacted_by_type TEXT, redacted_by_id TEXT);
 CREATE INDEX IF NOT EXISTS versions_memory ON versions (memory_id, seq);
 CREATE INDEX IF NOT EXISTS versions_actor ON versions (actor_type, actor_id, seq);
@@ -131,6 +133,28 @@ def set_aside_if_damaged(path: Path) -> Path | None:
     return aside
 
 
+def _unhex(value: str | bytes | None) -> bytes | None:
+    return bytes.fromhex(value) if isinstance(value, str) else value
+
+
+def pack_hashes(db: sqlite3.Connection) -> bool:
+    """Turn the hex hashes of a file made before the index kept their bytes into bytes, in one
+    transaction (a file whose rows are all bytes changes nothing); returns whether any row changed,
+    so that the caller compacts the file once."""
+    db.create_function("gitmem_unhex", 1, _unhex, deterministic=True)
+    changed = 0
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        for table, columns in (("notes", ("blob_id", "sha256")), ("versions", ("sha256", "blob_id", "commit_id"))):
+            sets = ", ".join(f"{c}=gitmem_unhex({c})" for c in columns)
+            changed += db.execute(f"UPDATE {table} SET {sets} WHERE typeof({columns[-1]})='text'").rowcount  # noqa: S608  the code's own names
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    return changed > 0
+
+
 def compact(db: sqlite3.Connection, write_lock: threading.Lock) -> None:
     """Give back the free pages of a file whose tables were just replaced (a migration), once: a
     VACUUM, skipped (left for a later rewrite's) if another connection is writing or reading."""
@@ -141,4 +165,4 @@ def compact(db: sqlite3.Connection, write_lock: threading.Lock) -> None:
             log.info("index %s not compacted after its migration: %s", db, exc)
 
 
-__all__ = ["compact", "mark_sound", "set_aside_if_damaged"]
+__all__ = ["compact", "mark_sound", "pack_hashes", "set_aside_if_damaged"]

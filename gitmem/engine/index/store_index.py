@@ -28,7 +28,7 @@ from gitmem.durable import DURABLE, Durability
 from gitmem.engine.index import search_table as search_index
 from gitmem.engine.index import sqlite_file, version_rows
 from gitmem.engine.index.postgres_schema import PgIndexDb
-from gitmem.engine.index.queries import IndexQueries, NoteRow, VersionRow, upper_bound
+from gitmem.engine.index.queries import IndexQueries, NoteRow, VersionRow, stored_hash, upper_bound
 from gitmem.git import replay, repository
 from gitmem.git.commits import VersionRecord, parse_message
 from gitmem.git.pushes import derive_versions
@@ -105,12 +105,14 @@ class StoreIndex(IndexQueries):
         self.write_lock = self._connections.write_lock
         # The schema script writes; run it only when the file's schema mark differs from this
         # sqlite_file.SCHEMA's, so that opening an index (every thread does) takes no write lock.
+        migrated = False
         if self._connections.get().execute("PRAGMA user_version").fetchone()[0] != sqlite_file.SCHEMA_MARK:
             with self.write_lock:
                 self._connections.get().executescript(sqlite_file.SCHEMA)
+                migrated = sqlite_file.pack_hashes(self._connections.get())
                 self._connections.get().execute(f"PRAGMA user_version={sqlite_file.SCHEMA_MARK}")
         self.texts = search_index.NoteTexts(self._connections.get, lambda: self.repo)
-        if search_index.ensure_schema(self._connections.get(), self.texts.fill):
+        if search_index.ensure_schema(self._connections.get(), self.texts.fill) or migrated:
             sqlite_file.compact(self._connections.get(), self.write_lock)  # the old tables' pages
 
     @property
@@ -354,8 +356,8 @@ class StoreIndex(IndexQueries):
         row = (
             record.memory_id,
             step.path,
-            blob_id,
-            record.content_sha256,
+            stored_hash(blob_id, self.dialect),
+            stored_hash(record.content_sha256, self.dialect),
             record.content_size,
             record.version_id,
             to_micros(record.note_created_at),

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gitmem.clock import to_micros
+from gitmem.engine.index.queries import stored_hash
 from gitmem.git.commits import VersionRecord
 
 
@@ -19,6 +20,7 @@ def insert(
 ) -> None:
     """The version's row, last in ``seq`` order (``write``: the index's, which PostgreSQL defers)."""
     # As SQLite's INSERT OR REPLACE on its rowid: a version applied again goes last, seq = max + 1.
+    dialect = "postgresql" if on_postgres else "sqlite"
     if not on_postgres:
         db.execute("DELETE FROM versions WHERE version_id=?", (record.version_id,))
         replace, next_seq = "", "(SELECT coalesce(max(seq), 0) + 1 FROM versions)"
@@ -37,13 +39,13 @@ def insert(
             record.memory_id,
             record.operation,
             record.path,
-            record.content_sha256,
+            stored_hash(record.content_sha256, dialect),
             record.content_size,
-            blob_id,
+            stored_hash(blob_id, dialect),
             to_micros(record.created_at),
             record.created_by.type if record.created_by else None,
             record.created_by.id if record.created_by else None,
-            commit_id,
+            stored_hash(commit_id, dialect),
             to_micros(record.redacted_at) if record.redacted_at else None,
             record.redacted_by.type if record.redacted_by else None,
             record.redacted_by.id if record.redacted_by else None,
