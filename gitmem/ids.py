@@ -49,3 +49,26 @@ def derived_id(prefix: str, *parts: str) -> str:
 
 def has_prefix(value: str, prefix: str) -> bool:
     return value.startswith(prefix + "_") and len(value) > len(prefix) + 1
+
+
+# The 16 bytes behind an id: every id made here is a prefix and 26 characters that spell a number
+# below 2**128 (a ULID's 48 + 80 bits, or a digest's first 16 bytes), so an index file can keep those
+# bytes (16) instead of the text (30 and more).
+_NUMBER = str.maketrans(_ALPHABET, "0123456789ABCDEFGHIJKLMNOPQRSTUV")  # Crockford's digits as int()'s base 32
+_PAIRS = [a + b for a in _ALPHABET for b in _ALPHABET]  # 10 bits a pair of digits: 13 pairs spell an id
+_DIGITS = frozenset(_ALPHABET)
+
+
+def id_bytes(value: str, prefix: str) -> bytes | None:
+    """The 16 bytes of ``value`` if it is an id of ``prefix`` as this module makes them (upper case,
+    26 characters, below 2**128), else ``None`` (an id made elsewhere keeps its text)."""
+    body = value[len(prefix) + 1 :]
+    if not value.startswith(prefix + "_") or len(body) != 26 or body[0] > "7" or not _DIGITS.issuperset(body):
+        return None
+    return int(body.translate(_NUMBER), 32).to_bytes(16, "big")
+
+
+def id_from_bytes(prefix: str, data: bytes) -> str:
+    """The id of ``prefix`` whose bytes (:func:`id_bytes`) are ``data``."""
+    number = int.from_bytes(data, "big")
+    return prefix + "_" + "".join([_PAIRS[(number >> shift) & 1023] for shift in range(120, -1, -10)])

@@ -62,6 +62,7 @@ class ApprovedNotes:
         self.lock = threading.Lock()
         self.upto_seq = upto_seq
         self.tokens = store.index.tokens  # list_notes signs its page tokens as the store's index does
+        self.dialect = store.index.dialect  # the rows hold the index's values, keys as it keeps them
 
     def note(self, memory_id: str) -> NoteRow | None:
         with self.lock:

@@ -173,9 +173,7 @@ class Reviews(HomeTables):
         if page is not None:
             (seq,) = tokens.decode(page, "review", int)
             after = max(after, seq)
-        rows = store.index.db.execute(
-            "SELECT version_id, seq FROM versions WHERE seq>? ORDER BY seq LIMIT ?", (after, limit + 1)
-        ).fetchall()
+        rows = store.index.version_ids(after=after, limit=limit + 1)
         diffs = [store.diff(r[0]) for r in rows[:limit]]
         items = [PendingChange(d.new, d) for d in diffs]
         return Page(items, tokens.encode("review", rows[limit - 1][1]) if len(rows) > limit else None)

@@ -10,10 +10,11 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import Any
 
 from gitmem.clock import from_micros, to_micros
 from gitmem.db.page_tokens import PageTokens
+from gitmem.engine.index import stored
 from gitmem.git.commits import VersionRecord
 from gitmem.model import Actor, MemoryPrefix
 from gitmem.rules.paths import ancestors, fold, levels
@@ -54,7 +55,7 @@ _FIRST_BELOW = "SELECT * FROM notes WHERE path>=? AND path<? AND memory_id IS DI
 _LEVEL_TAKEN = "SELECT 1 FROM notes WHERE (path=? OR (path>? AND path<?)) AND memory_id IS DISTINCT FROM ? LIMIT 1"
 
 
-def _twin_candidates(level: str, other_than: str | None) -> tuple[str, tuple[Any, ...]]:
+def _twin_candidates(level: str, other_than: bytes | str | None) -> tuple[str, tuple[Any, ...]]:
     """The statement finding the notes that may be ``level``'s case twins (:func:`_twin_among` decides)."""
     if level.isascii():
         lowered = level.lower()
@@ -90,29 +91,14 @@ def upper_bound(prefix: str) -> str:
     return prefix[:-1] + "0"  # '0' is the character after '/'
 
 
-def stored_hash(value: str | None, dialect: str) -> bytes | str | None:
-    """A Git or SHA-256 hash as the index keeps it: its bytes in an index file (half its hex: 124 B a
-    note less, issue 34), hex on PostgreSQL, whose schema keeps text."""
-    return bytes.fromhex(value) if value is not None and dialect == "sqlite" else value
-
-
-@overload
-def hash_hex(value: bytes | str) -> str: ...
-@overload
-def hash_hex(value: None) -> None: ...
-def hash_hex(value: bytes | str | None) -> str | None:
-    """A hash as the index gives it back (:func:`stored_hash`), in hex."""
-    return value.hex() if isinstance(value, bytes) else value
-
-
 def note_row(row: Any) -> NoteRow:
     return NoteRow(
-        row["memory_id"],
+        stored.note_id(row["memory_id"]),
         row["path"],
-        hash_hex(row["blob_id"]),
-        hash_hex(row["sha256"]),
+        stored.hash_hex(row["blob_id"]),
+        stored.hash_hex(row["sha256"]),
         row["size"],
-        row["version_id"],
+        stored.version_id(row["version_id"]),
         from_micros(row["created_at"]),
         from_micros(row["updated_at"]),
     )
@@ -124,11 +110,11 @@ def _actor(kind: str | None, actor_id: str | None) -> Actor | None:
 
 def _version_row(row: Any) -> VersionRow:
     record = VersionRecord(
-        memory_id=row["memory_id"],
-        version_id=row["version_id"],
+        memory_id=stored.note_id(row["memory_id"]),
+        version_id=stored.version_id(row["version_id"]),
         operation=row["operation"],
         path=row["path"],
-        content_sha256=hash_hex(row["sha256"]),
+        content_sha256=stored.hash_hex(row["sha256"]),
         content_size=row["size"],
         created_by=_actor(row["actor_type"], row["actor_id"]),
         created_at=from_micros(row["created_at"]),
@@ -136,7 +122,7 @@ def _version_row(row: Any) -> VersionRow:
         redacted_at=from_micros(row["redacted_at"]) if row["redacted_at"] is not None else None,
         redacted_by=_actor(row["redacted_by_type"], row["redacted_by_id"]),
     )
-    return VersionRow(row["seq"], record, hash_hex(row["blob_id"]), hash_hex(row["commit_id"]))
+    return VersionRow(row["seq"], record, stored.hash_hex(row["blob_id"]), stored.hash_hex(row["commit_id"]))
 
 
 class IndexQueries:
@@ -144,9 +130,12 @@ class IndexQueries:
 
     db: Any
     tokens: PageTokens
+    dialect: str  # whose values the rows hold (gitmem.engine.index.stored)
 
     def note(self, memory_id: str) -> NoteRow | None:
-        row = self.db.execute("SELECT * FROM notes WHERE memory_id=?", (memory_id,)).fetchone()
+        row = self.db.execute(
+            "SELECT * FROM notes WHERE memory_id=?", (stored.note_key(memory_id, self.dialect),)
+        ).fetchone()
         return note_row(row) if row else None
 
     def note_at(self, path: str) -> NoteRow | None:
@@ -155,12 +144,13 @@ class IndexQueries:
 
     def note_id_at(self, path: str) -> str | None:
         row = self.db.execute("SELECT memory_id FROM notes WHERE path=?", (path,)).fetchone()
-        return row[0] if row else None
+        return stored.note_id(row[0]) if row else None
 
     def first_note_below(self, folder: str, *, other_than: str | None = None) -> NoteRow | None:
         """The first note inside ``folder`` in path order (skipping the note ``other_than``)."""
         prefix = folder.rstrip("/") + "/"
-        row = self.db.execute(_FIRST_BELOW, (prefix, upper_bound(prefix), other_than)).fetchone()
+        other = stored.note_key(other_than, self.dialect)
+        row = self.db.execute(_FIRST_BELOW, (prefix, upper_bound(prefix), other)).fetchone()
         return note_row(row) if row else None
 
     def case_twin(self, path: str, *, other_than: str | None = None) -> NoteRow | None:
@@ -168,8 +158,9 @@ class IndexQueries:
         case (``/Dir/a.md`` for ``/dir/b.md``); ``other_than`` (a note being renamed) does not count.
         Folders that already exist as spelled were checked when they were made, so only the first new
         level is compared, through the ``lower(path)`` index (or a LIKE scan for non-ASCII names)."""
+        other = stored.note_key(other_than, self.dialect)
         for level in levels(path):
-            exists = self.db.execute(_LEVEL_TAKEN, (level, level + "/", level + "0", other_than)).fetchone()
+            exists = self.db.execute(_LEVEL_TAKEN, (level, level + "/", level + "0", other)).fetchone()
             if exists is None:
                 return self._first_twin(level, other_than)
         return None
@@ -192,12 +183,13 @@ class IndexQueries:
             twin = self.case_twin(path, other_than=moving) if clash is None or clash.memory_id == moving else None
             return Placement(clash, twin, self.totals())
         spots, steps, below = [path, *ancestors(path)], levels(path), path.rstrip("/") + "/"
+        other = stored.note_key(moving, self.dialect)
         results = read_all(
             [(_TOTALS, ())]
             + [("SELECT * FROM notes WHERE path=?", (spot,)) for spot in spots]
-            + [(_FIRST_BELOW, (below, upper_bound(below), moving))]
-            + [(_LEVEL_TAKEN, (level, level + "/", level + "0", moving)) for level in steps]
-            + [_twin_candidates(path, moving)]  # most often the level to compare: the note itself
+            + [(_FIRST_BELOW, (below, upper_bound(below), other))]
+            + [(_LEVEL_TAKEN, (level, level + "/", level + "0", other)) for level in steps]
+            + [_twin_candidates(path, other)]  # most often the level to compare: the note itself
         )
         count, size = results[0].fetchone()
         found = [rows.fetchone() for rows in results[1:-1]]
@@ -215,7 +207,7 @@ class IndexQueries:
         return Placement(clash, twin, (count, size))
 
     def _first_twin(self, level: str, other_than: str | None) -> NoteRow | None:
-        return _twin_among(level, self.db.execute(*_twin_candidates(level, other_than)))
+        return _twin_among(level, self.db.execute(*_twin_candidates(level, stored.note_key(other_than, self.dialect))))
 
     def totals(self) -> tuple[int, int]:
         """The store's notes and their bytes."""
@@ -265,12 +257,30 @@ class IndexQueries:
         return items, self.tokens.encode("notes", last.path)
 
     def version(self, version_id: str) -> VersionRow | None:
-        row = self.db.execute("SELECT * FROM versions WHERE version_id=?", (version_id,)).fetchone()
+        key = stored.version_key(version_id, self.dialect)
+        row = self.db.execute("SELECT * FROM versions WHERE version_id=?", (key,)).fetchone()
         return _version_row(row) if row else None
 
     def versions_of(self, memory_id: str) -> list[VersionRow]:
-        rows = self.db.execute("SELECT * FROM versions WHERE memory_id=? ORDER BY seq", (memory_id,))
+        rows = self.db.execute(
+            "SELECT * FROM versions WHERE memory_id=? ORDER BY seq", (stored.note_key(memory_id, self.dialect),)
+        )
         return [_version_row(r) for r in rows]
+
+    def version_before(self, version_id: str) -> str | None:
+        """The id of the same note's version just before ``version_id``: one lookup on the (memory_id,
+        seq) index, not a read of the note's whole history."""
+        row = self.db.execute(
+            "SELECT p.version_id FROM versions v JOIN versions p ON p.memory_id = v.memory_id AND p.seq < v.seq"
+            " WHERE v.version_id = ? ORDER BY p.seq DESC LIMIT 1",
+            (stored.version_key(version_id, self.dialect),),
+        ).fetchone()
+        return stored.version_id(row[0]) if row else None
+
+    def version_ids(self, *, after: int = 0, limit: int = -1) -> list[tuple[str, int]]:
+        """(id, seq) of the versions after ``seq`` = ``after``, in order, at most ``limit`` (-1: all)."""
+        rows = self.db.execute("SELECT version_id, seq FROM versions WHERE seq>? ORDER BY seq LIMIT ?", (after, limit))
+        return [(stored.version_id(row[0]), row[1]) for row in rows]
 
     def all_versions(self) -> list[VersionRow]:
         return [_version_row(r) for r in self.db.execute("SELECT * FROM versions ORDER BY seq")]
@@ -287,10 +297,10 @@ class IndexQueries:
         page: str | None,
     ) -> tuple[list[VersionRow], str | None]:
         where: list[str] = []
-        args: list[str | int] = []  # SQL parameters: ids as text, times and seq as integers
+        args: list[bytes | str | int | None] = []  # SQL parameters: ids as stored, times and seq as integers
         if memory_id is not None:
             where.append("memory_id=?")
-            args.append(memory_id)
+            args.append(stored.note_key(memory_id, self.dialect))
         if operation is not None:
             where.append("operation=?")
             args.append(operation)
@@ -313,4 +323,4 @@ class IndexQueries:
         return rows[:limit], self.tokens.encode("versions", rows[limit - 1].seq)
 
 
-__all__ = ["IndexQueries", "NoteRow", "VersionRow", "hash_hex", "note_row", "stored_hash", "upper_bound"]
+__all__ = ["IndexQueries", "NoteRow", "VersionRow", "note_row", "upper_bound"]

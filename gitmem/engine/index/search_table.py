@@ -39,8 +39,8 @@ from typing import Any
 import pygit2
 
 from gitmem.crypto.codec import is_encrypted
+from gitmem.engine.index import stored
 from gitmem.engine.index.postgres_schema import put_text
-from gitmem.engine.index.queries import hash_hex
 from gitmem.git.repository import blob_at
 
 log = logging.getLogger(__name__)
@@ -159,11 +159,11 @@ class NoteTexts:
         row = db.execute(
             "SELECT n.rowid, n.path, n.blob_id FROM notes n JOIN note_text_docsize t ON t.id = n.rowid"
             " WHERE n.memory_id=?",
-            (memory_id,),
+            (stored.note_key(memory_id, "sqlite"),),
         ).fetchone()
         if row is None:
             return  # no such note, or never indexed (encrypted, or its blob unreadable when it was)
-        rowid, path, blob_id = row[0], row[1], hash_hex(row[2])
+        rowid, path, blob_id = row[0], row[1], stored.hash_hex(row[2])
         try:
             body = self._text_of(blob_id)
         except KeyError:  # the indexed text cannot be read back: index every other note anew
@@ -179,7 +179,7 @@ class NoteTexts:
         db = self._db()
         for rowid, path, blob_id in db.execute("SELECT rowid, path, blob_id FROM notes").fetchall():
             try:
-                self.place(rowid, path, hash_hex(blob_id), None)
+                self.place(rowid, path, stored.hash_hex(blob_id), None)
             except KeyError:
                 log.warning("the blob %s of %s is missing; the note is not searchable", blob_id, path)
 

@@ -15,6 +15,8 @@ import time
 import zlib
 from pathlib import Path
 
+from gitmem import ids
+from gitmem.engine.index import stored
 from gitmem.recent import Recent
 
 log = logging.getLogger("gitmem.engine.index.store_index")  # what an operator has always seen it as
@@ -22,14 +24,14 @@ log = logging.getLogger("gitmem.engine.index.store_index")  # what an operator h
 # The index's tables in the SQLite file (PostgreSQL's: gitmem.engine.index.postgres_schema).
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
--- Hashes (blob_id, sha256, commit_id) are their bytes (queries.stored_hash); files made before hold
--- them as hex text in columns declared TEXT, until pack_hashes converts them.
+-- Hashes (blob_id, sha256, commit_id) and ids (memory_id, version_id) are their bytes (.stored); files
+-- made before hold their text in columns declared TEXT, until pack_keys converts them.
 CREATE TABLE IF NOT EXISTS notes (
-    memory_id TEXT PRIMARY KEY, path TEXT NOT NULL UNIQUE, blob_id BLOB NOT NULL,
-    sha256 BLOB NOT NULL, size INTEGER NOT NULL, version_id TEXT NOT NULL,
+    memory_id BLOB PRIMARY KEY, path TEXT NOT NULL UNIQUE, blob_id BLOB NOT NULL,
+    sha256 BLOB NOT NULL, size INTEGER NOT NULL, version_id BLOB NOT NULL,
     created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS versions (
-    seq INTEGER PRIMARY KEY, version_id TEXT NOT NULL UNIQUE, memory_id TEXT NOT NULL,
+    seq INTEGER PRIMARY KEY, version_id BLOB NOT NULL UNIQUE, memory_id BLOB NOT NULL,
     operation TEXT NOT NULL, path TEXT, sha256 BLOB, size INTEGER, blob_id BLOB,
     created_at INTEGER NOT NULL, actor_type TEXT, actor_id TEXT, commit_id BLOB NOT NULL,
     redacted_at INTEGER, redacted_by_type TEXT, redacted_by_id TEXT);
@@ -133,21 +135,40 @@ def set_aside_if_damaged(path: Path) -> Path | None:
     return aside
 
 
-def _unhex(value: str | bytes | None) -> bytes | None:
-    return bytes.fromhex(value) if isinstance(value, str) else value
+def _hash_key(value: str | bytes | None) -> bytes | str | None:
+    return stored.hash_key(value, "sqlite") if isinstance(value, str) else value
 
 
-def pack_hashes(db: sqlite3.Connection) -> bool:
-    """Turn the hex hashes of a file made before the index kept their bytes into bytes, in one
-    transaction (a file whose rows are all bytes changes nothing); returns whether any row changed,
-    so that the caller compacts the file once."""
-    db.create_function("gitmem_unhex", 1, _unhex, deterministic=True)
+def _id_key(value: str | bytes | None, prefix: str) -> bytes | str | None:
+    return stored.id_key(value, prefix, "sqlite") if isinstance(value, str) else value
+
+
+# What each table keeps as bytes (.stored), and which rows are not converted yet.
+_KEYS = {
+    "notes": (
+        f"blob_id=h(blob_id), sha256=h(sha256), memory_id=i(memory_id, '{ids.MEMORY}'),"
+        f" version_id=i(version_id, '{ids.VERSION}')",
+        "typeof(sha256)='text' OR typeof(memory_id)='text'",
+    ),
+    "versions": (
+        f"sha256=h(sha256), blob_id=h(blob_id), commit_id=h(commit_id), memory_id=i(memory_id, '{ids.MEMORY}'),"
+        f" version_id=i(version_id, '{ids.VERSION}')",
+        "typeof(commit_id)='text' OR typeof(version_id)='text'",
+    ),
+}
+
+
+def pack_keys(db: sqlite3.Connection) -> bool:
+    """Turn the hashes and ids a file made before keeps as text into the bytes the index keeps now, in
+    one transaction (an id made elsewhere stays text); returns whether any row changed, so that the
+    caller compacts the file once."""
+    db.create_function("h", 1, _hash_key, deterministic=True)
+    db.create_function("i", 2, _id_key, deterministic=True)
     changed = 0
     db.execute("BEGIN IMMEDIATE")
     try:
-        for table, columns in (("notes", ("blob_id", "sha256")), ("versions", ("sha256", "blob_id", "commit_id"))):
-            sets = ", ".join(f"{c}=gitmem_unhex({c})" for c in columns)
-            changed += db.execute(f"UPDATE {table} SET {sets} WHERE typeof({columns[-1]})='text'").rowcount  # noqa: S608  the code's own names
+        for table, (sets, old) in _KEYS.items():
+            changed += db.execute(f"UPDATE {table} SET {sets} WHERE {old}").rowcount  # noqa: S608  the code's own SQL
         db.execute("COMMIT")
     except BaseException:
         db.execute("ROLLBACK")
@@ -165,4 +186,4 @@ def compact(db: sqlite3.Connection, write_lock: threading.Lock) -> None:
             log.info("index %s not compacted after its migration: %s", db, exc)
 
 
-__all__ = ["compact", "mark_sound", "pack_hashes", "set_aside_if_damaged"]
+__all__ = ["compact", "mark_sound", "pack_keys", "set_aside_if_damaged"]

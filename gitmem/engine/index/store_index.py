@@ -26,9 +26,9 @@ from gitmem.db.page_tokens import tokens_for
 from gitmem.db.thread_connections import ThreadConnections
 from gitmem.durable import DURABLE, Durability
 from gitmem.engine.index import search_table as search_index
-from gitmem.engine.index import sqlite_file, version_rows
+from gitmem.engine.index import sqlite_file, stored, version_rows
 from gitmem.engine.index.postgres_schema import PgIndexDb
-from gitmem.engine.index.queries import IndexQueries, NoteRow, VersionRow, stored_hash, upper_bound
+from gitmem.engine.index.queries import IndexQueries, NoteRow, VersionRow, upper_bound
 from gitmem.git import replay, repository
 from gitmem.git.commits import VersionRecord, parse_message
 from gitmem.git.pushes import derive_versions
@@ -109,7 +109,7 @@ class StoreIndex(IndexQueries):
         if self._connections.get().execute("PRAGMA user_version").fetchone()[0] != sqlite_file.SCHEMA_MARK:
             with self.write_lock:
                 self._connections.get().executescript(sqlite_file.SCHEMA)
-                migrated = sqlite_file.pack_hashes(self._connections.get())
+                migrated = sqlite_file.pack_keys(self._connections.get())
                 self._connections.get().execute(f"PRAGMA user_version={sqlite_file.SCHEMA_MARK}")
         self.texts = search_index.NoteTexts(self._connections.get, lambda: self.repo)
         if search_index.ensure_schema(self._connections.get(), self.texts.fill) or migrated:
@@ -354,12 +354,12 @@ class StoreIndex(IndexQueries):
         if self._pg is None:
             self.texts.remove(record.memory_id)
         row = (
-            record.memory_id,
+            stored.note_key(record.memory_id, self.dialect),
             step.path,
-            stored_hash(blob_id, self.dialect),
-            stored_hash(record.content_sha256, self.dialect),
+            stored.hash_key(blob_id, self.dialect),
+            stored.hash_key(record.content_sha256, self.dialect),
             record.content_size,
-            record.version_id,
+            stored.version_key(record.version_id, self.dialect),
             to_micros(record.note_created_at),
             to_micros(record.created_at),
         )
@@ -374,7 +374,7 @@ class StoreIndex(IndexQueries):
     def _delete_note(self, memory_id: str) -> None:
         if self._pg is None:
             self.texts.remove(memory_id)  # PostgreSQL's text row goes with it (a foreign key)
-        self.db.execute("DELETE FROM notes WHERE memory_id=?", (memory_id,))
+        self.db.execute("DELETE FROM notes WHERE memory_id=?", (stored.note_key(memory_id, self.dialect),))
 
     def _notes_near(self, path: str) -> list[replay.Placed]:
         """The notes at ``path``, in a folder above it or below it (what a note placed there displaces)."""
@@ -383,7 +383,7 @@ class StoreIndex(IndexQueries):
             f"SELECT path, memory_id FROM notes WHERE path IN ({','.join('?' * len(above))}) OR (path>? AND path<?)",  # noqa: S608  the code's own SQL and placeholders; values bound
             (*above, below, upper_bound(below)),
         )
-        return [replay.Placed(row[0], row[1]) for row in rows]
+        return [replay.Placed(row[0], stored.note_id(row[1])) for row in rows]
 
 
 def _nothing_near(path: str) -> list[replay.Placed]:  # noqa: ARG001  the signature of _notes_near, which it stands for

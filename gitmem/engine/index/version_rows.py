@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gitmem.clock import to_micros
-from gitmem.engine.index.queries import stored_hash
+from gitmem.engine.index import stored
 from gitmem.git.commits import VersionRecord
 
 
@@ -22,7 +22,7 @@ def insert(
     # As SQLite's INSERT OR REPLACE on its rowid: a version applied again goes last, seq = max + 1.
     dialect = "postgresql" if on_postgres else "sqlite"
     if not on_postgres:
-        db.execute("DELETE FROM versions WHERE version_id=?", (record.version_id,))
+        db.execute("DELETE FROM versions WHERE version_id=?", (stored.version_key(record.version_id, dialect),))
         replace, next_seq = "", "(SELECT coalesce(max(seq), 0) + 1 FROM versions)"
         params: tuple[Any, ...] = ()
     else:  # the same in one round trip: the rows the CTE deletes are still seen by max(seq)
@@ -35,17 +35,17 @@ def insert(
         f" VALUES ({next_seq},?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         (
             *params,
-            record.version_id,
-            record.memory_id,
+            stored.version_key(record.version_id, dialect),
+            stored.note_key(record.memory_id, dialect),
             record.operation,
             record.path,
-            stored_hash(record.content_sha256, dialect),
+            stored.hash_key(record.content_sha256, dialect),
             record.content_size,
-            stored_hash(blob_id, dialect),
+            stored.hash_key(blob_id, dialect),
             to_micros(record.created_at),
             record.created_by.type if record.created_by else None,
             record.created_by.id if record.created_by else None,
-            stored_hash(commit_id, dialect),
+            stored.hash_key(commit_id, dialect),
             to_micros(record.redacted_at) if record.redacted_at else None,
             record.redacted_by.type if record.redacted_by else None,
             record.redacted_by.id if record.redacted_by else None,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 from gitmem.crypto.codec import ContentCodec
-from gitmem.engine.index.queries import hash_hex, stored_hash
+from gitmem.engine.index import stored
 from gitmem.engine.index.store_index import StoreIndex
 from gitmem.engine.store.conflicts import LostWrite
 from gitmem.errors import GitmemError
@@ -32,16 +32,16 @@ def base_text(
         row = index.db.execute(
             "SELECT path FROM versions WHERE memory_id=? AND blob_id=? AND redacted_at IS NULL"
             " ORDER BY seq DESC LIMIT 1",
-            (memory_id, stored_hash(base_blob, index.dialect)),
+            (stored.note_key(memory_id, index.dialect), stored.hash_key(base_blob, index.dialect)),
         ).fetchone()
         blob: str | None = base_blob
     elif base_sha256 is not None:
         row = index.db.execute(
             "SELECT path, blob_id FROM versions WHERE memory_id=? AND sha256=? AND redacted_at IS NULL"
             " AND blob_id IS NOT NULL ORDER BY seq DESC LIMIT 1",
-            (memory_id, stored_hash(base_sha256, index.dialect)),
+            (stored.note_key(memory_id, index.dialect), stored.hash_key(base_sha256, index.dialect)),
         ).fetchone()
-        blob = hash_hex(row[1]) if row else None
+        blob = stored.hash_hex(row[1]) if row else None
     else:
         return None
     if row is None or blob is None or row[0] is None:

@@ -259,14 +259,10 @@ class MemoryStore(StoreReading):
         return diff_versions(self, version_id, against)
 
     def previous_version(self, version: Version) -> Version | None:
-        """The same note's version just before ``version``: one lookup on the (memory_id, seq) index, not
-        a read of the note's whole history (a note of 1,000 versions made each diff read 1,000 rows)."""
-        row = self.index.db.execute(
-            "SELECT p.version_id FROM versions v JOIN versions p ON p.memory_id = v.memory_id AND p.seq < v.seq"
-            " WHERE v.version_id = ? ORDER BY p.seq DESC LIMIT 1",
-            (version.id,),
-        ).fetchone()
-        return self.version(row[0]) if row else None
+        """The same note's version just before ``version`` (a note of 1,000 versions once made each diff
+        read 1,000 rows; :meth:`StoreIndex.version_before` looks up one)."""
+        before = self.index.version_before(version.id)
+        return self.version(before) if before else None
 
     def commit_plan(self, plan: Plan, *, archived_ok: bool = False, keep_conflicts: bool = True) -> Landed | None:
         """Commit ``plan``'s change in the store's next batch (see :mod:`gitmem.engine.store.group_commit`); a

@@ -158,7 +158,7 @@ def replay(
 def _skip_present(store: MemoryStore, incoming: Iterator[Incoming]) -> set[str]:
     """The ids of the versions the store holds, checked to be the start of ``incoming`` (consumed)."""
     store.index.catch_up()
-    present = [row[0] for row in store.index.db.execute("SELECT version_id FROM versions ORDER BY seq")]
+    present = [version_id for version_id, _ in store.index.version_ids()]
     for position, version_id in enumerate(present, start=1):
         version = next(incoming, None)
         if version is None or version.record.version_id != version_id:

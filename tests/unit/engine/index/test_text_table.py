@@ -11,6 +11,7 @@ import pytest
 
 from gitmem.engine.catalog.catalog import Workspace
 from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.index import stored as keys
 from gitmem.engine.store.store import MemoryStore
 from gitmem.git import repository
 from tests.unit.engine.index.test_search import found
@@ -119,7 +120,10 @@ def test_a_text_whose_blob_is_gone_fills_the_table_anew(
     note = store.create("/lost.md", "a lost tapir")
     store.create("/kept.md", "a kept ibis")
     with store.index.transaction() as db:  # the note's row names a blob the repository does not have
-        db.execute("UPDATE notes SET blob_id=? WHERE memory_id=?", ("0" * 40, note.id))
+        db.execute(
+            "UPDATE notes SET blob_id=? WHERE memory_id=?",
+            (keys.hash_key("0" * 40, "sqlite"), keys.note_key(note.id, "sqlite")),
+        )
     if change == "update":
         store.update(note.id, content="a found kiwi")
         assert found(store, "kiwi") == ["/lost.md"]
