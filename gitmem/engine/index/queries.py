@@ -104,10 +104,6 @@ def note_row(row: Any) -> NoteRow:
     )
 
 
-def _actor(kind: str | None, actor_id: str | None) -> Actor | None:
-    return Actor(kind, actor_id) if kind and actor_id else None  # type: ignore[arg-type]
-
-
 def _version_row(row: Any) -> VersionRow:
     record = VersionRecord(
         memory_id=stored.note_id(row["memory_id"]),
@@ -116,11 +112,11 @@ def _version_row(row: Any) -> VersionRow:
         path=row["path"],
         content_sha256=stored.hash_hex(row["sha256"]),
         content_size=row["size"],
-        created_by=_actor(row["actor_type"], row["actor_id"]),
+        created_by=stored.actor(row["actor_type"], row["actor_id"]),
         created_at=from_micros(row["created_at"]),
         note_created_at=from_micros(row["created_at"]),
         redacted_at=from_micros(row["redacted_at"]) if row["redacted_at"] is not None else None,
-        redacted_by=_actor(row["redacted_by_type"], row["redacted_by_id"]),
+        redacted_by=stored.actor(row["redacted_by_type"], row["redacted_by_id"]),
     )
     return VersionRow(row["seq"], record, stored.hash_hex(row["blob_id"]), stored.hash_hex(row["commit_id"]))
 
@@ -306,7 +302,7 @@ class IndexQueries:
             args.append(operation)
         if actor is not None:
             where.append("actor_type=? AND actor_id=?")
-            args += [actor.type, actor.id]
+            args += [actor.type, stored.actor_key(actor, self.dialect)]
         if created_gte is not None:
             where.append("created_at>=?")
             args.append(to_micros(created_gte))

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from gitmem import ids
 from gitmem.engine.index import stored
+from gitmem.model import Actor
 from gitmem.recent import Recent
 
 log = logging.getLogger("gitmem.engine.index.store_index")  # what an operator has always seen it as
@@ -35,8 +36,10 @@ CREATE TABLE IF NOT EXISTS versions (
     operation TEXT NOT NULL, path TEXT, sha256 BLOB, size INTEGER, blob_id BLOB,
     created_at INTEGER NOT NULL, actor_type TEXT, actor_id TEXT, commit_id BLOB NOT NULL,
     redacted_at INTEGER, redacted_by_type TEXT, redacted_by_id TEXT);
-CREATE INDEX IF NOT EXISTS versions_memory ON versions (memory_id, seq);
-CREATE INDEX IF NOT EXISTS versions_actor ON versions (actor_type, actor_id, seq);
+-- Every entry of an index ends with its row's seq (the rowid), so (memory_id) finds a note's versions
+-- in seq order; an actor's id names its kind.
+CREATE INDEX IF NOT EXISTS versions_memory ON versions (memory_id);
+CREATE INDEX IF NOT EXISTS versions_actor ON versions (actor_id);
 CREATE INDEX IF NOT EXISTS versions_created ON versions (created_at);
 -- Finds a path's case-only twins (paths.fold) without a scan; lower() folds ASCII, the rest is checked
 -- in Python.
@@ -143,6 +146,14 @@ def _id_key(value: str | bytes | None, prefix: str) -> bytes | str | None:
     return stored.id_key(value, prefix, "sqlite") if isinstance(value, str) else value
 
 
+def _actor_key(kind: str | None, value: str | bytes | None) -> bytes | str | None:
+    return stored.actor_key(Actor(kind, value), "sqlite") if kind and isinstance(value, str) else value  # type: ignore[arg-type]  # a kind the index was given
+
+
+# Indexes whose columns changed: dropped where a file has them otherwise, for SCHEMA to make anew.
+_INDEX_COLUMNS = {"versions_memory": ["memory_id"], "versions_actor": ["actor_id"]}
+
+
 # What each table keeps as bytes (.stored), and which rows are not converted yet.
 _KEYS = {
     "notes": (
@@ -152,10 +163,20 @@ _KEYS = {
     ),
     "versions": (
         f"sha256=h(sha256), blob_id=h(blob_id), commit_id=h(commit_id), memory_id=i(memory_id, '{ids.MEMORY}'),"
-        f" version_id=i(version_id, '{ids.VERSION}')",
-        "typeof(commit_id)='text' OR typeof(version_id)='text'",
+        f" version_id=i(version_id, '{ids.VERSION}'), actor_id=a(actor_type, actor_id),"
+        " redacted_by_id=a(redacted_by_type, redacted_by_id)",
+        "typeof(commit_id)='text' OR typeof(version_id)='text' OR typeof(actor_id)='text'"
+        " OR typeof(redacted_by_id)='text'",
     ),
 }
+
+
+def redefine_indexes(db: sqlite3.Connection) -> None:
+    """Drop the indexes of :data:`_INDEX_COLUMNS` that a file made before has on other columns."""
+    for name, columns in _INDEX_COLUMNS.items():
+        found = [row[2] for row in db.execute(f"PRAGMA index_info({name})")]
+        if found and found != columns:
+            db.execute(f"DROP INDEX {name}")
 
 
 def pack_keys(db: sqlite3.Connection) -> bool:
@@ -164,6 +185,7 @@ def pack_keys(db: sqlite3.Connection) -> bool:
     caller compacts the file once."""
     db.create_function("h", 1, _hash_key, deterministic=True)
     db.create_function("i", 2, _id_key, deterministic=True)
+    db.create_function("a", 2, _actor_key, deterministic=True)
     changed = 0
     db.execute("BEGIN IMMEDIATE")
     try:
@@ -186,4 +208,4 @@ def compact(db: sqlite3.Connection, write_lock: threading.Lock) -> None:
             log.info("index %s not compacted after its migration: %s", db, exc)
 
 
-__all__ = ["compact", "mark_sound", "pack_keys", "set_aside_if_damaged"]
+__all__ = ["compact", "mark_sound", "pack_keys", "redefine_indexes", "set_aside_if_damaged"]

@@ -108,6 +108,7 @@ class StoreIndex(IndexQueries):
         migrated = False
         if self._connections.get().execute("PRAGMA user_version").fetchone()[0] != sqlite_file.SCHEMA_MARK:
             with self.write_lock:
+                sqlite_file.redefine_indexes(self._connections.get())
                 self._connections.get().executescript(sqlite_file.SCHEMA)
                 migrated = sqlite_file.pack_keys(self._connections.get())
                 self._connections.get().execute(f"PRAGMA user_version={sqlite_file.SCHEMA_MARK}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import overload
 
 from gitmem import ids
+from gitmem.model import Actor
 
 
 def hash_key(value: str | None, dialect: str) -> bytes | str | None:
@@ -45,6 +46,26 @@ def version_key(value: str | None, dialect: str) -> bytes | str | None:
     return id_key(value, ids.VERSION, dialect)
 
 
+# The actors whose ids are made here, by kind: their ids, too, are kept as bytes.
+_ACTOR_PREFIXES = {"api_actor": ids.API_KEY, "user_actor": ids.USER, "task_actor": ids.TASK}
+
+
+def actor_key(actor: Actor | None, dialect: str) -> bytes | str | None:
+    """The id of who made a change (``None``: the service) as the index keeps it."""
+    if actor is None:
+        return None
+    prefix = _ACTOR_PREFIXES.get(actor.type)
+    return id_key(actor.id, prefix, dialect) if prefix else actor.id
+
+
+def actor(kind: str | None, value: bytes | str | None) -> Actor | None:
+    """Who made a change, from the index's ``*_type`` and ``*_id`` columns."""
+    if not kind or not value:
+        return None
+    text = ids.id_from_bytes(_ACTOR_PREFIXES[kind], value) if isinstance(value, bytes) else value
+    return Actor(kind, text)  # type: ignore[arg-type]  # a kind the index was given
+
+
 @overload
 def id_text(value: bytes | str, prefix: str) -> str: ...
 @overload
@@ -63,6 +84,8 @@ def version_id(value: bytes | str) -> str:
 
 
 __all__ = [
+    "actor",
+    "actor_key",
     "hash_hex",
     "hash_key",
     "id_key",

@@ -44,11 +44,11 @@ def insert(
             stored.hash_key(blob_id, dialect),
             to_micros(record.created_at),
             record.created_by.type if record.created_by else None,
-            record.created_by.id if record.created_by else None,
+            stored.actor_key(record.created_by, dialect),
             stored.hash_key(commit_id, dialect),
             to_micros(record.redacted_at) if record.redacted_at else None,
             record.redacted_by.type if record.redacted_by else None,
-            record.redacted_by.id if record.redacted_by else None,
+            stored.actor_key(record.redacted_by, dialect),
         ),
     )
 

@@ -16,15 +16,22 @@ from gitmem.engine.catalog.catalog import Workspace
 from gitmem.engine.gitmem import Gitmem
 from gitmem.engine.index import stored as keys
 from gitmem.engine.store.store import MemoryStore
+from gitmem.model import Actor
 from tests.checks import index_snapshot
 from tests.unit.engine.index.test_text_table import free_pages, pages
 
 KEYS = {
     "notes": ("blob_id", "sha256", "memory_id", "version_id"),
-    "versions": ("sha256", "blob_id", "commit_id", "memory_id", "version_id"),
+    "versions": ("sha256", "blob_id", "commit_id", "memory_id", "version_id", "actor_id"),
 }
+KEY = Actor("api_actor", ids.new_id(ids.API_KEY))
+ELSEWHERE = Actor("service_account_actor", "svac_made-elsewhere")  # kept as its text
 PREFIXES = {"memory_id": ids.MEMORY, "version_id": ids.VERSION}
-LENGTHS = {"blob_id": 20, "sha256": 32, "commit_id": 20, "memory_id": 16, "version_id": 16}
+LENGTHS = {"blob_id": 20, "sha256": 32, "commit_id": 20, "memory_id": 16, "version_id": 16, "actor_id": 16}
+# Every hash and id as its bytes, but the one id made elsewhere.
+STORED = {(table, column, "blob", LENGTHS[column]) for table, columns in KEYS.items() for column in columns} | {
+    ("versions", "actor_id", "text", len(ELSEWHERE.id))
+}
 
 
 def stored(store: MemoryStore) -> set[tuple[str, str, str, int]]:
@@ -40,7 +47,8 @@ def stored(store: MemoryStore) -> set[tuple[str, str, str, int]]:
 
 def fill(store: MemoryStore) -> None:
     for i in range(150):
-        store.create(f"/topic/{i:03d}.md", f"note {i} " + "words " * 40)
+        store.create(f"/topic/{i:03d}.md", f"note {i} " + "words " * 40, actor=KEY)
+    store.create("/elsewhere.md", "by a service account", actor=ELSEWHERE)
     first = store.create("/a.md", "a\nb\nc\n")
     store.update(first.id, content="A\nb\nc\n")
     store.delete(store.create("/gone.md", "soon gone").id)
@@ -53,6 +61,7 @@ def make_text_keys(store: MemoryStore) -> None:
         db.create_function("id_of", 2, lambda v, prefix: ids.id_from_bytes(prefix, v) if isinstance(v, bytes) else v)
         for table, columns in KEYS.items():
             sets = [f"{c}=id_of({c}, '{PREFIXES[c]}')" if c in PREFIXES else f"{c}=hex_of({c})" for c in columns]
+            sets = [s.replace("hex_of(actor_id)", f"id_of(actor_id, '{ids.API_KEY}')") for s in sets]
             db.execute(f"UPDATE {table} SET {', '.join(sets)}")  # noqa: S608  the test's own names
         db.execute("VACUUM")
         db.execute("PRAGMA user_version=1")
@@ -60,9 +69,7 @@ def make_text_keys(store: MemoryStore) -> None:
 
 def test_an_index_file_keeps_hashes_and_ids_as_their_bytes_and_gives_back_text(store: MemoryStore) -> None:
     fill(store)
-    assert stored(store) == {
-        (table, column, "blob", LENGTHS[column]) for table, columns in KEYS.items() for column in columns
-    }
+    assert stored(store) == STORED
     note = store.index.note_at("/a.md")
     assert note is not None and note.sha256 == hashlib.sha256(b"A\nb\nc\n").hexdigest()
     assert note.blob_id == str(store.repo.revparse_single("main").tree["a.md"].id)
@@ -74,6 +81,11 @@ def test_an_index_file_keeps_hashes_and_ids_as_their_bytes_and_gives_back_text(s
     assert store.repo[versions[-1].commit_id].type_str == "commit"
     assert store.index.version(versions[-1].record.version_id) == versions[-1]
     assert store.index.version_before(versions[-1].record.version_id) == versions[0].record.version_id
+    for actor, count in ((KEY, 150), (ELSEWHERE, 1)):  # found by who made them, given back as they were
+        made = store.index.list_versions(
+            memory_id=None, operation=None, actor=actor, created_gte=None, created_lte=None, limit=200, page=None
+        )[0]
+        assert len(made) == count and {v.record.created_by for v in made} == {actor}
     # A write that names an older version's hash finds it (the stale merge looks it up by its bytes).
     base = hashlib.sha256(b"a\nb\nc\n").hexdigest()
     merged = store.update(note.memory_id, content="a\nb\nC\n", expected_sha256=base, merge=True)
@@ -88,9 +100,14 @@ def test_an_index_of_text_keys_is_converted_when_opened(store: MemoryStore, gm: 
     gm._forget(store.id)
     old_pages = pages(store.index.path)
     assert {kind for _, _, kind, _ in stored(store)} == {"text"}
+    with contextlib.closing(sqlite3.connect(store.index.path)) as db:  # and the indexes made before
+        db.execute("DROP INDEX versions_actor")
+        db.execute("CREATE INDEX versions_actor ON versions (actor_type, actor_id, seq)")
 
     again = Gitmem.open(gm.home, fsync="never").store(workspace.id, store.id)
-    assert {kind for _, _, kind, _ in stored(again)} == {"blob"}
+    assert stored(again) == STORED
+    with contextlib.closing(sqlite3.connect(store.index.path)) as db:
+        assert [row[2] for row in db.execute("PRAGMA index_info(versions_actor)")] == ["actor_id"]
     assert index_snapshot(again) == before  # the same notes and versions, read back as text
     again.index.checkpoint()
     assert pages(again.index.path) < old_pages and free_pages(again.index.path) == 0  # the text's pages given back
