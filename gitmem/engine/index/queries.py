@@ -58,11 +58,15 @@ _LEVEL_TAKEN = "SELECT 1 FROM notes WHERE (path=? OR (path>? AND path<?)) AND me
 def _twin_candidates(level: str, other_than: bytes | str | None) -> tuple[str, tuple[Any, ...]]:
     """The statement finding the notes that may be ``level``'s case twins (:func:`_twin_among` decides)."""
     if level.isascii():
+        # A path without an upper-case letter is its own lower case (found by the path's index), one
+        # with one is in the index of those (a range from the level to past its folder; Python decides).
         lowered = level.lower()
         return (
-            "SELECT * FROM notes WHERE (lower(path)=? OR (lower(path)>? AND lower(path)<?))"
+            "SELECT * FROM notes WHERE (path=? OR (path>? AND path<?)) AND path=lower(path)"
+            " AND memory_id IS DISTINCT FROM ?"
+            " UNION ALL SELECT * FROM notes WHERE path<>lower(path) AND lower(path)>=? AND lower(path)<?"
             " AND memory_id IS DISTINCT FROM ? ORDER BY path",
-            (lowered, lowered + "/", lowered + "0", other_than),
+            (lowered, lowered + "/", lowered + "0", other_than, lowered, lowered + "0", other_than),
         )
     # lower() folds ASCII only: a non-ASCII letter matches anything, then Python decides. (Both
     # sides lowered: SQLite's LIKE ignores ASCII case, PostgreSQL's does not.)

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from gitmem import ids
 from gitmem.engine.catalog.catalog import Workspace
 from gitmem.engine.gitmem import Gitmem
+from gitmem.engine.index import queries
 from gitmem.engine.index import stored as keys
 from gitmem.engine.store.store import MemoryStore
 from gitmem.model import Actor
@@ -43,6 +44,10 @@ def stored(store: MemoryStore) -> set[tuple[str, str, str, int]]:
                 sql = f"SELECT DISTINCT typeof({column}), length({column}) FROM {table} WHERE {column} IS NOT NULL"  # noqa: S608  the test's own names
                 found |= {(table, column, kind, length) for kind, length in db.execute(sql)}
     return found
+
+
+def indexes(db: sqlite3.Connection) -> set[str]:
+    return {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='index'")}
 
 
 def fill(store: MemoryStore) -> None:
@@ -103,11 +108,14 @@ def test_an_index_of_text_keys_is_converted_when_opened(store: MemoryStore, gm: 
     with contextlib.closing(sqlite3.connect(store.index.path)) as db:  # and the indexes made before
         db.execute("DROP INDEX versions_actor")
         db.execute("CREATE INDEX versions_actor ON versions (actor_type, actor_id, seq)")
+        db.execute("CREATE INDEX versions_created ON versions (created_at)")
+        db.execute("CREATE INDEX notes_lower ON notes (lower(path))")
 
     again = Gitmem.open(gm.home, fsync="never").store(workspace.id, store.id)
     assert stored(again) == STORED
     with contextlib.closing(sqlite3.connect(store.index.path)) as db:
         assert [row[2] for row in db.execute("PRAGMA index_info(versions_actor)")] == ["actor_id"]
+        assert indexes(db) >= {"notes_upper"} and not indexes(db) & {"notes_lower", "versions_created"}
     assert index_snapshot(again) == before  # the same notes and versions, read back as text
     again.index.checkpoint()
     assert pages(again.index.path) < old_pages and free_pages(again.index.path) == 0  # the text's pages given back
@@ -133,3 +141,33 @@ def test_new_and_derived_ids_have_their_bytes() -> None:
     for made in (ids.new_id(ids.MEMORY), ids.derived_id(ids.MEMORY, "a commit", "/a.md")):
         assert isinstance(keys.id_key(made, ids.MEMORY, "sqlite"), bytes)
     assert isinstance(keys.id_key(ids.new_id(ids.VERSION), ids.MEMORY, "sqlite"), str)  # another kind's prefix
+
+
+def test_only_paths_with_upper_case_are_in_the_index_of_their_lower_case(store: MemoryStore) -> None:
+    for i in range(30):
+        store.create(f"/lower/{i}.md", "x")
+    upper = store.create("/Mixed/Case.md", "y")
+    with contextlib.closing(sqlite3.connect(store.index.path)) as db:
+        rows = db.execute("SELECT count(*) FROM notes INDEXED BY notes_upper WHERE path<>lower(path)").fetchone()
+    assert rows == (1,)
+    # Case twins are found either way: of a lower-case path, of a path with capitals, of a folder.
+    for path, twin in (
+        ("/lower/3.MD", "/lower/3.md"),
+        ("/LOWER/3.md", "/lower/0.md"),  # a folder's twin: its first note
+        ("/mixed/case.md", "/Mixed/Case.md"),
+        ("/MIXED/b.md", "/Mixed/Case.md"),
+    ):
+        found = store.index.case_twin(path)
+        assert found is not None and found.path == twin, path
+    assert (
+        store.index.case_twin("/lower/30.md") is None and store.index.case_twin(upper.path, other_than=upper.id) is None
+    )
+
+
+def test_finding_a_case_twin_scans_no_table(store: MemoryStore) -> None:
+    store.create("/Mixed/Case.md", "y")
+    sql, params = queries._twin_candidates("/some/Path.md", None)
+    with contextlib.closing(sqlite3.connect(store.index.path)) as db:
+        plan = [row[-1] for row in db.execute("EXPLAIN QUERY PLAN " + sql, params)]
+    assert not [step for step in plan if step.startswith("SCAN")], plan
+    assert any("notes_upper" in step for step in plan), plan
