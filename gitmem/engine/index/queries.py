@@ -157,7 +157,8 @@ class IndexQueries:
         """A note whose path, or a folder above it, differs from ``path`` or a folder above it only in
         case (``/Dir/a.md`` for ``/dir/b.md``); ``other_than`` (a note being renamed) does not count.
         Folders that already exist as spelled were checked when they were made, so only the first new
-        level is compared, through the ``lower(path)`` index (or a LIKE scan for non-ASCII names)."""
+        level is compared, through the indexes of paths and of those with capitals (or a LIKE scan for
+        non-ASCII names)."""
         other = stored.note_key(other_than, self.dialect)
         for level in levels(path):
             exists = self.db.execute(_LEVEL_TAKEN, (level, level + "/", level + "0", other)).fetchone()

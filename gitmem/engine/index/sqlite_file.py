@@ -25,8 +25,9 @@ log = logging.getLogger("gitmem.engine.index.store_index")  # what an operator h
 # The index's tables in the SQLite file (PostgreSQL's: gitmem.engine.index.postgres_schema).
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
--- Hashes (blob_id, sha256, commit_id) and ids (memory_id, version_id) are their bytes (.stored); files
--- made before hold their text in columns declared TEXT, until pack_keys converts them.
+-- Hashes (blob_id, sha256, commit_id) and ids (memory_id, version_id, actor_id, redacted_by_id) are
+-- their bytes (.stored); files made before hold their text in columns declared TEXT, until pack_keys
+-- converts them.
 CREATE TABLE IF NOT EXISTS notes (
     memory_id BLOB PRIMARY KEY, path TEXT NOT NULL UNIQUE, blob_id BLOB NOT NULL,
     sha256 BLOB NOT NULL, size INTEGER NOT NULL, version_id BLOB NOT NULL,

@@ -3,9 +3,10 @@
 A Git id or a SHA-256 is half as long as its hex, and an id made by :mod:`gitmem.ids` is 16 bytes
 behind its 30-odd characters; every note's rows and their indexes hold about a dozen of them. The
 index's SQL runs unchanged on both engines, so only the values differ: what a statement binds goes
-through ``stored_*`` (bytes in an index file; on PostgreSQL the text its schema has always kept), and
-what a row gives back through ``*_text`` (bytes or text alike). An id made elsewhere (a pushed or
-imported one of another shape) keeps its text in either.
+through a ``*_key`` function (bytes in an index file; on PostgreSQL the text its schema has always
+kept), and what a row gives back through :func:`hash_hex`, :func:`note_id`, :func:`version_id` or
+:func:`actor` (bytes or text alike). An id made elsewhere (of another shape, or a service account's)
+keeps its text in either.
 """
 
 from __future__ import annotations
