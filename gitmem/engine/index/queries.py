@@ -163,7 +163,7 @@ class IndexQueries:
         for level in levels(path):
             exists = self.db.execute(_LEVEL_TAKEN, (level, level + "/", level + "0", other)).fetchone()
             if exists is None:
-                return self._first_twin(level, other_than)
+                return self._first_twin(level, other)
         return None
 
     def placement(self, path: str, *, moving: str | None) -> Placement:
@@ -204,11 +204,12 @@ class IndexQueries:
         elif free == path:
             twin = _twin_among(path, results[-1])
         else:
-            twin = self._first_twin(free, moving)
+            twin = self._first_twin(free, other)
         return Placement(clash, twin, (count, size))
 
-    def _first_twin(self, level: str, other_than: str | None) -> NoteRow | None:
-        return _twin_among(level, self.db.execute(*_twin_candidates(level, stored.note_key(other_than, self.dialect))))
+    def _first_twin(self, level: str, other: bytes | str | None) -> NoteRow | None:
+        """``other``: the note not to count, as the index keeps its id (stored.note_key)."""
+        return _twin_among(level, self.db.execute(*_twin_candidates(level, other)))
 
     def totals(self) -> tuple[int, int]:
         """The store's notes and their bytes."""

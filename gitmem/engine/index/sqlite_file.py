@@ -17,7 +17,6 @@ from pathlib import Path
 
 from gitmem import ids
 from gitmem.engine.index import stored
-from gitmem.model import Actor
 from gitmem.recent import Recent
 
 log = logging.getLogger("gitmem.engine.index.store_index")  # what an operator has always seen it as
@@ -139,18 +138,6 @@ def set_aside_if_damaged(path: Path) -> Path | None:
     return aside
 
 
-def _hash_key(value: str | bytes | None) -> bytes | str | None:
-    return stored.hash_key(value, "sqlite") if isinstance(value, str) else value
-
-
-def _id_key(value: str | bytes | None, prefix: str) -> bytes | str | None:
-    return stored.id_key(value, prefix, "sqlite") if isinstance(value, str) else value
-
-
-def _actor_key(kind: str | None, value: str | bytes | None) -> bytes | str | None:
-    return stored.actor_key(Actor(kind, value), "sqlite") if kind and isinstance(value, str) else value  # type: ignore[arg-type]  # a kind the index was given
-
-
 # Indexes whose columns changed: dropped where a file has them otherwise, for SCHEMA to make anew.
 _INDEX_COLUMNS = {"versions_memory": ["memory_id"], "versions_actor": ["actor_id"]}
 # Indexes no longer kept: every path's lower case (now notes_upper), and the versions by time (a time
@@ -158,6 +145,7 @@ _INDEX_COLUMNS = {"versions_memory": ["memory_id"], "versions_actor": ["actor_id
 _GONE = ("notes_lower", "versions_created")
 
 
+Value = bytes | str | None  # a hash or an id in an index file's row
 # What each table keeps as bytes (.stored), and which rows are not converted yet.
 _KEYS = {
     "notes": (
@@ -188,21 +176,37 @@ def redefine_indexes(db: sqlite3.Connection) -> None:
 
 def pack_keys(db: sqlite3.Connection) -> bool:
     """Turn the hashes and ids a file made before keeps as text into the bytes the index keeps now, in
-    one transaction (an id made elsewhere stays text); returns whether any row changed, so that the
-    caller compacts the file once."""
-    db.create_function("h", 1, _hash_key, deterministic=True)
-    db.create_function("i", 2, _id_key, deterministic=True)
-    db.create_function("a", 2, _actor_key, deterministic=True)
-    changed = 0
+    one transaction (an id made elsewhere stays text); returns whether any value changed, so that the
+    caller compacts the file once (not a file whose only text is ids made elsewhere)."""
+    converted = 0
+
+    def kept(value: str, key: Value) -> Value:
+        nonlocal converted
+        converted += key != value  # an id made elsewhere keeps its text
+        return key
+
+    # SQL functions of the UPDATEs below; a value no longer text (a row converted already) stays as it is.
+    def h(value: Value) -> Value:
+        return kept(value, stored.hash_key(value, "sqlite")) if isinstance(value, str) else value
+
+    def i(value: Value, prefix: str) -> Value:
+        return kept(value, stored.id_key(value, prefix, "sqlite")) if isinstance(value, str) else value
+
+    def a(kind: str | None, value: Value) -> Value:
+        return kept(value, stored.actor_id_key(kind, value, "sqlite")) if kind and isinstance(value, str) else value
+
+    db.create_function("h", 1, h, deterministic=True)
+    db.create_function("i", 2, i, deterministic=True)
+    db.create_function("a", 2, a, deterministic=True)
     db.execute("BEGIN IMMEDIATE")
     try:
         for table, (sets, old) in _KEYS.items():
-            changed += db.execute(f"UPDATE {table} SET {sets} WHERE {old}").rowcount  # noqa: S608  the code's own SQL
+            db.execute(f"UPDATE {table} SET {sets} WHERE {old}")  # noqa: S608  the code's own SQL
         db.execute("COMMIT")
     except BaseException:
         db.execute("ROLLBACK")
         raise
-    return changed > 0
+    return converted > 0
 
 
 def compact(db: sqlite3.Connection, write_lock: threading.Lock) -> None:

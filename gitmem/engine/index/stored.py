@@ -53,10 +53,13 @@ _ACTOR_PREFIXES = {"api_actor": ids.API_KEY, "user_actor": ids.USER, "task_actor
 
 def actor_key(actor: Actor | None, dialect: str) -> bytes | str | None:
     """The id of who made a change (``None``: the service) as the index keeps it."""
-    if actor is None:
-        return None
-    prefix = _ACTOR_PREFIXES.get(actor.type)
-    return id_key(actor.id, prefix, dialect) if prefix else actor.id
+    return None if actor is None else actor_id_key(actor.type, actor.id, dialect)
+
+
+def actor_id_key(kind: str, value: str, dialect: str) -> bytes | str | None:
+    """The id of an actor of ``kind`` as the index keeps it."""
+    prefix = _ACTOR_PREFIXES.get(kind)
+    return id_key(value, prefix, dialect) if prefix else value
 
 
 def actor(kind: str | None, value: bytes | str | None) -> Actor | None:
@@ -86,6 +89,7 @@ def version_id(value: bytes | str) -> str:
 
 __all__ = [
     "actor",
+    "actor_id_key",
     "actor_key",
     "hash_hex",
     "hash_key",

@@ -8,13 +8,14 @@ import contextlib
 import hashlib
 import sqlite3
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from gitmem import ids
 from gitmem.engine.catalog.catalog import Workspace
 from gitmem.engine.gitmem import Gitmem
-from gitmem.engine.index import queries
+from gitmem.engine.index import queries, sqlite_file
 from gitmem.engine.index import stored as keys
 from gitmem.engine.store.store import MemoryStore
 from gitmem.model import Actor
@@ -171,3 +172,21 @@ def test_finding_a_case_twin_scans_no_table(store: MemoryStore) -> None:
         plan = [row[-1] for row in db.execute("EXPLAIN QUERY PLAN " + sql, params)]
     assert not [step for step in plan if step.startswith("SCAN")], plan
     assert any("notes_upper" in step for step in plan), plan
+
+
+def test_a_file_whose_only_text_is_ids_made_elsewhere_is_not_compacted_again(
+    store: MemoryStore, gm: Gitmem, workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new schema mark runs the conversion again; the service account's id stays text, so nothing
+    was converted and the file is not rewritten whole (a VACUUM of a big store on every upgrade)."""
+    fill(store)
+    store.index.checkpoint()
+    with contextlib.closing(sqlite3.connect(store.index.path, isolation_level=None)) as db:
+        db.execute("PRAGMA user_version=1")
+    gm._forget(store.id)
+    compacted: list[object] = []
+    monkeypatch.setattr(sqlite_file, "compact", lambda *args: compacted.append(args))
+
+    again = Gitmem.open(gm.home, fsync="never").store(workspace.id, store.id)
+    assert again.index.note_at("/elsewhere.md") is not None  # the schema ran: the index opened
+    assert stored(again) == STORED and compacted == []
