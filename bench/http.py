@@ -1,12 +1,14 @@
 """gitmem over HTTP beside a naive server, side by side on loopback, in one run; it prints ratios.
 
-    python -m bench.http [--notes 2000] [--quick] [--settle 10] [--json FILE]
+    python -m bench.http [--notes 2000] [--rounds 3] [--quick] [--settle 10] [--workers 1] [--json FILE]
 
 Two real servers on free 127.0.0.1 ports, each with a fresh temporary home: ``gitmem serve`` and the
 naive server of ``bench._naive`` (a minimal FastAPI app on the same uvicorn, loop and parser: a note
 is a file written, flushed and renamed, plus a SQLite row, under one lock, no versions). The same
-clients (one ``httpx.Client`` per thread, keep-alive) drive both, phase by phase, alternating which
-server goes first:
+clients (one ``httpx.Client`` per thread, keep-alive) drive both, phase by phase, ``--rounds`` times
+(each server's median round is shown: one run swings by a third on a busy machine), alternating which
+server goes first, and each server idle again before the next phase starts (``settle``: what gitmem
+packs in the background after a phase would otherwise slow the naive server's next one):
 
 - writes (create a ~310-byte note in one of 100 folders) with 1, 8 and 32 clients on one store, and 8
   clients each on its own store: writes/s, p50, p99;
@@ -290,6 +292,30 @@ def cpu_seconds(pid: int) -> Cpu | None:
     return Cpu(own, git)
 
 
+def _median(runs: list[tuple[Run, Cpu | None]]) -> tuple[Run, Cpu | None]:
+    """The round of median throughput, with the median CPU a request of all rounds."""
+    by_rate = sorted(runs, key=lambda pair: pair[0].per_second)
+    cpus = sorted((c for _, c in runs if c is not None), key=lambda c: c.own)
+    return by_rate[len(by_rate) // 2][0], cpus[len(cpus) // 2] if cpus else None
+
+
+def settle(server: Server, at_least: float = 3.0, timeout: float = 30.0) -> None:
+    """Wait until ``server`` is idle after a phase: at least ``at_least`` seconds (gitmem packs a store
+    quiet for 2 s) and then until a second passes with under 10 ms of its CPU (its git children's
+    included). Else what a phase left to do in the background (roll-ups, the quiet repack) would run
+    during the other server's next phase and slow that one instead."""
+    began = time.monotonic()
+    samples: list[float] = []
+    while time.monotonic() - began < timeout:
+        used = cpu_seconds(server.proc.pid)
+        if used is None:
+            return
+        samples.append(used.own + used.git)
+        if time.monotonic() - began >= at_least and len(samples) > 4 and samples[-1] - samples[-5] < 0.01:
+            return
+        time.sleep(0.25)
+
+
 def disk_bytes(path: Path) -> int:
     """Bytes allocated on disk (what ``du`` counts) below ``path``."""
     return sum(p.lstat().st_blocks * 512 for p in path.rglob("*"))
@@ -305,9 +331,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a smoke run: few notes, short settle")
     parser.add_argument("--json", type=Path, help="also write the numbers here")
     parser.add_argument("--workers", type=int, default=1, help="gitmem serve --workers (default 1, as the CLI's)")
+    parser.add_argument("--rounds", type=int, default=3, help="runs of each phase; each server's median is shown")
     options = parser.parse_args(argv)
     if options.quick:
-        options.notes, options.settle = 40, 0.2
+        options.notes, options.settle, options.rounds = 40, 0.2, 1
     n = options.notes
 
     rows: list[tuple[str, float, float, str, tuple[float, bool] | None]] = []
@@ -318,23 +345,29 @@ def main(argv: list[str] | None = None) -> int:
         order = 0
 
         def both(
-            label: str, clients: int, make: Callable[[Server], list[Job]], goal: dict[str, tuple[float, bool]]
+            label: str,
+            clients: int,
+            make: Callable[[Server, int], list[Job]],
+            count: int,
+            goal: dict[str, tuple[float, bool]],
         ) -> None:
+            """The phase on both servers, ``--rounds`` times (``count`` requests shared among them), each
+            round alternating who goes first; each server's median round is reported."""
             nonlocal order
-            runs: dict[str, Run] = {}
-            cpu: dict[str, Cpu | None] = {}
-            for server in pair if order % 2 == 0 else pair[::-1]:  # alternate who goes first
-                jobs = make(server)
-                before = cpu_seconds(server.proc.pid)
-                runs[server.name] = drive(server, clients, jobs)
-                after = cpu_seconds(server.proc.pid)
-                cpu[server.name] = (after - before) / len(jobs) if after and before else None
-            order += 1
-            g, nv = runs["gitmem"], runs["naive"]
+            runs: dict[str, list[tuple[Run, Cpu | None]]] = {s.name: [] for s in pair}
+            for _ in range(options.rounds):
+                for server in pair if order % 2 == 0 else pair[::-1]:  # alternate who goes first
+                    jobs = make(server, max(count // options.rounds, clients))
+                    before = cpu_seconds(server.proc.pid)
+                    run = drive(server, clients, jobs)
+                    after = cpu_seconds(server.proc.pid)
+                    runs[server.name].append((run, (after - before) / len(jobs) if after and before else None))
+                    settle(server)
+                order += 1
+            (g, g_cpu), (nv, n_cpu) = (_median(runs[name]) for name in ("gitmem", "naive"))
             rows.append((f"{label}: req/s", g.per_second, nv.per_second, "", goal.get("rate")))
             rows.append((f"{label}: p50 ms", g.quantile(0.5) * 1e3, nv.quantile(0.5) * 1e3, "", goal.get("p50")))
             rows.append((f"{label}: p99 ms", g.quantile(0.99) * 1e3, nv.quantile(0.99) * 1e3, "", None))
-            g_cpu, n_cpu = cpu["gitmem"], cpu["naive"]
             if g_cpu and n_cpu and n_cpu.own > 0:
                 note = f"+ {g_cpu.git * 1e3:.1f} ms in git's packer"
                 rows.append((f"{label}: server CPU ms/req", g_cpu.own * 1e3, n_cpu.own * 1e3, note, None))
@@ -342,23 +375,26 @@ def main(argv: list[str] | None = None) -> int:
         share = {1: n // 5, 8: 2 * n // 5, 32: n - n // 5 - 2 * n // 5}
         # This round's milestones (issue 34); the goal under concurrency stays 0.8x.
         for clients, goal in ((1, {"rate": (0.5, True), "p50": (2.0, False)}), (8, {"rate": (0.6, True)}), (32, {})):
-            count = max(share[clients], clients)
-
-            def one_store(server: Server, count: int = count) -> list[Callable[[httpx.Client], httpx.Response]]:
-                return writers[server.name].jobs([main_store[server.name]], count)
-
-            both(f"write, {clients} client{'s' * (clients > 1)}, 1 store", clients, one_store, goal)
+            both(
+                f"write, {clients} client{'s' * (clients > 1)}, 1 store",
+                clients,
+                lambda s, k: writers[s.name].jobs([main_store[s.name]], k),
+                share[clients],
+                goal,
+            )
         both(
             "write, 8 clients, 8 stores",
             8,
-            lambda s: writers[s.name].jobs(many[s.name], max(2 * n // 5, 8)),
+            lambda s, k: writers[s.name].jobs(many[s.name], k),
+            2 * n // 5,
             {"rate": (0.6, True)},
         )
         last_write = time.monotonic()
         both(
             "read (GET), 8 clients",
             8,
-            lambda s: read_jobs(main_store[s.name], writers[s.name].ids[main_store[s.name]], max(n, 8)),
+            lambda s, k: read_jobs(main_store[s.name], writers[s.name].ids[main_store[s.name]], k),
+            n * options.rounds,  # each round reads n notes
             {"rate": (0.8, True)},
         )
 
