@@ -24,10 +24,11 @@ serve: $(STAMP)
 WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 PYCACHE := PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(CURDIR)/$(VENV)/pycache
 # The tests' temporary folders go to memory (/dev/shm where it has 2 GiB free; a run needs about
-# 400 MB), open to all as /tmp is (PostgreSQL runs as its own user), removed after the run. The suite
-# makes and deletes tens of thousands of files, which on a disk costs CPU the tests do not test: on
-# ext4 without a journal (this project's machines) each new file's inode search skips every inode
-# deleted in the last 30 s. 147-152 s on disk, 135-139 s in memory, here.
+# 400 MB), open to all as /tmp is (PostgreSQL runs as its own user), removed when the run ends or is
+# stopped (sh runs an EXIT trap only on a normal exit, hence the signals). The suite makes and deletes
+# tens of thousands of files, which on a disk costs CPU the tests do not test: on ext4 without a
+# journal (this project's machines) each new file's inode search skips every inode deleted in the last
+# 30 s. 147-152 s on disk, 131-139 s in memory, here.
 TEST_TMP_ROOT ?= $(shell [ "$$(df -Pk /dev/shm 2>/dev/null | awk 'NR==2 {print $$4}')" -gt 2097152 ] 2>/dev/null && echo /dev/shm || echo $${TMPDIR:-/tmp})
 test: $(STAMP)
 	$(BIN)/ruff format --check gitmem api tests bench tools
@@ -36,7 +37,7 @@ test: $(STAMP)
 	$(BIN)/python -m tools.importcheck  # the layers and no cycles (pyproject.toml)
 	$(BIN)/python -m tools.sizecheck  # 15 modules a folder, 400 lines a module, 60 a function
 	$(BIN)/python -m tools.docscheck  # cog --check: README.md and docs/*.md show real output (a page only if it or the code changed)
-	tmp=$$(mktemp -d -p $(TEST_TMP_ROOT) gitmem-tests.XXXXXX) && chmod 1777 "$$tmp" && trap 'rm -rf "$$tmp"' EXIT && \
+	tmp=$$(mktemp -d -p $(TEST_TMP_ROOT) gitmem-tests.XXXXXX) && chmod 1777 "$$tmp" && trap 'rm -rf "$$tmp"' EXIT HUP INT TERM && \
 	TMPDIR=$$tmp $(PYCACHE) $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 
 lint: $(STAMP)
