@@ -292,11 +292,9 @@ def cpu_seconds(pid: int) -> Cpu | None:
     return Cpu(own, git)
 
 
-def _median(runs: list[tuple[Run, Cpu | None]]) -> tuple[Run, Cpu | None]:
-    """The round of median throughput, with the median CPU a request of all rounds."""
-    by_rate = sorted(runs, key=lambda pair: pair[0].per_second)
-    cpus = sorted((c for _, c in runs if c is not None), key=lambda c: c.own)
-    return by_rate[len(by_rate) // 2][0], cpus[len(cpus) // 2] if cpus else None
+def median_round(rounds: list[tuple[Run, Cpu | None]]) -> tuple[Run, Cpu | None]:
+    """The round of median throughput (the higher of the two middle ones), with its CPU a request."""
+    return sorted(rounds, key=lambda round_: round_[0].per_second)[len(rounds) // 2]
 
 
 def settle(server: Server, at_least: float = 3.0, timeout: float = 30.0) -> None:
@@ -352,7 +350,8 @@ def main(argv: list[str] | None = None) -> int:
             goal: dict[str, tuple[float, bool]],
         ) -> None:
             """The phase on both servers, ``--rounds`` times (``count`` requests shared among them), each
-            round alternating who goes first; each server's median round is reported."""
+            round alternating who goes first; each server's median round is reported (its rate, latencies and
+            CPU together: the CPU of the phase itself, not of the packing it leaves, which ``settle`` waits out)."""
             nonlocal order
             runs: dict[str, list[tuple[Run, Cpu | None]]] = {s.name: [] for s in pair}
             for _ in range(options.rounds):
@@ -364,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
                     runs[server.name].append((run, (after - before) / len(jobs) if after and before else None))
                     settle(server)
                 order += 1
-            (g, g_cpu), (nv, n_cpu) = (_median(runs[name]) for name in ("gitmem", "naive"))
+            (g, g_cpu), (nv, n_cpu) = (median_round(runs[name]) for name in ("gitmem", "naive"))
             rows.append((f"{label}: req/s", g.per_second, nv.per_second, "", goal.get("rate")))
             rows.append((f"{label}: p50 ms", g.quantile(0.5) * 1e3, nv.quantile(0.5) * 1e3, "", goal.get("p50")))
             rows.append((f"{label}: p99 ms", g.quantile(0.99) * 1e3, nv.quantile(0.99) * 1e3, "", None))

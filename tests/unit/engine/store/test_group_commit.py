@@ -292,17 +292,16 @@ def test_with_fsync_files_a_batch_is_flushed_file_by_file(tmp_path: Path, monkey
     store = gm.store(workspace.id, gm.create_store(workspace.id, "s").id)
     assert store.durability.flushes and not store.durability.whole_file_system
     # Only this home's flushes count: the process's packer may flush another test's store meanwhile.
-    home = str(tmp_path)
     flushed: list[int] = []
     syncfs, fsync = durable.flush_file_system, os.fsync
 
     def no_syncfs(path: Path) -> None:
-        if str(path).startswith(home):
+        if path.is_relative_to(tmp_path):
             pytest.fail("syncfs called")
         syncfs(path)
 
     def counted_fsync(fd: int) -> None:
-        if os.readlink(f"/proc/self/fd/{fd}").startswith(home):
+        if Path(os.readlink(f"/proc/self/fd/{fd}")).is_relative_to(tmp_path):
             flushed.append(fd)
         else:
             fsync(fd)
