@@ -167,10 +167,12 @@ class PostgresDatabase(Database):
     @contextlib.contextmanager
     def connection(self) -> Iterator[Connection[Any]]:
         """A pooled connection the server has not hung up on (those are closed, and the pool replaces
-        them). In :meth:`without_waiting`, only one that is idle now: else ``PoolTimeout`` at once."""
-        timeout = _NO_WAIT_SECONDS if getattr(self._local, "no_wait", False) else None
+        them). In :meth:`without_waiting`, only one that is idle now: else ``PoolTimeout`` at once. The
+        tries share one wait: a hung-up connection handed over after a wait does not start another."""
+        wait = _NO_WAIT_SECONDS if getattr(self._local, "no_wait", False) else self.pool.timeout
+        deadline = time.monotonic() + wait
         for _ in range(self.pool.max_size + 1):
-            with self.pool.connection(timeout) as conn:
+            with self.pool.connection(max(deadline - time.monotonic(), _NO_WAIT_SECONDS)) as conn:
                 if _hung_up(conn):
                     conn.close()
                     continue

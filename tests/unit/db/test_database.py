@@ -19,6 +19,7 @@ from gitmem.db import (
     redact_url,
     to_postgres,
 )
+from gitmem.db.postgres import POOL_WAIT_SECONDS
 
 
 @pytest.fixture
@@ -175,3 +176,50 @@ def test_a_connection_past_descriptor_1023_is_used(postgres_url: str) -> None:
         for fd in filler:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_hung_up_connection_handed_over_after_a_wait_does_not_start_a_second_wait(postgres_url: str) -> None:
+    """The pool's one connection is held for 1.5 s, and the server hangs up on it before it comes back:
+    the waiter it goes to drops it and waits again, behind another waiter who takes its replacement.
+    Both waits together stay within the pool's wait (a request was answered 503 after two, 6 s)."""
+    import psycopg
+    import psycopg_pool
+
+    db = PostgresDatabase(postgres_url, max_size=1)
+    holding, second_waiting = threading.Event(), threading.Event()
+    timings: dict[str, float] = {}
+
+    def holder() -> None:
+        with db.connection() as conn:
+            holding.set()
+            second_waiting.wait(10)
+            time.sleep(1.0)
+            with psycopg.connect(postgres_url, autocommit=True) as admin:
+                admin.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
+            time.sleep(0.2)  # the server's hang-up reaches the socket
+
+    def other() -> None:  # queued behind the waiter: the replacement connection is its, for 2.5 s
+        time.sleep(0.2)
+        second_waiting.set()
+        with db.connection():
+            time.sleep(2.5)
+
+    def waiter() -> None:
+        holding.wait(10)
+        began = time.monotonic()
+        try:
+            with db.connection():
+                timings["got"] = time.monotonic() - began
+        except psycopg_pool.PoolTimeout:
+            timings["refused"] = time.monotonic() - began
+
+    threads = [threading.Thread(target=f) for f in (holder, waiter, other)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert "refused" in timings, timings  # the replacement went to the other waiter
+        assert timings["refused"] < POOL_WAIT_SECONDS + 0.5, timings
+    finally:
+        db.close()
