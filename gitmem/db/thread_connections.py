@@ -6,9 +6,9 @@ writers of one process take turns on a lock per file (SQLite's busy handler slee
 steps), and other processes meet SQLite's own lock.
 
 A thread keeps its connection until the file's owner says no thread is using it (:meth:`park`): the
-bindings are then dropped, a few connections are kept for whichever threads come next and the rest
-closed, so a file that many threads touched once does not hold a connection (three descriptors: the
-file, its ``-wal`` and ``-shm``) per thread for ever. :meth:`close` closes them all, the last one after
+bindings are then dropped, a connection is kept for whichever thread comes next and the rest closed,
+so a file that many threads touched once does not hold a connection (two descriptors, the file and
+its ``-wal``, beside the ``-shm`` they share) per thread for ever. :meth:`close` closes them all, the last one after
 checkpointing the log into the file and truncating it, so a file at rest has no log beside it.
 """
 
@@ -31,6 +31,7 @@ WAL_AUTOCHECKPOINT_PAGES = 64
 WAL_SIZE_LIMIT_BYTES = 0
 QUIET_CHECKPOINT_TIMEOUT = 1.0
 IDLE_CONNECTIONS = 1  # kept open by park() for the next threads (a cold connection costs ~0.1 ms)
+SPARE_DESCRIPTORS = 2  # descriptors of connections park() closed that a file may keep (see park)
 
 BUSY_TIMEOUT_SECONDS = 30.0
 CONNECT_ATTEMPTS = 4
@@ -182,17 +183,24 @@ class ThreadConnections:
             self.write_lock.release()
 
     def park(self, keep: int = IDLE_CONNECTIONS) -> None:
-        """Unbind every thread's connection and keep them open for the next threads if there are at
-        most ``keep``, else close them all. Only for a caller that knows no thread is using the file at
-        this moment (the store's last user has returned it, :mod:`gitmem.engine.open_stores`).
+        """Unbind every thread's connection, keep ``keep`` open for the next threads and close the rest.
+        Only for a caller that knows no thread is using the file at this moment (the store's last user
+        has returned it, :mod:`gitmem.engine.open_stores`).
 
-        All, not all but ``keep``: while one connection stays open in WAL mode (it holds a lock on the
-        shared memory), SQLite keeps the descriptor of every other connection closed on the same file
-        until the last one closes (POSIX locks belong to the process, not the descriptor)."""
+        The rest are closed without the checkpoint the file's last connection makes on its way out: that
+        flushes the file twice, and the caller holds the lock of every open store (with eight clients on
+        eight stores, one return in ten had two connections to close). SQLite keeps the descriptor of a
+        connection closed while another stays open on the file (POSIX locks belong to the process, not
+        the descriptor) and hands it to the next connection it opens there; so that a file many threads
+        used at once keeps no descriptor each, past ``keep`` + :data:`SPARE_DESCRIPTORS` open all are
+        closed, the last one checkpointing."""
         live = self._live()
-        if len(live) > keep:
+        if len(live) > keep + SPARE_DESCRIPTORS:
             self.close()
             return
+        for db in live[keep:]:
+            db.close()
+        live = live[:keep]
         with self._all_guard:
             self._local = threading.local()
             self._all, self._idle = [weakref.ref(db) for db in live], list(live)
