@@ -25,8 +25,10 @@ take them back.
   process (the CLI's single commands, the library used directly): it is never closed under its caller,
   and it is counted (``pinned``), so a server path that forgets its scope shows in ``/metrics``.
 - **When the last user returns it**, the store is *parked*: every thread's connection and repository
-  is unbound, one of each kept for the next user if only one was open, else all closed (SQLite keeps
-  a closed connection's descriptor while another stays open on the file). A store touched by 40
+  is unbound and one of each kept for the next user. The other connections are closed without a
+  checkpoint (the return holds this cache's lock), if at most two: SQLite keeps a closed connection's
+  descriptor while another stays open on the file, for its next connection there; past that, all
+  are closed (:meth:`gitmem.db.thread_connections.ThreadConnections.park`). A store touched by 40
   threads does not keep 40 connections.
 - **Bounded.** Past ``capacity`` open stores the least recently used idle ones are closed, by the
   sweeper's thread (a close checkpoints the index: not on the time of the request that overflowed the
