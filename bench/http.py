@@ -354,9 +354,10 @@ def main(argv: list[str] | None = None) -> int:
             CPU together: the CPU of the phase itself, not of the packing it leaves, which ``settle`` waits out)."""
             nonlocal order
             runs: dict[str, list[tuple[Run, Cpu | None]]] = {s.name: [] for s in pair}
-            for _ in range(options.rounds):
+            for round_ in range(options.rounds):
+                in_round = count // options.rounds + (round_ < count % options.rounds)  # all count, none left over
                 for server in pair if order % 2 == 0 else pair[::-1]:  # alternate who goes first
-                    jobs = make(server, max(count // options.rounds, clients))
+                    jobs = make(server, max(in_round, clients))
                     before = cpu_seconds(server.proc.pid)
                     run = drive(server, clients, jobs)
                     after = cpu_seconds(server.proc.pid)

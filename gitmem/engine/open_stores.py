@@ -74,6 +74,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gitmem.db.descriptors import descriptor_limit, free_descriptors, low_water, out_of_descriptors, when_short
+from gitmem.db.thread_connections import SPARE_DESCRIPTORS
 from gitmem.engine.store_handles import Handle, leases, lend, sweeper
 from gitmem.errors import Unavailable
 
@@ -82,7 +83,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DESCRIPTORS_PER_STORE = 8  # an open store: its connection (3), a pack, a checkpoint's file; room while busy
+# An open store: its connection (3), the descriptors of connections its parking closed, a pack, a
+# checkpoint's file, room while busy.
+DESCRIPTORS_PER_STORE = 3 + SPARE_DESCRIPTORS + 3
 RESERVED_DESCRIPTORS = 192  # the catalog's connections (3 a thread), sockets, Git's pipes, logs
 MIN_OPEN_STORES = 8
 MAX_OPEN_STORES = 256  # however many files the process may open: memory stays bounded too

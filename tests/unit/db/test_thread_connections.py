@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sqlite3
 import threading
 from pathlib import Path
@@ -51,6 +53,15 @@ def test_threads_opening_a_new_file_at_once_all_get_a_wal_connection(tmp_path: P
             assert check.execute("SELECT count(*) FROM t").fetchone()[0] == THREADS
 
 
+def descriptors_of(path: Path) -> int:
+    """This process's open descriptors of ``path`` itself (not its ``-wal`` or ``-shm``)."""
+    found = 0
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # the listing's own descriptor is gone by now
+            found += os.readlink(f"/proc/self/fd/{fd}") == str(path)
+    return found
+
+
 def used_at_once(files: ThreadConnections, threads: int) -> None:
     """``threads`` threads read ``files`` at once, each on a connection of its own."""
     together = threading.Barrier(threads)
@@ -82,6 +93,13 @@ def test_parking_after_two_threads_keeps_one_connection_and_makes_no_checkpoint(
     files.park()
     assert files.open_connections == 1
     assert wal.stat().st_size == logged > 0  # a checkpoint on the way out would have cut it to nothing
+    # SQLite keeps the closed one's descriptor of the file and gives it to the next connection there:
+    # parking after two threads again and again keeps two, not one more each time.
+    assert descriptors_of(files.path) == 2
+    for _ in range(3):
+        used_at_once(files, 2)
+        files.park()
+    assert descriptors_of(files.path) == 2
     kept: list[sqlite3.Connection] = []
     taker = threading.Thread(target=lambda: kept.append(files.get()))
     taker.start()
