@@ -37,22 +37,33 @@ def held_fds() -> tuple[int, ...]:
 @contextlib.contextmanager
 def flock(path: Path, *, timeout: float, what: str) -> Iterator[None]:
     """Hold the flock on ``path`` (busy with ``what`` after ``timeout`` seconds), handed to git children."""
-    fds: list[int] = _held.__dict__.setdefault("fds", [])
-    with repository.file_lock(path, timeout=timeout, busy=f"the store is busy with {what}; try again later") as fd:
-        fds.append(fd)
-        try:
-            yield
-        finally:
-            fds.remove(fd)
+    busy = f"the store is busy with {what}; try again later"
+    with repository.file_lock(path, timeout=timeout, busy=busy) as fd, _handed_to_children(fd):
+        yield
 
 
 @contextlib.contextmanager
 def writer_lock(store: MemoryStore) -> Iterator[None]:
-    """:func:`repository.writer_lock`'s flock on ``gitmem/write.lock``, taken here so that its file
-    descriptor can be handed to git children (see :func:`held_fds`); with an index on PostgreSQL,
-    also the store's writer lock there, which holds across nodes (a flock on a shared volume may not)."""
-    with flock(store.path / "gitmem" / "write.lock", timeout=30.0, what="writes"), store.index.cluster_writer_lock():
+    """:func:`repository.writer_lock` (in the writers' line), its file descriptor handed to git children
+    (see :func:`held_fds`); with an index on PostgreSQL, also the store's writer lock there, which holds
+    across nodes (a flock on a shared volume may not)."""
+    busy = "the store is busy with writes; try again later"
+    with (
+        repository.writer_lock(store.path, busy=busy) as fd,
+        _handed_to_children(fd),
+        store.index.cluster_writer_lock(),
+    ):
         yield
+
+
+@contextlib.contextmanager
+def _handed_to_children(fd: int) -> Iterator[None]:
+    fds: list[int] = _held.__dict__.setdefault("fds", [])
+    fds.append(fd)
+    try:
+        yield
+    finally:
+        fds.remove(fd)
 
 
 def rewrite_lock(repo_path: Path, timeout: float) -> contextlib.AbstractContextManager[None]:
