@@ -65,6 +65,18 @@ class Pack:
     objects: int
 
 
+def remove_packs(pack_dir: Path, packs: Iterable[Path]) -> None:
+    """Delete ``packs`` (``.pack`` paths in ``pack_dir``) and the files beside them, the index last:
+    only the files one listing found (an unlink of a file that is not there cost 35-40 µs on ext4
+    here, two of them a pack: most packs have neither a ``.rev`` nor a ``.bitmap``)."""
+    present = set(os.listdir(pack_dir))
+    for pack in packs:
+        for suffix in PACK_FILES:
+            name = pack.stem + suffix
+            if name in present:
+                (pack_dir / name).unlink(missing_ok=True)  # a packer elsewhere may have taken it already
+
+
 def rollable_packs(pack_dir: Path) -> list[Pack]:
     """The packs a roll-up may take, fewest objects first: indexed, neither kept nor cruft."""
     packs = []
@@ -204,10 +216,7 @@ def roll_up(repo_path: Path, *, depth: int, fsync: bool, lock_fd: int | None = N
     new_pack = pack_dir / f"pack-{proc.stdout.decode().strip()}.pack"
     if fsync:
         fsync_dir(pack_dir)  # the new pack's name is durable before the rolled ones' go
-    for pack in rolled:
-        if pack.path != new_pack:
-            for suffix in PACK_FILES:
-                pack.path.with_suffix(suffix).unlink(missing_ok=True)
+    remove_packs(pack_dir, [pack.path for pack in rolled if pack.path != new_pack])
     if loose:
         subprocess.run(["git", "-C", str(repo_path), "prune-packed", "-q"], capture_output=True, check=False)  # noqa: S603, S607  git from PATH, an argument list (no shell)
     return True

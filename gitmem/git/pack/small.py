@@ -27,7 +27,7 @@ import pygit2
 
 from gitmem.durable import DURABLE, NOT_FLUSHED
 from gitmem.git.pack.format import PackObject, write_pack
-from gitmem.git.pack.roll_up import PACK_FILES, loose_object_ids
+from gitmem.git.pack.roll_up import loose_object_ids, remove_packs
 
 log = logging.getLogger(__name__)
 
@@ -81,10 +81,7 @@ def consolidate(repo_path: Path, *, fsync: bool) -> bool:
     if objects is None:
         return False
     new_pack = write_pack(objects_dir, objects, durability=DURABLE if fsync else NOT_FLUSHED)
-    for pack in old_packs:
-        if pack != new_pack:
-            for suffix in PACK_FILES:
-                pack.with_suffix(suffix).unlink(missing_ok=True)
+    remove_packs(pack_dir, [pack for pack in old_packs if pack != new_pack])
     for raw in loose:
         name = raw.hex()
         folder = objects_dir / name[:2]

@@ -14,7 +14,7 @@ import pytest
 from gitmem.durable import NOT_FLUSHED
 from gitmem.git.pack import roll_up as roll_up_module
 from gitmem.git.pack.format import PackObject, index_object_ids, write_pack
-from gitmem.git.pack.roll_up import Pack, geometric_split, roll_up, rollable_packs
+from gitmem.git.pack.roll_up import Pack, geometric_split, remove_packs, roll_up, rollable_packs
 from gitmem.git.pack.roll_up import object_names as roll_up_names
 from gitmem.git.trees import object_id
 from tests.checks import assert_fsck_clean, git
@@ -184,3 +184,12 @@ def test_the_new_pack_is_flushed_into_its_folder_before_a_rolled_pack_goes(
     assert _readable(repo, ids) == ids
     unflushed, _ = _repository(tmp_path / "u.git", (1, 1))
     assert roll_up(unflushed, depth=50, fsync=False) and len(flushed) == 1  # GITMEM_FSYNC=never
+
+
+def test_removing_packs_takes_the_files_beside_them_and_nothing_else(tmp_path: Path) -> None:
+    """A rolled-up pack goes with its index and reverse index, whichever of them it has; another
+    pack, and a pack's .keep (a push's, not the packer's to drop), stay."""
+    for name in ("pack-a.pack", "pack-a.idx", "pack-a.rev", "pack-a.keep", "pack-b.pack", "pack-b.idx", "pack-c.pack"):
+        (tmp_path / name).write_bytes(b"x")
+    remove_packs(tmp_path, [tmp_path / "pack-a.pack", tmp_path / "pack-c.pack", tmp_path / "pack-gone.pack"])
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["pack-a.keep", "pack-b.idx", "pack-b.pack"]
