@@ -128,4 +128,5 @@ if __name__ == "__main__":  # python -m bench._naive PORT: uvicorn exactly as `g
 
     from gitmem.cli.node.serve import uvicorn_options
 
-    uvicorn.run("bench._naive:app", host="127.0.0.1", port=int(sys.argv[1]), log_level="info", **uvicorn_options())
+    level = os.environ.get("GITMEM_LOG_LEVEL", "INFO")  # the same as gitmem's (bench.http: WARNING)
+    uvicorn.run("bench._naive:app", host="127.0.0.1", port=int(sys.argv[1]), **uvicorn_options("text", level))

@@ -89,4 +89,5 @@ def test_the_access_log_drops_query_strings() -> None:
     assert record.getMessage() == '127.0.0.1:5000 - "GET /v1/memory_stores HTTP/1.1" 200'
     options = uvicorn_options()
     assert options["log_config"]["handlers"]["access"]["filters"] == ["drop_query"]
+    assert options["log_level"] == "info" and uvicorn_options("text", "WARNING")["log_level"] == "warning"
     assert options["http"] in ("httptools", "h11") and options["loop"] in ("uvloop", "asyncio")

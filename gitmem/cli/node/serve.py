@@ -44,7 +44,9 @@ def uvicorn_options(log_format: LogFormat = "text", log_level: str = "INFO") -> 
     """How ``gitmem serve`` runs uvicorn (the HTTP benchmark runs its naive server the same way).
 
     The fast HTTP parser (httptools) and event loop (uvloop) when installed, uvicorn's pure-Python
-    ones otherwise; an access log without query strings, or in JSON the app's own (:mod:`gitmem.json_log`)."""
+    ones otherwise; an access log without query strings, or in JSON the app's own (:mod:`gitmem.json_log`);
+    uvicorn's own loggers at ``log_level``, the app's (uvicorn sets them after ``log_config``: at
+    ``info`` always, GITMEM_LOG_LEVEL=WARNING still wrote a text line a request)."""
     from uvicorn.config import LOGGING_CONFIG
 
     log_config = copy.deepcopy(LOGGING_CONFIG)
@@ -55,6 +57,7 @@ def uvicorn_options(log_format: LogFormat = "text", log_level: str = "INFO") -> 
         "http": "httptools" if _installed("httptools") else "h11",
         "log_config": json_log.uvicorn_config(log_config, log_format, log_level),
         "access_log": log_format != "json",
+        "log_level": log_level.lower(),
     }
 
 
@@ -141,7 +144,6 @@ def serve(ctx: Context, host: str, port: int, workers: int, database: str | None
             host=host,
             port=port,
             workers=workers,
-            log_level="info",
             # The requests in flight get this long after SIGTERM (and its drain: api/draining.py).
             timeout_graceful_shutdown=math.ceil(serving.stop_timeout),
             **uvicorn_options(serving.log_format, serving.log_level or "INFO"),
