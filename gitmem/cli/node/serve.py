@@ -45,8 +45,8 @@ def uvicorn_options(log_format: LogFormat = "text", log_level: str = "INFO") -> 
 
     The fast HTTP parser (httptools) and event loop (uvloop) when installed, uvicorn's pure-Python
     ones otherwise; an access log without query strings, or in JSON the app's own (:mod:`gitmem.json_log`);
-    uvicorn's own loggers at ``log_level``, the app's (uvicorn sets them after ``log_config``: at
-    ``info`` always, GITMEM_LOG_LEVEL=WARNING still wrote a text line a request)."""
+    uvicorn's own loggers at ``log_level``, as the app's are (uvicorn sets their levels after
+    ``log_config``: given ``info`` whatever the setting, it wrote a line a request at WARNING)."""
     from uvicorn.config import LOGGING_CONFIG
 
     log_config = copy.deepcopy(LOGGING_CONFIG)
