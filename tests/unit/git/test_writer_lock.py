@@ -3,12 +3,15 @@ threads with their own descriptors contend for it exactly as two processes do.""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from gitmem.engine.rewrite import locked_git
+from gitmem.engine.store.store import MemoryStore
 from gitmem.errors import StoreBusy
 from gitmem.git import repository
 
@@ -49,11 +52,59 @@ def test_a_waiting_writer_goes_before_the_holders_next_turn(tmp_path: Path) -> N
 
 
 def test_a_writer_lock_held_elsewhere_is_store_busy_after_the_timeout(tmp_path: Path) -> None:
-    """Waiting in the line counts against the timeout; 0 tries once."""
+    """Waiting in the line counts against the timeout: a writer behind another waiter gives up with
+    StoreBusy, as one waiting for the lock itself does; 0 tries once. The waiter then gets the lock."""
     (tmp_path / "gitmem").mkdir()
+    got_it = threading.Event()
+
+    def waiter() -> None:  # holds the line while it waits for the lock
+        with repository.writer_lock(tmp_path, timeout=10):
+            got_it.set()
+
     with repository.writer_lock(tmp_path):
+        first = threading.Thread(target=waiter)
+        first.start()
+        while not _held(tmp_path / "gitmem" / "write.line"):
+            time.sleep(HOLD_SECONDS)
         for timeout in (0, 0.1):
             with pytest.raises(StoreBusy), repository.writer_lock(tmp_path, timeout=timeout):
                 pass
+        assert not got_it.is_set()
+    first.join()
+    assert got_it.is_set()
     with repository.writer_lock(tmp_path, timeout=0):  # free again, line and lock
         pass
+
+
+def test_a_rewrites_writer_lock_waits_in_the_line_and_hands_the_lock_to_git(store: MemoryStore) -> None:
+    """A history rewrite takes the same lock as the writers, behind whoever holds the line, lets go of
+    the line once it has the lock, and the descriptor its git children inherit is the lock's."""
+    line, lock_path = store.path / "gitmem" / "write.line", store.path / "gitmem" / "write.lock"
+    line.parent.mkdir(exist_ok=True)
+    in_line, left = threading.Event(), threading.Event()
+
+    def ahead_in_line() -> None:
+        with repository.file_lock(line, timeout=10, busy="held"):
+            in_line.set()
+            time.sleep(20 * HOLD_SECONDS)
+            left.set()
+
+    ahead = threading.Thread(target=ahead_in_line)
+    ahead.start()
+    in_line.wait()
+    with locked_git.writer_lock(store):
+        assert left.is_set()  # it waited for the one ahead of it, though the lock itself was free
+        assert _held(lock_path) and not _held(line)
+        (fd,) = locked_git.held_fds()
+        assert os.stat(fd).st_ino == lock_path.stat().st_ino
+    ahead.join()
+    assert locked_git.held_fds() == () and not _held(lock_path)
+
+
+def _held(path: Path) -> bool:
+    """Whether someone holds the flock on ``path`` (tried without waiting)."""
+    try:
+        with repository.file_lock(path, timeout=0, busy="held"):
+            return False
+    except StoreBusy:
+        return True
