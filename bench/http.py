@@ -166,14 +166,17 @@ def servers(tmp: Path, workers: int = 1) -> Iterator[tuple[Server, Server]]:
 Job = Callable[[httpx.Client], httpx.Response]  # one request, on a client of the driver's
 
 
-def drive(server: Server, clients: int, jobs: list[Job]) -> Run:
-    """Run ``jobs`` (each one request) from ``clients`` threads, each with its own keep-alive client."""
+def drive(server: Server, clients: int, jobs: list[Job], *, lanes: bool = False) -> Run:
+    """Run ``jobs`` (each one request) from ``clients`` threads, each with its own keep-alive client:
+    the next job to whichever thread is free, or with ``lanes`` thread ``t`` runs jobs ``t``,
+    ``t + clients``, ... (the jobs of :meth:`Writer.jobs` on as many stores as clients: a store each)."""
     lock = threading.Lock()
-    queue = iter(jobs)
+    shared = iter(jobs)
     latencies: list[float] = []
     failures: list[str] = []
 
-    def worker(_: int, ready: Callable[[], object]) -> None:
+    def worker(t: int, ready: Callable[[], object]) -> None:
+        queue = iter(jobs[t::clients]) if lanes else shared
         with httpx.Client(base_url=server.base_url, headers={"x-api-key": server.key}, timeout=120) as client:
             ready()
             while True:
@@ -348,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
             make: Callable[[Server, int], list[Job]],
             count: int,
             goal: dict[str, tuple[float, bool]],
+            lanes: bool = False,
         ) -> None:
             """The phase on both servers, ``--rounds`` times (``count`` requests shared among them), each
             round alternating who goes first; each server's median round is reported (its rate, latencies and
@@ -359,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
                 for server in pair if order % 2 == 0 else pair[::-1]:  # alternate who goes first
                     jobs = make(server, max(in_round, clients))
                     before = cpu_seconds(server.proc.pid)
-                    run = drive(server, clients, jobs)
+                    run = drive(server, clients, jobs, lanes=lanes)
                     after = cpu_seconds(server.proc.pid)
                     runs[server.name].append((run, (after - before) / len(jobs) if after and before else None))
                     settle(server)
@@ -389,6 +393,7 @@ def main(argv: list[str] | None = None) -> int:
             lambda s, k: writers[s.name].jobs(many[s.name], k),
             2 * n // 5,
             {"rate": (0.6, True)},
+            lanes=True,  # each client writes its own store, as an agent writes its own memory
         )
         both(
             "read (GET), 8 clients",

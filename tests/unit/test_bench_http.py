@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
-from bench.http import Cpu, Run, Server, cpu_seconds, median_round, settle
+import httpx
+
+from bench.http import Cpu, Job, Run, Server, cpu_seconds, drive, median_round, settle
 
 
 def test_the_median_round_is_reported_with_its_own_cpu() -> None:
@@ -34,3 +37,26 @@ def test_settle_waits_until_a_server_has_stopped_working(tmp_path: Path) -> None
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_with_lanes_each_client_runs_its_own_jobs_in_order(tmp_path: Path) -> None:
+    # "8 clients, 8 stores": job n goes to store n % 8, so client t must run jobs t, t + 8, ... (its store's).
+    ran: dict[int, list[int]] = {}
+    lock = threading.Lock()
+
+    def job(n: int) -> Job:
+        def run(_client: httpx.Client) -> httpx.Response:
+            time.sleep(0.001)  # long enough that a shared queue would hand a lane's jobs to other threads
+            with lock:
+                ran.setdefault(threading.get_ident(), []).append(n)
+            return httpx.Response(200)
+
+        return run
+
+    server = Server("none", "http://127.0.0.1:1", "", tmp_path, None, lambda store: tmp_path / store)  # type: ignore[arg-type]
+    run = drive(server, 4, [job(n) for n in range(40)], lanes=True)
+    assert run.count == 40
+    assert sorted(ran.values()) == [list(range(t, 40, 4)) for t in range(4)]
+    ran.clear()
+    drive(server, 4, [job(n) for n in range(40)])  # the shared queue: any thread takes the next job
+    assert sorted(n for jobs in ran.values() for n in jobs) == list(range(40))
