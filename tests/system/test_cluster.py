@@ -156,6 +156,9 @@ def run_writers(
                     between(w, i)
         except BaseException as exc:  # reported by the test
             errors.append(exc)
+        finally:  # a killed node's connections too, not left for the collector
+            for client in clients:
+                client.close()
 
     threads = [threading.Thread(target=writer, args=(w,)) for w in range(WRITERS)]
     for thread in threads:
@@ -166,15 +169,15 @@ def run_writers(
 
 
 def make_store(cluster: Cluster, name: str) -> tuple[str, str]:
-    client = cluster.client(cluster.nodes[0])
-    store = client.beta.memory_stores.create(name=name)
-    note = client.beta.memory_stores.memories.create(store.id, path="/log.md", content="")
+    with cluster.client(cluster.nodes[0]) as client:
+        store = client.beta.memory_stores.create(name=name)
+        note = client.beta.memory_stores.memories.create(store.id, path="/log.md", content="")
     return store.id, note.id
 
 
 def versions_of(cluster: Cluster, store_id: str, memory_id: str) -> int:
-    client = cluster.client(cluster.nodes[-1])
-    return sum(1 for _ in client.beta.memory_stores.memory_versions.list(store_id, memory_id=memory_id, limit=100))
+    with cluster.client(cluster.nodes[-1]) as client:
+        return sum(1 for _ in client.beta.memory_stores.memory_versions.list(store_id, memory_id=memory_id, limit=100))
 
 
 def test_eight_writers_through_three_nodes_lose_no_update(cluster: Cluster) -> None:

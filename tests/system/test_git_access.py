@@ -74,10 +74,10 @@ def git(
 
 
 def new_store(site: Site, notes: dict[str, str]) -> str:
-    client = site.sdk()
-    store_id = client.beta.memory_stores.create(name="team").id
-    for path, content in notes.items():
-        client.beta.memory_stores.memories.create(store_id, path=path, content=content)
+    with site.sdk() as client:
+        store_id = client.beta.memory_stores.create(name="team").id
+        for path, content in notes.items():
+            client.beta.memory_stores.memories.create(store_id, path=path, content=content)
     return store_id
 
 

@@ -50,8 +50,9 @@ def live(real_server: RealServer) -> Live:
 
 
 @pytest.fixture
-def client(live: Live) -> anthropic.Anthropic:
-    return live.client()
+def client(live: Live) -> Iterator[anthropic.Anthropic]:
+    with live.client() as client:  # its connections closed with the test, not left for the collector
+        yield client
 
 
 @pytest.fixture
