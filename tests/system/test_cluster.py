@@ -57,6 +57,9 @@ class Cluster:
     user_token: str
     env: dict[str, str]
     nodes: list[Node] = field(default_factory=list)
+    # Every client handed out, closed with the cluster: a killed node's errors put a client in a
+    # reference cycle, and its sockets stayed open until some later test's gc.collect().
+    clients: list[anthropic.Anthropic] = field(default_factory=list)
 
     def start(self, count: int = NODES) -> None:
         started = [self._launch() for _ in range(count)]
@@ -76,7 +79,9 @@ class Cluster:
         self.nodes.remove(node)
 
     def client(self, node: Node, secret: str | None = None) -> anthropic.Anthropic:
-        return anthropic.Anthropic(base_url=node.url, api_key=secret or self.admin, max_retries=0, timeout=60.0)
+        client = anthropic.Anthropic(base_url=node.url, api_key=secret or self.admin, max_retries=0, timeout=60.0)
+        self.clients.append(client)
+        return client
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, **self.env, "GITMEM_HOME": str(self.home)}
@@ -101,6 +106,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     found = Cluster(home, url, admin, workspace.id, user.id, user_token, env)
     found.start()
     yield found
+    for client in found.clients:
+        client.close()
     for node in found.nodes:
         _stop(node.proc)
         node.log.close()
@@ -156,9 +163,6 @@ def run_writers(
                     between(w, i)
         except BaseException as exc:  # reported by the test
             errors.append(exc)
-        finally:  # a killed node's connections too, not left for the collector
-            for client in clients:
-                client.close()
 
     threads = [threading.Thread(target=writer, args=(w,)) for w in range(WRITERS)]
     for thread in threads:
@@ -169,15 +173,15 @@ def run_writers(
 
 
 def make_store(cluster: Cluster, name: str) -> tuple[str, str]:
-    with cluster.client(cluster.nodes[0]) as client:
-        store = client.beta.memory_stores.create(name=name)
-        note = client.beta.memory_stores.memories.create(store.id, path="/log.md", content="")
+    client = cluster.client(cluster.nodes[0])
+    store = client.beta.memory_stores.create(name=name)
+    note = client.beta.memory_stores.memories.create(store.id, path="/log.md", content="")
     return store.id, note.id
 
 
 def versions_of(cluster: Cluster, store_id: str, memory_id: str) -> int:
-    with cluster.client(cluster.nodes[-1]) as client:
-        return sum(1 for _ in client.beta.memory_stores.memory_versions.list(store_id, memory_id=memory_id, limit=100))
+    client = cluster.client(cluster.nodes[-1])
+    return sum(1 for _ in client.beta.memory_stores.memory_versions.list(store_id, memory_id=memory_id, limit=100))
 
 
 def test_eight_writers_through_three_nodes_lose_no_update(cluster: Cluster) -> None:

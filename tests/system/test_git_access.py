@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 import subprocess
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import anthropic
@@ -38,18 +39,25 @@ class Site:
     user_id: str
     user: str
     stranger: str
+    # Every client handed out, closed with the site (not left for the collector: see tests/checks.py).
+    clients: list[anthropic.Anthropic] = field(default_factory=list, compare=False, repr=False)
 
     def url(self, store_id: str) -> str:
         return f"{self.base_url}/v1/memory_stores/{store_id}.git"
 
     def sdk(self, secret: str | None = None) -> anthropic.Anthropic:
-        return anthropic.Anthropic(api_key=secret or self.admin, base_url=self.base_url, max_retries=0)
+        client = anthropic.Anthropic(api_key=secret or self.admin, base_url=self.base_url, max_retries=0)
+        self.clients.append(client)
+        return client
 
 
 @pytest.fixture(scope="module")
-def site(real_server: RealServer) -> Site:
+def site(real_server: RealServer) -> Iterator[Site]:
     home = make_test_home(real_server.home, workspace="git-access", other_workspace="git-access-other", fsync="never")
-    return Site(real_server.base_url, home.path, home.admin, home.reader, home.user_id, home.user, home.other)
+    site = Site(real_server.base_url, home.path, home.admin, home.reader, home.user_id, home.user, home.other)
+    yield site
+    for client in site.clients:
+        client.close()
 
 
 def git(
@@ -74,10 +82,10 @@ def git(
 
 
 def new_store(site: Site, notes: dict[str, str]) -> str:
-    with site.sdk() as client:
-        store_id = client.beta.memory_stores.create(name="team").id
-        for path, content in notes.items():
-            client.beta.memory_stores.memories.create(store_id, path=path, content=content)
+    client = site.sdk()
+    store_id = client.beta.memory_stores.create(name="team").id
+    for path, content in notes.items():
+        client.beta.memory_stores.memories.create(store_id, path=path, content=content)
     return store_id
 
 
