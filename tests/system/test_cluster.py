@@ -5,6 +5,7 @@ retention round runs once across the cluster."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import itertools
@@ -59,7 +60,7 @@ class Cluster:
     nodes: list[Node] = field(default_factory=list)
     # Every client handed out, closed with the cluster: a killed node's errors put a client in a
     # reference cycle, and its sockets stayed open until some later test's gc.collect().
-    clients: list[anthropic.Anthropic] = field(default_factory=list)
+    clients: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
     def start(self, count: int = NODES) -> None:
         started = [self._launch() for _ in range(count)]
@@ -80,8 +81,7 @@ class Cluster:
 
     def client(self, node: Node, secret: str | None = None) -> anthropic.Anthropic:
         client = anthropic.Anthropic(base_url=node.url, api_key=secret or self.admin, max_retries=0, timeout=60.0)
-        self.clients.append(client)
-        return client
+        return self.clients.enter_context(client)
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, **self.env, "GITMEM_HOME": str(self.home)}
@@ -106,8 +106,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     found = Cluster(home, url, admin, workspace.id, user.id, user_token, env)
     found.start()
     yield found
-    for client in found.clients:
-        client.close()
+    found.clients.close()
     for node in found.nodes:
         _stop(node.proc)
         node.log.close()

@@ -7,6 +7,7 @@ stores and unreachable objects never served.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from collections.abc import Iterator
@@ -40,15 +41,14 @@ class Site:
     user: str
     stranger: str
     # Every client handed out, closed with the site (not left for the collector: see tests/checks.py).
-    clients: list[anthropic.Anthropic] = field(default_factory=list, compare=False, repr=False)
+    clients: contextlib.ExitStack = field(default_factory=contextlib.ExitStack, compare=False, repr=False)
 
     def url(self, store_id: str) -> str:
         return f"{self.base_url}/v1/memory_stores/{store_id}.git"
 
     def sdk(self, secret: str | None = None) -> anthropic.Anthropic:
         client = anthropic.Anthropic(api_key=secret or self.admin, base_url=self.base_url, max_retries=0)
-        self.clients.append(client)
-        return client
+        return self.clients.enter_context(client)
 
 
 @pytest.fixture(scope="module")
@@ -56,8 +56,7 @@ def site(real_server: RealServer) -> Iterator[Site]:
     home = make_test_home(real_server.home, workspace="git-access", other_workspace="git-access-other", fsync="never")
     site = Site(real_server.base_url, home.path, home.admin, home.reader, home.user_id, home.user, home.other)
     yield site
-    for client in site.clients:
-        client.close()
+    site.clients.close()
 
 
 def git(

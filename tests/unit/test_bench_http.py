@@ -58,5 +58,5 @@ def test_with_lanes_each_client_runs_its_own_jobs_in_order(tmp_path: Path) -> No
     assert run.count == 40
     assert sorted(ran.values()) == [list(range(t, 40, 4)) for t in range(4)]
     ran.clear()
-    drive(server, 4, [job(n) for n in range(40)])  # the shared queue: any thread takes the next job
+    drive(server, 4, [job(n) for n in range(40)])  # the shared queue: every job still runs once
     assert sorted(n for jobs in ran.values() for n in jobs) == list(range(40))
